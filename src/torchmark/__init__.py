@@ -1,0 +1,33 @@
+"""torchmark: how fast is deep learning on this machine, CPU or GPU, and why."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("torchmark")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+unknown"
+
+from torchmark.errors import TorchmarkError
+from torchmark.results import Ceiling, Result, RunRecord, Work
+from torchmark.timing import Measurement, measure
+
+__all__ = [
+    "Ceiling",
+    "Measurement",
+    "Result",
+    "RunRecord",
+    "TorchmarkError",
+    "Work",
+    "__version__",
+    "measure",
+    "open_store",
+]
+
+
+def open_store(url: str | None = None):  # type: ignore[no-untyped-def]
+    """Open the results store at ``url`` (default: SQLite in the user data directory)."""
+    from torchmark.store import open_store as _open
+
+    return _open(url)

@@ -1,0 +1,3 @@
+from torchmark.cli import main
+
+main()

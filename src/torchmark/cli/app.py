@@ -1,0 +1,70 @@
+"""The typer app, shared options and the one place user errors become one line + exit code.
+
+Environment variables read by the CLI (and only here):
+    TORCHMARK_DB     default results store URL (``--db`` overrides)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from torchmark.errors import TorchmarkError
+
+app = typer.Typer(
+    name="torchmark",
+    help="How fast is deep learning on this machine, CPU or GPU, and why.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DB_HELP = (
+    "Results store URL (sqlite:///path.db or postgresql://...); default: $TORCHMARK_DB or "
+    "a SQLite file in the user data directory."
+)
+
+
+def db_url(option: str | None) -> str | None:
+    return option or os.environ.get("TORCHMARK_DB") or None
+
+
+def open_store(option: str | None):  # type: ignore[no-untyped-def]
+    from torchmark.store import open_store as _open
+
+    return _open(db_url(option))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors print one line and exit non-zero; bugs keep the traceback."""
+    from torchmark.cli import load_commands
+
+    load_commands()
+    try:
+        app(args=argv, standalone_mode=False)
+    except TorchmarkError as e:
+        err_console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: results measured so far are saved (run incomplete)")
+        sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as e:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise

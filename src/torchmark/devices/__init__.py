@@ -1,0 +1,71 @@
+"""Device discovery and parsing of ``--device`` specs.
+
+``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``xpu[:N]``, ``all`` (every device found).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
+from torchmark.devices.cpu import CPUDevice
+from torchmark.devices.cuda import CUDADevice
+from torchmark.devices.other import MPSDevice, XPUDevice
+from torchmark.errors import InputError
+
+__all__ = [
+    "CPUDevice",
+    "CUDADevice",
+    "Device",
+    "HostTimer",
+    "MPSDevice",
+    "SampleTimer",
+    "TimingMode",
+    "XPUDevice",
+    "available",
+    "resolve",
+]
+
+
+def available() -> list[Device]:
+    """Every device this process can use: the CPU first, then each accelerator."""
+    found: list[Device] = [CPUDevice()]
+    if torch.cuda.is_available():
+        found += [CUDADevice(i) for i in range(torch.cuda.device_count())]
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        found += [XPUDevice(i) for i in range(torch.xpu.device_count())]
+    if torch.backends.mps.is_available():
+        found.append(MPSDevice())
+    return found
+
+
+def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None) -> list[Device]:
+    """Turn ``--device`` values into devices; an unknown one names the valid choices."""
+    found = available() if found is None else found
+    if specs is None or specs == "all":
+        return list(found)
+    if isinstance(specs, str):
+        specs = [specs]
+    by_name = {d.name: d for d in found}
+    kinds: dict[str, list[Device]] = {}
+    for d in found:
+        kinds.setdefault(d.kind, []).append(d)
+    chosen: list[Device] = []
+    for raw in specs:
+        for spec in (s.strip().lower() for s in raw.split(",") if s.strip()):
+            if spec == "all":
+                picks = list(found)
+            elif spec in by_name:
+                picks = [by_name[spec]]
+            elif spec in kinds:
+                picks = kinds[spec]
+            else:
+                valid = ["all", *kinds, *by_name]
+                raise InputError(
+                    f"device {spec!r} is not available on this machine; "
+                    f"choose from: {', '.join(dict.fromkeys(valid))}"
+                )
+            chosen += [d for d in picks if d not in chosen]
+    return chosen

@@ -1,0 +1,121 @@
+"""The Device interface: every difference between processors lives behind it.
+
+Nothing outside ``torchmark.devices`` compares device strings; code asks a Device
+(``is_accelerator``, ``supports(dtype)``, ``timer()``, ``synchronize()``) instead.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import torch
+
+TimingMode = Literal["device", "e2e"]
+
+
+class SampleTimer(ABC):
+    """Times one sample: ``start()``, the calls, then ``stop()`` -> seconds.
+
+    ``stop()`` always waits for the device: a timed region never ends with work queued.
+    """
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> float: ...
+
+
+class HostTimer(SampleTimer):
+    """Host clock around the calls, then a device synchronize before reading it again.
+
+    This is end-to-end time: what a user waiting on the result sees.
+    """
+
+    def __init__(self, sync: Callable[[], None], clock: Callable[[], float] = time.perf_counter):
+        self._sync, self._clock, self._t0 = sync, clock, 0.0
+
+    def start(self) -> None:
+        self._sync()  # nothing earlier may leak into this sample
+        self._t0 = self._clock()
+
+    def stop(self) -> float:
+        self._sync()
+        return self._clock() - self._t0
+
+
+class Device(ABC):
+    """One processor torchmark can measure."""
+
+    kind: ClassVar[str]
+    is_accelerator: ClassVar[bool] = False
+    # METHOD.md §2.5: one sample must be long enough that timer and sync overhead are < 1 %.
+    min_sample_s: ClassVar[float] = 0.010
+
+    def __init__(self, index: int | None = None) -> None:
+        self.index = index
+
+    @property
+    def name(self) -> str:
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Device) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @abstractmethod
+    def synchronize(self) -> None: ...
+
+    def timer(self, mode: TimingMode = "device") -> SampleTimer:
+        """Device time where the device has its own clock (CUDA events), else end-to-end."""
+        return HostTimer(self.synchronize)
+
+    @abstractmethod
+    def info(self) -> dict[str, Any]:
+        """Static description: name, memory, cores, caches, capability."""
+
+    def label(self) -> str:
+        """Short human name for tables, e.g. 'NVIDIA H100 80GB HBM3' or 'AMD EPYC (2 cores)'."""
+        return str(self.info().get("model") or self.name)
+
+    def supports(self, dtype: torch.dtype) -> str | None:
+        """None when ``dtype`` runs here, else the reason it does not."""
+        return None
+
+    def total_memory_bytes(self) -> int | None:
+        return None
+
+    def cache_bytes(self) -> int | None:
+        """Size of the last-level cache, to size buffers that must not fit in it."""
+        return None
+
+    def reset_peak_memory(self) -> None:
+        return None
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak memory used since ``reset_peak_memory`` (allocator stats or host RSS)."""
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        return isinstance(exc, torch.OutOfMemoryError) or (
+            isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+        )
+
+    def set_threads(self, n: int) -> None:
+        """Only the CPU has threads to set."""
+        return None

@@ -1,0 +1,114 @@
+"""The host CPU."""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+from typing import Any, ClassVar
+
+import psutil
+import torch
+
+from torchmark.devices.base import Device
+
+# ISA features that decide which kernels PyTorch can use on a CPU.
+ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+    "sve",
+    "neon",
+    "asimd",
+)
+
+
+@functools.cache
+def _cpuinfo() -> dict[str, Any]:
+    import cpuinfo
+
+    try:
+        return dict(cpuinfo.get_cpu_info())
+    except Exception:  # py-cpuinfo shells out; a locked-down host may refuse
+        return {}
+
+
+def _llc_bytes() -> int | None:
+    best = None
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            path = os.path.join(base, entry, "size")
+            if os.path.exists(path):
+                text = open(path).read().strip().upper()
+                mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+                size = int(text.rstrip("KMG")) * mult
+                best = max(best or 0, size)
+    except (OSError, ValueError):
+        return None
+    return best
+
+
+class CPUDevice(Device):
+    kind: ClassVar[str] = "cpu"
+    min_sample_s: ClassVar[float] = 0.010
+
+    def __init__(self, index: int | None = None) -> None:
+        super().__init__(None)
+
+    def synchronize(self) -> None:
+        return None  # CPU ops return when done
+
+    @functools.cache  # noqa: B019 - one CPUDevice per process; info is static
+    def info(self) -> dict[str, Any]:
+        ci = _cpuinfo()
+        flags = set(ci.get("flags", []))
+        llc = _llc_bytes()
+        return {
+            "kind": "cpu",
+            "model": ci.get("brand_raw") or "unknown CPU",
+            "arch": ci.get("arch_string_raw") or os.uname().machine,
+            "physical_cores": psutil.cpu_count(logical=False),
+            "logical_cores": psutil.cpu_count(logical=True),
+            "threads": torch.get_num_threads(),
+            "isa": sorted(f for f in ISA_FLAGS if f in flags),
+            "llc_bytes": llc,
+            "memory_bytes": psutil.virtual_memory().total,
+            "max_mhz": (psutil.cpu_freq().max if psutil.cpu_freq() else None) or None,
+            "capability": torch.backends.cpu.get_cpu_capability(),
+        }
+
+    def label(self) -> str:
+        i = self.info()
+        return f"{i['model']} ({i['physical_cores']} cores)"
+
+    def supports(self, dtype: torch.dtype) -> str | None:
+        return None
+
+    def total_memory_bytes(self) -> int | None:
+        return int(psutil.virtual_memory().total)
+
+    def cache_bytes(self) -> int | None:
+        return _llc_bytes()
+
+    def reset_peak_memory(self) -> None:
+        self._rss_base = psutil.Process().memory_info().rss
+
+    def peak_memory_bytes(self) -> int | None:
+        # ru_maxrss is the process high-water mark in KiB on Linux; it cannot be reset, so it
+        # is an upper bound for the case, stated as host RSS peak.
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+    def set_threads(self, n: int) -> None:
+        torch.set_num_threads(n)

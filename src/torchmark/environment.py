@@ -1,0 +1,127 @@
+"""The environment record stored with every run (METHOD.md §2.1) and its fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import sys
+from typing import Any
+
+import psutil
+import torch
+
+from torchmark import __version__
+from torchmark.devices import Device
+
+# Variables that change what PyTorch does or how fast; recorded when set.
+RELEVANT_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "KMP_AFFINITY",
+    "GOMP_CPU_AFFINITY",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_CUDNN_V8_API_ENABLED",
+    "ONEDNN_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "TORCHINDUCTOR_MAX_AUTOTUNE",
+    "LD_PRELOAD",
+)
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            v = pynvml.nvmlSystemGetDriverVersion()
+            return v.decode() if isinstance(v, bytes) else str(v)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML: not an NVIDIA machine, or no driver
+        return None
+
+
+def software() -> dict[str, Any]:
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "torchmark": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": cudnn,
+        "driver": _driver_version() if torch.cuda.is_available() else None,
+        "debug_build": bool(torch.version.debug),
+        "parallel_info_threads": torch.get_num_threads(),
+    }
+
+
+def precision_flags() -> dict[str, Any]:
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def load() -> dict[str, Any]:
+    """How busy the machine was when the run started (competing load skews CPU results)."""
+    la = os.getloadavg() if hasattr(os, "getloadavg") else (None, None, None)
+    return {
+        "loadavg": list(la),
+        "cpu_percent": psutil.cpu_percent(interval=0.1),
+        "memory_available_bytes": psutil.virtual_memory().available,
+    }
+
+
+def collect(devices: list[Device]) -> dict[str, Any]:
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "python_executable": sys.executable,
+        "software": software(),
+        "devices": {d.name: d.info() for d in devices},
+        "threads": {
+            "torch_num_threads": torch.get_num_threads(),
+            "torch_interop_threads": torch.get_num_interop_threads(),
+        },
+        "precision": precision_flags(),
+        "env_vars": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
+        "load_at_start": load(),
+    }
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def device_fingerprint(device: Device, env: dict[str, Any]) -> str:
+    """Same machine, same device, same software and threads -> same ceilings (cache key)."""
+    sw = env.get("software", {})
+    return _digest(
+        {
+            "host": env.get("host"),
+            "device": device.info() | {"threads": None},
+            "threads": env.get("threads"),
+            "torch": sw.get("torch"),
+            "cuda": sw.get("cuda_runtime"),
+            "driver": sw.get("driver"),
+        }
+    )
+
+
+def machine_fingerprint(env: dict[str, Any]) -> str:
+    """Identifies machine + software for a run (hardware, versions; not the load)."""
+    return _digest({k: env.get(k) for k in ("host", "devices", "software", "threads")})

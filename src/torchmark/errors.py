@@ -1,0 +1,53 @@
+"""One error hierarchy for torchmark.
+
+    TorchmarkError                 anything torchmark raises on purpose
+    ├── UsageError                 the user asked for something invalid (exit 2)
+    │   ├── UnknownNameError       a registry name that does not exist; lists the valid ones
+    │   └── InputError             a file, spec or option value that cannot be used
+    ├── StoreError                 the results store cannot be opened, read or written (exit 1)
+    │   └── RunNotFoundError       a run id that is not in the store
+    ├── CaseSkipped                a case cannot run here (OOM, dtype unsupported): recorded, run goes on
+    └── WrongResultError           a correctness guard failed: the case is reported wrong, not fast
+
+The CLI turns TorchmarkError into one line and a non-zero exit; anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class TorchmarkError(Exception):
+    exit_code = 1
+
+
+class UsageError(TorchmarkError):
+    exit_code = 2
+
+
+class UnknownNameError(UsageError):
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
+        choices = ", ".join(self.valid) or "(none)"
+        super().__init__(f"unknown {kind} {name!r}; valid {kind}s: {choices}")
+
+
+class InputError(UsageError):
+    pass
+
+
+class StoreError(TorchmarkError):
+    pass
+
+
+class RunNotFoundError(StoreError):
+    pass
+
+
+class CaseSkipped(TorchmarkError):
+    """Raised inside a case: the case is recorded as skipped with this reason."""
+
+
+class WrongResultError(TorchmarkError):
+    """Raised by a correctness guard: the case is reported as wrong, with this reason."""

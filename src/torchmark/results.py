@@ -1,0 +1,212 @@
+"""Value objects that are stored, exported and reported.
+
+A Result keeps every raw sample; median, spread, throughput and % of ceiling are derived
+from them (computed fields in the JSON, re-derived on import, never trusted from a file).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from torchmark.timing.stats import Measurement
+
+SCHEMA_VERSION = 1
+
+Headline = Literal["items", "bytes", "flops"]
+Status = Literal["ok", "skipped", "wrong"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Work(BaseModel):
+    """What one call does: FLOPs, compulsory bytes moved, items processed."""
+
+    model_config = ConfigDict(frozen=True)
+    flops: float = 0.0
+    bytes: float = 0.0
+    items: float = 1.0
+    item_unit: str = "it"
+
+
+class Throughput(BaseModel):
+    value: float
+    unit: str
+
+
+class Ceiling(BaseModel):
+    """A measured physical limit of one device, in SI units (B/s, FLOP/s or s)."""
+
+    model_config = ConfigDict(frozen=True)
+    device: str
+    key: str  # "bandwidth", "matmul:bfloat16", "h2d:pinned", "dispatch", ...
+    value: float
+    unit: Literal["B/s", "FLOP/s", "s"]
+    method: str  # how it was measured, in words
+    theoretical: float | None = None  # datasheet or clock-derived, same unit
+    theoretical_source: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)  # per-kernel figures, samples
+
+    @property
+    def pct_of_theoretical(self) -> float | None:
+        return 100 * self.value / self.theoretical if self.theoretical else None
+
+
+class Verdict(BaseModel):
+    level: Literal["ok", "warn", "invalid"] = "ok"
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    workload: str
+    variant: str
+    device: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    status: Status = "ok"
+    reason: str | None = None  # why skipped / wrong
+
+    samples_s: list[float] = Field(default_factory=list)
+    calls_per_sample: int = 1
+    first_call_s: float | None = None
+    warmup_calls: int = 0
+    stop_reason: str = ""
+    rule: str = ""
+    timing: str = "e2e"  # "device" (events) or "e2e" (host clock + sync)
+    excluded: list[int] = Field(default_factory=list)  # sample indices set aside (throttled)
+
+    work: Work = Field(default_factory=Work)
+    headline: Headline = "items"
+    ceiling: Ceiling | None = None
+    notes: list[str] = Field(default_factory=list)
+    extra_flags: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)  # peak memory, compile time, errors...
+    telemetry: dict[str, Any] | None = None
+    verdict: Verdict | None = None
+
+    @functools.cached_property
+    def measurement(self) -> Measurement:
+        return Measurement(
+            samples_s=tuple(self.samples_s),
+            calls_per_sample=self.calls_per_sample,
+            first_call_s=self.first_call_s,
+            warmup_calls=self.warmup_calls,
+            stop_reason=self.stop_reason,
+            rule=self.rule,
+            timing=self.timing,
+            excluded=tuple(self.excluded),
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.samples_s)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def median_s(self) -> float | None:
+        return self.measurement.median if self.ok else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def iqr_s(self) -> float | None:
+        return self.measurement.iqr if self.ok else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def min_s(self) -> float | None:
+        return self.measurement.min if self.ok else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ci_median_s(self) -> list[float] | None:
+        if not self.ok:
+            return None
+        lo, hi = self.measurement.ci
+        return [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n(self) -> int:
+        return self.measurement.n if self.ok else 0
+
+    def rate(self, what: Headline, best: bool = False) -> float | None:
+        """Per-second rate of items, bytes or FLOPs (median time, or best sample)."""
+        if not self.ok:
+            return None
+        t = self.measurement.min if best else self.measurement.median
+        amount = {"items": self.work.items, "bytes": self.work.bytes, "flops": self.work.flops}
+        value = amount[what]
+        return value / t if value and t > 0 else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def throughput(self) -> Throughput | None:
+        r = self.rate(self.headline)
+        if r is None:
+            return None
+        if self.headline == "bytes":
+            return Throughput(value=r / 1e9, unit="GB/s")
+        if self.headline == "flops":
+            return Throughput(value=r / 1e12, unit="TFLOP/s")
+        return Throughput(value=r, unit=f"{self.work.item_unit}/s")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pct_of_ceiling(self) -> float | None:
+        """Median rate as % of the device's measured ceiling (``ceiling.key`` says which)."""
+        if self.ceiling is None or not self.ceiling.value:
+            return None
+        r = self.rate("bytes" if self.ceiling.unit == "B/s" else "flops")
+        return None if r is None else 100 * r / self.ceiling.value
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def flags(self) -> list[str]:
+        out = list(self.measurement.flags) if self.ok else []
+        pct = self.pct_of_ceiling
+        if pct is not None and pct > 100:
+            out.append("above_ceiling")
+        return out + [f for f in self.extra_flags if f not in out]
+
+    @property
+    def key(self) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:
+        """Identity of the case across runs: workload, variant, device, params."""
+        return (
+            self.workload,
+            self.variant,
+            self.device,
+            tuple(sorted((k, str(v)) for k, v in self.params.items())),
+        )
+
+
+class RunRecord(BaseModel):
+    """One stored run: self-describing (schema, tool, time, machine, software)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str = ""
+    run_id: str | None = None
+    kind: str = "run"  # run | model | tune | soak
+    created_utc: datetime = Field(default_factory=utcnow)
+    finished_utc: datetime | None = None
+    status: Literal["running", "complete", "incomplete"] = "running"
+    command: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    fingerprint: str = ""
+    ceilings: list[Ceiling] = Field(default_factory=list)
+    results: list[Result] = Field(default_factory=list)
+    telemetry: dict[str, Any] | None = None
+    verdict: Verdict | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)  # break_even, recommendation, ...
+
+    def ceiling(self, device: str, key: str) -> Ceiling | None:
+        return next((c for c in self.ceilings if c.device == device and c.key == key), None)

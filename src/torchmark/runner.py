@@ -1,0 +1,191 @@
+"""plan cases -> for each: set up, guard, measure (telemetry watching), record -> run.
+
+No formatting here: the caller passes ``Events`` to hear about progress.
+"""
+
+from __future__ import annotations
+
+import gc
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from torchmark import __version__, environment, telemetry
+from torchmark.config import RunConfig, validate
+from torchmark.devices import Device, resolve
+from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.results import Ceiling, Result, RunRecord, utcnow
+from torchmark.store.base import ResultStore
+from torchmark.timing import measure, preset
+from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
+
+
+class Events(Protocol):
+    def planned(self, cases: Sequence[Case]) -> None: ...
+    def ceilings(self, device: Device, cached: bool) -> None: ...
+    def case_started(self, case: Case) -> None: ...
+    def case_done(self, case: Case, result: Result) -> None: ...
+
+
+class Quiet:
+    def planned(self, cases: Sequence[Case]) -> None: ...
+    def ceilings(self, device: Device, cached: bool) -> None: ...
+    def case_started(self, case: Case) -> None: ...
+    def case_done(self, case: Case, result: Result) -> None: ...
+
+
+def select_workloads(cfg: RunConfig) -> dict[str, Workload]:
+    load_builtins()
+    names = list(cfg.workloads) or [
+        n
+        for n in WORKLOADS.names()
+        if WORKLOADS.get(n).group != "user" and (cfg.suite != "quick" or WORKLOADS.get(n).in_quick)
+    ]
+    return {n: WORKLOADS.get(n)() for n in names}  # get() names the valid choices
+
+
+def plan(workloads: dict[str, Workload], devices: list[Device], cfg: RunConfig) -> list[Case]:
+    return [c for d in devices for w in workloads.values() for c in w.cases(d, cfg.plan_options)]
+
+
+def run(
+    cfg: RunConfig, store: ResultStore, events: Events | None = None, kind: str = "run"
+) -> RunRecord:
+    """Run every planned case and store each result as it lands."""
+    events = events or Quiet()
+    validate(cfg)
+    devices = resolve(cfg.devices)
+    workloads = select_workloads(cfg)
+    if cfg.threads:
+        for d in devices:
+            d.set_threads(cfg.threads)
+    env = environment.collect(devices)
+    cases = plan(workloads, devices, cfg)
+    events.planned(cases)
+    record = RunRecord(
+        tool_version=__version__,
+        kind=kind,
+        command=shlex.join(sys.argv),
+        config=cfg.as_dict(),
+        environment=env,
+        fingerprint=environment.machine_fingerprint(env),
+    )
+    record.run_id = store.begin_run(record)
+    try:
+        ceilings = measure_ceilings(devices, env, store, cfg, events)
+        record.ceilings = [c for cs in ceilings.values() for c in cs]
+        store.set_ceilings(record.run_id, record.ceilings)
+        oom_sweeps: dict[str, str] = {}
+        for case in cases:
+            events.case_started(case)
+            if case.sweep in oom_sweeps:
+                result = skipped(case, oom_sweeps[case.sweep])
+            else:
+                result = run_case(workloads[case.workload], case, ceilings[case.device.name], cfg)
+                if case.sweep and "out of memory" in (result.reason or ""):
+                    oom_sweeps[case.sweep] = f"sweep stopped: {result.reason}"
+            store.add_result(record.run_id, result)
+            record.results.append(result)
+            events.case_done(case, result)
+        record.status = "complete"
+    finally:  # KeyboardInterrupt included: what was measured stays, marked incomplete
+        if record.status == "running":
+            record.status = "incomplete"
+        record.finished_utc = utcnow()
+        store.finish_run(record.run_id, record)
+    return record
+
+
+def measure_ceilings(
+    devices: list[Device], env: dict[str, Any], store: ResultStore, cfg: RunConfig, events: Events
+) -> dict[str, dict[str, Ceiling]]:
+    """Each device's ceilings, measured once per device fingerprint and cached in the store."""
+    from torchmark import ceilings
+
+    out: dict[str, dict[str, Ceiling]] = {}
+    for d in devices:
+        found: list[Ceiling] = []
+        if cfg.ceilings:
+            fp = environment.device_fingerprint(d, env)
+            cached = None if cfg.remeasure_ceilings else store.cached_ceilings(fp, d.name)
+            events.ceilings(d, cached is not None)
+            if cached is None:
+                found = ceilings.measure(d, quick=cfg.suite == "quick")
+                store.cache_ceilings(fp, d.name, found)
+            else:
+                found = cached
+        out[d.name] = {c.key: c for c in found}
+    return out
+
+
+def skipped(case: Case, reason: str, status: str = "skipped") -> Result:
+    return Result(
+        workload=case.workload,
+        variant=case.variant,
+        device=case.device.name,
+        params=case.param_dict,
+        status=status,
+        reason=reason,
+    )  # type: ignore[arg-type]
+
+
+def run_case(
+    workload: Workload, case: Case, ceilings: dict[str, Ceiling], cfg: RunConfig
+) -> Result:
+    """Set up, guard, measure under telemetry, record. Never raises for a case that fails."""
+    device = case.device
+    try:
+        prepared = workload.prepare(case)
+    except CaseSkipped as e:
+        return skipped(case, str(e))
+    except Exception as e:
+        if device.is_out_of_memory(e):
+            return skipped(case, f"out of memory at {case.label}")
+        raise
+    try:
+        notes = prepared.check() if prepared.check else []
+        device.reset_peak_memory()
+        with telemetry.watch(device, enabled=cfg.telemetry) as trace:
+            m = measure(
+                prepared.fn,
+                device,
+                rule=preset(cfg.rule or prepared.rule),
+                timing=prepared.timing if cfg.timing == "device" else "e2e",
+                on_sample=trace.mark,
+            )
+        peak = device.peak_memory_bytes()
+    except WrongResultError as e:
+        return skipped(case, str(e), status="wrong")
+    except Exception as e:
+        if device.is_out_of_memory(e):
+            return skipped(case, f"out of memory at {case.label}")
+        raise
+    finally:
+        if prepared.teardown:
+            prepared.teardown()
+        del prepared.fn
+        gc.collect()
+        device.empty_cache()
+    result = Result(
+        workload=case.workload,
+        variant=case.variant,
+        device=device.name,
+        params=case.param_dict,
+        samples_s=list(m.samples_s),
+        calls_per_sample=m.calls_per_sample,
+        first_call_s=m.first_call_s,
+        warmup_calls=m.warmup_calls,
+        stop_reason=m.stop_reason,
+        rule=m.rule,
+        timing=m.timing,
+        excluded=trace.throttled_samples(),
+        work=prepared.work,
+        headline=prepared.headline,
+        ceiling=ceilings.get(prepared.ceiling) if prepared.ceiling else None,
+        notes=prepared.notes + notes,
+        extra={**prepared.extra, "peak_memory_bytes": peak},
+        telemetry=trace.summary(),
+    )
+    result.verdict = telemetry.judge(result)
+    return result

@@ -1,0 +1,67 @@
+"""The results store: a narrow interface, chosen by URL (``sqlite:///path`` default,
+``postgresql://...`` for a team server).
+
+Runs are written incrementally (begin, add each result, finish) so an interrupted run keeps
+everything already measured.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from torchmark.results import Ceiling, Result, RunRecord
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    kind: str
+    created_utc: datetime
+    status: str
+    devices: list[str]
+    n_results: int
+    n_ok: int
+    tool_version: str
+    command: str
+    host: str
+
+
+class ResultStore(ABC):
+    url: str
+
+    @abstractmethod
+    def begin_run(self, run: RunRecord) -> str:
+        """Store the run header (results may be empty) and return its new run id."""
+
+    @abstractmethod
+    def add_result(self, run_id: str, result: Result) -> None: ...
+
+    @abstractmethod
+    def set_ceilings(self, run_id: str, ceilings: list[Ceiling]) -> None: ...
+
+    @abstractmethod
+    def finish_run(self, run_id: str, run: RunRecord) -> None:
+        """Final status, finish time, run-level telemetry, verdict and extra."""
+
+    @abstractmethod
+    def save(self, run: RunRecord) -> str:
+        """Store a whole run (import); keeps its run id unless that id is taken."""
+
+    @abstractmethod
+    def load(self, run_id: str) -> RunRecord:
+        """A run by id, or ``latest``; RunNotFoundError names the fix."""
+
+    @abstractmethod
+    def list_runs(self, limit: int | None = None) -> list[RunSummary]:
+        """Newest first."""
+
+    @abstractmethod
+    def cached_ceilings(self, fingerprint: str, device: str) -> list[Ceiling] | None: ...
+
+    @abstractmethod
+    def cache_ceilings(self, fingerprint: str, device: str, ceilings: list[Ceiling]) -> None: ...
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,62 @@
+"""Fakes for deterministic tests of the harness: a fake clock and a fake device.
+
+``FakeClock`` only moves when told; ``FakeDevice`` times samples on that clock, so a
+callable that advances the clock by a known schedule yields known samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar
+
+from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class FakeDevice(Device):
+    """A device whose timer reads a FakeClock. ``syncs`` counts synchronize() calls."""
+
+    kind: ClassVar[str] = "fake"
+    is_accelerator: ClassVar[bool] = True
+    min_sample_s: ClassVar[float] = 0.001
+
+    def __init__(self, clock: FakeClock, index: int | None = 0, model: str = "FakeGPU") -> None:
+        super().__init__(index)
+        self.clock, self.model, self.syncs = clock, model, 0
+
+    @property
+    def torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+
+    def timer(self, mode: TimingMode = "device") -> SampleTimer:
+        return HostTimer(self.synchronize, self.clock)
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "fake", "model": self.model}
+
+
+def scripted(clock: FakeClock, durations: Iterable[float]) -> Callable[[], None]:
+    """A callable whose n-th call takes ``durations[n]`` seconds (the last one repeats)."""
+    it: Iterator[float] = iter(durations)
+    last = [0.0]
+
+    def fn() -> None:
+        last[0] = next(it, last[0])
+        clock.advance(last[0])
+
+    return fn

@@ -1,0 +1,93 @@
+"""What a workload is: it plans cases for a device and prepares one step to time.
+
+A workload declares the work one call does (``Work``: FLOPs, bytes, items); the framework
+derives throughput, arithmetic intensity and % of the measured ceiling.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from torchmark.devices.base import Device, TimingMode
+from torchmark.registry import Registry
+from torchmark.results import Headline, Work
+
+Suite = Literal["quick", "standard", "full"]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the user asked to run; workloads read it to choose their cases."""
+
+    suite: Suite = "standard"
+    scenarios: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    batches: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to measure: workload x variant x params on one device."""
+
+    workload: str
+    variant: str
+    device: Device
+    params: tuple[tuple[str, Any], ...] = ()
+    # Cases of one sweep run in order; after an OOM the rest of the sweep is skipped.
+    sweep: str | None = None
+
+    @property
+    def param_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def label(self) -> str:
+        p = " ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.workload}/{self.variant} {p} on {self.device.name}".replace("  ", " ")
+
+
+@dataclass
+class Prepared:
+    """A case ready to time: ``fn()`` is one step; everything else describes it."""
+
+    fn: Callable[[], object]
+    work: Work
+    headline: Headline = "items"
+    ceiling: str | None = None  # key of the ceiling this is a fraction of, e.g. "bandwidth"
+    # Correctness guard, run once before timing: raises WrongResultError, returns notes
+    # (observations worth printing, e.g. "every call returns the same tensor").
+    check: Callable[[], list[str]] | None = None
+    timing: TimingMode = "device"
+    rule: str = "micro"  # stopping preset: "micro" or "model"
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    teardown: Callable[[], None] | None = None
+
+
+class Workload(ABC):
+    """Base of every workload. Subclasses register with ``@WORKLOADS.register(name)``."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    group: ClassVar[str] = "micro"  # "micro" | "model" | "user"
+    in_quick: ClassVar[bool] = False
+
+    @abstractmethod
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        """The cases to run on ``device`` for this suite and these filters."""
+
+    @abstractmethod
+    def prepare(self, case: Case) -> Prepared:
+        """Allocate inputs (outside any timed region) and return the step; may raise
+        CaseSkipped (e.g. dtype unsupported, out of memory)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Static facts for ``torchmark list`` (e.g. parameter count, FLOPs per item)."""
+        return {}
+
+
+WORKLOADS: Registry[type[Workload]] = Registry("workload", "torchmark.workloads")

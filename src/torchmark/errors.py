@@ -6,8 +6,9 @@
     │   └── InputError             a file, spec or option value that cannot be used
     ├── StoreError                 the results store cannot be opened, read or written (exit 1)
     │   └── RunNotFoundError       a run id that is not in the store
-    ├── CaseSkipped                a case cannot run here (OOM, dtype unsupported): recorded, run goes on
-    └── WrongResultError           a correctness guard failed: the case is reported wrong, not fast
+    ├── RunInterrupted             Ctrl-C mid-run: carries the run measured so far (exit 130)
+    ├── CaseSkipped                a case cannot run here (OOM, unsupported dtype); run goes on
+    └── WrongResultError           a correctness guard failed: the case is reported wrong
 
 The CLI turns TorchmarkError into one line and a non-zero exit; anything else is a bug and
 keeps its traceback.
@@ -43,6 +44,18 @@ class StoreError(TorchmarkError):
 
 class RunNotFoundError(StoreError):
     pass
+
+
+class RunInterrupted(TorchmarkError):
+    """Ctrl-C during a run: what was measured is stored; ``record`` holds it (incomplete)."""
+
+    exit_code = 130
+
+    def __init__(self, record: object, run_id: str | None) -> None:
+        self.record = record
+        super().__init__(
+            f"interrupted: run {run_id} saved as incomplete with the cases measured so far"
+        )
 
 
 class CaseSkipped(TorchmarkError):

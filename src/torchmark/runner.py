@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from torchmark import __version__, environment, telemetry
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.timing import measure, preset
@@ -89,7 +89,9 @@ def run(
             record.results.append(result)
             events.case_done(case, result)
         record.status = "complete"
-    finally:  # KeyboardInterrupt included: what was measured stays, marked incomplete
+    except KeyboardInterrupt:
+        raise RunInterrupted(record, record.run_id) from None
+    finally:  # what was measured stays stored, marked incomplete unless the plan finished
         if record.status == "running":
             record.status = "incomplete"
         record.finished_utc = utcnow()

@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
+    except Exception as e:
+        # Usage errors of the (possibly vendored) click arrive here in non-standalone mode.
+        show = getattr(e, "show", None)
+        if callable(show) and isinstance(getattr(e, "exit_code", None), int):
+            show()
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
         raise

@@ -1,0 +1,237 @@
+"""`torchmark run`, `torchmark list`, `torchmark env`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from torchmark.cli.app import DB_HELP, app, console, open_store
+from torchmark.config import RunConfig, parse_int_list
+from torchmark.devices import Device
+from torchmark.errors import InputError, RunInterrupted
+from torchmark.results import Result, RunRecord
+from torchmark.workloads import Case
+
+
+class ProgressEvents:
+    """Runner events -> a rich progress bar (the runner itself never formats)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("planning", total=None)
+
+    def planned(self, cases: Sequence[Case]) -> None:
+        devices = sorted({c.device.name for c in cases})
+        workloads = sorted({c.workload for c in cases})
+        console.print(
+            f"Planned [bold]{len(cases)}[/] cases on {', '.join(devices) or 'no device'} "
+            f"({len(workloads)} workloads: {', '.join(workloads)})"
+        )
+        self.progress.update(self.task, total=len(cases), description="ceilings")
+
+    def ceilings(self, device: Device, cached: bool) -> None:
+        what = "cached ceilings" if cached else "measuring ceilings"
+        self.progress.update(self.task, description=f"{what} on {device.name}")
+
+    def case_started(self, case: Case) -> None:
+        self.progress.update(self.task, description=case.label)
+
+    def case_done(self, case: Case, result: Result) -> None:
+        self.progress.advance(self.task)
+
+
+def write_json(record: RunRecord, path: Path) -> None:
+    try:
+        path.write_text(record.model_dump_json(indent=2))
+    except OSError as e:
+        raise InputError(f"cannot write --json file {path}: {e.strerror}") from None
+    console.print(f"JSON written to {path}")
+
+
+def show(record: RunRecord) -> None:
+    from torchmark.report.table import run_tables
+
+    for renderable in run_tables(record):
+        console.print(renderable)
+
+
+@app.command()
+def run(
+    device: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--device", "-d", help="cpu, cuda, cuda:N, mps, xpu or all (default: every device)."
+        ),
+    ] = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload", "-w", help="Workload to run (repeatable); see `torchmark list`."
+        ),
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small suite (about a minute on a 2-core CPU).")
+    ] = False,
+    suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(help="Model scenario (repeatable): infer, infer-e2e, train, prefill, decode."),
+    ] = None,
+    precision: Annotated[
+        list[str] | None,
+        typer.Option(help="Precision/optimisation variant (repeatable), e.g. fp32, amp-bf16."),
+    ] = None,
+    batch: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,32,256.")] = None,
+    size: Annotated[str | None, typer.Option(help="Problem sizes for micro workloads.")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
+    timing: Annotated[
+        str,
+        typer.Option(help="device: GPU events (launch overhead hidden); e2e: host clock + sync."),
+    ] = "device",
+    stopping: Annotated[
+        str | None,
+        typer.Option(
+            help="Stopping preset for every case: micro (0.5 % target), model (1.5 %), quick, test "
+            "(default: each workload's own)."
+        ),
+    ] = None,
+    ceilings: Annotated[
+        bool,
+        typer.Option(help="Measure the device ceilings (without them no % of ceiling is shown)."),
+    ] = True,
+    remeasure_ceilings: Annotated[
+        bool, typer.Option(help="Measure ceilings again instead of using the cached ones.")
+    ] = False,
+    telemetry: Annotated[
+        bool, typer.Option(help="Sample clocks/heat/load while measuring.")
+    ] = True,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the run as JSON.")
+    ] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Measure every workload on every device, against the machine's measured ceilings."""
+    from torchmark import runner
+
+    cfg = RunConfig(
+        devices=tuple(device or ("all",)),
+        workloads=tuple(workload or ()),
+        suite="quick" if quick else suite,  # type: ignore[arg-type]
+        scenarios=tuple(scenario or ()),
+        precisions=tuple(precision or ()),
+        batches=parse_int_list(batch, "--batch"),
+        sizes=parse_int_list(size, "--size"),
+        threads=threads,
+        timing=timing,  # type: ignore[arg-type]
+        rule=stopping,
+        ceilings=ceilings,
+        remeasure_ceilings=remeasure_ceilings,
+        telemetry=telemetry,
+    )
+    store = open_store(db)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    try:
+        with progress:
+            record = runner.run(cfg, store, ProgressEvents(progress))
+    except RunInterrupted as e:
+        partial: RunRecord = e.record  # type: ignore[assignment]
+        show(partial)
+        if json_path:
+            write_json(partial, json_path)
+        raise
+    show(record)
+    console.print(f"Run [bold]{record.run_id}[/] stored in {store.url}")
+    if json_path:
+        write_json(record, json_path)
+
+
+@app.command(name="list")
+def list_(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Workloads (with their facts) and the devices found on this machine."""
+    from torchmark.devices import available
+    from torchmark.workloads import WORKLOADS, load_builtins
+
+    load_builtins()
+    workloads: list[dict[str, Any]] = []
+    for name in WORKLOADS.names():
+        cls = WORKLOADS.get(name)
+        workloads.append(
+            {
+                "name": name,
+                "group": cls.group,
+                "summary": cls.summary,
+                "quick": cls.in_quick,
+                **cls().describe(),
+            }
+        )
+    devices = [
+        {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
+    ]
+    if as_json:
+        console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
+        return
+    t = Table(title="Workloads", title_justify="left")
+    for col in ("name", "group", "quick", "summary", "facts"):
+        t.add_column(col)
+    for w in workloads:
+        facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
+        t.add_row(
+            w["name"],
+            w["group"],
+            "yes" if w["quick"] else "",
+            w["summary"],
+            ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
+        )
+    console.print(t)
+    d = Table(title="Devices", title_justify="left")
+    for col in ("name", "device", "accelerator"):
+        d.add_column(col)
+    for dev in devices:
+        d.add_row(dev["name"], dev["label"], "yes" if dev["accelerator"] else "no")
+    console.print(d)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+@app.command()
+def env(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The environment record stored with every run: versions, devices, threads, flags, load."""
+    from torchmark import environment
+    from torchmark.devices import available
+
+    record = environment.collect(available())
+    record["fingerprint"] = environment.machine_fingerprint(record)
+    if as_json:
+        console.print_json(json.dumps(record, default=str))
+        return
+    for section, value in record.items():
+        if isinstance(value, dict):
+            t = Table(title=section, title_justify="left", show_header=False)
+            t.add_column("key", style="bold")
+            t.add_column("value")
+            for k, v in value.items():
+                t.add_row(
+                    str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v)
+                )
+            console.print(t)
+        else:
+            console.print(f"[bold]{section}[/]: {value}")

@@ -1,0 +1,29 @@
+"""Shared test set-up: an isolated results store per test, GPU and browser tests skipped
+where the hardware or browser is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes to the user's real results database."""
+    monkeypatch.setenv("TORCHMARK_DB", f"sqlite:///{tmp_path / 'results.db'}")
+    monkeypatch.setenv("COLUMNS", "120")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    no_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    has_browser = shutil.which("chromium") is not None or os.path.exists("/usr/bin/chromium")
+    no_browser = pytest.mark.skip(reason="needs Debian's chromium (apt-get install chromium)")
+    for item in items:
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(no_gpu)
+        if "browser" in item.keywords and not has_browser:
+            item.add_marker(no_browser)

@@ -94,6 +94,18 @@ class Device(ABC):
         """None when ``dtype`` runs here, else the reason it does not."""
         return None
 
+    def supports_tf32(self) -> str | None:
+        """None when fp32 matmuls/convolutions can run in TF32 here, else the reason."""
+        return "TF32 needs an NVIDIA GPU with compute capability >= 8.0"
+
+    def supports_graphs(self) -> str | None:
+        """None when whole steps can be captured and replayed as a graph (CUDA graphs)."""
+        return "CUDA graphs need CUDA"
+
+    def supports_compile(self) -> str | None:
+        """None when ``torch.compile`` (inductor) can generate code for this device."""
+        return None
+
     def total_memory_bytes(self) -> int | None:
         return None
 

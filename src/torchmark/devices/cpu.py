@@ -96,6 +96,14 @@ class CPUDevice(Device):
     def supports(self, dtype: torch.dtype) -> str | None:
         return None
 
+    def supports_compile(self) -> str | None:
+        import shutil
+
+        # inductor writes C++ for the CPU and builds it with the host compiler
+        if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+            return "torch.compile on CPU needs a C++ compiler (g++ or clang++) on PATH"
+        return None
+
     def total_memory_bytes(self) -> int | None:
         return int(psutil.virtual_memory().total)
 

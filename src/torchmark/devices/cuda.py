@@ -71,6 +71,20 @@ class CUDADevice(Device):
             return "float8 matmul needs compute capability 9.0 or newer"
         return None
 
+    def supports_tf32(self) -> str | None:
+        major, _ = torch.cuda.get_device_capability(self.torch_device)
+        if getattr(torch.version, "hip", None) or major < 8:
+            return "TF32 needs an NVIDIA GPU with compute capability >= 8.0"
+        return None
+
+    def supports_graphs(self) -> str | None:
+        return None
+
+    def supports_compile(self) -> str | None:
+        from torch.utils._triton import has_triton
+
+        return None if has_triton() else "torch.compile on CUDA needs triton (not installed)"
+
     def total_memory_bytes(self) -> int | None:
         return int(torch.cuda.get_device_properties(self.torch_device).total_memory)
 

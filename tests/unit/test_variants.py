@@ -1,0 +1,168 @@
+"""Variants: names, applicability reasons on CPU, tolerances, NaN detection, build on CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from torchmark import variants
+from torchmark.devices import CPUDevice
+from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
+from torchmark.testing import FakeClock, FakeDevice
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+
+def cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("fp32", "fp32"),
+        ("compile", "compile"),
+        ("fp32+compile", "compile"),
+        ("compile+amp-bf16", "amp-bf16+compile"),
+        ("AMP-FP16+cuda-graphs", "amp-fp16+cuda-graphs"),
+        ("channels-last+amp-bf16", "amp-bf16+channels-last"),
+    ],
+)
+def test_parse_canonical_names(name: str, canonical: str) -> None:
+    assert variants.parse(name).name == canonical
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "fp64",
+        "",
+        "amp-bf16+amp-fp16",
+        "compile+compile",
+        "compile+cuda-graphs",
+        "int8-dynamic+compile",
+    ],
+)
+def test_parse_rejects_with_choices(bad: str) -> None:
+    with pytest.raises(UnknownNameError) as e:
+        variants.parse(bad)
+    assert "amp-bf16" in str(e.value) and "valid precisions" in str(e.value)
+
+
+def test_every_named_variant_parses_to_itself() -> None:
+    for name in variants.NAMED:
+        assert variants.parse(name).name == name
+
+
+def test_ceiling_and_tolerance_follow_precision() -> None:
+    assert variants.parse("fp32").ceiling == "matmul:float32"
+    assert variants.parse("tf32").ceiling == "matmul:tf32"
+    assert variants.parse("amp-bf16+compile").ceiling == "matmul:bfloat16"
+    assert variants.parse("amp-fp16").ceiling == "matmul:float16"
+    assert variants.parse("fp32").tolerance == 1e-4
+    assert variants.parse("compile").tolerance == variants.COMPILE_TOLERANCE
+    assert variants.parse("amp-bf16+compile").tolerance == 5e-2
+
+
+def test_applicability_reasons_on_cpu() -> None:
+    cpu = CPUDevice()
+    m, c = mlp(), cnn()
+    assert variants.applies("fp32", cpu, m, "infer") is None
+    assert "compute capability >= 8.0" in (variants.applies("tf32", cpu, m, "infer") or "")
+    assert variants.applies("cuda-graphs", cpu, m, "infer") == "CUDA graphs need CUDA"
+    assert variants.applies("int8-dynamic", cpu, m, "infer") is None
+    assert "inference only" in (variants.applies("int8-dynamic", cpu, m, "train") or "")
+    assert "nn.Linear" in (variants.applies("int8-dynamic", cpu, c, "infer") or "")
+    assert "4-D" in (
+        variants.applies("channels-last", cpu, m, "infer", (torch.randn(2, 16),)) or ""
+    )
+    assert "Conv2d" in (variants.applies("channels-last", cpu, m, "infer") or "")
+    assert variants.applies("channels-last", cpu, c, "train", (torch.randn(2, 3, 8, 8),)) is None
+
+
+def test_int8_is_cpu_only_and_fake_accelerator_lacks_graphs() -> None:
+    fake = FakeDevice(FakeClock())
+    assert variants.applies("int8-dynamic", fake, mlp(), "infer") == (
+        "int8 dynamic quantization runs on CPU only"
+    )
+    assert variants.applies("cuda-graphs", fake, mlp(), "infer") == "CUDA graphs need CUDA"
+
+
+def test_max_error_nested_and_relative_to_scale() -> None:
+    ref = {"a": torch.tensor([10.0, -20.0]), "b": (torch.tensor([1.0]), [torch.tensor([2])])}
+    out = {"a": torch.tensor([10.0, -19.0]), "b": (torch.tensor([1.5]), [torch.tensor([2])])}
+    assert variants.max_error(out, ref) == pytest.approx(1.0 / 20.0)
+    assert variants.max_error(ref, ref) == 0.0
+
+
+def test_check_tolerances() -> None:
+    ref = torch.tensor([100.0, 1.0])
+    assert variants.check(ref + 1e-3, ref, "fp32") == pytest.approx(1e-5, rel=1e-3)
+    with pytest.raises(WrongResultError, match=r"max error 0\.001 > tolerance 0\.0001"):
+        variants.check(ref + 0.1, ref, "fp32")
+    assert variants.check(ref + 4.0, ref, "amp-bf16") == pytest.approx(0.04)
+    with pytest.raises(WrongResultError):
+        variants.check(ref + 6.0, ref, "amp-bf16")
+    assert variants.check(ref + 9.0, ref, "int8-dynamic") == pytest.approx(0.09)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_flags_nan_and_inf(bad: float) -> None:
+    ref = torch.ones(3)
+    with pytest.raises(WrongResultError, match="NaN or inf"):
+        variants.check((torch.tensor([1.0, bad, 1.0]),), (ref,), "int8-dynamic")
+
+
+def test_check_structure_mismatch_is_wrong() -> None:
+    with pytest.raises(WrongResultError, match="shape"):
+        variants.max_error(torch.ones(2), torch.ones(3))
+    with pytest.raises(WrongResultError, match="tensors"):
+        variants.max_error((torch.ones(2),), (torch.ones(2), torch.ones(2)))
+
+
+@pytest.mark.parametrize("name", ["fp32", "amp-bf16", "int8-dynamic"])
+def test_build_inference_matches_reference_on_cpu(name: str) -> None:
+    cpu = CPUDevice()
+    x = (torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)
+    m = mlp()
+    ref = variants.reference(m, x, cpu, "infer")
+    built = variants.build(name, m, x, cpu, "infer")
+    err = variants.check(built.output, ref, name)
+    assert err <= variants.parse(name).tolerance
+    again = built.step()
+    assert again is not built.output and torch.is_inference(again)
+
+
+def test_build_train_updates_weights_and_first_output_is_pre_update() -> None:
+    cpu = CPUDevice()
+    x = (torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)
+    m = mlp()
+    ref = variants.reference(m, x, cpu, "train")
+    w0 = m[0].weight.detach().clone()
+    built = variants.build("fp32", m, x, cpu, "train", optimizer="adamw")
+    assert variants.check(built.output, ref, "fp32") == 0.0
+    assert not torch.equal(w0, m[0].weight)
+    assert all(p.grad is None for p in m.parameters())  # zero_grad(set_to_none) ran
+
+
+def test_build_refuses_variant_that_does_not_apply() -> None:
+    with pytest.raises(CaseSkipped, match="CUDA graphs need CUDA"):
+        variants.build("cuda-graphs", mlp(), (torch.randn(2, 16),), CPUDevice(), "infer")
+
+
+def test_fp32_context_turns_tf32_off_and_restores() -> None:
+    before = torch.backends.cudnn.allow_tf32
+    with variants.context("fp32", CPUDevice(), "train"):
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert not torch.is_inference_mode_enabled()
+    with variants.context("tf32", CPUDevice(), "infer"):
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert torch.is_inference_mode_enabled()
+    assert torch.backends.cudnn.allow_tf32 is before

@@ -173,7 +173,9 @@ class Result(BaseModel):
         pct = self.pct_of_ceiling
         if pct is not None and pct > 100:
             out.append("above_ceiling")
-        return out + [f for f in self.extra_flags if f not in out]
+        # telemetry's own flags ("throttled", "competing_load") travel with the number
+        extra = self.extra_flags + list((self.telemetry or {}).get("flags", []))
+        return out + [f for f in dict.fromkeys(extra) if f not in out]
 
     @property
     def key(self) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:

@@ -25,6 +25,7 @@ __all__ = [
     "TimingMode",
     "XPUDevice",
     "available",
+    "is_host",
     "resolve",
 ]
 
@@ -69,3 +70,9 @@ def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None
                 )
             chosen += [d for d in picks if d not in chosen]
     return chosen
+
+
+def is_host(name: str) -> bool:
+    """Whether a stored device name (``cpu``, ``cuda:0`` in a RunRecord) is the host CPU:
+    reports use it to compute each accelerator's speedup over the CPU."""
+    return name.partition(":")[0] == CPUDevice.kind

@@ -1,0 +1,206 @@
+"""Reference data: other machines' results a user's run can be placed among.
+
+Each ``*.json`` file in this folder is one reference set, listed by ``names()``:
+
+- ``"kind": "table"``: a published table copied as printed (``seed-2023``: the seed blog's
+  11 rows in it/s), with its provenance. What each figure really measured (implied GB/s,
+  % of the datasheet bandwidth, plausibility) is derived here from the it/s and the byte
+  count of one iteration, never typed in.
+- ``"kind": "run"``: a run measured by this project on real hardware: ``{"name", "title",
+  "command", "run": <RunRecord JSON>}``, ``command`` being what made it. Its ``seed-add``
+  ``as-published`` results join the placement table like the published rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.results import Result, RunRecord
+
+HERE = Path(__file__).parent
+SEED_WORKLOAD, SEED_VARIANT = "seed-add", "as-published"
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    hardware: str
+    value: float  # it/s of the published loop
+    device_type: str = "unknown"  # cpu | gpu | unknown
+    implied_bytes_per_s: float | None = None
+    datasheet_bytes_per_s: float | None = None
+    note: str = ""
+    implausible: str | None = None  # why the figure cannot be taken at face value
+    source: str = ""  # reference set name, or "this machine"
+    this_machine: bool = False
+
+    @property
+    def pct_of_datasheet(self) -> float | None:
+        if self.implied_bytes_per_s is None or not self.datasheet_bytes_per_s:
+            return None
+        return 100 * self.implied_bytes_per_s / self.datasheet_bytes_per_s
+
+
+@dataclass(frozen=True)
+class ReferenceSet:
+    name: str
+    kind: str  # table | run
+    title: str
+    provenance: str
+    rows: tuple[ReferenceRow, ...]
+    unit: str = "it/s"
+    command: str | None = None  # for runs: the command that made it
+    what: str = ""  # what one iteration really does
+    run: RunRecord | None = None
+    bytes_per_iteration: float | None = None  # memory traffic of one published iteration
+    tensor_bytes: float | None = None  # size of the one tensor that iteration adds to itself
+
+
+def _bytes_per_iteration(measured: dict[str, Any]) -> float:
+    return float(math.prod(measured["shape"]) * measured["dtype_bytes"] * measured["passes"])
+
+
+def _table(name: str, d: dict[str, Any]) -> ReferenceSet:
+    per_it = _bytes_per_iteration(d["measured"])
+    rows = []
+    for r in d["rows"]:
+        ds = r.get("datasheet_bandwidth_gbs")
+        row = ReferenceRow(
+            hardware=r["hardware"],
+            value=float(r["it_per_s"]),
+            device_type=r.get("device_type", "unknown"),
+            implied_bytes_per_s=r["it_per_s"] * per_it,
+            datasheet_bytes_per_s=ds * 1e9 if ds else None,
+            note=r.get("note", ""),
+            implausible=r.get("implausible"),
+            source=name,
+        )
+        p = row.pct_of_datasheet
+        if p is not None and p > 100:
+            # Above the memory's physical limit: the label or the measurement is wrong.
+            row = replace(row, implausible=f"{p:.0f} % of its datasheet bandwidth")
+        rows.append(row)
+    return ReferenceSet(
+        name=name,
+        kind="table",
+        title=d["title"],
+        provenance=d["provenance"],
+        rows=tuple(rows),
+        unit=d.get("unit", "it/s"),
+        what=d["measured"].get("what", ""),
+        bytes_per_iteration=per_it,
+        tensor_bytes=per_it / d["measured"]["passes"],
+    )
+
+
+def seed_rows(
+    record: RunRecord, source: str = "this machine", mine: bool = True
+) -> list[ReferenceRow]:
+    """A run's ``seed-add`` ``as-published`` results as rows of the seed table."""
+    rows = []
+    for r in seed_results(record):
+        value = r.rate("items")
+        if value is None:
+            continue
+        ceiling = r.ceiling
+        rows.append(
+            ReferenceRow(
+                hardware=device_label(record, r.device),
+                value=value,
+                device_type="gpu" if _is_accelerator(r.device) else "cpu",
+                implied_bytes_per_s=r.rate("bytes"),
+                datasheet_bytes_per_s=ceiling.theoretical if ceiling else None,
+                note=_run_note(r),
+                implausible="above the measured ceiling" if "above_ceiling" in r.flags else None,
+                source=source,
+                this_machine=mine,
+            )
+        )
+    return rows
+
+
+def seed_results(record: RunRecord) -> list[Result]:
+    return [
+        r
+        for r in record.results
+        if r.workload == SEED_WORKLOAD and r.variant == SEED_VARIANT and r.ok
+    ]
+
+
+def _is_accelerator(device: str) -> bool:
+    from torchmark.devices import is_host
+
+    return not is_host(device)
+
+
+def _run_note(r: Result) -> str:
+    parts = [f"median of {r.n} samples"]
+    if r.pct_of_ceiling is not None and r.ceiling is not None:
+        parts.append(f"{r.pct_of_ceiling:.0f} % of measured bw")
+    parts += r.flags
+    return ", ".join(parts)
+
+
+def device_label(record: RunRecord, device: str) -> str:
+    """The device's model name as recorded in the run's environment, else its id."""
+    info = record.environment.get("devices", {}).get(device, {})
+    model = info.get("model") if isinstance(info, dict) else None
+    return f"{model} ({device})" if model else device
+
+
+def _run(name: str, d: dict[str, Any]) -> ReferenceSet:
+    record = RunRecord.model_validate(d["run"])
+    return ReferenceSet(
+        name=name,
+        kind="run",
+        title=d.get("title", name),
+        provenance=d.get("provenance", f"measured by torchmark: {d.get('command', '?')}"),
+        rows=tuple(seed_rows(record, source=name, mine=False)),
+        command=d.get("command"),
+        run=record,
+    )
+
+
+def _files(directory: Path | None) -> dict[str, Path]:
+    folder = HERE if directory is None else Path(directory)
+    return {p.stem: p for p in sorted(folder.glob("*.json"))}
+
+
+def names(directory: Path | None = None) -> list[str]:
+    return list(_files(directory))
+
+
+def load(name: str, directory: Path | None = None) -> ReferenceSet:
+    files = _files(directory)
+    if name not in files:
+        raise UnknownNameError("reference set", name, files)
+    try:
+        d = json.loads(files[name].read_text())
+        return _table(name, d) if d.get("kind") == "table" else _run(name, d)
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"reference set {name!r} ({files[name]}) is not usable: {e}") from e
+
+
+def runs(directory: Path | None = None) -> list[ReferenceSet]:
+    """Every committed reference run (kind ``run``)."""
+    sets = [load(n, directory) for n in names(directory)]
+    return [s for s in sets if s.kind == "run"]
+
+
+def ranked(rows: list[ReferenceRow] | tuple[ReferenceRow, ...]) -> list[ReferenceRow]:
+    """Fastest first; equal rates keep their order."""
+    return sorted(rows, key=lambda r: -r.value)
+
+
+def neighbours(
+    rows: tuple[ReferenceRow, ...] | list[ReferenceRow], value: float
+) -> tuple[ReferenceRow | None, ReferenceRow | None, int]:
+    """The nearest slower and faster published rows around ``value``, and its rank (1 = fastest)."""
+    others = ranked(list(rows))
+    faster = [r for r in others if r.value > value]
+    slower = [r for r in others if r.value <= value]
+    return (slower[0] if slower else None, faster[-1] if faster else None, len(faster) + 1)

@@ -1,0 +1,137 @@
+"""Terminal tables of a stored run: golden text on hand-made fixture runs, and formatting.
+
+Regenerate the golden files after an intended change with
+``TORCHMARK_UPDATE_GOLDEN=1 pytest tests/unit/test_report_table.py`` and read the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from torchmark.report import format as fmt
+from torchmark.report.table import run_tables, seed_placement, speedup
+from torchmark.results import Result, RunRecord, Work
+
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+GOLDEN = RUNS / "golden"
+
+
+def load(name: str) -> RunRecord:
+    return RunRecord.model_validate_json((RUNS / f"{name}.json").read_text())
+
+
+def render(record: RunRecord) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=120, color_system=None, force_terminal=False)
+    for part in run_tables(record):
+        console.print(part)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("name", ["cpu-gpu", "cpu-only"])
+def test_run_tables_match_golden_text(name: str) -> None:
+    text = render(load(name))
+    golden = GOLDEN / f"table-{name}.txt"
+    if os.environ.get("TORCHMARK_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_golden_text_shows_what_a_reader_needs() -> None:
+    text = render(load("cpu-gpu"))
+    # GPU over CPU for the same case: 20 ms / 0.42 ms = 47.6x.
+    assert "47.6×" in text
+    assert "83.9 % of bw" in text and "84.2 % of fp32 peak" in text
+    assert "skipped: out of" in text  # the reason travels with the skipped case
+    assert "warn: 2 throttled" in text
+    assert "best precision: bf16" in text
+    assert "89.6 %" in text  # measured bandwidth / datasheet, ceilings table
+    assert "rank 1 of 12" in text
+
+
+def test_incomplete_run_and_wrong_case_are_visible() -> None:
+    text = render(load("cpu-only"))
+    assert "incomplete" in text.splitlines()[0]
+    assert "WRONG: output differs" in text
+    assert "above_ceiling" in text  # 75.5 GB/s against a 72 GB/s measured ceiling
+
+
+def test_speedup_needs_both_results_ok() -> None:
+    rec = load("cpu-gpu")
+    cpu, gpu = (r for r in rec.results if r.workload == "add")
+    assert speedup(gpu, cpu) == pytest.approx(0.0125 / 0.00007)
+    assert speedup(cpu, cpu) is None  # the host is the denominator, not a row with a speedup
+    skipped = Result(workload="add", variant="out-of-place", device="cuda:0", status="skipped")
+    assert speedup(skipped, cpu) is None
+
+
+def test_seed_placement_is_computed_from_the_rate() -> None:
+    rec = load("cpu-gpu")
+    cpu_line, gpu_line = seed_placement(rec)
+    # 50 it/s sits between Apple M1 (48) and the overheating server GPU (55).
+    assert "50.0 it/s, rank 9 of 12" in cpu_line
+    assert "between Apple M1 CPU (48) and Server GPU (Overheat) (55)" in cpu_line
+    assert "above Tencent VENUS V100 GPU (677)" in gpu_line
+    assert "604 MB tensor" in gpu_line
+
+
+def test_run_without_seed_add_has_no_placement() -> None:
+    rec = RunRecord(
+        results=[
+            Result(workload="add", variant="v", device="cpu", samples_s=[0.1] * 5, work=Work())
+        ]
+    )
+    assert seed_placement(rec) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.0, "0"),
+        (1.0, "1.00"),
+        (9.996, "10.0"),
+        (12.345, "12.3"),
+        (999.6, "1,000"),
+        (2510.0, "2,510"),
+        (0.0012345, "0.00123"),
+        (-3.14159, "-3.14"),
+        (float("nan"), "—"),
+    ],
+)
+def test_sig_gives_three_significant_digits(value: float, text: str) -> None:
+    assert fmt.sig(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (8.12e11, "B/s", "812 GB/s"),
+        (3.0e12, "B/s", "3.00 TB/s"),
+        (7.9e14, "FLOP/s", "790 TFLOP/s"),
+        (999.0, "B/s", "999 B/s"),
+        (2510.0, "it/s", "2,510 it/s"),
+        (1.234e6, "tok/s", "1.23 M tok/s"),
+        (None, "it/s", "—"),
+    ],
+)
+def test_si_prefixes(value: float | None, unit: str, text: str) -> None:
+    assert fmt.si(value, unit) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(2.5e-9, "2.50 ns"), (3.98e-4, "398 µs"), (0.0207, "20.7 ms"), (1.5, "1.50 s")],
+)
+def test_durations(seconds: float, text: str) -> None:
+    assert fmt.duration(seconds) == text
+
+
+def test_params_are_compact() -> None:
+    assert fmt.params({"n": 1 << 24, "dtype": "bfloat16", "shape": [2, 3]}) == (
+        "n=16.8M dtype=bf16 shape=2x3"
+    )

@@ -186,7 +186,11 @@ def run_case(
         headline=prepared.headline,
         ceiling=ceilings.get(prepared.ceiling) if prepared.ceiling else None,
         notes=prepared.notes + notes,
-        extra={**prepared.extra, "peak_memory_bytes": peak},
+        extra={
+            **prepared.extra,
+            **(prepared.summarize(m) if prepared.summarize else {}),
+            "peak_memory_bytes": peak,
+        },
         telemetry=trace.summary(),
     )
     result.verdict = telemetry.judge(result)

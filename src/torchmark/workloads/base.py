@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from torchmark.devices.base import Device, TimingMode
 from torchmark.registry import Registry
 from torchmark.results import Headline, Work
+from torchmark.timing.stats import Measurement
 
 Suite = Literal["quick", "standard", "full"]
 
@@ -66,6 +67,8 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     teardown: Callable[[], None] | None = None
+    # Figures derived from the finished measurement, merged into Result.extra (e.g. p99).
+    summarize: Callable[[Measurement], dict[str, Any]] | None = None
 
 
 class Workload(ABC):

@@ -1,0 +1,116 @@
+"""`torchmark history`, `torchmark export`, `torchmark import`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from torchmark.cli.app import DB_HELP, app, console, err_console, open_store
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.store.base import RunSummary
+from torchmark.store.exchange import FORMATS, export_run, import_run
+
+DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+
+
+def history_table(runs: list[RunSummary], where: str) -> Table:
+    table = Table(title=f"Stored runs in {where}", title_justify="left")
+    for col, kw in (
+        ("id", {"no_wrap": True}),
+        ("UTC time", {"no_wrap": True}),
+        ("kind", {}),
+        ("status", {}),
+        ("devices", {}),
+        ("ok/total", {"justify": "right"}),
+        ("host", {}),
+        ("command", {"overflow": "fold"}),
+    ):
+        table.add_column(col, **kw)
+    for r in runs:
+        status = r.status if r.status == "complete" else f"[yellow]{r.status}[/]"
+        table.add_row(
+            r.run_id,
+            f"{r.created_utc:%Y-%m-%d %H:%M:%S}",
+            r.kind,
+            status,
+            ", ".join(r.devices),
+            f"{r.n_ok}/{r.n_results}",
+            r.host,
+            r.command,
+        )
+    return table
+
+
+@app.command()
+def history(
+    db: DbOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Show the N newest runs.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List stored runs, newest first."""
+    if limit < 1:
+        raise InputError(f"--limit must be at least 1, not {limit}")
+    store = open_store(db)
+    try:
+        runs = store.list_runs(limit)
+    finally:
+        store.close()
+    if as_json:
+        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
+    elif not runs:
+        console.print(f"No runs stored in {store.url} yet; `torchmark run` makes one.")
+    else:
+        console.print(history_table(runs, store.url))
+
+
+@app.command()
+def export(
+    run: Annotated[str, typer.Argument(help="Run id from `torchmark history`, or latest.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="json or csv.")] = "json",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets)."""
+    if fmt not in FORMATS:
+        raise UnknownNameError("format", fmt, FORMATS)
+    store = open_store(db)
+    try:
+        record = store.load(run)
+    finally:
+        store.close()
+    text = export_run(record, fmt)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {output} ({e.strerror or e}); choose another -o") from None
+    console.print(f"Run {record.run_id} written to {output} ({fmt})")
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A run exported with `torchmark export`.")],
+    db: DbOption = None,
+) -> None:
+    """Store a run exported as JSON (keeps its id unless that id is already taken)."""
+    record = import_run(file)  # parse and validate fully before the store is touched
+    store = open_store(db)
+    try:
+        run_id = store.save(record)
+    finally:
+        store.close()
+    if record.run_id and run_id != record.run_id:
+        err_console.print(
+            f"Run id {record.run_id} is already in {store.url}; both are kept, "
+            f"the imported one as {run_id}"
+        )
+    console.print(run_id)

@@ -1,0 +1,117 @@
+"""Results store, chosen by URL: ``open_store(url) -> ResultStore``.
+
+Accepted URLs (SQLAlchemy's spelling)::
+
+    None                        SQLite file results.db in the user data directory
+    sqlite:///rel/path.db       relative to the current directory
+    sqlite:////abs/path.db      absolute (four slashes), also sqlite:///~/path.db
+    path/to/file.db             a bare file path
+    sqlite://  or  :memory:     in memory (tests)
+    postgresql://user:pw@host/db    needs `pip install 'torchmark[postgres]'` (psycopg 3)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.pool import StaticPool
+
+from torchmark.errors import InputError, StoreError
+from torchmark.store.base import ResultStore, RunSummary
+from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore
+
+__all__ = ["ResultStore", "RunSummary", "SQLStore", "default_path", "open_store"]
+
+SUPPORTED = "sqlite:///PATH, postgresql://USER@HOST/DB, or a plain file path"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def default_path() -> Path:
+    return Path(platformdirs.user_data_dir("torchmark")) / "results.db"
+
+
+def open_store(url: str | None = None) -> ResultStore:
+    """Open (creating if needed) the results store at ``url``; see the module docstring."""
+    if url is None or not url.strip():
+        return _open_sqlite(default_path())
+    url = url.strip()
+    if url in (":memory:", "sqlite://", "sqlite:///:memory:"):
+        return _open_memory()
+    if "://" not in url:
+        return _open_sqlite(Path(url))
+    scheme = url.split("://", 1)[0].lower()
+    base = scheme.split("+", 1)[0]
+    if base == "sqlite":
+        return _open_sqlite(Path(url.split("://", 1)[1][1:]))
+    if base in POSTGRES_SCHEMES:
+        return _open_postgres(url)
+    raise InputError(f"unsupported results store URL scheme {scheme!r}; use {SUPPORTED}")
+
+
+def _open_memory() -> SQLStore:
+    # One shared connection: each new connection to ":memory:" would be a new, empty database.
+    engine = sa.create_engine(
+        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+    )
+    _foreign_keys_on(engine)
+    return SQLStore(engine, "sqlite:// (in memory)")
+
+
+def _open_sqlite(path: Path) -> SQLStore:
+    path = path.expanduser().absolute()
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database file; {FIX}")
+    parent = path.parent
+    if not parent.is_dir():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the directory {parent} for the results store "
+                f"({e.strerror or e}); {FIX}"
+            ) from None
+    if path.exists():
+        # Check the file header ourselves before SQLite touches it: a file that is not a
+        # database must stay exactly as it is.
+        try:
+            with path.open("rb") as f:
+                head = f.read(len(SQLITE_MAGIC))
+        except OSError as e:
+            raise StoreError(f"cannot read {path} ({e.strerror or e}); {FIX}") from None
+        if head and head != SQLITE_MAGIC:
+            raise StoreError(
+                f"{path} is not a usable torchmark database (file is not a database); "
+                f"move it aside or pass --db sqlite:///other.db"
+            )
+    # timeout: a second writer (the web app, a parallel run) waits up to 30 s for the lock
+    # instead of failing at once.
+    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+    _foreign_keys_on(engine)
+    return SQLStore(engine, str(path), path)
+
+
+def _foreign_keys_on(engine: sa.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+
+def _open_postgres(url: str) -> SQLStore:
+    parsed = sa.make_url(url)
+    if parsed.drivername in POSTGRES_SCHEMES:
+        parsed = parsed.set(drivername="postgresql+psycopg")  # the [postgres] extra's driver
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        engine = sa.create_engine(parsed, pool_pre_ping=True)
+    except ImportError as e:
+        raise StoreError(
+            f"the PostgreSQL driver is not installed ({e}); run: pip install 'torchmark[postgres]'"
+        ) from None
+    except sa_exc.ArgumentError as e:
+        raise InputError(f"bad results store URL {shown} ({e})") from None
+    return SQLStore(engine, shown)

@@ -1,0 +1,151 @@
+"""Export a run as JSON (lossless) or CSV (for spreadsheets); import a JSON run.
+
+JSON is the whole ``RunRecord`` including derived fields (median_s, throughput,
+pct_of_ceiling, flags, ...) for readers; on import those are ignored and re-derived from the
+raw samples, so a hand-edited median cannot pass for a measurement. Floats are written with
+``repr`` precision, so export -> import -> export gives the same text and the same samples.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.results import Result, RunRecord
+from torchmark.store.migrations import migrate_document
+
+Format = Literal["json", "csv"]
+FORMATS: tuple[str, ...] = ("json", "csv")
+# Fields every exported run has; without them a JSON object is not taken for a run (all
+# RunRecord fields have defaults, so `{}` alone would otherwise validate).
+REQUIRED = ("schema_version", "created_utc", "results")
+CSV_COLUMNS = (
+    "run_id",
+    "created_utc",
+    "workload",
+    "variant",
+    "device",
+    "params",
+    "status",
+    "reason",
+    "median_s",
+    "iqr_s",
+    "min_s",
+    "n",
+    "throughput",
+    "throughput_unit",
+    "pct_of_ceiling",
+    "ceiling_key",
+    "flags",
+    "verdict",
+    "verdict_reasons",
+    "samples_s",
+)
+
+
+def export_run(record: RunRecord, fmt: str = "json") -> str:
+    if fmt == "json":
+        return json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
+    if fmt == "csv":
+        return _to_csv(record)
+    raise UnknownNameError("format", fmt, FORMATS)
+
+
+def _num(x: float | int | None) -> str:
+    return "" if x is None else repr(x)  # repr: the shortest text that reads back exactly
+
+
+def _csv_row(record: RunRecord, r: Result) -> dict[str, Any]:
+    tp = r.throughput
+    return {
+        "run_id": record.run_id or "",
+        "created_utc": record.created_utc.isoformat(),
+        "workload": r.workload,
+        "variant": r.variant,
+        "device": r.device,
+        "params": json.dumps(r.params, sort_keys=True),
+        "status": r.status,
+        "reason": r.reason or "",
+        "median_s": _num(r.median_s),
+        "iqr_s": _num(r.iqr_s),
+        "min_s": _num(r.min_s),
+        "n": r.n,
+        "throughput": _num(tp.value if tp else None),
+        "throughput_unit": tp.unit if tp else "",
+        "pct_of_ceiling": _num(r.pct_of_ceiling),
+        "ceiling_key": r.ceiling.key if r.ceiling else "",
+        "flags": ";".join(r.flags),
+        "verdict": r.verdict.level if r.verdict else "",
+        "verdict_reasons": ";".join(r.verdict.reasons) if r.verdict else "",
+        "samples_s": ";".join(repr(s) for s in r.samples_s),
+    }
+
+
+def _to_csv(record: RunRecord) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in record.results:
+        writer.writerow(_csv_row(record, r))
+    return out.getvalue()
+
+
+def import_run(source: str | Path, *, name: str | None = None) -> RunRecord:
+    """A run from a JSON file (a ``Path``, or a ``str`` path) or JSON text.
+
+    A ``str`` that starts with ``{`` or ``[`` is taken as text. ``name`` is how messages
+    call the source (default: the path, or "the input").
+    """
+    if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
+        text, label = source, name or "the input"
+    else:
+        path = Path(source)
+        label = name or str(path)
+        if path.suffix.lower() == ".csv":
+            raise InputError(
+                f"{label}: CSV exports leave out the run's environment, work and ceilings, "
+                f"so they cannot be imported; export with --format json"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(f"{label}: no such file") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{label} is not valid JSON (it is not UTF-8 text)") from None
+        except OSError as e:
+            raise InputError(f"cannot read {label} ({e.strerror or e})") from None
+    return parse_run(text, label)
+
+
+def parse_run(text: str, label: str = "the input") -> RunRecord:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{label} is not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InputError(
+            f"{label} is not a torchmark run: expected a JSON object, got {_json_kind(doc)}"
+        )
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise InputError(f"{label} is not a torchmark run: no {missing[0]!r} field")
+    doc = migrate_document(doc, what=label)
+    try:
+        return RunRecord.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise InputError(f"{label} is not a torchmark run: {where}: {first['msg']}") from None
+
+
+def _json_kind(value: object) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")

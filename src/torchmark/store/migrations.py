@@ -1,0 +1,92 @@
+"""Schema versions and the step-by-step migrations between them.
+
+Two things carry a version:
+
+- a run *document* (exported JSON, and the JSON kept inside the database):
+  ``results.SCHEMA_VERSION``, stored as ``schema_version`` in the document;
+- the *database* layout (tables and columns): ``DB_SCHEMA_VERSION``, kept in table ``meta``.
+
+An older version is upgraded one step at a time by the functions registered below
+(``DOC_STEPS[v]`` turns version ``v`` into ``v + 1``); a newer one is refused with a message
+that says to upgrade torchmark, because guessing at a future layout could lose data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection
+
+from torchmark.errors import InputError, StoreError
+from torchmark.results import SCHEMA_VERSION
+
+DB_SCHEMA_VERSION = 1
+
+Doc = dict[str, Any]
+DocStep = Callable[[Doc], Doc]
+DbStep = Callable[[Connection], None]
+
+# Version 1 is the first: no steps yet. Add ``DOC_STEPS[1] = _v1_to_v2`` with version 2.
+DOC_STEPS: dict[int, DocStep] = {}
+DB_STEPS: dict[int, DbStep] = {}
+
+
+class NewerSchemaError(InputError):
+    """Written by a newer torchmark: this one cannot read it without losing data."""
+
+
+def _check_version(version: object, what: str) -> int:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InputError(f"{what} has an invalid schema_version {version!r}")
+    return version
+
+
+def migrate_document(
+    doc: Doc,
+    *,
+    what: str = "this document",
+    target: int = SCHEMA_VERSION,
+    steps: Mapping[int, DocStep] | None = None,
+) -> Doc:
+    """Upgrade a run document to ``target`` one registered step at a time (a new dict)."""
+    steps = DOC_STEPS if steps is None else steps
+    version = _check_version(doc.get("schema_version"), what)
+    if version > target:
+        raise NewerSchemaError(
+            f"{what} was written by schema version {version}; this torchmark reads up to "
+            f"version {target}: upgrade torchmark (pip install -U torchmark)"
+        )
+    out = dict(doc)
+    while version < target:
+        step = steps.get(version)
+        if step is None:
+            raise InputError(f"{what} has schema version {version}, which cannot be migrated")
+        out = step(out)
+        version += 1
+        out["schema_version"] = version
+    return out
+
+
+def migrate_database(
+    conn: Connection,
+    version: int,
+    *,
+    where: str,
+    target: int = DB_SCHEMA_VERSION,
+    steps: Mapping[int, DbStep] | None = None,
+) -> int:
+    """Upgrade the database layout inside the caller's transaction; returns the new version."""
+    steps = DB_STEPS if steps is None else steps
+    if version > target:
+        raise StoreError(
+            f"{where} was written by schema version {version}; this torchmark reads up to "
+            f"version {target}: upgrade torchmark (pip install -U torchmark)"
+        )
+    while version < target:
+        step = steps.get(version)
+        if step is None:
+            raise StoreError(f"{where} has schema version {version}, which cannot be migrated")
+        step(conn)
+        version += 1
+    return version

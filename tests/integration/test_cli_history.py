@@ -1,0 +1,219 @@
+"""`torchmark history`, `export` and `import` end to end, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from torchmark.cli import COMMAND_MODULES, main
+from torchmark.results import Ceiling, Result, RunRecord, Work
+from torchmark.store import open_store
+from torchmark.store.exchange import export_run
+
+T0 = datetime(2026, 11, 21, 8, 30, 12, tzinfo=timezone.utc)
+FIELDS = ("workload", "variant", "device", "params", "median_s", "iqr_s", "n", "samples_s",
+          "throughput", "pct_of_ceiling", "flags")  # fmt: skip
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def make_run(hours: int = 0, status: str = "complete", host: str = "box") -> RunRecord:
+    bw = Ceiling(device="cpu", key="bandwidth", value=4.5e10, unit="B/s", method="mul_")
+    return RunRecord(
+        tool_version="0.1.0",
+        created_utc=T0 + timedelta(hours=hours),
+        status=status,  # type: ignore[arg-type]
+        command=f"torchmark run --quick  # {hours}",
+        environment={"host": host, "devices": {"cpu": {}}},
+        fingerprint="fp",
+        ceilings=[bw],
+        results=[
+            Result(
+                workload="add",
+                variant="fp32",
+                device="cpu",
+                params={"numel": 1024},
+                samples_s=[0.1 + 0.2, 1 / 3, 0.31, 0.32, 0.305],
+                work=Work(bytes=1.2e10),
+                headline="bytes",
+                ceiling=bw,
+            ),
+            Result(workload="matmul", variant="int8", device="cpu", status="skipped",
+                   reason="no int8 kernel"),
+        ],
+    )  # fmt: skip
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def seed(db: str, *runs: RunRecord) -> list[str]:
+    store = open_store(db)
+    try:
+        return [store.save(r) for r in runs]
+    finally:
+        store.close()
+
+
+def snapshot(db: str) -> list[str]:
+    store = open_store(db)
+    try:
+        return [export_run(store.load(r.run_id), "json") for r in store.list_runs()]
+    finally:
+        store.close()
+
+
+def test_history_is_a_registered_command() -> None:
+    assert "history" in COMMAND_MODULES
+
+
+def test_history_lists_runs_newest_first(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    old, new = seed(db, make_run(0), make_run(5, status="incomplete", host="gpu-box"))
+    code, out, _ = cli(capsys, "history", "--db", db)
+    assert code == 0
+    assert out.index(new) < out.index(old)
+    assert "1/2" in out and "incomplete" in out and "gpu-box" in out
+    assert "2026-11-21 13:30:12" in out
+
+    code, out, _ = cli(capsys, "history", "--db", db, "--json", "--limit", "1")
+    assert code == 0
+    [row] = json.loads(out)
+    assert (row["run_id"], row["status"], row["n_results"], row["n_ok"]) == (
+        new,
+        "incomplete",
+        2,
+        1,
+    )
+
+
+def test_history_uses_torchmark_db(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "history")
+    assert (code, "No runs stored") == (0, out[:14])
+    [run_id] = seed(os.environ["TORCHMARK_DB"], make_run())  # set per test by conftest
+    code, out, _ = cli(capsys, "history")
+    assert code == 0 and run_id in out
+
+
+def test_history_rejects_a_bad_limit(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    code, _, err = cli(capsys, "history", "--db", db, "--limit", "0")
+    assert code == 2 and "--limit must be at least 1" in err
+
+
+def test_export_json_to_stdout(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    _, new = seed(db, make_run(0), make_run(1))
+    code, out, _ = cli(capsys, "export", "latest", "--db", db)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["run_id"] == new
+    for result in doc["results"]:
+        assert set(FIELDS) <= set(result)
+    assert doc["results"][0]["throughput"]["unit"] == "GB/s"
+    assert out == snapshot(db)[0]
+
+
+def test_export_csv_to_a_file(capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path) -> None:
+    [run_id] = seed(db, make_run())
+    target = tmp_path / "out.csv"
+    code, out, _ = cli(capsys, "export", run_id, "-f", "csv", "-o", str(target), "--db", db)
+    assert code == 0 and str(target) in out
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert [(r["workload"], r["status"]) for r in rows] == [("add", "ok"), ("matmul", "skipped")]
+    assert rows[1]["reason"] == "no int8 kernel"
+
+
+def test_export_errors_are_one_line(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    seed(db, make_run())
+    code, out, err = cli(capsys, "export", "nope", "--db", db)
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1 and "no run 'nope'" in err and "torchmark history" in err
+    code, _, err = cli(capsys, "export", "latest", "--format", "xml", "--db", db)
+    assert code == 2 and "valid formats: csv, json" in err
+
+
+def test_export_import_round_trip(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    [run_id] = seed(db, make_run())
+    exported = tmp_path / "run.json"
+    assert cli(capsys, "export", run_id, "-o", str(exported), "--db", db)[0] == 0
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    code, out, err = cli(capsys, "import", str(exported), "--db", other)
+    assert (code, out.strip(), err) == (0, run_id, "")
+    code, out, _ = cli(capsys, "export", run_id, "--db", other)
+    assert out == exported.read_text()
+
+    # The same file again: both are kept, the new copy under a new id.
+    code, out, err = cli(capsys, "import", str(exported), "--db", other)
+    second = out.strip()
+    assert code == 0 and second != run_id and second.startswith("20261121-083012-")
+    assert "already in" in err and "both are kept" in err
+    assert len(snapshot(other)) == 2
+
+
+def test_bad_imports_leave_the_store_alone(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    seed(db, make_run())
+    before = snapshot(db)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": 1,')
+    code, out, err = cli(capsys, "import", str(broken), "--db", db)
+    assert (code, out) == (2, "")
+    assert f"{broken} is not valid JSON (line 1, column 22)" in err
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"todo": ["buy milk"]}')
+    code, _, err = cli(capsys, "import", str(notes), "--db", db)
+    assert code == 2 and f"{notes} is not a torchmark run" in err
+    assert snapshot(db) == before
+
+
+def test_corrupt_database_is_named_and_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "results.db"
+    bad.write_bytes(b"this is my thesis, not a database\n" * 100)
+    before = bad.read_bytes()
+    good = tmp_path / "run.json"
+    good.write_text(export_run(make_run(), "json"))
+    for args in (["history"], ["export", "latest"], ["import", str(good)]):
+        code, _, err = cli(capsys, *args, "--db", str(bad))
+        assert code == 1, args
+        assert f"{bad} is not a usable torchmark database" in err
+        assert "Traceback" not in err
+    assert bad.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.db", "run.json"]
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    """`python -m torchmark`: a user error is one line and exit 1, no traceback."""
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    seed(db, make_run())
+    env = os.environ | {"TORCHMARK_DB": db}
+    bad = subprocess.run(
+        [sys.executable, "-m", "torchmark", "export", "missing"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "torchmark history" in bad.stderr

@@ -1,0 +1,204 @@
+"""Export (JSON, CSV) and import of runs: lossless round trip, clear errors on bad files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
+from torchmark.store import migrations as mig
+from torchmark.store import open_store
+from torchmark.store.exchange import CSV_COLUMNS, export_run, import_run, parse_run
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
+SAMPLES = [0.1 + 0.2, 1 / 3, 1.2345678901234567e-05, 5e-324, 0.0025, 0.0026]
+PER_RESULT = ("workload", "variant", "device", "params", "median_s", "iqr_s", "n",
+              "samples_s", "throughput", "pct_of_ceiling", "flags")  # fmt: skip
+
+
+def make_run() -> RunRecord:
+    bw = Ceiling(
+        device="cpu", key="bandwidth", value=4.5e10, unit="B/s", method="best of mul_, add_",
+        details={"mul_": 4.5e10, "copy": 2.5e10},
+    )  # fmt: skip
+    ok = Result(
+        workload="add",
+        variant="fp32",
+        device="cpu",
+        params={"numel": 1 << 20, "label": "1 Mi"},
+        samples_s=SAMPLES,
+        calls_per_sample=8,
+        first_call_s=0.5,
+        work=Work(bytes=12 * (1 << 20)),
+        headline="bytes",
+        ceiling=bw,
+        extra_flags=["loaded_machine"],
+        excluded=[3],
+        verdict=Verdict(level="warn", reasons=["busy", "noisy"]),
+        telemetry={"cpu_percent": [12.5, 99.0]},
+    )
+    skip = Result(
+        workload="matmul", variant="int8", device="cpu", status="skipped", reason="no int8"
+    )
+    return RunRecord(
+        tool_version="0.1.0",
+        run_id="20261121-083012-a1b2",
+        created_utc=datetime(2026, 11, 21, 8, 30, 12, 345678, tzinfo=timezone.utc),
+        finished_utc=datetime(2026, 11, 21, 8, 31, 0, tzinfo=timezone.utc),
+        status="complete",
+        command="torchmark run --quick",
+        config={"suite": "quick", "devices": ["cpu"]},
+        environment={"host": "box", "devices": {"cpu": {"model": "Fake"}}},
+        fingerprint="abc",
+        ceilings=[bw],
+        results=[ok, skip],
+        verdict=Verdict(level="ok"),
+        extra={"break_even": {"numel": 4096}},
+    )
+
+
+def test_json_has_the_documented_fields_per_result() -> None:
+    doc = json.loads(export_run(make_run(), "json"))
+    assert doc["schema_version"] == 1 and doc["run_id"] == "20261121-083012-a1b2"
+    first = doc["results"][0]
+    assert set(PER_RESULT) <= set(first)
+    assert first["throughput"]["unit"] == "GB/s"
+    assert first["samples_s"] == SAMPLES
+    assert "loaded_machine" in first["flags"]
+    assert doc["results"][1]["median_s"] is None and doc["results"][1]["n"] == 0
+
+
+def test_json_round_trip_is_lossless(tmp_path: Path) -> None:
+    run = make_run()
+    text = export_run(run, "json")
+    back = import_run(text)
+    assert export_run(back, "json") == text
+    assert [x.hex() for x in back.results[0].samples_s] == [x.hex() for x in SAMPLES]
+    assert back.model_dump() == run.model_dump()
+    # ... and through a store and a file as well.
+    store = open_store(str(tmp_path / "r.db"))
+    run_id = store.save(back)
+    path = tmp_path / "run.json"
+    path.write_text(export_run(store.load(run_id), "json"))
+    assert export_run(import_run(path), "json") == text
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_fixture_runs_round_trip(name: str) -> None:
+    text = export_run(import_run(FIXTURES / name), "json")
+    assert export_run(import_run(text), "json") == text
+
+
+def test_derived_fields_in_a_file_are_ignored(tmp_path: Path) -> None:
+    doc = json.loads(export_run(make_run(), "json"))
+    doc["results"][0]["median_s"] = 1e-9  # a doctored headline figure
+    doc["results"][0]["throughput"] = {"value": 1e9, "unit": "GB/s"}
+    doc["results"][0]["flags"] = []
+    back = parse_run(json.dumps(doc))
+    assert back.results[0].median_s == make_run().results[0].median_s
+    assert back.results[0].throughput == make_run().results[0].throughput
+    assert "loaded_machine" in back.results[0].flags
+
+
+def test_csv_one_row_per_result() -> None:
+    run = make_run()
+    rows = list(csv.DictReader(io.StringIO(export_run(run, "csv"))))
+    assert len(rows) == 2
+    assert tuple(rows[0]) == CSV_COLUMNS
+    ok, skip = rows
+    r0 = run.results[0]
+    assert ok["run_id"] == "20261121-083012-a1b2"
+    assert json.loads(ok["params"]) == {"label": "1 Mi", "numel": 1 << 20}
+    assert float(ok["median_s"]) == r0.median_s
+    assert int(ok["n"]) == r0.n == len(SAMPLES) - 1  # one sample excluded
+    assert r0.throughput is not None and float(ok["throughput"]) == r0.throughput.value
+    assert ok["throughput_unit"] == "GB/s"
+    assert r0.pct_of_ceiling is not None
+    assert math.isclose(float(ok["pct_of_ceiling"]), r0.pct_of_ceiling)
+    assert ok["ceiling_key"] == "bandwidth"
+    assert ok["flags"].split(";") == r0.flags
+    assert (ok["verdict"], ok["verdict_reasons"]) == ("warn", "busy;noisy")
+    samples = [float(s) for s in ok["samples_s"].split(";")]
+    assert [x.hex() for x in samples] == [x.hex() for x in SAMPLES]  # repr precision
+    assert (skip["status"], skip["reason"], skip["median_s"], skip["samples_s"]) == (
+        "skipped",
+        "no int8",
+        "",
+        "",
+    )
+
+
+def test_unknown_export_format() -> None:
+    with pytest.raises(UnknownNameError, match="valid formats: csv, json"):
+        export_run(make_run(), "xml")
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def test_malformed_json_says_where(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text('{\n  "schema_version": 1,\n  "results": [,]\n}\n')
+    with pytest.raises(
+        InputError, match=rf"^{bad} is not valid JSON \(line 3, column 15\): Expecting value$"
+    ):
+        import_run(bad)
+
+
+def test_wrong_shaped_json_is_not_a_run(tmp_path: Path) -> None:
+    cases = {
+        "[1, 2]": "expected a JSON object, got an array",
+        '{"name": "my notes"}': "no 'schema_version' field",
+        '{"schema_version": 1, "created_utc": "2026-01-01T00:00:00Z", "results": '
+        '[{"workload": "add", "variant": "x", "device": "cpu", "samples_s": ["fast"]}]}': (
+            "results.0.samples_s.0: Input should be a valid number, "
+            "unable to parse string as a number"
+        ),
+    }
+    for i, (text, why) in enumerate(cases.items()):
+        path = tmp_path / f"f{i}.json"
+        path.write_text(text)
+        with pytest.raises(InputError) as e:
+            import_run(path)
+        assert str(e.value) == f"{path} is not a torchmark run: {why}"
+
+
+def test_other_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        import_run(tmp_path / "missing.json")
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(InputError, match="is not valid JSON"):
+        import_run(binary)
+    sheet = tmp_path / "run.csv"
+    sheet.write_text(export_run(make_run(), "csv"))
+    with pytest.raises(InputError, match="export with --format json"):
+        import_run(sheet)
+
+
+def test_newer_document_asks_for_an_upgrade() -> None:
+    doc = json.loads(export_run(make_run(), "json")) | {"schema_version": 99}
+    with pytest.raises(InputError, match=r"schema version 99; .*upgrade torchmark"):
+        parse_run(json.dumps(doc), "new.json")
+
+
+def test_older_document_is_migrated_on_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake version 0 that called the results 'measurements' imports through its step."""
+    doc = json.loads(export_run(make_run(), "json"))
+    old = {k: v for k, v in doc.items() if k != "results"}
+    old |= {"schema_version": 0, "measurements": doc["results"], "results": []}
+
+    def v0_to_v1(d: dict) -> dict:  # type: ignore[type-arg]
+        return {k: v for k, v in d.items() if k != "measurements"} | {"results": d["measurements"]}
+
+    monkeypatch.setitem(mig.DOC_STEPS, 0, v0_to_v1)
+    back = parse_run(json.dumps(old))
+    assert back.schema_version == 1
+    assert export_run(back, "json") == export_run(make_run(), "json")

@@ -40,7 +40,7 @@ def make_run(hours: int = 0, status: str = "complete", host: str = "box") -> Run
         tool_version="0.1.0",
         created_utc=T0 + timedelta(hours=hours),
         status=status,  # type: ignore[arg-type]
-        command=f"torchmark run --quick  # {hours}",
+        command=f"/venv/bin/torchmark run --quick  # {hours}",
         environment={"host": host, "devices": {"cpu": {}}},
         fingerprint="fp",
         ceilings=[bw],
@@ -93,6 +93,7 @@ def test_history_lists_runs_newest_first(capsys: pytest.CaptureFixture[str], db:
     assert out.index(new) < out.index(old)
     assert "1/2" in out and "incomplete" in out and "gpu-box" in out
     assert "2026-11-21 13:30:12" in out
+    assert "torchmark run" in out and "/venv/bin" not in out
 
     code, out, _ = cli(capsys, "history", "--db", db, "--json", "--limit", "1")
     assert code == 0
@@ -217,3 +218,11 @@ def test_module_entry_point(tmp_path: Path) -> None:
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "torchmark history" in bad.stderr
+
+
+def test_short_command() -> None:
+    from torchmark.cli.history import short_command
+
+    assert short_command("/venv/bin/torchmark run --quick") == "torchmark run --quick"
+    assert short_command("/src/torchmark/__main__.py history") == "torchmark history"
+    assert short_command("python bench.py --x") == "python bench.py --x"

@@ -11,7 +11,7 @@ from torchmark.cli.app import app, main
 
 __all__ = ["app", "main"]
 
-COMMAND_MODULES = ("run", "history")
+COMMAND_MODULES = ("run", "history", "report")
 
 
 def load_commands() -> None:

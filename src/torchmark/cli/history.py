@@ -41,9 +41,18 @@ def history_table(runs: list[RunSummary], where: str) -> Table:
             ", ".join(r.devices),
             f"{r.n_ok}/{r.n_results}",
             r.host,
-            r.command,
+            short_command(r.command),
         )
     return table
+
+
+def short_command(command: str) -> str:
+    """``/venv/bin/torchmark run`` or ``.../torchmark/__main__.py run`` -> ``torchmark run``."""
+    program, _, rest = command.partition(" ")
+    name = Path(program).name
+    if name in ("torchmark", "__main__.py"):
+        return f"torchmark {rest}".strip()
+    return command
 
 
 @app.command()

@@ -146,7 +146,7 @@ class SQLStore(ResultStore):
             with self.engine.connect() as conn:
                 tables = set(sa.inspect(conn).get_table_names())
         except sa_exc.SQLAlchemyError as e:
-            raise self._write_error(e, "open the results store") from None
+            raise self._write_error(e, "open it") from None
         foreign = tables - OUR_TABLES if self.path is not None else tables & OUR_TABLES
         if "meta" not in tables and foreign:
             # Somebody else's database: writing our tables into it could damage it.
@@ -218,7 +218,7 @@ class SQLStore(ResultStore):
             m in lowered for m in ("not a database", "malformed", "disk image", "encrypted")
         ):
             return self._unusable(e)
-        return StoreError(f"cannot {action} in {self.where} ({why})")
+        return StoreError(f"results store {self.where}: cannot {action} ({why})")
 
     @contextmanager
     def _tx(self, action: str) -> Iterator[Connection]:

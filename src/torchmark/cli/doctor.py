@@ -1,0 +1,133 @@
+"""`torchmark doctor` (is this install and machine fit to measure?) and `torchmark soak`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from torchmark.cli.app import DB_HELP, app, console, open_store
+from torchmark.results import RunRecord
+
+STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+LEVEL_STYLE = {"ok": "green", "warn": "yellow", "invalid": "bold red"}
+BARS = "▁▂▃▄▅▆▇█"
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check the install and the machine: each check ok / warn / fail with its fix."""
+    from torchmark import doctor as doc
+
+    checks = doc.run_checks(doc.gather())
+    code = doc.exit_code(checks)
+    if as_json:
+        out = {"ok": code == 0, "checks": [c.as_dict() for c in checks]}
+        console.print_json(json.dumps(out))
+    else:
+        t = Table(show_header=False, box=None, pad_edge=False)
+        for col in ("status", "check", "detail"):
+            t.add_column(col, no_wrap=col != "detail")
+        for c in checks:
+            detail = c.detail + (f"\n[dim]fix:[/] {c.fix}" if c.fix and c.status != "ok" else "")
+            t.add_row(f"[{STYLE[c.status]}]{c.status:<4}[/]", c.name, detail)
+        console.print(t)
+        n = {s: sum(c.status == s for c in checks) for s in STYLE}
+        console.print(", ".join(f"{v} {k}" for k, v in n.items() if v))
+    if code:
+        raise typer.Exit(code)
+
+
+def sparkline(values: list[float | None]) -> str:
+    """Unicode bars scaled from 0 to the largest value (a fall reads as a falling bar)."""
+    top = max((v for v in values if v is not None), default=0.0)
+    if top <= 0:
+        return ""
+    return "".join(
+        " " if v is None else BARS[min(len(BARS) - 1, int(v / top * (len(BARS) - 1) + 0.5))]
+        for v in values
+    )
+
+
+def show_soak(record: RunRecord) -> None:
+    s = record.extra["soak"]
+    wins: list[dict[str, Any]] = s["windows"]
+    unit = s.get("unit") or ""
+    console.print(f"Soak of [bold]{s['case']}[/] for {s['elapsed_s']:.0f} s")
+    t = Table(title_justify="left")
+    for col in ("time", f"throughput ({unit})", "", "clock MHz", "temp C", "power W", "throttle"):
+        t.add_column(col, justify="right" if col not in ("", "throttle") else "left")
+    top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
+    digits = 0 if s["elapsed_s"] >= 60 else 1
+    for w in wins:
+        rate = w["rate"]
+        bar = "█" * round(12 * (rate or 0.0) / top)
+        t.add_row(
+            f"{w['t0_s']:.{digits}f}-{w['t1_s']:.{digits}f} s",
+            "-" if rate is None else f"{rate:.4g}",
+            bar,
+            _num(w["clock_mhz"]),
+            _num(w["temp_c"]),
+            _num(w["power_w"]),
+            ", ".join(f"{k} {v} %" for k, v in w["throttle"].items()),
+        )
+    console.print(t)
+    console.print(f"throughput over time: {sparkline([w['rate'] for w in wins])}")
+    v = record.verdict
+    if v is not None:
+        console.print(f"verdict: [{LEVEL_STYLE[v.level]}]{v.level}[/]")
+        for reason in v.reasons:
+            console.print(f"  - {reason}")
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+@app.command()
+def soak(
+    duration: Annotated[
+        str, typer.Option(help="How long: 90s, 10m, 1h (plain numbers are seconds).")
+    ] = "10m",
+    device: Annotated[
+        str, typer.Option("--device", "-d", help="The device to soak: cpu, cuda, cuda:N.")
+    ] = "cuda:0",
+    workload: Annotated[
+        str,
+        typer.Option("--workload", "-w", help="Heavy workload to repeat; see `torchmark list`."),
+    ] = "matmul",
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Repeat a heavy workload and show throughput over time with clocks, heat and power."""
+    from torchmark.devices import resolve
+    from torchmark.soak import parse_duration
+    from torchmark.soak import soak as run_soak
+    from torchmark.workloads import WORKLOADS, load_builtins
+
+    seconds = parse_duration(duration)
+    dev = resolve(device)
+    load_builtins()
+    w = WORKLOADS.get(workload)()
+    store = open_store(db)
+    progress = Progress(
+        TextColumn(f"soaking {workload} on {dev[0].name}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("soak", total=seconds)
+        record = run_soak(
+            w, dev[0], seconds, on_chunk=lambda t, total: progress.update(task, completed=t)
+        )
+    record.run_id = store.save(record)
+    show_soak(record)
+    console.print(f"Soak [bold]{record.run_id}[/] stored in {store.url}")
+    if record.status == "incomplete":
+        raise typer.Exit(130)

@@ -1,0 +1,278 @@
+"""Stability mode: repeat one heavy step for a duration, throughput over time beside telemetry.
+
+A cooling problem shows as a falling curve with the temperature and throttle reason that
+caused it (the seed table's "Server GPU (Overheat)" ran at 55 it/s beside a healthy 300).
+
+    pick the heaviest case whose first call fits the time budget
+    with watch(device):                     # sampler thread, as in `torchmark run`
+        until duration: time k calls (one chunk ~ 0.5 s), mark its span
+    windows of chunks -> rate, clock, temperature, power, throttle reasons
+    first vs last minute -> a verdict naming the cause of a fall
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torchmark import __version__, environment
+from torchmark.devices.base import Device
+from torchmark.errors import CaseSkipped, InputError
+from torchmark.results import Result, RunRecord, utcnow
+from torchmark.telemetry import Source, TelemetryTrace, judge, judge_run
+from torchmark.telemetry.trace import Recording
+from torchmark.telemetry.verdict import Level
+from torchmark.workloads import Case, PlanOptions, Prepared, Workload
+
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+# A fall (or rise) of throughput smaller than this between the first and last segment is
+# within what clocks and scheduling move on a healthy machine over minutes.
+TREND_THRESHOLD = 0.10
+SEGMENT_S = 60.0  # "the first minute" vs "the last minute"
+CHUNK_S = 0.5  # one timed chunk: 0.5 s keeps ~1,200 points for 10 minutes
+N_WINDOWS = 20
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '10m', '1h', '1.5m' or plain seconds '45' -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"--duration takes a positive time such as 90s, 10m or 1h; got {text!r}")
+    return float(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+@dataclass
+class Chunk:
+    t0: float  # seconds since the soak started (host clock)
+    t1: float
+    per_call_s: float
+
+
+def choose(workload: Workload, device: Device, budget_s: float) -> tuple[Case, Prepared, float]:
+    """The heaviest case of the workload whose first call takes at most ``budget_s``."""
+    cases = workload.cases(device, PlanOptions(suite="standard"))
+    cases.sort(key=lambda c: _weight(workload, c), reverse=True)
+    reasons = []
+    for case in cases:
+        try:
+            prepared = workload.prepare(case)
+        except CaseSkipped as e:
+            reasons.append(str(e))
+            continue
+        except Exception as e:
+            if device.is_out_of_memory(e):
+                reasons.append(f"out of memory at {case.label}")
+                continue
+            raise
+        if prepared.check:
+            prepared.check()
+        timer = device.timer("e2e")
+        timer.start()
+        prepared.fn()
+        first = timer.stop()
+        if first <= budget_s or case is cases[-1]:
+            return case, prepared, first
+        if prepared.teardown:
+            prepared.teardown()
+    why = "; ".join(reasons) or "it plans no case here"
+    raise InputError(f"workload {workload.name!r} cannot run on {device.name}: {why}")
+
+
+def _weight(workload: Workload, case: Case) -> float:
+    """Order cases by size without allocating them: the product of numeric params."""
+    return math.prod(float(v) for _, v in case.params if isinstance(v, int | float)) or 0.0
+
+
+def soak(
+    workload: Workload,
+    device: Device,
+    duration_s: float,
+    *,
+    sources: Sequence[Source] | None = None,
+    interval_s: float = 0.1,
+    clock: Callable[[], float] = time.perf_counter,
+    on_chunk: Callable[[float, float], None] | None = None,
+) -> RunRecord:
+    """Run the soak and return a RunRecord(kind="soak"); Ctrl-C ends it early, kept."""
+    from torchmark.telemetry import sources_for
+
+    budget = max(0.05, min(2.0, duration_s / 20))
+    case, prepared, first_call = choose(workload, device, budget)
+    chunk_s = max(device.min_sample_s, min(CHUNK_S, duration_s / 200))
+    k = max(1, math.ceil(chunk_s / first_call)) if first_call > 0 else 1
+    timer = device.timer(prepared.timing)
+    trace = TelemetryTrace(device, sources_for(device) if sources is None else sources, interval_s)
+    chunks: list[Chunk] = []
+    status = "complete"
+    trace.sampler.start()
+    start = clock()
+    try:
+        # One chunk first to size k from a warm call rather than the cold first call.
+        timer.start()
+        prepared.fn()
+        k = max(1, math.ceil(chunk_s / max(timer.stop(), 1e-9)))
+        while clock() - start < duration_s:
+            s0 = clock()
+            timer.start()
+            for _ in range(k):
+                prepared.fn()
+            t = timer.stop()
+            s1 = clock()
+            trace.mark(len(chunks), s0, s1)
+            chunks.append(Chunk(s0 - start, s1 - start, t / k))
+            if on_chunk:
+                on_chunk(s1 - start, duration_s)
+    except KeyboardInterrupt:
+        status = "incomplete"
+    finally:
+        trace.sampler.stop()
+        if prepared.teardown:
+            prepared.teardown()
+    summary = trace.summary() or {}
+    result = Result(
+        workload=case.workload,
+        variant=case.variant,
+        device=device.name,
+        params=case.param_dict,
+        samples_s=[c.per_call_s for c in chunks],
+        calls_per_sample=k,
+        first_call_s=first_call,
+        stop_reason="soak",
+        rule=f"soak(duration_s={duration_s:g})",
+        timing=prepared.timing if device.is_accelerator else "e2e",
+        work=prepared.work,
+        headline=prepared.headline,
+        notes=list(prepared.notes),
+        telemetry=summary,
+    )  # nothing excluded: a soak reports the throttled speed, that is its point
+    result.verdict = judge(result)
+    wins = windows(chunks, result, trace.recording, start)
+    env = environment.collect([device])
+    record = RunRecord(
+        tool_version=__version__,
+        kind="soak",
+        status=status,  # type: ignore[arg-type]
+        command=shlex.join(sys.argv),
+        config={"duration_s": duration_s, "device": device.name, "workload": workload.name},
+        environment=env,
+        fingerprint=environment.machine_fingerprint(env),
+        results=[result],
+        finished_utc=utcnow(),
+        extra={
+            "soak": {
+                "case": case.label,
+                "unit": result.throughput.unit if result.throughput else None,
+                "chunk_calls": k,
+                "elapsed_s": round(chunks[-1].t1, 3) if chunks else 0.0,
+                "windows": wins,
+            }
+        },
+    )
+    record.verdict = judge_run(record, extra=trend_reasons(wins, record.extra["soak"]["elapsed_s"]))
+    return record
+
+
+def _scale(result: Result) -> tuple[float, str]:
+    """Work per call in the headline unit (GB, TFLOP or items) and the unit's name."""
+    if result.headline == "bytes":
+        return result.work.bytes / 1e9, "GB/s"
+    if result.headline == "flops":
+        return result.work.flops / 1e12, "TFLOP/s"
+    return result.work.items, f"{result.work.item_unit}/s"
+
+
+def windows(
+    chunks: list[Chunk], result: Result, rec: Recording, start: float, n: int = N_WINDOWS
+) -> list[dict[str, Any]]:
+    """Throughput per time window with the telemetry of the same span beside it."""
+    if not chunks:
+        return []
+    work, _ = _scale(result)
+    nwin = max(1, min(n, len(chunks)))
+    width = chunks[-1].t1 / nwin
+    tags = (result.telemetry or {}).get("sample_tags") or [[] for _ in chunks]
+    dev = next((k for k, s in rec.sources.items() if s.role == "device" and s.present), "host")
+    readings = [(t - start, r) for t, r in rec.readings.get(dev, [])]
+    members: list[list[int]] = [[] for _ in range(nwin)]
+    for i, c in enumerate(chunks):
+        members[min(int((c.t0 + c.t1) / 2 / width), nwin - 1)].append(i)
+    out = []
+    for w, idx in enumerate(members):
+        lo, hi = w * width, (w + 1) * width
+        if not idx:
+            continue
+        calls_time = sum(chunks[i].per_call_s for i in idx)
+        inside = [r for t, r in readings if lo <= t < hi]
+        reasons: dict[str, int] = {}
+        for i in idx:
+            for word in tags[i] if i < len(tags) else []:
+                reasons[word] = reasons.get(word, 0) + 1
+        clock_key = "sm_mhz" if dev != "host" else "clock_mhz"
+        out.append(
+            {
+                "t0_s": round(lo, 3),
+                "t1_s": round(hi, 3),
+                "rate": work * len(idx) / calls_time if calls_time > 0 else None,
+                "clock_mhz": _mean([r.get(clock_key) for r in inside]),
+                "temp_c": max(
+                    (r["temp_c"] for r in inside if r.get("temp_c") is not None), default=None
+                ),
+                "power_w": _mean([r.get("power_w") for r in inside]),
+                "throttle": {k: round(100 * v / len(idx)) for k, v in reasons.items()},
+            }
+        )
+    return out
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(sum(vals) / len(vals), 1) if vals else None
+
+
+def trend_reasons(wins: list[dict[str, Any]], elapsed_s: float) -> list[tuple[Level, str]]:
+    """First vs last segment (a minute, or a fifth of a short soak): a fall names its cause."""
+    if len(wins) < 3 or elapsed_s <= 0:
+        return []
+    seg = min(SEGMENT_S, elapsed_s / 5)
+    first = [w for w in wins if w["t1_s"] <= wins[0]["t0_s"] + seg + 1e-9] or wins[:1]
+    last = [w for w in wins if w["t0_s"] >= elapsed_s - seg - 1e-9] or wins[-1:]
+    r0 = sum(w["rate"] or 0.0 for w in first) / len(first)
+    r1 = sum(w["rate"] or 0.0 for w in last) / len(last)
+    if r0 <= 0:
+        return []
+    change = r1 / r0 - 1
+    span = "minute" if seg == SEGMENT_S else f"{seg:.0f} s"
+    if abs(change) < TREND_THRESHOLD:
+        return []
+    if change > 0:
+        return [
+            (
+                "warn",
+                f"throughput rose {100 * change:.0f} % from the first to the last {span}: "
+                "the start was still warming up",
+            )
+        ]
+    reasons: dict[str, int] = {}
+    for w in last:
+        for k, v in w["throttle"].items():
+            reasons[k] = reasons.get(k, 0) + v
+    temps = [w["temp_c"] for w in last if w["temp_c"] is not None]
+    text = f"throughput fell {-100 * change:.0f} % from the first to the last {span}"
+    if reasons:
+        cause = max(reasons, key=lambda k: reasons[k])
+        text += (
+            f" while {cause} was active"
+            if cause != "low clock"
+            else " with clocks below 75 % of base"
+        )
+    else:
+        text += " with no throttle reason reported"
+    if temps:
+        text += f"; temperature {max(temps):.0f} C"
+    return [("warn", text)]

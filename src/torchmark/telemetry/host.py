@@ -1,0 +1,99 @@
+"""Host telemetry through psutil: CPU clocks, CPU time of this process vs the rest of the
+machine, load average, temperatures where the kernel exposes them, memory.
+
+CPU time is read as cumulative counters (seconds); the trace turns two readings into
+"cores used" over the span between them, split into this process and everything else.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from torchmark.telemetry.base import Reading, Source, SourceUnavailable
+
+CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+
+
+def base_clock_mhz(cpufreq: Path = CPUFREQ) -> float | None:
+    """The CPU's base (non-turbo) clock where the driver exposes it (intel_pstate, amd-pstate)."""
+    for name in ("base_frequency", "amd_pstate_nominal_freq"):
+        try:
+            return int((cpufreq / name).read_text().strip()) / 1000  # kHz -> MHz
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class HostSource(Source):
+    role = "host"
+
+    def __init__(self) -> None:
+        self.name = "host"
+        self._proc: psutil.Process | None = None
+        self.missing: dict[str, str] = {}
+
+    def open(self) -> dict[str, Any]:
+        try:
+            self._proc = psutil.Process()
+            self._proc.cpu_times()
+            psutil.cpu_times()
+        except (psutil.Error, OSError) as e:
+            raise SourceUnavailable(f"psutil cannot read CPU times ({e})") from None
+        freq = _safe(psutil.cpu_freq)
+        max_mhz = freq.max if freq is not None and freq.max else None
+        if _safe(lambda: psutil.cpu_freq(percpu=True)) in (None, []):
+            self.missing["clock"] = "CPU clock not exposed (no cpufreq, e.g. a container)"
+        if not _temperatures():
+            self.missing["temperature"] = "no temperature sensors exposed"
+        if not hasattr(os, "getloadavg"):
+            self.missing["load"] = "no load average on this OS"
+        return {
+            "logical_cores": psutil.cpu_count(logical=True),
+            "max_mhz": max_mhz,
+            "base_mhz": base_clock_mhz(),
+            "missing": dict(self.missing),
+        }
+
+    def read(self) -> Reading:
+        assert self._proc is not None, "open() first"
+        try:
+            sys_t = psutil.cpu_times()
+            proc_t = self._proc.cpu_times()
+        except (psutil.Error, OSError) as e:
+            raise SourceUnavailable(f"psutil stopped reading CPU times ({e})") from None
+        freqs = None if "clock" in self.missing else _safe(lambda: psutil.cpu_freq(percpu=True))
+        mhz = [f.current for f in freqs or [] if f.current]
+        temps = None if "temperature" in self.missing else _temperatures()
+        mem = psutil.virtual_memory()
+        return {
+            # guest time is already inside user time on Linux; steal is the hypervisor's
+            "busy_s": sys_t.user
+            + sys_t.system
+            + getattr(sys_t, "nice", 0.0)
+            + getattr(sys_t, "irq", 0.0)
+            + getattr(sys_t, "softirq", 0.0),
+            "steal_s": getattr(sys_t, "steal", 0.0),
+            "proc_s": proc_t.user + proc_t.system,
+            "clock_mhz": sum(mhz) / len(mhz) if mhz else None,
+            "clock_min_mhz": min(mhz) if mhz else None,
+            "temp_c": max(temps) if temps else None,
+            "load1": os.getloadavg()[0] if "load" not in self.missing else None,
+            "mem_used_bytes": mem.total - mem.available,
+        }
+
+
+def _safe(fn: Any) -> Any:
+    try:
+        return fn()
+    except (OSError, RuntimeError, psutil.Error, NotImplementedError):
+        return None  # sensors unreadable or permission denied on /sys: not exposed
+
+
+def _temperatures() -> list[float]:
+    fn = getattr(psutil, "sensors_temperatures", None)
+    found = _safe(fn) if fn else None
+    return [t.current for entries in (found or {}).values() for t in entries if t.current]

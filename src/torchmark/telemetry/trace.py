@@ -1,0 +1,378 @@
+"""The sampler thread and the trace it fills: readings from each source, matched to samples.
+
+A ``Recording`` is plain data (readings per source, sample spans, static facts) - what a
+fixture file holds - and ``summarize`` is a pure function of it, so recorded traces from a
+throttling GPU can be replayed through the same tagging and verdict code as a live run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchmark.telemetry.base import Reading, Source, SourceUnavailable
+from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS, THROTTLE_REASONS
+
+# METHOD.md §2.10: a sample taken below 75 % of the base clock is throttled.
+LOW_CLOCK_FRACTION = 0.75
+# Throttled samples leave the headline median only if this many unthrottled ones remain;
+# a median of fewer would be noisier than the bias it removes.
+MIN_KEPT_SAMPLES = 5
+# Competing CPU load worth a flag: half a core of other work already slowed a 2-thread add
+# on this 2-core machine by more than its 0.5 % noise target (one busy process: 50x).
+COMPETING_CORES = 0.5
+TIMELINE_ROWS = 120
+
+
+@dataclass
+class SourceState:
+    present: bool
+    role: str
+    reason: str | None = None  # why absent, or why it stopped
+    static: dict[str, Any] = field(default_factory=dict)
+    failed_after: int | None = None  # readings taken before it failed mid-run
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "present": self.present,
+            "role": self.role,
+            "reason": self.reason,
+            "static": self.static,
+            "failed_after": self.failed_after,
+        }
+
+
+@dataclass
+class Recording:
+    """Everything a trace saw: the raw material for ``summarize`` (and for fixtures)."""
+
+    device: str
+    accelerator: bool
+    torch_threads: int | None = None
+    sources: dict[str, SourceState] = field(default_factory=dict)
+    readings: dict[str, list[tuple[float, Reading]]] = field(default_factory=dict)
+    marks: list[tuple[int, float, float]] = field(default_factory=list)
+    interval_s: float = 0.1
+    overhead_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "accelerator": self.accelerator,
+            "torch_threads": self.torch_threads,
+            "sources": {k: s.as_dict() for k, s in self.sources.items()},
+            "readings": {k: [[t, r] for t, r in v] for k, v in self.readings.items()},
+            "marks": [list(m) for m in self.marks],
+            "interval_s": self.interval_s,
+            "overhead_s": self.overhead_s,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Recording:
+        return cls(
+            device=d["device"],
+            accelerator=d["accelerator"],
+            torch_threads=d.get("torch_threads"),
+            sources={k: SourceState(**s) for k, s in d["sources"].items()},
+            readings={k: [(float(t), r) for t, r in v] for k, v in d["readings"].items()},
+            marks=[(int(i), float(a), float(b)) for i, a, b in d["marks"]],
+            interval_s=d.get("interval_s", 0.1),
+            overhead_s=d.get("overhead_s", 0.0),
+        )
+
+
+class Sampler:
+    """Background thread reading every source about every ``interval_s``.
+
+    Adaptive: the interval grows so that reading stays under 1 % of one core
+    (100x the measured cost of a reading) and so a long region keeps about 1,000 readings
+    per source (elapsed / 1000), whichever is longest.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        rec: Recording,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.rec, self.clock, self.base_interval = rec, clock, interval_s
+        self.live: list[Source] = []
+        for src in sources:
+            try:
+                static = src.open()
+            except SourceUnavailable as e:
+                rec.sources[src.name] = SourceState(False, src.role, reason=str(e))
+                continue
+            rec.sources[src.name] = SourceState(True, src.role, static=static)
+            rec.readings[src.name] = []
+            self.live.append(src)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="torchmark-telemetry", daemon=True)
+        self._ticks = 0
+        self._t0 = clock()
+
+    def start(self) -> None:
+        self.tick()  # a reading before the first sample, so every span is bracketed
+        if self.live:
+            self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+        self.tick()  # and one after the last
+        for src in self.live:
+            src.close()
+        self.live = []
+
+    def interval(self) -> float:
+        cost = self.rec.overhead_s / max(self._ticks, 1)
+        elapsed = self.clock() - self._t0
+        interval = max(self.base_interval, 100 * cost, elapsed / 1000)
+        self.rec.interval_s = max(self.rec.interval_s, interval)
+        return interval
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval()):
+            self.tick()
+
+    def tick(self) -> None:
+        for src in list(self.live):
+            t0 = self.clock()
+            try:
+                reading = src.read()
+            except Exception as e:  # NVML error mid-run, sensor gone: the run goes on
+                self.live.remove(src)
+                state = self.rec.sources[src.name]
+                state.reason = f"stopped mid-run: {e}"
+                state.failed_after = len(self.rec.readings[src.name])
+                src.close()
+                continue
+            t1 = self.clock()
+            self.rec.readings[src.name].append(((t0 + t1) / 2, reading))
+            self.rec.overhead_s += t1 - t0
+        self._ticks += 1
+
+
+# ---------------------------------------------------------------------------------------
+# Pure functions of a Recording
+# ---------------------------------------------------------------------------------------
+
+
+def _nearest(readings: list[tuple[float, Reading]], t0: float, t1: float, max_gap: float) -> list:
+    """Readings inside [t0, t1], else the one nearest the span if within ``max_gap``."""
+    times = [t for t, _ in readings]
+    lo, hi = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
+    if hi > lo:
+        return [r for _, r in readings[lo:hi]]
+    best = None
+    for j in (lo - 1, lo):
+        if 0 <= j < len(readings):
+            gap = t0 - times[j] if times[j] < t0 else times[j] - t1
+            if gap <= max_gap and (best is None or gap < best[0]):
+                best = (gap, readings[j][1])
+    return [best[1]] if best else []
+
+
+def _throttle_tags(r: Reading, static: dict[str, Any], role: str) -> list[str]:
+    """Why the reading counts as throttled: NVML reason words, or "low clock"."""
+    tags = [w for w in r.get("reasons") or [] if w in THROTTLE_REASONS]
+    if role == "device":
+        clock, ref = r.get("sm_mhz"), static.get("base_sm_mhz") or static.get("max_sm_mhz")
+        idle = "GPU idle" in (r.get("reasons") or [])  # idle clocks are not throttling
+    else:  # a CPU's max clock is its 1-core turbo; only the base clock is a fair reference
+        clock, ref, idle = r.get("clock_mhz"), static.get("base_mhz"), False
+    if clock and ref and not idle and clock < LOW_CLOCK_FRACTION * ref:
+        tags.append("low clock")
+    return tags
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _bracket(
+    readings: list[tuple[float, Reading]], start: float, end: float
+) -> tuple[tuple[float, Reading], tuple[float, Reading]] | None:
+    """The last reading at or before ``start`` and the first at or after ``end``."""
+    if len(readings) < 2:
+        return None
+    times = [t for t, _ in readings]
+    a = max(bisect.bisect_right(times, start) - 1, 0)
+    b = min(bisect.bisect_left(times, end), len(readings) - 1)
+    return (readings[a], readings[b]) if b > a else None
+
+
+def cpu_load(
+    readings: list[tuple[float, Reading]], start: float, end: float
+) -> dict[str, float] | None:
+    """Cores used over [start, end] by this process, by other processes, and stolen."""
+    pair = _bracket(readings, start, end)
+    if pair is None:
+        return None
+    (ta, a), (tb, b) = pair
+    dt = tb - ta
+    # psutil's CPU times tick in 10 ms jiffies: below 0.2 s the split is mostly rounding.
+    if dt < 0.2:
+        return None
+    own = (b["proc_s"] - a["proc_s"]) / dt
+    busy = (b["busy_s"] - a["busy_s"]) / dt
+    return {
+        "own_cores": round(own, 2),
+        "other_cores": round(max(busy - own, 0.0), 2),
+        "steal_cores": round(max((b["steal_s"] - a["steal_s"]) / dt, 0.0), 2),
+        "span_s": round(dt, 3),
+    }
+
+
+def timeline(
+    readings: list[tuple[float, Reading]], role: str, t_origin: float, cores: int | None
+) -> dict[str, Any]:
+    """Compact (t, clock, temp, power, util) rows for reports, at most TIMELINE_ROWS."""
+    rows = []
+    for j, (t, r) in enumerate(readings):
+        if role == "device":
+            clock, util = r.get("sm_mhz"), r.get("util_pct")
+        else:
+            clock, util = r.get("clock_mhz"), None
+            if j and cores:
+                tp, p = readings[j - 1]
+                if t > tp:
+                    util = 100 * (r["busy_s"] - p["busy_s"]) / (t - tp) / cores
+        rows.append([round(t - t_origin, 3), clock, r.get("temp_c"), r.get("power_w"), _r1(util)])
+    step = max(1, math.ceil(len(rows) / TIMELINE_ROWS))
+    return {"columns": ["t_s", "clock_mhz", "temp_c", "power_w", "util_pct"], "rows": rows[::step]}
+
+
+def _r1(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def summarize(rec: Recording) -> dict[str, Any]:
+    """Per-sample throttle tags and what the result stores (JSON-able)."""
+    out: dict[str, Any] = {
+        "device": rec.device,
+        "accelerator": rec.accelerator,
+        "sources": {
+            k: {"present": s.present, "reason": s.reason, "missing": s.static.get("missing", {})}
+            for k, s in rec.sources.items()
+        },
+        "interval_s": round(rec.interval_s, 4),
+        "readings": sum(len(v) for v in rec.readings.values()),
+        "overhead_s": round(rec.overhead_s, 6),
+        "n_samples": len(rec.marks),
+    }
+    # The source whose readings say whether a sample was throttled: the GPU's own (NVML),
+    # or for a CPU result the host. An accelerator without NVML is not checked.
+    dev_name = next(
+        (k for k, s in rec.sources.items() if s.role == "device" and rec.readings.get(k)), None
+    )
+    if dev_name is None and not rec.accelerator and rec.readings.get("host"):
+        dev_name = "host"
+    host = rec.readings.get("host", [])
+    cores = rec.sources["host"].static.get("logical_cores") if "host" in rec.sources else None
+    marks = sorted(rec.marks)
+    start = marks[0][1] if marks else None
+    end = marks[-1][2] if marks else None
+
+    tags: list[list[str]] = [[] for _ in marks]
+    throttled: list[int] = []
+    reason_counts: dict[str, int] = {}
+    if dev_name is not None:
+        state, readings = rec.sources[dev_name], rec.readings[dev_name]
+        role = state.role
+        max_gap = max(1.0, 3 * rec.interval_s)
+        for pos, (i, t0, t1) in enumerate(marks):
+            words: list[str] = []
+            for r in _nearest(readings, t0, t1, max_gap):
+                words += [w for w in _throttle_tags(r, state.static, role) if w not in words]
+            tags[pos] = words
+            if words:
+                throttled.append(i)
+            for w in words:
+                reason_counts[w] = reason_counts.get(w, 0) + 1
+    n = len(marks)
+    # A host without an exposed base clock (VMs, containers) cannot say "low clock".
+    out["throttle_checked"] = dev_name is not None and (
+        rec.sources[dev_name].role == "device" or bool(rec.sources[dev_name].static.get("base_mhz"))
+    )
+    out["throttle_source"] = dev_name
+    out["sample_tags"] = tags
+    out["throttled_samples"] = throttled
+    out["throttled_pct"] = round(100 * len(throttled) / n, 1) if n else 0.0
+    out["throttle_reasons_pct"] = {w: round(100 * c / n, 1) for w, c in reason_counts.items()}
+    kept = n - len(throttled)
+    out["excluded"] = throttled if throttled and kept >= MIN_KEPT_SAMPLES else []
+
+    if dev_name is not None and start is not None and end is not None:
+        state, readings = rec.sources[dev_name], rec.readings[dev_name]
+        inside = [r for t, r in readings if start <= t <= end] or [
+            r for _, t0, t1 in marks for r in _nearest(readings, t0, t1, 1.0)
+        ]
+        key = "sm_mhz" if state.role == "device" else "clock_mhz"
+        cmax = state.static.get("max_sm_mhz" if state.role == "device" else "max_mhz")
+        clock = _mean([r.get(key) for r in inside])
+        temps = [r["temp_c"] for r in inside if r.get("temp_c") is not None]
+        out["clock_mhz_mean"] = _r1(clock)
+        out["clock_max_mhz"] = cmax
+        out["clock_base_mhz"] = state.static.get(
+            "base_sm_mhz" if state.role == "device" else "base_mhz"
+        )
+        out["clock_pct_of_max"] = _r1(100 * clock / cmax) if clock and cmax else None
+        out["temp_c"] = [min(temps), max(temps)] if temps else None
+        out["power_w_mean"] = _r1(_mean([r.get("power_w") for r in inside]))
+        out["power_limit_w"] = state.static.get("power_limit_w")
+        out["util_pct_mean"] = _r1(_mean([r.get("util_pct") for r in inside]))
+        pair = _bracket(readings, start, end)
+        if pair and pair[0][1].get("energy_j") is not None and pair[1][1].get("energy_j"):
+            out["energy_j"] = round(pair[1][1]["energy_j"] - pair[0][1]["energy_j"], 3)
+    if start is not None and end is not None:
+        load = cpu_load(host, start, end)
+        if load is not None:
+            out.update(load)
+    out["logical_cores"] = cores
+    out["torch_threads"] = rec.torch_threads
+    tl_name = dev_name or ("host" if host else None)
+    if tl_name and start is not None:
+        out["timeline"] = timeline(rec.readings[tl_name], rec.sources[tl_name].role, start, cores)
+    out["flags"] = flags_of(out, rec.accelerator)
+    return out
+
+
+def competing(summary: dict[str, Any], accelerator: bool) -> bool:
+    """Other processes' CPU load worth flagging for this kind of device."""
+    other = summary.get("other_cores")
+    if other is None:
+        return False
+    if not accelerator:
+        return bool(other >= COMPETING_CORES)
+    # A GPU result needs one free host core for the thread that launches kernels.
+    cores = summary.get("logical_cores") or 1
+    return bool(other >= max(COMPETING_CORES, cores - 1.5))
+
+
+def flags_of(summary: dict[str, Any], accelerator: bool) -> list[str]:
+    flags = []
+    if summary.get("throttled_samples"):
+        flags.append("throttled")
+    if competing(summary, accelerator):
+        flags.append("competing_load")
+    return flags
+
+
+__all__ = [
+    "POWER_REASONS",
+    "THERMAL_REASONS",
+    "Recording",
+    "Sampler",
+    "SourceState",
+    "cpu_load",
+    "summarize",
+]

@@ -1,0 +1,180 @@
+"""Validity verdicts: can a number be trusted, and if not, why - in words.
+
+``judge(result)`` is a pure function of a stored Result (its samples, flags and telemetry
+summary), so an imported run is judged exactly as it was when measured. ``judge_run``
+is the worst of its results plus what concerns the run as a whole.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from torchmark.results import Result, RunRecord, Verdict
+from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
+from torchmark.telemetry.trace import MIN_KEPT_SAMPLES, competing
+
+Level = Literal["ok", "warn", "invalid"]
+ORDER: dict[str, int] = {"ok": 0, "warn": 1, "invalid": 2}
+
+# Warm-up matters to a user only when it costs real time: a 40x first call of a 50 µs op is
+# 2 ms, invisible in any job; a 40x first call of a 1 s step is 40 s before the first result.
+FIRST_CALL_RATIO = 10.0
+FIRST_CALL_EXCESS_S = 1.0
+STEAL_CORES = 0.2
+RUN_REASONS_MAX = 12
+
+
+def worst(*levels: Level) -> Level:
+    return max(levels, key=lambda x: ORDER[x])
+
+
+class _Reasons:
+    def __init__(self) -> None:
+        self.level: Level = "ok"
+        self.reasons: list[str] = []
+
+    def add(self, level: Level, text: str) -> None:
+        self.level = worst(self.level, level)
+        self.reasons.append(text)
+
+    def verdict(self) -> Verdict:
+        return Verdict(level=self.level, reasons=self.reasons)
+
+
+def judge(result: Result) -> Verdict:
+    """Validity verdict of one result from its flags, timings and telemetry."""
+    v = _Reasons()
+    if result.status == "wrong":
+        v.add("invalid", f"wrong result: {result.reason}")
+        return v.verdict()
+    if not result.ok:
+        return v.verdict()  # skipped: its reason is stored beside it, nothing was measured
+    m, flags = result.measurement, result.flags
+    if "above_ceiling" in flags and result.ceiling is not None:
+        v.add(
+            "invalid",
+            f"above 100 % of the measured ceiling ({result.pct_of_ceiling:.0f} % of "
+            f"{result.ceiling.key}): measurement error",
+        )
+    if "unreliable" in flags:
+        v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: unreliable")
+    elif "noisy" in flags:
+        v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: noisy")
+    if "timed_out" in flags:
+        lo, hi = m.ci
+        if math.isfinite(lo) and math.isfinite(hi) and m.median > 0:
+            known = f"the median known to ±{50 * (hi - lo) / m.median:.1f} %"
+        else:
+            known = "too few samples to bound the median"
+        v.add("warn", f"timed out before the median converged ({known})")
+    if "few_samples" in flags:
+        v.add("warn", f"only {m.n} samples: the spread is not known")
+    first = _first_call(result)
+    if first:
+        v.add("warn", first)
+    if result.telemetry:
+        for level, text in telemetry_reasons(result.telemetry, len(result.excluded)):
+            v.add(level, text)
+    return v.verdict()
+
+
+def _first_call(result: Result) -> str | None:
+    m = result.measurement
+    if m.first_call_s is None or not m.median > 0:
+        return None
+    step = m.median  # per call, as is first_call_s
+    ratio = m.first_call_s / step
+    excess = m.first_call_s - step
+    if ratio < FIRST_CALL_RATIO or excess < FIRST_CALL_EXCESS_S:
+        return None
+    return (
+        f"first call {ratio:.0f}x slower than steady state ({_dur(m.first_call_s)} vs "
+        f"{_dur(step)}): warm-up dominated in a job of fewer than {math.ceil(ratio)} steps"
+    )
+
+
+def _dur(s: float) -> str:
+    if s >= 1:
+        return f"{s:.1f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.0f} ms"
+    return f"{s * 1e6:.0f} µs"
+
+
+def _pct_of(tags: list[list[str]], words: frozenset[str]) -> float:
+    return 100 * sum(1 for t in tags if words & set(t)) / len(tags) if tags else 0.0
+
+
+def telemetry_reasons(t: dict[str, Any], excluded: int = 0) -> list[tuple[Level, str]]:
+    """Reasons from a telemetry summary (``Result.telemetry``); ``excluded``: how many
+    samples the result set aside from its median."""
+    out: list[tuple[Level, str]] = []
+    accel = bool(t.get("accelerator"))
+    proc = "GPU" if accel else "CPU"
+    tags: list[list[str]] = t.get("sample_tags") or []
+    used = {w for tag in tags for w in tag}
+    temps = t.get("temp_c")
+    hot = f"; up to {temps[1]:.0f} C" if temps else ""
+
+    def group(words: frozenset[str], text: str, suffix: str = "") -> None:
+        hit = sorted(words & used)
+        if hit:
+            pct = _pct_of(tags, frozenset(hit))
+            out.append(("warn", f"{text} in {pct:.0f} % of samples ({', '.join(hit)}{suffix})"))
+
+    group(POWER_REASONS, f"{proc} power-throttled")
+    group(THERMAL_REASONS, f"{proc} thermally throttled", hot)
+    group(frozenset({"HW slowdown"}), f"{proc} slowed by hardware", hot)
+    if "low clock" in used:
+        clock = "SM clock" if accel else "CPU clock"
+        pct = _pct_of(tags, frozenset({"low clock"}))
+        out.append(("warn", f"{clock} below 75 % of its base clock in {pct:.0f} % of samples"))
+    throttled = t.get("throttled_samples") or []
+    if throttled and excluded:
+        out.append(
+            ("warn", f"throttled samples set aside: median of {len(tags) - excluded} unthrottled")
+        )
+    elif throttled and len(tags) - len(throttled) < MIN_KEPT_SAMPLES:
+        out.append(("warn", "too few unthrottled samples: the median is the throttled speed"))
+    other = t.get("other_cores")
+    if other is not None and competing(t, accel):
+        cores = t.get("logical_cores")
+        of = f" of {cores}" if cores else ""
+        out.append(("warn", f"other processes used {other:.1f}{of} cores during the run"))
+    steal = t.get("steal_cores")
+    if not accel and steal is not None and steal >= STEAL_CORES:
+        out.append(("warn", f"the hypervisor took {steal:.1f} cores (steal time) during the run"))
+    for name, s in (t.get("sources") or {}).items():
+        if s.get("present") and s.get("reason"):
+            out.append(("warn", f"{name} telemetry {s['reason']}: later samples not checked"))
+    return out
+
+
+def label(r: Result) -> str:
+    params = " ".join(f"{k}={v}" for k, v in r.params.items())
+    return " ".join(x for x in (f"{r.workload}/{r.variant}", params, "on", r.device) if x)
+
+
+def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:
+    """The run's verdict: the worst of its results, with run-level reasons first.
+
+    ``extra`` carries reasons only the caller knows (a soak's falling throughput curve).
+    """
+    v = _Reasons()
+    if record.status == "incomplete":
+        v.add("warn", f"run incomplete: interrupted after {len(record.results)} results")
+    if record.results and not any(r.ok for r in record.results):
+        v.add("warn", "no case could run: every result is skipped or wrong")
+    for level, text in extra or []:
+        v.add(level, text)
+    bad = []
+    for r in record.results:
+        rv = r.verdict or judge(r)
+        if rv.level != "ok":
+            v.level = worst(v.level, rv.level)
+            bad.append(f"{label(r)}: {'; '.join(rv.reasons)}")
+    v.reasons += bad[:RUN_REASONS_MAX]
+    if len(bad) > RUN_REASONS_MAX:
+        v.reasons.append(f"... and {len(bad) - RUN_REASONS_MAX} more results with warnings")
+    return v.verdict()

@@ -1,0 +1,126 @@
+"""Soak: duration parsing, windows, the trend verdict, and a whole soak on a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from torchmark.cli.doctor import sparkline
+from torchmark.errors import InputError
+from torchmark.results import Work
+from torchmark.soak import parse_duration, soak, trend_reasons
+from torchmark.testing import FakeClock, FakeDevice
+from torchmark.workloads import Case, PlanOptions, Prepared, Workload
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("10m", 600), ("1h", 3600), ("1.5m", 90), ("45", 45)]
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "-5m", "0s", "ten minutes", "5 m s"])
+def test_bad_duration_names_the_fix(text: str) -> None:
+    with pytest.raises(InputError, match="--duration takes a positive time such as 90s, 10m"):
+        parse_duration(text)
+
+
+def win(t0: float, t1: float, rate: float, temp: float | None = None, **throttle: int) -> dict:
+    return {
+        "t0_s": t0,
+        "t1_s": t1,
+        "rate": rate,
+        "clock_mhz": None,
+        "temp_c": temp,
+        "power_w": None,
+        "throttle": {k.replace("_", " "): v for k, v in throttle.items()},
+    }
+
+
+def test_falling_throughput_names_the_throttle_reason_and_temperature() -> None:
+    wins = [win(30 * i, 30 * (i + 1), 300.0 if i < 6 else 165.0, 70 + i) for i in range(20)]
+    wins[-1]["throttle"] = {"HW thermal slowdown": 100}
+    wins[-2]["throttle"] = {"HW thermal slowdown": 80, "SW power cap": 10}
+    assert trend_reasons(wins, 600.0) == [
+        (
+            "warn",
+            "throughput fell 45 % from the first to the last minute while HW thermal slowdown "
+            "was active; temperature 89 C",
+        )
+    ]
+
+
+def test_short_soak_compares_fifths_and_says_when_no_reason() -> None:
+    wins = [win(i, i + 1, 10.0 - i * 0.5) for i in range(10)]
+    assert trend_reasons(wins, 10.0) == [
+        (
+            "warn",
+            "throughput fell 41 % from the first to the last 2 s with no throttle reason reported",
+        )
+    ]
+
+
+def test_flat_and_rising_curves() -> None:
+    flat = [win(i, i + 1, 100.0 + (i % 2)) for i in range(10)]
+    assert trend_reasons(flat, 10.0) == []
+    rising = [win(i, i + 1, 100.0 + 5 * i) for i in range(10)]
+    assert trend_reasons(rising, 10.0) == [
+        (
+            "warn",
+            "throughput rose 39 % from the first to the last 2 s: the start was still warming up",
+        )
+    ]
+    assert trend_reasons(flat[:2], 2.0) == []  # too short to call a trend
+
+
+def test_sparkline() -> None:
+    assert sparkline([8.0, 4.0, None, 0.0]) == "█▅ ▁"
+    assert sparkline([]) == ""
+
+
+class Heating(Workload):
+    """A step that slows from 10 ms to 20 ms halfway through, like a GPU reaching its limit."""
+
+    name = "heating"
+    summary = "fake"
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.start: float | None = None
+
+    def cases(self, device: Any, opts: PlanOptions) -> list[Case]:
+        return [Case("heating", "v", device, (("n", n),)) for n in (10, 1000)]
+
+    def prepare(self, case: Case) -> Prepared:
+        n = case.param_dict["n"]
+
+        def fn() -> None:
+            if n == 1000:  # the heavy case is too slow for the budget: soak picks n=10
+                self.clock.advance(5.0)
+                return
+            self.start = self.clock() if self.start is None else self.start
+            slow = self.clock() - self.start >= 8.0
+            self.clock.advance(0.020 if slow else 0.010)
+
+        return Prepared(fn=fn, work=Work(items=100, item_unit="img"), timing="e2e")
+
+
+def test_soak_on_a_fake_clock_finds_the_fall() -> None:
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    rec = soak(Heating(clock), dev, duration_s=10.0, sources=[], clock=clock)
+    assert rec.kind == "soak" and rec.status == "complete"
+    s = rec.extra["soak"]
+    assert s["case"] == "heating/v n=10 on fake:0" and s["unit"] == "img/s"
+    rates = [round(w["rate"]) for w in s["windows"]]
+    assert rates[:16] == [10000] * 16 and rates[-3:] == [5000] * 3
+    assert 5000 < rates[16] < 5500  # the window the slow-down began in
+    assert rec.verdict is not None and rec.verdict.level == "warn"
+    assert rec.verdict.reasons[0] == (
+        "throughput fell 50 % from the first to the last 2 s with no throttle reason reported"
+    )
+    r = rec.results[0]
+    assert r.telemetry is not None and r.telemetry["sources"] == {}
+    assert r.excluded == []  # a soak reports the throttled speed: that is its point

@@ -1,0 +1,160 @@
+"""Verdicts from recorded traces and from flags: the exact words a user reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
+from torchmark.telemetry import judge, judge_run
+from torchmark.telemetry.trace import Recording, summarize
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "telemetry"
+
+
+def replay(name: str, **kw: Any) -> Result:
+    """A Result as the runner builds it, from a recorded trace and its timing samples."""
+    d = json.loads((FIXTURES / name).read_text())
+    s = summarize(Recording.from_dict(d["recording"]))
+    return Result(
+        workload="matmul",
+        variant="bf16",
+        device=d["recording"]["device"],
+        params={"n": 8192},
+        samples_s=d["samples_s"],
+        first_call_s=d["first_call_s"],
+        excluded=s["excluded"],
+        telemetry=s,
+        **kw,
+    )
+
+
+def test_healthy_gpu_run_is_ok() -> None:
+    r = replay("gpu_healthy.json")
+    assert judge(r) == Verdict(level="ok", reasons=[])
+    assert r.flags == []
+    assert r.telemetry is not None and r.telemetry["clock_pct_of_max"] == 100.0
+
+
+def test_thermally_throttled_run_names_heat_and_sets_samples_aside() -> None:
+    r = replay("gpu_thermal_throttled.json")
+    v = judge(r)
+    assert v.level == "warn"
+    assert v.reasons == [
+        "GPU thermally throttled in 65 % of samples (HW thermal slowdown; up to 87 C)",
+        "SM clock below 75 % of its base clock in 65 % of samples",
+        "throttled samples set aside: median of 21 unthrottled",
+    ]
+    assert "throttled" in r.flags
+    # the headline is the unthrottled speed; the throttled samples are still stored
+    assert r.median_s == pytest.approx(1.40e-3)
+    assert r.n == 21 and len(r.samples_s) == 60
+
+
+def test_power_capped_run_says_power() -> None:
+    v = judge(replay("gpu_power_capped.json"))
+    assert v.reasons == [
+        "GPU power-throttled in 66 % of samples (SW power cap)",
+        "throttled samples set aside: median of 17 unthrottled",
+    ]
+
+
+def test_competing_cpu_load_recorded_on_a_busy_machine() -> None:
+    r = replay("cpu_competing_load.json")
+    assert judge(r) == Verdict(
+        level="warn", reasons=["other processes used 1.8 of 2 cores during the run"]
+    )
+    assert r.flags == ["competing_load"]
+
+
+def test_same_load_on_a_gpu_run_with_free_cores_is_fine() -> None:
+    r = replay("gpu_healthy.json")
+    assert r.telemetry is not None
+    r.telemetry["other_cores"] = 3.0  # 3 of 16 cores busy: the launching thread has room
+    assert judge(r).level == "ok"
+    r.telemetry["other_cores"] = 15.0
+    assert judge(r).reasons == ["other processes used 15.0 of 16 cores during the run"]
+
+
+def test_too_few_unthrottled_samples_says_the_median_is_throttled() -> None:
+    r = replay("gpu_thermal_throttled.json")
+    assert r.telemetry is not None
+    r.excluded = []  # as when fewer than 5 unthrottled samples remained
+    r.telemetry["throttled_samples"] = list(range(57))
+    assert judge(r).reasons[-1] == "too few unthrottled samples: the median is the throttled speed"
+
+
+def test_telemetry_lost_mid_run_is_a_warning() -> None:
+    r = replay("gpu_healthy.json")
+    assert r.telemetry is not None
+    r.telemetry["sources"]["nvml"]["reason"] = "stopped mid-run: NVML error (GPU is lost)"
+    assert judge(r).reasons == [
+        "nvml telemetry stopped mid-run: NVML error (GPU is lost): later samples not checked"
+    ]
+
+
+def result(samples: list[float], **kw: Any) -> Result:
+    return Result(workload="add", variant="fp32", device="cpu", samples_s=samples, **kw)
+
+
+def test_above_ceiling_is_invalid() -> None:
+    ceiling = Ceiling(device="cpu", key="bandwidth", value=40e9, unit="B/s", method="mul_")
+    r = result([0.010] * 10, work=Work(bytes=0.5e9), ceiling=ceiling, headline="bytes")
+    assert judge(r) == Verdict(
+        level="invalid",
+        reasons=["above 100 % of the measured ceiling (125 % of bandwidth): measurement error"],
+    )
+
+
+def test_noise_flags_in_words() -> None:
+    noisy = result([1.0, 1.0, 1.0, 1.0, 1.2, 1.2, 1.2, 1.2, 1.0, 1.1])
+    assert judge(noisy).reasons == ["spread 19 % of the median: noisy"]
+    unreliable = result([1.0, 1.0, 2.0, 2.0, 1.0, 2.0, 1.5, 1.5])
+    assert judge(unreliable).reasons == ["spread 67 % of the median: unreliable"]
+    few = result([1.0, 1.0, 1.0])
+    assert judge(few).reasons == ["only 3 samples: the spread is not known"]
+
+
+def test_timed_out_says_how_well_the_median_is_known() -> None:
+    r = result([1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.0, 1.0], stop_reason="time_out")
+    assert judge(r).reasons == [
+        "timed out before the median converged (the median known to ±1.0 %)"
+    ]
+
+
+def test_first_call_warns_only_when_the_warm_up_costs_real_time() -> None:
+    slow_start = result([0.050] * 10, first_call_s=2.1)
+    assert judge(slow_start).reasons == [
+        "first call 42x slower than steady state (2.1 s vs 50 ms): warm-up dominated in a job "
+        "of fewer than 42 steps"
+    ]
+    # 40x of a 50 µs op is 2 ms once: irrelevant to any user
+    assert judge(result([50e-6] * 10, first_call_s=2e-3)).reasons == []
+    # 1.2 s of compile before a 0.5 s step: only 2.4x, the steady state dominates soon
+    assert judge(result([0.5] * 10, first_call_s=1.2)).reasons == []
+
+
+def test_wrong_and_skipped() -> None:
+    wrong = result([], status="wrong", reason="output does not depend on its inputs")
+    assert judge(wrong) == Verdict(
+        level="invalid", reasons=["wrong result: output does not depend on its inputs"]
+    )
+    assert judge(result([], status="skipped", reason="bf16 unsupported")).level == "ok"
+
+
+def test_run_verdict_is_the_worst_with_labelled_reasons() -> None:
+    ok = result([1.0] * 10)
+    hot = replay("gpu_thermal_throttled.json")
+    bad = result([], status="wrong", reason="same tensor every call")
+    rec = RunRecord(results=[ok, hot, bad], status="incomplete")
+    v = judge_run(rec)
+    assert v.level == "invalid"
+    assert v.reasons[0] == "run incomplete: interrupted after 3 results"
+    assert v.reasons[1].startswith("matmul/bf16 n=8192 on cuda:0: GPU thermally throttled in 65 %")
+    assert v.reasons[2] == "add/fp32 on cpu: wrong result: same tensor every call"
+    assert judge_run(RunRecord(results=[ok], status="complete")) == Verdict()
+    extra = judge_run(RunRecord(results=[ok], status="complete"), extra=[("warn", "fell")])
+    assert extra == Verdict(level="warn", reasons=["fell"])

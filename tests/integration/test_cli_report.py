@@ -1,0 +1,188 @@
+"""`torchmark compare` and `torchmark report` end to end, through the real CLI entry point.
+
+Runs come from the fixture JSON files and from a temporary store (conftest sets TORCHMARK_DB);
+one test makes a real, tiny CPU run to show the commands work on what `run` stores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from torchmark.cli import main
+from torchmark.results import RunRecord
+from torchmark.store import open_store
+
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def fixture(name: str) -> str:
+    return str(RUNS / f"{name}.json")
+
+
+def store_fixture(name: str) -> str:
+    store = open_store(os.environ["TORCHMARK_DB"])  # conftest: a fresh file per test
+    try:
+        return store.save(RunRecord.model_validate_json(Path(fixture(name)).read_text()))
+    finally:
+        store.close()
+
+
+def test_compare_two_json_files(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "compare", fixture("cpu-gpu"), fixture("cpu-gpu-slower"))
+    assert code == 0
+    assert "SLOWER" in out and "0.909×" in out
+    assert "B vs A, 19 shared cases: 17 SLOWER, 2 not comparable" in out
+
+
+def test_compare_stored_runs_by_id_and_latest(capsys: pytest.CaptureFixture[str]) -> None:
+    first = store_fixture("cpu-only")
+    store_fixture("cpu-only-noisy")
+    code, out, _ = cli(capsys, "compare", first, "latest")
+    assert code == 0, out
+    assert "A = fixture-cpu " in out and "B = fixture-cpu-noisy" in out
+    assert "SAME" in out
+
+
+def test_fail_on_regression_exits_1_with_a_line_per_case(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("compare", fixture("cpu-gpu"), fixture("cpu-gpu-slower"), "--fail-on-regression")
+    code, _, err = cli(capsys, *args, "5")
+    assert code == 1
+    assert "regression: add/out-of-place n=16.8M on cuda:0 takes 10.0% longer in B" in err
+    code, out, err = cli(capsys, *args, "15")
+    assert code == 0 and "no case slower than 15 %" in out and err == ""
+
+
+def test_cases_in_one_run_only_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "compare", fixture("cpu-only"), fixture("cpu-gpu"))
+    assert code == 0
+    assert "only in A (1 cases, not compared): triad/out-of-place n=16.8M cpu" in out
+    assert "only in B (17 cases" in out
+
+
+def test_unknown_run_id_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "compare", "nope", fixture("cpu-only"))
+    assert code != 0
+    assert err.count("\n") == 1 and "nope" in err and "Traceback" not in err
+
+
+def test_runs_with_nothing_in_common_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = json.loads(Path(fixture("cpu-only")).read_text())
+    for r in doc["results"]:
+        r["workload"] = "other"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    code, _, err = cli(capsys, "compare", fixture("cpu-only"), str(other))
+    assert code == 2
+    assert "no case in common" in err and err.count("\n") == 1
+
+
+def test_json_of_a_newer_schema_says_which_version(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = json.loads(Path(fixture("cpu-only")).read_text())
+    doc["schema_version"] = 99
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(doc))
+    code, _, err = cli(capsys, "compare", fixture("cpu-only"), str(newer))
+    assert code != 0
+    assert "schema version 99" in err and "upgrade torchmark" in err
+    assert err.count("\n") == 1
+
+
+def test_compare_needs_two_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "compare", fixture("cpu-only"))
+    assert code == 2 and "two or more runs" in err and "seed-2023" in err
+
+
+def test_reference_places_this_machine_in_the_seed_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = cli(capsys, "compare", "--reference", "seed-2023", fixture("cpu-gpu"))
+    assert code == 0
+    lines = out.splitlines()
+    h100 = next(i for i, x in enumerate(lines) if "NVIDIA H100" in x)
+    v100 = next(i for i, x in enumerate(lines) if "Tencent VENUS V100" in x)
+    assert h100 < v100  # ranked: 2,381 it/s above 677
+    assert "this machine" in out
+    assert "IMPLAUSIBLE: 107 %" in out
+    assert "Z. Cao" in out
+
+
+def test_reference_defaults_to_latest_and_needs_seed_add(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store_fixture("cpu-only")
+    code, out, _ = cli(capsys, "compare", "--reference", "seed-2023")
+    assert code == 0 and "AMD EPYC 7B13 (cpu)" in out
+    doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
+    doc.results = [r for r in doc.results if r.workload != "seed-add"]
+    doc.run_id = "no-seed"
+    store = open_store(os.environ["TORCHMARK_DB"])
+    store.save(doc)
+    store.close()
+    code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "no-seed")
+    assert code == 2 and "no seed-add as-published result" in err
+
+
+def test_unknown_reference_set_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "compare", "--reference", "blog", fixture("cpu-only"))
+    assert code == 2 and "seed-2023" in err
+
+
+def test_report_markdown_to_stdout_and_html_to_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = cli(capsys, "report", fixture("cpu-only"))
+    assert code == 0
+    assert "| AMD EPYC 7B13 (cpu) | seed-add/as-published | 62.5 it/s |" in out
+    page = tmp_path / "r.html"
+    md = tmp_path / "r.md"
+    code, out, _ = cli(
+        capsys, "report", fixture("cpu-gpu"), "--html", str(page), "--markdown", str(md)
+    )
+    assert code == 0 and f"wrote {page}" in out
+    html = page.read_text()
+    assert html.count("<svg") == 6  # every chart has data in this fixture
+    assert "| NVIDIA H100 80GB HBM3 (cuda:0) |" in md.read_text()
+
+
+def test_report_of_a_real_tiny_cpu_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A real run through the runner, stored, then compared with itself and reported."""
+    from torchmark.config import RunConfig
+    from torchmark.runner import run
+    from torchmark.workloads import WORKLOADS, load_builtins
+
+    load_builtins()
+    small = [w for w in ("add", "linear10") if w in WORKLOADS.names()]
+    if not small:
+        pytest.skip("neither the add nor the linear10 workload is registered")
+    cfg = RunConfig(devices=("cpu",), workloads=(small[0],), suite="quick", rule="test",
+                    ceilings=False)  # fmt: skip
+    store = open_store(os.environ["TORCHMARK_DB"])
+    try:
+        rec = run(cfg, store)
+    finally:
+        store.close()
+    code, out, _ = cli(capsys, "compare", rec.run_id or "", "latest")
+    assert code == 0 and "A = " in out
+    code, _, _ = cli(capsys, "report", "latest", "--html", str(tmp_path / "real.html"))
+    assert code == 0 and "<svg" in (tmp_path / "real.html").read_text()

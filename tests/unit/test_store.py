@@ -247,6 +247,7 @@ def test_corrupt_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> No
     with pytest.raises(StoreError, match="is not a usable torchmark database"):
         open_store(str(bad))
     assert bad.read_bytes() == garbage
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.db"]  # no -wal, -shm
 
 
 def test_another_programs_database_is_not_written(tmp_path: Path) -> None:

@@ -186,3 +186,28 @@ def test_report_of_a_real_tiny_cpu_run(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 0 and "A = " in out
     code, _, _ = cli(capsys, "report", "latest", "--html", str(tmp_path / "real.html"))
     assert code == 0 and "<svg" in (tmp_path / "real.html").read_text()
+
+
+def test_reference_run_places_and_compares(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A committed reference run both ranks this machine and compares case by case."""
+    from torchmark import reference
+
+    (tmp_path / "seed-2023.json").write_text((reference.HERE / "seed-2023.json").read_text())
+    doc = {
+        "name": "h100-fixture",
+        "kind": "run",
+        "title": "H100 measured by torchmark (fixture)",
+        "command": "torchmark run --quick --json h100.json",
+        "run": json.loads(Path(fixture("cpu-gpu")).read_text()),
+    }
+    (tmp_path / "h100-fixture.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(reference, "HERE", tmp_path)
+    code, out, _ = cli(capsys, "compare", "--reference", "h100-fixture", fixture("cpu-only"))
+    assert code == 0, out
+    assert "H100 measured by torchmark (fixture) (h100-fixture), ranked" in out
+    assert "B vs A, 2 shared cases" in out  # seed-add and add on the CPU
+    # The seed table now lists the reference run's rows too, marked with their source.
+    code, out, _ = cli(capsys, "compare", "--reference", "seed-2023", fixture("cpu-only"))
+    assert code == 0 and "[h100-fixture]" in out

@@ -30,6 +30,7 @@ from scipy.stats import mannwhitneyu
 from torchmark import reference
 from torchmark.errors import InputError
 from torchmark.report import format as fmt
+from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
 from torchmark.timing.stats import median_ci
 
@@ -207,7 +208,7 @@ def comparison_table(cmp: Comparison) -> Table:
             row += [_cell(c.b), fmt.ratio(c.speed), c.verdict or fmt.DASH]
         if len(cmp.runs) == 2:
             row.append(cmp.changes[0][j].why)
-        table.add_row(*row)
+        add_row(table, *row)
     return table
 
 
@@ -273,7 +274,8 @@ def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceR
         caveat = "; ".join(
             x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
         )
-        table.add_row(
+        add_row(
+            table,
             str(rank),
             Text(name, style="bold") if r.this_machine else name,
             fmt.sig(r.value) if r.this_machine else f"{r.value:g}",

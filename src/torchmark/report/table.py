@@ -25,6 +25,12 @@ CASE_WIDTH = 22
 CaseKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
+def add_row(table: Table, *cells: RenderableType) -> None:
+    """Add a row with every string cell as plain text: a reason or a hardware name such as
+    "[h100-ref]" must print as written, never be read as rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
 def case_key(r: Result) -> CaseKey:
     """A case without its device: what a CPU and a GPU result have in common."""
     workload, variant, _, params = r.key
@@ -95,7 +101,8 @@ def _best_rows(table: Table, results: list[Result], devices: list[str]) -> None:
         others = {k: v for k, v in best.params.items() if k != key}
         label = fmt.DTYPE_SHORT.get(str(best.params[key]), str(best.params[key]))
         where = f"{best.variant} {fmt.params(others)}".strip()
-        table.add_row(
+        add_row(
+            table,
             f"best {key}: {label} ({where})",
             d,
             fmt.throughput(best),
@@ -140,7 +147,7 @@ def results_table(record: RunRecord) -> Table:
     for w_i, workload in enumerate(workloads):
         if w_i:
             table.add_section()
-        table.add_row(Text(workload, style="bold"))
+        add_row(table, Text(workload, style="bold"))
         for key, per_device in by_case.items():
             if key[0] != workload:
                 continue
@@ -148,7 +155,8 @@ def results_table(record: RunRecord) -> Table:
             rows = [per_device[d] for d in devices if d in per_device]
             label = f"{rows[0].variant} {fmt.params(rows[0].params)}".strip()
             for r, case in zip(rows, _spread_label(label, len(rows)), strict=True):
-                table.add_row(
+                add_row(
+                    table,
                     case,
                     r.device,
                     status_cell(r),
@@ -160,7 +168,7 @@ def results_table(record: RunRecord) -> Table:
                 )
         _best_rows(table, [r for r in record.results if r.workload == workload], devices)
     if not record.results:
-        table.add_row("(no results)")
+        add_row(table, "(no results)")
     return table
 
 
@@ -178,7 +186,8 @@ def ceilings_table(record: RunRecord) -> Table:
     order = {d: i for i, d in enumerate(devices_of(record))}
     for c in sorted(record.ceilings, key=lambda c: (order.get(c.device, 99), c.key)):
         theo = fmt.ceiling_value(c, c.theoretical) if c.theoretical else fmt.DASH
-        table.add_row(
+        add_row(
+            table,
             c.device,
             c.key,
             fmt.ceiling_value(c),
@@ -187,7 +196,7 @@ def ceilings_table(record: RunRecord) -> Table:
             c.method + (f" (theoretical: {c.theoretical_source})" if c.theoretical_source else ""),
         )
     if not record.ceilings:
-        table.add_row("(none measured)")
+        add_row(table, "(none measured)")
     return table
 
 

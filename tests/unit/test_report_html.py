@@ -1,0 +1,121 @@
+"""HTML and Markdown reports of fixture runs: self-contained, every chart or a reason."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from torchmark.report import charts, html, markdown
+from torchmark.results import RunRecord
+
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+
+
+def load(name: str) -> RunRecord:
+    return RunRecord.model_validate_json((RUNS / f"{name}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def full_page() -> str:
+    return html.render([load("cpu-gpu")])
+
+
+def test_page_is_self_contained(full_page: str) -> None:
+    assert "<script" not in full_page
+    assert "<link" not in full_page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", full_page)
+    assert "@import" not in full_page
+    # SVG clip paths use url(#id): only in-page references are allowed.
+    assert set(re.findall(r"url\((.)", full_page)) <= {"#"}
+
+
+def test_every_chart_is_drawn_for_a_full_fixture(full_page: str) -> None:
+    assert full_page.count('<svg class="chart"') == 6
+    assert "No chart:" not in full_page
+    # Text stays text (svg.fonttype none), so labels are searchable and scale crisply.
+    assert "arithmetic intensity (FLOP/byte)" in full_page
+
+
+def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
+    assert "2,381 it/s" in full_page and "95.9 % of bw" in full_page
+    assert "warn: 2 throttled samples set aside" in full_page
+    assert "skipped: out of memory at batch 1024" in full_page
+    assert "every call returns the same tensor" in full_page
+    assert "rank 1 of 12 in the seed blog" in full_page
+    assert "3.35 TB/s" in full_page  # theoretical next to the measured ceiling
+
+
+def test_missing_data_gives_one_line_per_chart() -> None:
+    page = html.render([load("cpu-only")])
+    assert '<svg class="chart"' not in page
+    for why in (
+        "no workload in these runs swept a batch size",
+        "no case was measured on both the CPU and an accelerator",
+        "no user-model run with a CPU-vs-GPU batch sweep",
+        "no workload ran at more than one precision",
+        "no telemetry recorded in these runs",
+        "no result declares both FLOPs and bytes",
+    ):
+        assert f"No chart: {why}" in page
+    assert "WRONG: output differs" in page
+
+
+def test_report_is_deterministic() -> None:
+    runs = [load("cpu-only"), load("cpu-gpu")]
+    assert html.render(runs) == html.render(runs)
+
+
+def test_two_runs_label_their_series() -> None:
+    page = html.render([load("cpu-gpu"), load("cpu-gpu-slower")])
+    assert "Results: run fixture-cpu-gpu-slower" in page
+    assert "fixture-cpu-gpu-slower cuda:0" in page  # chart legends name the run
+
+
+def test_break_even_note_when_the_gpu_was_absent() -> None:
+    run = load("cpu-only")
+    run.extra["break_even"] = {}
+    run.extra["break_even_note"] = "no GPU on this machine: break-even not available"
+    chart = charts.break_even([run])
+    assert chart.svg is None and "no GPU on this machine" in chart.note
+
+
+def test_break_even_chart_names_the_crossing() -> None:
+    chart = charts.break_even([load("cpu-gpu")])
+    assert chart.svg is not None
+    assert "e2e: from batch 4" in chart.note and "device: always" in chart.note
+
+
+@pytest.mark.parametrize(
+    "telemetry",
+    [
+        {
+            "timeline": {
+                "columns": ["t_s", "clock_mhz", "temp_c", "power_w"],
+                "rows": [[0.5, 1980, 50, 300]],
+            }
+        },
+        {"timeline": [{"t": 0.5, "clock_mhz": 1980, "temp_c": 50, "power_w": 300}]},
+    ],
+)
+def test_timeline_rows_read_both_shapes(telemetry: dict[str, object]) -> None:
+    (row,) = charts.timeline_rows(telemetry)
+    assert row["t"] == 0.5 and row["clock_mhz"] == 1980 and row["power_w"] == 300
+
+
+def test_timeline_rows_absent() -> None:
+    assert charts.timeline_rows(None) == []
+    assert charts.timeline_rows({"sources": {}}) == []
+
+
+def test_markdown_is_a_pasteable_table() -> None:
+    text = markdown.render([load("cpu-gpu")])
+    lines = text.splitlines()
+    header = lines.index(
+        "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |"
+    )
+    assert lines[header + 1] == "|---|---|---:|---:|---:|---:|---|"
+    row = "| NVIDIA H100 80GB HBM3 (cuda:0) | seed-add/as-published | 2,381 it/s | 420 µs |"
+    assert any(line.startswith(row) for line in lines)
+    assert all(line.count("|") == 8 for line in lines[header : header + 20])

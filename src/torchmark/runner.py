@@ -95,6 +95,7 @@ def run(
         if record.status == "running":
             record.status = "incomplete"
         record.finished_utc = utcnow()
+        record.verdict = telemetry.judge_run(record)
         store.finish_run(record.run_id, record)
     return record
 
@@ -111,12 +112,13 @@ def measure_ceilings(
         if cfg.ceilings:
             fp = environment.device_fingerprint(d, env)
             cached = None if cfg.remeasure_ceilings else store.cached_ceilings(fp, d.name)
-            events.ceilings(d, cached is not None)
-            if cached is None:
-                found = ceilings.measure(d, quick=cfg.suite == "quick")
-                store.cache_ceilings(fp, d.name, found)
-            else:
+            events.ceilings(d, bool(cached))
+            if cached:
                 found = cached
+            else:  # an empty list is no cache: measure again
+                found = ceilings.measure(d, quick=cfg.suite == "quick")
+                if found:
+                    store.cache_ceilings(fp, d.name, found)
         out[d.name] = {c.key: c for c in found}
     return out
 

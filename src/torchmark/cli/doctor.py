@@ -61,7 +61,12 @@ def show_soak(record: RunRecord) -> None:
     console.print(f"Soak of [bold]{s['case']}[/] for {s['elapsed_s']:.0f} s")
     t = Table(title_justify="left")
     for col in ("time", f"throughput ({unit})", "", "clock MHz", "temp C", "power W", "throttle"):
-        t.add_column(col, justify="right" if col not in ("", "throttle") else "left")
+        t.add_column(
+            col,
+            justify="right" if col not in ("", "throttle") else "left",
+            min_width=12 if col == "" else None,
+            no_wrap=col == "",
+        )
     top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
     digits = 0 if s["elapsed_s"] >= 60 else 1
     for w in wins:

@@ -62,9 +62,9 @@ def test_missing_data_gives_one_line_per_chart() -> None:
     assert "WRONG: output differs" in page
 
 
-def test_report_is_deterministic() -> None:
-    runs = [load("cpu-only"), load("cpu-gpu")]
-    assert html.render(runs) == html.render(runs)
+def test_report_is_deterministic(full_page: str) -> None:
+    # Same runs, same bytes (svg.hashsalt fixes matplotlib's element ids): reports diff well.
+    assert html.render([load("cpu-gpu")]) == full_page
 
 
 def test_two_runs_label_their_series() -> None:

@@ -39,7 +39,9 @@ _ENV = jinja2.Environment(
 
 def _level(r: Result) -> str:
     """CSS class of a row: how much to trust its number."""
-    if r.status == "wrong" or (r.verdict is not None and r.verdict.level == "invalid"):
+    invalid = r.verdict is not None and r.verdict.level == "invalid"
+    # Above 100 % of a measured ceiling is impossible: a measurement error, shown as such.
+    if r.status == "wrong" or invalid or "above_ceiling" in r.flags:
         return "bad"
     if r.status == "skipped":
         return "skip"

@@ -13,6 +13,18 @@ from torchmark.timing.stopping import Adaptive, StoppingRule
 
 Clock = Callable[[], float]
 
+# Warm-up groups double so a ~50 ns op does not spend its 25 ms on timer calls: 17 groups
+# reach 65,536 calls (~3 ms of a 50 ns op); larger groups would only overshoot warmup_s.
+MAX_WARMUP_GROUP = 1 << 16
+# A Python call costs >= ~30 ns, so a real 10 ms sample needs <= ~330k calls. The cap only
+# bounds a timer that reads ~0 (a fake clock, a broken device timer): 1M calls, not 1e10.
+MAX_CALLS_PER_SAMPLE = 1 << 20
+# Last-resort bound for a rule that never stops: 1M floats are 8 MB. Both shipped rules stop
+# far earlier (Adaptive at max_samples = 10,000, Fixed at its count).
+HARD_MAX_SAMPLES = 1_000_000
+# No timer resolves less than ~1 ns; a per-call time under 1 fs is a timer that read ~0.
+UNRESOLVED_S = 1e-15
+
 
 def measure(
     fn: Callable[[], Any],
@@ -32,12 +44,16 @@ def measure(
     The protocol (METHOD.md §2), as pseudo-code::
 
         first_call_s = timed(fn())                     # stored apart: lazy init, autotune ...
-        warm up for >= warmup_s and >= warmup_calls     # estimates the cost of one call
+        warm up in doubling groups for >= warmup_s and >= warmup_calls
+        per_call = time of the last (largest, warmest) warm-up group / its size
         k = ceil(min_sample_s / per_call)               # one sample >= 10 ms CPU / 1 ms GPU
         repeat:
             timer.start(); fn() k times; t = timer.stop()    # stop() waits for the device
             samples.append(t / k)
         until rule.decide(samples, elapsed) names a reason
+
+    A call slower than the rule's time-out cuts the warm-up short (at least one call,
+    flagged ``short_warmup`` below 3) and still ends with one sample, flagged ``timed_out``.
 
     ``timing="device"`` uses the device's own clock where it has one (CUDA events);
     ``"e2e"`` is the host clock with a synchronize, what a caller waiting on results sees.
@@ -48,29 +64,43 @@ def measure(
     from torchmark.devices import resolve
 
     dev = device if isinstance(device, Device) else resolve(device or "cpu")[0]
-    rule = rule or Adaptive()
+    rule_: StoppingRule = rule or Adaptive()
     timer = dev.timer(timing)
     min_sample_s = dev.min_sample_s if min_sample_s is None else min_sample_s
 
-    t_begin = clock()
     timer.start()
     fn()
     first_call_s = timer.stop()
 
-    # Warm-up, timed in growing groups so a fast op does not spend the budget on timer calls.
-    n_warm, warm_time, group = 0, 0.0, 1
+    n_warm, per_call, group = 0, 0.0, 1
     w0 = clock()
-    while n_warm < warmup_calls or clock() - w0 < warmup_s:
+    while True:
         timer.start()
         for _ in range(group):
             fn()
-        warm_time += timer.stop()
+        t = timer.stop()
         n_warm += group
-        group = min(group * 2, 1 << 16)
-    per_call = warm_time / max(n_warm, 1)
+        per_call = t / group
+        spent = clock() - w0
+        left = rule_.max_time_s - spent  # the warm-up never outlasts the rule's time-out
+        if (n_warm >= warmup_calls and spent >= warmup_s) or left <= 0:
+            break
+        if per_call < UNRESOLVED_S:
+            if group >= MAX_WARMUP_GROUP:
+                break  # 65,536 calls the timer cannot see: nothing left to warm up
+            group *= 2
+            continue
+        # Double, but no further than the warm-up still needs, nor past the time budget.
+        need = max(warmup_calls - n_warm, math.ceil((warmup_s - spent) / per_call), 1)
+        fits = int(left / per_call)
+        if fits < 1:
+            break
+        group = min(group * 2, MAX_WARMUP_GROUP, need, fits)
+    warmup_s_spent = clock() - w0
 
     if calls_per_sample is None:
-        calls_per_sample = max(1, math.ceil(min_sample_s / per_call)) if per_call > 0 else 1
+        k = math.ceil(min_sample_s / per_call) if per_call >= UNRESOLVED_S else 1
+        calls_per_sample = max(1, min(k, MAX_CALLS_PER_SAMPLE))
     k = calls_per_sample
 
     samples: list[float] = []
@@ -82,10 +112,14 @@ def measure(
             fn()
         t = timer.stop()
         samples.append(t / k)
+        s1 = clock()
         if on_sample is not None:
-            on_sample(len(samples) - 1, s0, clock())
-        reason = rule.decide(samples, clock() - t_samples)
+            on_sample(len(samples) - 1, s0, s1)
+        reason = rule_.decide(samples, s1 - t_samples)
         if reason:
+            break
+        if len(samples) >= HARD_MAX_SAMPLES:
+            reason = "max_samples"
             break
 
     return Measurement(
@@ -93,8 +127,8 @@ def measure(
         calls_per_sample=k,
         first_call_s=first_call_s,
         warmup_calls=n_warm,
-        warmup_s=t_samples - t_begin,
+        warmup_s=warmup_s_spent,
         stop_reason=reason,
-        rule=rule.describe(),
+        rule=rule_.describe(),
         timing=timing if dev.is_accelerator else "e2e",
     )

@@ -13,27 +13,51 @@ from scipy import stats as sps
 # METHOD.md §2.7: relative IQR thresholds for the noise flags.
 NOISY_REL_IQR = 0.10
 UNRELIABLE_REL_IQR = 0.25
+# METHOD.md §2.4: at least 3 warm-up calls; a call slower than the rule's time-out gets fewer.
+MIN_WARMUP_CALLS = 3
+# Below 6 samples the 95 % CI of the median does not exist (2 * 0.5**5 = 6.25 % > 5 %).
+FEW_SAMPLES = 5
 
 
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+@functools.lru_cache(maxsize=1024)
+def _ci_ranks(n: int, confidence: float) -> tuple[int, int]:
+    """0-based ranks of the order statistics bounding the median, exactly as
+    ``scipy.stats.quantile_test(...).confidence_interval()`` picks them.
+
+    quantile_test also computes a p-value and sorts the data: ~1 ms a call, which the
+    stopping rule would pay after every sample. The ranks depend only on n (~70 µs of
+    scipy.stats.binom, cached); the two order statistics are then an O(n) partition.
+    """
+    a = (1 - confidence) / 2
+    return int(sps.binom.ppf(a, n, 0.5)) - 1, int(sps.binom.isf(a, n, 0.5))
+
+
+def median_ci(
+    samples: Sequence[float] | np.ndarray, confidence: float = 0.95
+) -> tuple[float, float]:
     """Distribution-free confidence interval of the median from order statistics.
 
-    Uses scipy's quantile test (binomial order statistics); with too few samples for the
-    requested confidence a bound is ±inf, never a guess.
+    Binomial order statistics (the interval of scipy's quantile_test); with too few samples
+    for the requested confidence (n < 6 at 95 %) a bound is NaN, never a guess.
     """
     x = np.asarray(samples, dtype=float)
-    if x.size == 0:
+    n = x.size
+    if n == 0:
         return (math.nan, math.nan)
-    res = sps.quantile_test(x, q=float(np.median(x)), p=0.5)
-    ci = res.confidence_interval(confidence_level=confidence)
-    return (float(ci.low), float(ci.high))
+    lo, hi = _ci_ranks(n, confidence)
+    ranks = [r for r in (lo, hi) if 0 <= r < n]
+    part = np.partition(x, ranks) if ranks else x
+    low = float(part[lo]) if 0 <= lo < n else math.nan
+    high = float(part[hi]) if 0 <= hi < n else math.nan
+    return (low, high)
 
 
-def rel_ci_halfwidth(samples: Sequence[float], confidence: float = 0.95) -> float:
+def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 0.95) -> float:
     """Half-width of the median's confidence interval relative to the median."""
-    lo, hi = median_ci(samples, confidence)
-    med = float(np.median(samples))
-    if not (math.isfinite(lo) and math.isfinite(hi)) or med <= 0:
+    x = np.asarray(samples, dtype=float)
+    lo, hi = median_ci(x, confidence)
+    med = float(np.median(x)) if x.size else math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not med > 0:
         return math.inf
     return (hi - lo) / 2 / med
 
@@ -43,7 +67,12 @@ class Measurement:
     """Timings of one callable: per-call seconds, one value per sample of ``calls_per_sample``.
 
     ``excluded`` holds indices of samples set aside (e.g. taken while the GPU throttled):
-    they are kept, but the headline statistics use only the others.
+    they are kept, but the headline statistics use only the others (all of them, flagged
+    ``all_excluded``, if none is left).
+
+    Flags: ``noisy`` (rel. IQR >= 10 %), ``unreliable`` (>= 25 %), ``timed_out`` (the rule
+    hit its time-out before its target), ``few_samples`` (n < 5), ``short_warmup`` (fewer
+    than 3 warm-up calls: one call was too slow for the time budget).
     """
 
     samples_s: tuple[float, ...]
@@ -100,7 +129,7 @@ class Measurement:
     @functools.cached_property
     def ci(self) -> tuple[float, float]:
         """95 % confidence interval of the median (order statistics)."""
-        return median_ci(self.kept.tolist())
+        return median_ci(self.kept)
 
     @property
     def flags(self) -> list[str]:
@@ -111,8 +140,12 @@ class Measurement:
             out.append("noisy")
         if self.stop_reason == "time_out":
             out.append("timed_out")
-        if self.n < 5:
+        if self.n < FEW_SAMPLES:
             out.append("few_samples")
+        if 0 < self.warmup_calls < MIN_WARMUP_CALLS:
+            out.append("short_warmup")
+        if self.samples_s and set(range(len(self.samples_s))) <= set(self.excluded):
+            out.append("all_excluded")
         return out
 
     def __repr__(self) -> str:

@@ -1,0 +1,123 @@
+"""Stopping rules as pure functions of (samples, elapsed): crafted sample series, no timing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from torchmark.errors import UnknownNameError
+from torchmark.timing import RULES, Adaptive, Fixed, preset
+from torchmark.timing.stats import rel_ci_halfwidth
+from torchmark.timing.stopping import StoppingRule
+
+
+def first_stop(rule: StoppingRule, series: Sequence[float], elapsed_per_sample: float) -> tuple:
+    """Feed ``series`` one sample at a time; (n, reason) of the first stop."""
+    for n in range(1, len(series) + 1):
+        reason = rule.decide(series[:n], n * elapsed_per_sample)
+        if reason:
+            return n, reason
+    return len(series), None
+
+
+def steady(n: int, spread: float = 0.05, seed: int = 0) -> list[float]:
+    return list(1e-3 * np.exp(spread * np.random.default_rng(seed).standard_normal(n)))
+
+
+def test_waits_for_min_samples_and_min_time() -> None:
+    rule = Adaptive(min_samples=10, min_time_s=0.5)
+    flat = [1e-3] * 100
+    assert rule.decide(flat[:9], 5.0) is None  # time enough, too few samples
+    assert rule.decide(flat[:50], 0.49) is None  # samples enough, too little time
+    assert rule.decide(flat[:10], 0.5) == "converged"
+
+
+def test_converges_when_the_median_is_pinned() -> None:
+    # 5 % log-normal noise: the CI half-width ~ 1.96 * 1.25 * 5 % / sqrt(n) reaches 0.5 %
+    # near n = 600; the check runs every n/32 samples there, so it stops within ~3 %
+    n, reason = first_stop(Adaptive(min_time_s=0.0), steady(3000), 1e-3)
+    assert reason == "converged"
+    assert 300 < n < 1200
+    assert rel_ci_halfwidth(steady(3000)[:n]) <= 0.005
+    assert rel_ci_halfwidth(steady(3000)[: n - 32]) > 0.005
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_steady_noise_does_not_stall(seed: int) -> None:
+    _, reason = first_stop(Adaptive(min_time_s=0.0), steady(3000, seed=seed), 1e-3)
+    assert reason == "converged"
+
+
+def test_drift_stalls_at_the_first_power_of_two() -> None:
+    # +0.5 % per sample: the median's CI widens as samples accrue, it never narrows
+    drift = [1e-3 * (1 + 0.005 * i) for i in range(500)]
+    n, reason = first_stop(Adaptive(min_time_s=0.0), drift, 1e-3)
+    # judged at n = 2^k with n/4 >= min_samples = 10: the first is 64
+    assert (n, reason) == (64, "stalled")
+
+
+def test_a_step_stalls() -> None:
+    # the machine got 20 % slower after 30 samples (another job started)
+    step = [1e-3 * (1.2 if i >= 30 else 1.0) * (1 + 0.01 * ((i * 7) % 5 - 2)) for i in range(500)]
+    assert first_stop(Adaptive(min_time_s=0.0), step, 1e-3) == (64, "stalled")
+
+
+def test_time_out_carries_its_reason() -> None:
+    rule = Adaptive(max_time_s=1.0)
+    noisy = steady(40, spread=0.2)
+    assert rule.decide(noisy, 0.99) is None
+    assert rule.decide(noisy, 1.0) == "time_out"
+    assert rule.decide(noisy[:3], 1.0) == "time_out"  # too few samples to judge
+    assert rule.decide([1e-3], 1.0) == "time_out"  # one very slow sample still ends
+    assert rule.decide([], 99.0) is None  # never without a sample
+    assert rule.decide([1e-3] * 20, 1.0) == "converged"  # pinned by the time it ran out
+
+
+def test_max_samples() -> None:
+    rule = Adaptive(max_samples=20, min_time_s=0.0)
+    noisy = steady(40, spread=0.2)
+    assert first_stop(rule, noisy, 1e-3) == (20, "max_samples")
+
+
+def test_noise_is_checked_every_n_over_32_samples_beyond_64() -> None:
+    # the check costs O(n): beyond 64 samples only every n/32-th is judged
+    rule = Adaptive(min_time_s=0.0)
+    flat = [1e-3] * 200
+    assert rule.decide(flat[:63], 1.0) == "converged"
+    assert rule.decide(flat[:65], 1.0) is None  # 65 % 2
+    assert rule.decide(flat[:66], 1.0) == "converged"
+    assert rule.decide(flat[:131], 1.0) is None  # 131 % 4
+    assert rule.decide(flat[:132], 1.0) == "converged"
+    # limits are never skipped
+    assert Adaptive(max_samples=131).decide(flat[:131], 0.0) == "max_samples"
+    assert rule.decide(flat[:131], 10.0) == "converged"
+
+
+def test_fixed() -> None:
+    rule = Fixed(samples=7, max_time_s=1.0)
+    assert rule.decide([1e-3] * 6, 0.5) is None
+    assert rule.decide([1e-3] * 7, 0.5) == "fixed"
+    assert rule.decide([1e-3] * 3, 1.0) == "time_out"
+    assert rule.decide([], 5.0) is None
+
+
+def test_describe_names_every_parameter() -> None:
+    assert Adaptive().describe() == (
+        "adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0, max_samples=10000)"
+    )
+    assert Fixed(samples=3).describe() == "fixed(samples=3, max_time_s=600.0)"
+
+
+def test_presets_and_registry() -> None:
+    assert preset("micro") == Adaptive(target=0.005, max_time_s=10.0)
+    assert preset("model").target == 0.015  # type: ignore[attr-defined]
+    for name in ("micro", "model", "quick", "test"):
+        rule = preset(name)
+        assert rule.max_time_s > 0
+        assert rule.decide([1e-3] * 20, 100.0) is not None  # every preset ends
+    with pytest.raises(UnknownNameError, match="valid stopping presets: micro, model"):
+        preset("mikro")
+    assert RULES.get("adaptive") is Adaptive
+    assert RULES.get("fixed") is Fixed

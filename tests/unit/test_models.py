@@ -1,0 +1,202 @@
+"""Model architectures (exact parameter counts on the meta device), FLOP accounting, KV cache,
+case planning and bad input. No timing here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torchmark.devices import CPUDevice
+from torchmark.errors import UnknownNameError
+from torchmark.testing import FakeClock, FakeDevice
+from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
+from torchmark.workloads.models.base import Sizes, doubling
+from torchmark.workloads.models.gpt2 import GPT2, Decode, GPT2Config, KVCache, Prefill
+from torchmark.workloads.models.resnet import Bottleneck, ResNet50
+
+load_builtins()
+
+
+def params_of(name: str, **sizes: int) -> int:
+    model = WORKLOADS.get(name)().meta_model(Sizes(**sizes))
+    assert all(p.is_meta for p in model.parameters())
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("simplenet", 1000 * 512 + 512 + 512 * 256 + 256 + 256 * 2 + 2),
+        ("linear10", 11),
+        ("resnet50", 25_557_032),
+        ("bert-base", 109_482_240),
+        ("gpt2", 124_439_808),
+    ],
+)
+def test_exact_parameter_counts(name: str, expected: int) -> None:
+    assert params_of(name) == expected
+    assert WORKLOADS.get(name)().describe()["parameters"] == expected
+
+
+def test_resnet50_is_v1_5_stride_on_the_3x3_conv() -> None:
+    with torch.device("meta"):
+        net = ResNet50()
+    first_of_stage2 = [m for m in net.modules() if isinstance(m, Bottleneck)][3]
+    assert first_of_stage2.conv1.stride == (1, 1)
+    assert first_of_stage2.conv2.stride == (2, 2)
+
+
+def test_gpt2_embeddings_are_tied() -> None:
+    with torch.device("meta"):
+        gpt = GPT2()
+    names = [n for n, _ in gpt.named_parameters()]
+    assert "wte.weight" in names and not any("lm_head" in n for n in names)
+
+
+def test_simplenet_forward_flops_per_item_exact() -> None:
+    w = WORKLOADS.get("simplenet")()
+    fwd = 2 * (1000 * 512 + 512 * 256 + 256 * 2)
+    assert w.flops_per_call("infer", Sizes(batch=1)) == fwd
+    assert w.flops_per_call("infer", Sizes(batch=64)) == 64 * fwd
+    assert w.flops_per_call("infer-e2e", Sizes(batch=8)) == 8 * fwd
+    assert w.describe()["flops_per_item"] == fwd
+    # backward: weight gradients of all 3 layers, input gradients of layers 2 and 3 only
+    bwd = fwd + 2 * (512 * 256 + 256 * 2)
+    assert w.flops_per_call("train", Sizes(batch=4)) == 4 * (fwd + bwd)
+
+
+def test_resnet50_forward_flops_are_4_1_gmac_per_image() -> None:
+    flops = WORKLOADS.get("resnet50")().flops_per_call("infer", Sizes(batch=1))
+    assert flops == pytest.approx(2 * 4.09e9, rel=0.01)
+
+
+def tiny_gpt(layers: int = 2) -> GPT2:
+    torch.manual_seed(0)
+    return GPT2(GPT2Config(vocab=97, context=64, layers=layers, heads=4, hidden=32)).eval()
+
+
+def test_kv_cache_decode_equals_full_sequence_logits() -> None:
+    gpt = tiny_gpt()
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = gpt(ids)
+        cache = KVCache(2, 12)
+        steps = [gpt(ids[:, :8], cache, 0)]
+        steps += [gpt(ids[:, i : i + 1], cache, i) for i in range(8, 12)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_chunked_prefill_after_a_past_uses_the_shifted_causal_mask() -> None:
+    gpt = tiny_gpt()
+    ids = torch.randint(0, 97, (1, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        full = gpt(ids)
+        cache = KVCache(2, 10)
+        a, b = gpt(ids[:, :4], cache, 0), gpt(ids[:, 4:], cache, 4)
+    torch.testing.assert_close(torch.cat([a, b], dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_decode_module_returns_last_step_logits_and_reuses_its_prefill() -> None:
+    gpt = tiny_gpt()
+    g = torch.Generator().manual_seed(5)
+    prompt, cont = (
+        torch.randint(0, 97, (2, 6), generator=g),
+        torch.randint(0, 97, (2, 3), generator=g),
+    )
+    dec = Decode(gpt, 9)
+    with torch.no_grad():
+        first, second = dec(prompt, cont), dec(prompt, cont)
+        full = gpt(torch.cat([prompt, cont], dim=1))
+        last = Prefill(gpt, 6)(prompt)
+    torch.testing.assert_close(first, full[:, -1:], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(second, first)
+    torch.testing.assert_close(last, full[:, 5:6], rtol=1e-5, atol=1e-5)
+
+
+def test_decode_declares_weights_and_kv_cache_bytes() -> None:
+    from torchmark import variants
+
+    w = WORKLOADS.get("gpt2")()
+    s = Sizes(batch=1, seq=128, new_tokens=2)
+    weights = (124_439_808 - 1024 * 768) * 4
+    kv = 2 * 12 * 768 * 4 * (129 + 130)
+    assert w.bytes_per_call("decode", s, variants.parse("fp32")) == 2 * weights + kv
+    bf16 = w.bytes_per_call("decode", s, variants.parse("amp-bf16"))
+    assert bf16 == pytest.approx((2 * weights + kv) / 2)
+    assert w.ceiling("decode", s, variants.parse("amp-bf16")) == "bandwidth"
+    assert w.ceiling("prefill", s, variants.parse("amp-bf16")) == "matmul:bfloat16"
+
+
+def test_doubling_sweep() -> None:
+    assert doubling(1) == (1,)
+    assert doubling(8) == (1, 2, 4, 8)
+    assert doubling(12) == (1, 2, 4, 8, 12)
+
+
+def test_cases_follow_batches_scenarios_and_precisions() -> None:
+    cpu = CPUDevice()
+    w = WORKLOADS.get("resnet50")()
+    cases = w.cases(
+        cpu, PlanOptions(scenarios=("train",), precisions=("fp32",), batches=(1, 32, 256))
+    )
+    assert [c.param_dict["batch"] for c in cases] == [1, 32, 256]
+    assert {c.param_dict["scenario"] for c in cases} == {"train"}
+    assert len({c.sweep for c in cases}) == 1 and cases[0].sweep
+
+
+def test_inapplicable_variant_is_planned_once_to_report_its_reason() -> None:
+    w = WORKLOADS.get("simplenet")()
+    cases = w.cases(CPUDevice(), PlanOptions(scenarios=("infer",), precisions=("tf32",)))
+    assert len(cases) == 1
+    fake = FakeDevice(FakeClock())  # an accelerator: full GPU sweep, TF32 still not supported
+    assert len(w.cases(fake, PlanOptions(scenarios=("infer",), precisions=("fp32",)))) > 5
+
+
+def test_scenario_of_another_model_plans_nothing_here() -> None:
+    w = WORKLOADS.get("simplenet")()
+    assert w.cases(CPUDevice(), PlanOptions(scenarios=("decode",))) == []
+    gpt = WORKLOADS.get("gpt2")()
+    decode = gpt.cases(CPUDevice(), PlanOptions(scenarios=("decode",), precisions=("fp32",)))
+    assert [c.param_dict["batch"] for c in decode] == [1, 4]  # batch 1 and a larger one
+    assert all(c.param_dict["new_tokens"] > 0 for c in decode)
+
+
+@pytest.mark.parametrize(
+    ("opts", "valid"),
+    [
+        (PlanOptions(scenarios=("inference",)), "decode"),
+        (PlanOptions(precisions=("bf16",)), "amp-bf16"),
+    ],
+)
+def test_unknown_scenario_or_precision_names_the_choices(opts: PlanOptions, valid: str) -> None:
+    with pytest.raises(UnknownNameError) as e:
+        WORKLOADS.get("gpt2")().cases(CPUDevice(), opts)
+    assert valid in str(e.value)
+
+
+def test_quick_suite_is_small_on_cpu() -> None:
+    cpu = CPUDevice()
+    quick = {
+        n: WORKLOADS.get(n)().cases(cpu, PlanOptions(suite="quick"))
+        for n in WORKLOADS.names()
+        if WORKLOADS.get(n).group == "model" and WORKLOADS.get(n).in_quick
+    }
+    assert set(quick) == {"simplenet", "linear10", "resnet50"}
+    assert sum(len(c) for c in quick.values()) <= 4
+    assert [c.param_dict["batch"] for c in quick["resnet50"]] == [1]
+
+
+def test_standard_cpu_caps_stay_small() -> None:
+    cpu = CPUDevice()
+    for n in ("resnet50", "bert-base", "gpt2"):
+        cases = WORKLOADS.get(n)().cases(cpu, PlanOptions(suite="standard"))
+        assert max(c.param_dict["batch"] for c in cases) <= 4, n
+
+
+def test_train_module_of_bert_adds_a_two_way_head() -> None:
+    w = WORKLOADS.get("bert-base")()
+    meta = w.meta_model(Sizes(seq=128))
+    head = w.train_module(meta)
+    assert isinstance(head, nn.Module)
+    assert sum(p.numel() for p in head.parameters()) == 109_482_240 + 768 * 2 + 2

@@ -108,10 +108,14 @@ class BertWorkload(ModelWorkload):
                 "infer-e2e": ("fp32",),
                 "train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
             },
-            cpu_cap=4,
+            cpu_cap=2,
             gpu_cap=256,
             cpu_sizes={"seq": 128},
             gpu_sizes={"seq": 128},
+            cpu_scenarios={
+                "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
+                "train": ("fp32",),
+            },
         ),
         "full": Plan(
             {

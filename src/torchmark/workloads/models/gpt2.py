@@ -186,6 +186,12 @@ class GPT2Workload(ModelWorkload):
             gpu_cap=32,
             cpu_sizes={"seq": 128, "new_tokens": 16},
             gpu_sizes={"seq": 1024, "new_tokens": 128},
+            cpu_scenarios={
+                "infer": ("fp32", "tf32", "int8-dynamic"),
+                "train": ("fp32",),
+                "prefill": ("fp32",),
+                "decode": ("fp32", "int8-dynamic"),
+            },
         ),
         "full": Plan(
             {

@@ -45,8 +45,13 @@ class SimpleNetWorkload(ModelWorkload):
                 "infer-e2e": ("fp32",),
                 "train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
             },
-            cpu_cap=1024,
+            cpu_cap=256,
             gpu_cap=16384,
+            cpu_scenarios={
+                "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
+                "infer-e2e": ("fp32",),
+                "train": ("fp32", "amp-bf16"),
+            },
         ),
         "full": Plan(
             {

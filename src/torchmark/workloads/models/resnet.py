@@ -103,6 +103,10 @@ class ResNet50Workload(ModelWorkload):
             },
             cpu_cap=4,
             gpu_cap=256,
+            cpu_scenarios={
+                "infer": ("fp32", "tf32", "channels-last", "amp-bf16"),
+                "train": ("fp32",),
+            },
         ),
         "full": Plan(
             {

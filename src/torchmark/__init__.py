@@ -21,6 +21,7 @@ __all__ = [
     "TorchmarkError",
     "Work",
     "__version__",
+    "benchmark_model",
     "measure",
     "open_store",
 ]
@@ -31,3 +32,12 @@ def open_store(url: str | None = None):  # type: ignore[no-untyped-def]
     from torchmark.store import open_store as _open
 
     return _open(url)
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    # benchmark_model pulls in the runner and telemetry: imported on first use only
+    if name == "benchmark_model":
+        from torchmark.user.bench import benchmark_model
+
+        return benchmark_model
+    raise AttributeError(f"module 'torchmark' has no attribute {name!r}")

@@ -11,7 +11,7 @@ from torchmark.cli.app import app, main
 
 __all__ = ["app", "main"]
 
-COMMAND_MODULES = ("run", "history", "doctor", "report")
+COMMAND_MODULES = ("run", "history", "doctor", "report", "model")
 
 
 def load_commands() -> None:

@@ -1,0 +1,221 @@
+"""Energy counters: NVML total energy on NVIDIA GPUs, RAPL package energy on the CPU.
+
+Energy per item = joules counted over the measured region / items processed in it. Where no
+counter can be read the answer is ``Unavailable(reason)`` (absent, permission denied, not
+supported), never an estimate from TDP or utilisation.
+
+    counter = counter_for(device)          # EnergyCounter or Unavailable
+    region = Region(counter); region.start(); ...; region.stop()
+    region.summary(calls=n, items=n * batch)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchmark.devices.base import Device
+
+RAPL_ROOT = Path("/sys/class/powercap")
+# NVML refreshes the energy counter every ~10-100 ms and RAPL every ~1 ms; below 1 s of
+# region the refresh step is a visible share of the total, so the figure carries a note.
+SHORT_REGION_S = 1.0
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    reason: str
+
+
+class EnergyCounter(ABC):
+    """A monotonic energy counter (possibly several zones) read as raw values."""
+
+    source: str  # what is counted, in words
+
+    @abstractmethod
+    def read(self) -> tuple[float, ...]:
+        """Raw readings, one per zone (joules)."""
+
+    @abstractmethod
+    def joules(self, start: tuple[float, ...], end: tuple[float, ...]) -> float:
+        """Energy between two readings, counter wrap-around included."""
+
+    def close(self) -> None:
+        return None
+
+
+# -- RAPL (Intel, and AMD on Linux >= 5.8 through the same powercap driver) ------------------
+
+
+class RaplCounter(EnergyCounter):
+    def __init__(self, zones: list[tuple[Path, float]], names: list[str]) -> None:
+        self.zones = zones  # (energy_uj file, wrap range in joules)
+        self.source = (
+            f"RAPL {' + '.join(names)} (whole CPU package, every process on it; DRAM excluded)"
+        )
+
+    def read(self) -> tuple[float, ...]:
+        return tuple(int(p.read_text()) / 1e6 for p, _ in self.zones)
+
+    def joules(self, start: tuple[float, ...], end: tuple[float, ...]) -> float:
+        total = 0.0
+        for (_, wrap), a, b in zip(self.zones, start, end, strict=True):
+            # energy_uj counts up to max_energy_range_uj and restarts at 0 (~hours at 100 W)
+            total += b - a if b >= a else b + wrap - a
+        return total
+
+
+def rapl(root: Path = RAPL_ROOT) -> RaplCounter | Unavailable:
+    """Package zones (``intel-rapl:N``, not their core/uncore/dram subzones nor psys)."""
+    if not root.is_dir():
+        return Unavailable(f"no RAPL: {root} is absent (not Linux, or no powercap driver)")
+    zones, names = [], []
+    for zone in sorted(root.glob("intel-rapl:*")):
+        if zone.name.count(":") != 1:
+            continue  # a subzone, already inside its package's count
+        try:
+            name = (zone / "name").read_text().strip()
+            if not name.startswith("package"):
+                continue  # psys covers the whole platform and would double count
+            energy = zone / "energy_uj"
+            int(energy.read_text())
+            wrap = int((zone / "max_energy_range_uj").read_text()) / 1e6
+        except PermissionError:
+            return Unavailable(
+                f"permission denied reading {zone}/energy_uj (root only since Linux 5.10; "
+                "grant read access to measure CPU energy)"
+            )
+        except (OSError, ValueError) as e:
+            return Unavailable(f"cannot read RAPL zone {zone.name}: {e}")
+        zones.append((energy, wrap))
+        names.append(name)
+    if not zones:
+        return Unavailable(f"no RAPL package zone under {root}")
+    return RaplCounter(zones, names)
+
+
+# -- NVML ------------------------------------------------------------------------------------
+
+
+class NvmlCounter(EnergyCounter):
+    """``nvmlDeviceGetTotalEnergyConsumption``: mJ since the driver loaded (Volta and newer)."""
+
+    def __init__(self, nv: Any, handle: Any, name: str) -> None:
+        self._nv, self._handle = nv, handle
+        self.source = f"NVML total energy of {name} (the whole board)"
+
+    def read(self) -> tuple[float, ...]:
+        return (self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3,)
+
+    def joules(self, start: tuple[float, ...], end: tuple[float, ...]) -> float:
+        return end[0] - start[0]  # 64-bit mJ: does not wrap in practice
+
+    def close(self) -> None:
+        # NVML counts init/shutdown pairs; a library that already failed has nothing to close
+        with contextlib.suppress(Exception):
+            self._nv.nvmlShutdown()
+
+
+def nvml(uuid: str | None, index: int | None) -> NvmlCounter | Unavailable:
+    try:
+        import pynvml as nv
+    except ImportError as e:
+        return Unavailable(f"pynvml not importable ({e})")
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as e:
+        return Unavailable(f"NVML not available ({e})")
+    try:
+        handle = None
+        if uuid:
+            # torch prints the UUID bare, NVML prefixes it with "GPU-"
+            want = uuid.lower().removeprefix("gpu-")
+            for i in range(nv.nvmlDeviceGetCount()):
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                if str(_text(nv.nvmlDeviceGetUUID(h))).lower().removeprefix("gpu-") == want:
+                    handle = h
+        if handle is None:
+            handle = nv.nvmlDeviceGetHandleByIndex(index or 0)
+        name = _text(nv.nvmlDeviceGetName(handle))
+        nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except nv.NVMLError as e:
+        nv.nvmlShutdown()
+        if getattr(e, "value", None) == nv.NVML_ERROR_NOT_SUPPORTED:
+            return Unavailable("this GPU has no NVML energy counter (needs Volta or newer)")
+        return Unavailable(f"NVML energy counter not readable ({e})")
+    return NvmlCounter(nv, handle, name)
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def counter_for(device: Device) -> EnergyCounter | Unavailable:
+    """The energy counter that covers ``device``: RAPL for the host CPU, NVML for an NVIDIA
+    GPU (recognised by the UUID its info carries), else Unavailable with the reason."""
+    if not device.is_accelerator:
+        return rapl()
+    info = device.info()
+    if info.get("uuid") and not info.get("hip"):
+        return nvml(str(info["uuid"]), device.index)
+    return Unavailable(f"no energy counter known for {device.label()}")
+
+
+class Region:
+    """Energy over one measured region: ``start()`` before the first call, ``stop()`` after
+    the device finished the last one."""
+
+    def __init__(self, counter: EnergyCounter | Unavailable) -> None:
+        self.counter = counter
+        self._t0 = self._t1 = 0.0
+        self._e0: tuple[float, ...] | None = None
+        self._e1: tuple[float, ...] | None = None
+        self.error: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._e0 is not None or self.error is not None
+
+    def start(self) -> None:
+        if isinstance(self.counter, EnergyCounter):
+            try:
+                self._e0, self._t0 = self.counter.read(), time.perf_counter()
+            except Exception as e:  # a counter that dies mid-run: say so, do not guess
+                self.error = f"energy counter failed: {e}"
+
+    def stop(self) -> None:
+        if isinstance(self.counter, EnergyCounter) and self._e0 is not None:
+            try:
+                self._e1, self._t1 = self.counter.read(), time.perf_counter()
+            except Exception as e:
+                self.error = f"energy counter failed: {e}"
+            self.counter.close()
+
+    def summary(self, calls: int, items: float) -> dict[str, Any]:
+        if isinstance(self.counter, Unavailable):
+            return {"available": False, "reason": self.counter.reason}
+        if self.error or self._e0 is None or self._e1 is None:
+            return {"available": False, "reason": self.error or "region never started"}
+        joules = self.counter.joules(self._e0, self._e1)
+        region_s = self._t1 - self._t0
+        notes = []
+        if region_s < SHORT_REGION_S:
+            notes.append(
+                f"region {region_s:.2f} s < {SHORT_REGION_S:.0f} s: counter refresh steps "
+                "are a visible share of it"
+            )
+        return {
+            "available": True,
+            "source": self.counter.source,
+            "joules": joules,
+            "region_s": region_s,
+            "mean_power_w": joules / region_s if region_s > 0 else None,
+            "calls": calls,
+            "items": items,
+            "j_per_item": joules / items if items else None,
+            "notes": notes,
+        }

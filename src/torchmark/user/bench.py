@@ -1,0 +1,407 @@
+"""Benchmark the user's own model over a batch sweep on every device.
+
+    preflight: one call per device at the smallest batch -> which devices run it, the
+               reference output, FLOPs per item (an input the model rejects everywhere is
+               a user error: one line with the shapes tried and the model's error)
+    for device, batch, view (device-only / end-to-end):
+        prepare (inputs made outside the timed region) -> guard -> measure -> energy
+        -> store the result as it lands
+    analyse: break-even per GPU, cost per million items (pure functions of the results)
+
+The baseline is how most people run inference: ``model.eval()`` under ``torch.no_grad()``
+in fp32; ``torchmark tune`` measures what beats it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchmark import __version__, environment, variants
+from torchmark.config import RunConfig
+from torchmark.devices import Device, resolve
+from torchmark.errors import CaseSkipped, InputError, RunInterrupted, WrongResultError
+from torchmark.results import Result, RunRecord, Work, utcnow
+from torchmark.runner import Events, Quiet, run_case, skipped
+from torchmark.store.base import ResultStore
+from torchmark.telemetry import energy
+from torchmark.user import breakeven, cost
+from torchmark.user.inputs import (
+    InputFactory,
+    Inputs,
+    describe_tree,
+    from_callable,
+    from_examples,
+    one_line,
+    tensors_in,
+    to_device,
+)
+from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+
+DEFAULT_BATCHES = (1, 2, 4, 8, 16)
+# A GPU may run fp32 convolutions in TF32 (cuDNN's default): compare devices at its tolerance.
+CROSS_DEVICE_TOLERANCE = variants.TOLERANCE["tf32"]
+
+
+@dataclass
+class Preflight:
+    placed: dict[str, nn.Module] = field(default_factory=dict)  # device name -> model there
+    failed: dict[str, str] = field(default_factory=dict)  # device name -> reason
+    reference: Any = None  # host output at the smallest batch
+    reference_device: str | None = None
+    flops_per_item: float = 0.0
+    inputs: str = ""
+
+
+def _eval(model: nn.Module) -> nn.Module:
+    # exported programs refuse train/eval switches: they are already traced for inference
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        model.eval()
+    return model
+
+
+def place(model: nn.Module, device: Device) -> nn.Module:
+    """The model on ``device``: itself when already there, else a copy moved there (the
+    user's object is left where it was)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if all(t.device == device.torch_device for t in tensors):
+        return model
+    try:
+        moved = copy.deepcopy(model)
+    except Exception:  # not copyable (some scripted modules): move the original
+        moved = model
+    return _eval(moved.to(device.torch_device))
+
+
+def count_flops(call: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``call`` once under torch's FLOP counter; (output, FLOPs) (0 when it cannot count)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            out = call()
+    except Exception:  # the counter's dispatch mode fails on some custom ops: run plainly
+        return call(), 0.0
+    return out, float(counter.get_total_flops())
+
+
+def preflight(
+    model: nn.Module, factory: InputFactory, devices: Sequence[Device], batch: int
+) -> Preflight:
+    """One call per device at ``batch``: who runs the model, its reference output, FLOPs."""
+    pf = Preflight()
+    host = factory(batch)
+    pf.inputs = host.describe()
+    errors: list[str] = []
+    for d in devices:
+        try:
+            m = place(model, d)
+            x = host.to(d.torch_device)
+            with torch.no_grad():
+                if pf.reference is None:
+                    out, flops = count_flops(partial(x.call, m))
+                    pf.flops_per_item = flops / batch
+                else:
+                    out = x.call(m)
+            d.synchronize()
+        except Exception as e:
+            if d.is_out_of_memory(e) or _host_alloc_failed(e):
+                pf.failed[d.name] = f"out of memory at batch {batch}"
+            else:
+                pf.failed[d.name] = f"the model does not run on {d.name}: {one_line(e)}"
+                errors.append(one_line(e))
+            d.empty_cache()
+            continue
+        if not tensors_in(out):
+            raise InputError(
+                f"the model returned {describe_tree(out)}: no tensor in it (torchmark needs "
+                "tensors, possibly nested in tuples/lists/dicts, to wait on and check)"
+            )
+        pf.placed[d.name] = m
+        if pf.reference is None:
+            pf.reference = to_device(out, torch.device("cpu"))
+            pf.reference_device = d.name
+    if not pf.placed and errors:
+        raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
+    return pf
+
+
+def _host_alloc_failed(e: BaseException) -> bool:
+    # PyTorch's CPU allocator says "DefaultCPUAllocator: can't allocate memory", which
+    # Device.is_out_of_memory (looking for "out of memory") does not recognise.
+    return isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+
+
+class UserModel(Workload):
+    """The user's model as a workload: cases over batch x view of time, per device."""
+
+    name = "user-model"
+    summary = "your own model"
+    group = "user"
+
+    def __init__(
+        self,
+        label: str,
+        factory: InputFactory,
+        batches: Sequence[int],
+        pf: Preflight,
+        rule: str,
+        measure_energy: bool = True,
+    ) -> None:
+        self.label, self.factory, self.batches, self.pf = label, factory, tuple(batches), pf
+        self.rule, self.measure_energy = rule, measure_energy
+        self._inputs: tuple[int, Inputs] | None = None
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        # On the CPU the inputs already live in host memory: one view of time covers both.
+        modes = ("device", "e2e") if device.is_accelerator else ("e2e",)
+        return [
+            Case(self.label, mode, device, (("batch", b),), sweep=device.name)
+            for b in self.batches
+            for mode in modes
+        ]
+
+    def host_inputs(self, batch: int) -> Inputs:
+        if self._inputs is None or self._inputs[0] != batch:
+            self._inputs = None  # free the previous batch's tensors before making these
+            self._inputs = (batch, self.factory(batch))
+        return self._inputs[1]
+
+    def prepare(self, case: Case) -> Prepared:
+        device, b = case.device, int(case.param_dict["batch"])
+        model = self.pf.placed.get(device.name)
+        if model is None:
+            raise CaseSkipped(self.pf.failed.get(device.name, f"the model is not on {device}"))
+        host = self.host_inputs(b)
+        cpu = torch.device("cpu")
+        if case.variant == "device":
+            resident = host.to(device.torch_device)
+
+            def step() -> Any:
+                return resident.call(model)
+        else:
+
+            def step() -> Any:
+                return to_device(host.to(device.torch_device).call(model), cpu)
+
+        region = energy.Region(energy.counter_for(device)) if self.measure_energy else None
+        calls = [0]
+
+        def timed() -> Any:
+            if calls[0] == 0 and region is not None:
+                region.start()
+            calls[0] += 1
+            return step()
+
+        def check() -> list[str]:
+            return self._check(step, device, b)
+
+        prepared = Prepared(
+            fn=timed,
+            work=Work(flops=self.pf.flops_per_item * b, items=b, item_unit="item"),
+            headline="items",
+            check=check,
+            timing="device" if case.variant == "device" else "e2e",
+            rule=self.rule,
+            notes=self._notes(case),
+            extra={"inputs": host.describe()},
+        )
+
+        def teardown() -> None:
+            if region is not None:
+                device.synchronize()
+                region.stop()
+                prepared.extra["energy"] = region.summary(calls[0], calls[0] * b)
+
+        prepared.teardown = teardown
+        return prepared
+
+    def _notes(self, case: Case) -> list[str]:
+        if not case.device.is_accelerator:
+            return ["CPU: inputs already in host memory, so device-only = end-to-end"]
+        if case.variant == "e2e":
+            return ["end-to-end: pageable host inputs copied in, outputs copied back, per call"]
+        return ["device-only: inputs resident on the device, outputs left there"]
+
+    def _check(self, step: Callable[[], Any], device: Device, batch: int) -> list[str]:
+        """The device's output matches the reference device's (same inputs, same batch)."""
+        out = step()
+        notes: list[str] = []
+        ref, ref_dev = self.pf.reference, self.pf.reference_device
+        if batch == min(self.batches) and ref is not None and ref_dev != device.name:
+            err = variants.max_error(out, ref)
+            if err > CROSS_DEVICE_TOLERANCE:
+                raise WrongResultError(
+                    f"output differs from {ref_dev}'s by {err:.3g} (relative to the output "
+                    f"scale) > tolerance {CROSS_DEVICE_TOLERANCE:g}"
+                )
+            notes.append(f"output matches {ref_dev}'s within {err:.2g} (relative)")
+        if step() is out:
+            notes.append("every call returns the same output object (a cached result?)")
+        return notes
+
+
+def _factory(example_inputs: Any) -> tuple[InputFactory, int | None]:
+    if callable(example_inputs) and not isinstance(example_inputs, torch.Tensor):
+        return from_callable(example_inputs, "the inputs factory")
+    return from_examples(example_inputs)
+
+
+def _as_model(model: Any) -> tuple[nn.Module, str]:
+    if isinstance(model, str):
+        from torchmark.user import spec
+
+        loaded = spec.load(model)
+        return loaded.model, model
+    if isinstance(model, torch.export.ExportedProgram):
+        return model.module(), "exported program"
+    if not isinstance(model, nn.Module):
+        raise InputError(f"expected a torch.nn.Module or a model spec, got {type(model).__name__}")
+    return model, type(model).__name__
+
+
+def benchmark_model(
+    model: nn.Module | str,
+    example_inputs: Any,
+    *,
+    devices: Sequence[str] | str | None = None,
+    batches: Sequence[int] | None = None,
+    rule: str = "model",
+    price: Mapping[str, float] | str | None = None,
+    store: ResultStore | None = None,
+    events: Events | None = None,
+    name: str | None = None,
+    measure_energy: bool = True,
+    telemetry: bool = True,
+    config: Mapping[str, Any] | None = None,
+) -> RunRecord:
+    """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
+
+    ``example_inputs``: a tensor, tuple (positional) or dict (keyword) of tensors whose first
+    dimension is the batch (rows are resampled for other batch sizes), or a callable
+    ``batch -> inputs``. ``devices``: names as for ``--device`` (default: all).
+    ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
+    Returns the RunRecord; ``extra`` holds ``break_even``, ``cost`` and the ``model`` facts.
+    """
+    module, label = _as_model(model)
+    label = name or label
+    _eval(module)
+    factory, example_batch = _factory(example_inputs)
+    batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))
+    if any(b < 1 for b in batch_list):
+        raise InputError(f"batch sizes must be >= 1, got {batch_list}")
+    prices = cost.parse_price(price) if isinstance(price, str) or price is None else dict(price)
+    devs = resolve(devices)
+    events = events or Quiet()
+    cfg = RunConfig(
+        devices=tuple(d.name for d in devs), rule=rule, ceilings=False, telemetry=telemetry
+    )
+
+    pf = preflight(module, factory, devs, batch_list[0])
+    workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
+    cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
+    env = environment.collect(devs)
+    record = RunRecord(
+        tool_version=__version__,
+        kind="model",
+        command=shlex.join(sys.argv),
+        config={
+            "model": label,
+            "batches": batch_list,
+            "devices": [d.name for d in devs],
+            "rule": rule,
+            "price": prices,
+            "energy": measure_energy,
+            **dict(config or {}),
+        },
+        environment=env,
+        fingerprint=environment.machine_fingerprint(env),
+    )
+    record.extra["model"] = {
+        "name": label,
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "flops_per_item": pf.flops_per_item or None,
+        "inputs_at_smallest_batch": pf.inputs,
+        "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
+    }
+    if store is not None:
+        record.run_id = store.begin_run(record)
+    events.planned(cases)
+    try:
+        _measure(workload, cases, cfg, record, store, events)
+        record.status = "complete"
+    except KeyboardInterrupt:
+        raise RunInterrupted(record, record.run_id) from None
+    finally:  # analyse what was measured, complete or not; nothing measured is dropped
+        if record.status == "running":
+            record.status = "incomplete"
+        analyse(record, devs, prices)
+        record.finished_utc = utcnow()
+        if store is not None and record.run_id is not None:
+            store.finish_run(record.run_id, record)
+    return record
+
+
+def _measure(
+    workload: UserModel,
+    cases: Sequence[Case],
+    cfg: RunConfig,
+    record: RunRecord,
+    store: ResultStore | None,
+    events: Events,
+) -> None:
+    oom: dict[str, str] = {}
+    for case in cases:
+        events.case_started(case)
+        if case.sweep in oom:
+            result = skipped(case, oom[case.sweep])
+        else:
+            result = _run_one(workload, case, cfg)
+            reason = result.reason or ""
+            if case.sweep and result.status == "skipped" and "out of memory" in reason:
+                oom[case.sweep] = f"larger batches skipped: {reason}"
+        if store is not None and record.run_id is not None:
+            store.add_result(record.run_id, result)
+        record.results.append(result)
+        events.case_done(case, result)
+
+
+def _run_one(workload: UserModel, case: Case, cfg: RunConfig) -> Result:
+    b = case.param_dict["batch"]
+    try:
+        with torch.no_grad():
+            return run_case(workload, case, {}, cfg)
+    except Exception as e:  # the user's code failing at one batch: recorded, the sweep goes on
+        case.device.empty_cache()
+        if _host_alloc_failed(e):
+            return skipped(case, f"out of memory at batch {b} on {case.device.name}")
+        return skipped(case, f"the model raised {one_line(e)} at batch {b}")
+
+
+def analyse(record: RunRecord, devices: Sequence[Device], prices: Mapping[str, float]) -> None:
+    """Break-even per accelerator and cost per million items, into ``record.extra``."""
+    cpus = [d for d in devices if not d.is_accelerator]
+    gpus = [d for d in devices if d.is_accelerator]
+    if not gpus:
+        record.extra["break_even"] = {}
+        record.extra["break_even_note"] = breakeven.NO_GPU
+    elif not cpus:
+        record.extra["break_even"] = {}
+        record.extra["break_even_note"] = "the CPU was not measured: break-even not available"
+    else:
+        record.extra["break_even"] = breakeven.break_even(
+            record.results, cpus[0].name, [g.name for g in gpus], {g.name: g.label() for g in gpus}
+        )
+    if prices:
+        priced = cost.device_prices(prices, devices)
+        record.extra["cost"] = cost.cost_table(record.results, priced)

@@ -1,0 +1,111 @@
+"""CPU-vs-GPU break-even over a batch sweep, and the noise-aware comparison it rests on.
+
+Pure functions of Results: the runner measures, these only read. For each accelerator and
+each view of time (``e2e``: host tensors in, host results out; ``device``: inputs resident),
+the break-even batch is the smallest batch from which the accelerator is faster than the
+CPU at every larger batch tried; ``"always"`` / ``"never"`` when it is faster at all / none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torchmark.report.compare import judge
+from torchmark.results import Result
+
+MODES = ("e2e", "device")
+NO_GPU = "no GPU on this machine: break-even not available"
+
+
+def gpu_faster(gpu: Result, cpu: Result) -> tuple[bool, str]:
+    """Whether the GPU result beats the CPU's beyond the noise of both (report.compare's
+    rule: Mann-Whitney plus a practical threshold), and the verdict in words."""
+    change = judge(cpu, gpu)  # B (the GPU) against A (the CPU)
+    return change.verdict == "FASTER", (change.verdict or "n/a").lower()
+
+
+def by_batch(results: Sequence[Result], device: str, variant: str) -> dict[int, Result]:
+    """The successful results of one device and one view of time, by batch size."""
+    return {
+        int(r.params["batch"]): r
+        for r in results
+        if r.ok and r.device == device and r.variant == variant and "batch" in r.params
+    }
+
+
+def crossing(faster: Mapping[int, bool]) -> tuple[int | str, str | None]:
+    """Smallest batch from which every larger batch is faster, and a note when the sweep
+    is not monotone (faster in the middle of the range only)."""
+    bs = sorted(faster)
+    if not bs:
+        return "not measured", None
+    if all(faster[b] for b in bs):
+        return "always", None
+    if not any(faster[b] for b in bs):
+        return "never", None
+    for i, b in enumerate(bs):
+        if all(faster[x] for x in bs[i:]):
+            return b, None
+    wins = [b for b in bs if faster[b]]
+    return wins[0], f"faster only at batch {', '.join(map(str, wins))} of the range tried"
+
+
+def break_even(
+    results: Sequence[Result],
+    cpu: str,
+    accelerators: Sequence[str],
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """{gpu: {"e2e": batch|"never"|"always", "device": ..., "range": [min, max], ...}}.
+
+    The CPU has one view of time (its inputs are already in host memory), so both of a
+    GPU's views are compared with the CPU's end-to-end results.
+    """
+    cpu_rows = by_batch(results, cpu, "e2e")
+    out: dict[str, dict[str, Any]] = {}
+    for gpu in accelerators:
+        entry: dict[str, Any] = {"label": (labels or {}).get(gpu, gpu), "cpu": cpu}
+        per_batch: list[dict[str, Any]] = []
+        tried: set[int] = set()
+        notes: list[str] = []
+        for mode in MODES:
+            rows = by_batch(results, gpu, mode)
+            common = sorted(set(rows) & set(cpu_rows))
+            tried |= set(common)
+            faster: dict[int, bool] = {}
+            for b in common:
+                faster[b], v = gpu_faster(rows[b], cpu_rows[b])
+                per_batch.append(
+                    {
+                        "batch": b,
+                        "mode": mode,
+                        "gpu_s": rows[b].median_s,
+                        "cpu_s": cpu_rows[b].median_s,
+                        "speedup": _ratio(cpu_rows[b].median_s, rows[b].median_s),
+                        "verdict": v,
+                    }
+                )
+            entry[mode], note = crossing(faster)
+            if note:
+                notes.append(f"{mode}: {note}")
+        entry["range"] = [min(tried), max(tried)] if tried else None
+        entry["per_batch"] = per_batch
+        entry["notes"] = notes
+        out[gpu] = entry
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def describe(value: int | str) -> str:
+    """Words for one break-even value, for tables."""
+    if value == "always":
+        return "always (at every batch tried)"
+    if value == "never":
+        return "never in the range tried"
+    if isinstance(value, int):
+        return f"from batch {value}"
+    return str(value)

@@ -1,0 +1,629 @@
+"""``torchmark tune``: measure the settings that matter for the user's model and recommend.
+
+Per device, a staged search (each stage starts from the best of the previous one):
+
+    baseline   the user's way: fp32, eval, torch.no_grad(), default threads, --batch
+    settings   inference_mode; CPU thread counts (1, physical cores, logical cores)
+    variants   channels_last, TF32, fp16 / bf16 autocast, int8 dynamic (CPU), CUDA graphs,
+               torch.compile (only while the time budget allows: its compile is measured)
+    combined   the winning variants together, when they combine
+    batch      with --max-latency-ms: the largest batch whose latency stays in the budget
+
+Every candidate's output is checked against the fp32 reference (``variants.check``
+tolerance); a candidate past it is *rejected* with the error measured. A speedup counts
+only when it is beyond the noise of both measurements (``breakeven.verdict``).
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, cast
+
+import numpy as np
+import psutil
+import torch
+from scipy import stats as sps
+from torch import nn
+
+from torchmark import __version__, environment, variants
+from torchmark.devices import Device, resolve
+from torchmark.errors import (
+    CaseSkipped,
+    InputError,
+    RunInterrupted,
+    UnknownNameError,
+    WrongResultError,
+)
+from torchmark.results import Result, RunRecord, Work, utcnow
+from torchmark.runner import Events, Quiet, skipped
+from torchmark.store.base import ResultStore
+from torchmark.timing import Fixed, StoppingRule, measure
+from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
+from torchmark.user.inputs import InputFactory, Inputs, one_line
+from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+
+# Precisions and optimisations tried one at a time; variants.applies() skips what cannot run.
+SINGLE_VARIANTS = ("channels-last", "tf32", "amp-bf16", "amp-fp16", "int8-dynamic", "cuda-graphs")
+PRECISION_ORDER = ("int8-dynamic", "amp-fp16", "amp-bf16", "tf32")
+DEFAULT_BUDGET_S = 150.0
+# torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds
+# C++ with g++); on a GPU box ~20-60 s. Compile is tried only with this much budget left.
+COMPILE_RESERVE_S = 60.0
+# Interleaved rounds: each round is one sample of the baseline and one of the candidate,
+# k calls each, k sized once so a sample takes >= 2 ms. The host timer costs ~1 µs, so 2 ms
+# keeps it under 0.1 %; short rounds let both sides see the same machine load.
+# The Wilcoxon test on the per-round ratios needs >= 6 rounds for p < 0.05 (2 / 2**6 = 3 %).
+ROUND_SAMPLE_S = 0.002
+ALPHA = 0.05
+PRACTICAL = 0.02  # below 2 % no speedup matters in practice (as report.compare)
+ONE_SAMPLE = cast(StoppingRule, Fixed(samples=1))
+MIN_ROUNDS = 6
+MAX_ROUNDS = 500
+PER_CANDIDATE_S = 3.0
+CANDIDATE_RESERVE_S = 4.0
+MAX_TUNE_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to measure. ``grad``: ``no_grad`` (baseline) or ``inference_mode``."""
+
+    name: str
+    variant: str = "fp32"
+    grad: str = "inference_mode"
+    threads: int | None = None  # None: torch's default for this process
+    batch: int = 1
+    compile_mode: str | None = None
+    stage: str = "variant"
+
+    def config(self) -> dict[str, Any]:
+        d = asdict(self)
+        del d["name"], d["stage"]
+        return d
+
+
+class TuneWorkload(Workload):
+    """Builds each candidate (untimed: quantize, compile, capture) and guards its output."""
+
+    name = "tune"
+    summary = "optimisation advisor for your model"
+    group = "user"
+
+    def __init__(self, label: str, model: nn.Module, factory: InputFactory, rule: str) -> None:
+        self.label, self.model, self.factory, self.rule = label, model, factory, rule
+        self.candidates: dict[str, Candidate] = {}
+        self.errors: dict[tuple[str, str], float] = {}  # (device, candidate) -> max error
+        self.build_s: dict[tuple[str, str], float] = {}
+        self._refs: dict[tuple[str, int], tuple[tuple[Any, ...], Any]] = {}
+        self.flops_per_item = 0.0
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        return []  # tune plans stage by stage, see tune()
+
+    def case(self, cand: Candidate, device: Device) -> Case:
+        self.candidates[cand.name] = cand
+        params = (("batch", cand.batch), ("threads", cand.threads or torch.get_num_threads()))
+        return Case(self.label, cand.name, device, params)
+
+    def args_and_reference(self, device: Device, batch: int) -> tuple[tuple[Any, ...], Any]:
+        """Positional inputs on the device and the fp32 (IEEE) reference output for them."""
+        key = (device.name, batch)
+        if key not in self._refs:
+            self._refs.clear()  # one batch at a time: the stages move forward
+            args = positional(self.factory(batch)).to(device.torch_device).args
+            model = _eval(copy.deepcopy(self.model).to(device.torch_device))
+            ref, flops = count_flops(lambda: variants.reference(model, args, device, "infer"))
+            self.flops_per_item = self.flops_per_item or flops / batch
+            self._refs[key] = (args, ref)
+        return self._refs[key]
+
+    def prepare(self, case: Case) -> Prepared:
+        cand, device = self.candidates[case.variant], case.device
+        args, ref = self.args_and_reference(device, cand.batch)
+        model = _eval(copy.deepcopy(self.model).to(device.torch_device))
+        notes: list[str] = []
+        extra: dict[str, Any] = {"config": cand.config()}
+        t0 = time.perf_counter()
+        if cand.grad == "no_grad":
+
+            def step() -> Any:
+                with torch.no_grad():
+                    return model(*args)
+
+            output = step()
+            tolerance = variants.TOLERANCE["fp32"]
+        else:
+            built = variants.build(
+                cand.variant, model, args, device, "infer", compile_mode=cand.compile_mode
+            )
+            step, output, tolerance = built.step, built.output, built.variant.tolerance
+            notes += built.notes
+            extra["compile_s"] = built.compile_s
+            extra["first_call_s"] = built.first_call_s
+        self.build_s[(device.name, cand.name)] = time.perf_counter() - t0
+
+        def check() -> list[str]:
+            err = variants.max_error(output, ref)
+            self.errors[(device.name, cand.name)] = err
+            if err > tolerance:
+                raise WrongResultError(
+                    f"max error {err:.3g} > tolerance {tolerance:.3g} (relative to the fp32 "
+                    "output scale)"
+                )
+            return [f"max error {err:.2g} vs fp32 reference (tolerance {tolerance:g})"]
+
+        return Prepared(
+            fn=step,
+            work=Work(flops=self.flops_per_item * cand.batch, items=cand.batch, item_unit="item"),
+            check=check,
+            timing="device",
+            rule=self.rule,
+            notes=notes,
+            extra=extra,
+        )
+
+
+class _Keywords(nn.Module):
+    """Calls a keyword-argument model positionally (variants build and call positionally)."""
+
+    def __init__(self, model: nn.Module, n_args: int, names: Sequence[str]) -> None:
+        super().__init__()
+        self.model, self.n_args, self.names = model, n_args, tuple(names)
+
+    def forward(self, *args: Any) -> Any:
+        kw = dict(zip(self.names, args[self.n_args :], strict=True))
+        return self.model(*args[: self.n_args], **kw)
+
+
+def positional(inputs: Inputs) -> Inputs:
+    return Inputs(inputs.args + tuple(inputs.kwargs.values()))
+
+
+@dataclass
+class Measured:
+    cand: Candidate
+    result: Result
+    speedup: float | None = None
+    status: str = "skipped"  # faster | same | slower | rejected | skipped | over-budget
+    max_error: float | None = None
+    tolerance: float | None = None
+
+
+def paired_verdict(ratios: Sequence[float], practical: float = PRACTICAL) -> str:
+    """faster / slower / same from per-round baseline/candidate time ratios (> 1: faster)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    if logs.size < MIN_ROUNDS:
+        return "same"
+    med = float(np.median(logs))
+    if abs(med) < np.log1p(practical):
+        return "same"
+    # every round agreeing is significant on its own; wilcoxon would warn on zero spread
+    if np.ptp(logs) > 0 and float(sps.wilcoxon(logs).pvalue) >= ALPHA:
+        return "same"
+    return "faster" if med > 0 else "slower"
+
+
+class Tuner:
+    """The staged search on one device; every measured candidate lands in ``measured``.
+
+    A loaded machine drifts: on this project's 2-core CPU the same call took 0.2 ms or
+    86 ms depending on what else ran (two OpenMP threads spin against any other process).
+    So each candidate is measured *interleaved* with the baseline, in rounds
+    (baseline, candidate, candidate, baseline, ...), each round a short ``measure`` of both;
+    the speedup is the median of the per-round ratios and it counts only when the Wilcoxon
+    signed-rank test on those ratios says so (plus a 2 % practical threshold).
+    """
+
+    def __init__(
+        self,
+        wl: TuneWorkload,
+        device: Device,
+        record: RunRecord,
+        store: ResultStore | None,
+        events: Events,
+        deadline: float,
+        max_latency_s: float | None,
+        per_candidate_s: float = PER_CANDIDATE_S,
+    ) -> None:
+        self.wl, self.device, self.record = wl, device, record
+        self.store, self.events, self.deadline = store, events, deadline
+        self.max_latency_s, self.per_candidate_s = max_latency_s, per_candidate_s
+        self.measured: list[Measured] = []
+        self.baseline: Measured | None = None
+        self._base: dict[int, Prepared] = {}
+        self._calls: dict[int, int] = {}  # id(prepared) -> calls per sample
+
+    def left_s(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def _store(self, case: Case, result: Result) -> None:
+        if self.store is not None and self.record.run_id is not None:
+            self.store.add_result(self.record.run_id, result)
+        self.record.results.append(result)
+        self.events.case_done(case, result)
+
+    def _prepare(self, case: Case) -> Prepared:
+        prep = self.wl.prepare(case)
+        if prep.check:
+            prep.notes += prep.check()
+        return prep
+
+    def _sample(self, prep: Prepared, threads: int | None) -> list[float]:
+        """One sample of ``prep``: the first time with warm-up, to size it (``calls``)."""
+        before = torch.get_num_threads()
+        if threads:
+            self.device.set_threads(threads)
+        try:
+            k = self._calls.get(id(prep))
+            if k is None:
+                m = measure(prep.fn, self.device, rule=ONE_SAMPLE, min_sample_s=ROUND_SAMPLE_S)
+                self._calls[id(prep)] = m.calls_per_sample
+            else:  # already warm: one untimed call after the thread switch, then k calls
+                m = measure(
+                    prep.fn,
+                    self.device,
+                    rule=ONE_SAMPLE,
+                    warmup_s=0.0,
+                    warmup_calls=0,
+                    calls_per_sample=k,
+                )
+        finally:
+            self.device.set_threads(before)
+        return list(m.samples_s)
+
+    def run(self, cand: Candidate, reserve_s: float = CANDIDATE_RESERVE_S) -> Measured:
+        """Build, guard and measure one candidate interleaved with the baseline."""
+        case = self.wl.case(cand, self.device)
+        self.events.case_started(case)
+        m = Measured(cand, skipped(case, "not measured"))
+        m.tolerance = (
+            variants.TOLERANCE["fp32"]
+            if cand.grad == "no_grad"
+            else variants.parse(cand.variant).tolerance
+        )
+        if self.left_s() < reserve_s:
+            m.result = skipped(
+                case,
+                f"time budget: {max(self.left_s(), 0):.0f} s left, this candidate needs "
+                f"~{reserve_s:.0f} s (raise --budget-s)",
+            )
+        else:
+            m.result = self._rounds(case, cand, m)
+        m.max_error = self.wl.errors.get((self.device.name, cand.name))
+        if m.result.status == "wrong":
+            m.status = "rejected"
+        self._store(case, m.result)
+        self.measured.append(m)
+        return m
+
+    def _rounds(self, case: Case, cand: Candidate, m: Measured) -> Result:
+        try:
+            prep = self._prepare(case)
+            is_base = cand.stage == "baseline"
+            base = prep if is_base else self._base[cand.batch]
+            mine: list[float] = []
+            ratios: list[float] = []
+            base_all: list[float] = []
+            t0 = time.perf_counter()
+            while len(ratios) < MAX_ROUNDS:
+                order = [(base, None), (prep, cand.threads)]
+                if len(ratios) % 2:
+                    order.reverse()  # ABBA: neither side always runs first
+                got = {id(p): self._sample(p, th) for p, th in order}
+                b, c = got[id(base)], got[id(prep)]
+                mine += c
+                base_all += b
+                ratios.append(float(np.median(b)) / float(np.median(c)))
+                spent = time.perf_counter() - t0
+                if len(ratios) >= MIN_ROUNDS and (
+                    spent > self.per_candidate_s or self.left_s() < 0
+                ):
+                    break
+        except CaseSkipped as e:
+            return skipped(case, str(e))
+        except WrongResultError as e:
+            return skipped(case, str(e), status="wrong")
+        except Exception as e:  # the user's model failing under one setting: recorded
+            self.device.empty_cache()
+            if self.device.is_out_of_memory(e) or _host_alloc_failed(e):
+                return skipped(case, f"out of memory at batch {cand.batch}")
+            return skipped(case, f"the model raised {one_line(e)} under {cand.name}")
+        if is_base:
+            self._base[cand.batch] = prep
+        items = cand.batch / (self.baseline.cand.batch if self.baseline else cand.batch)
+        m.speedup = float(np.median(ratios)) * items
+        m.status = "baseline" if is_base else paired_verdict(ratios)
+        if self.max_latency_s is not None and float(np.median(mine)) > self.max_latency_s:
+            m.status = "over-budget"
+        return Result(
+            workload=case.workload,
+            variant=case.variant,
+            device=self.device.name,
+            params=case.param_dict,
+            samples_s=mine,
+            calls_per_sample=1,
+            stop_reason=f"{len(ratios)} interleaved rounds",
+            rule=f"interleaved(rounds={len(ratios)}, sample >= {ROUND_SAMPLE_S * 1e3:g} ms)",
+            timing="device" if self.device.is_accelerator else "e2e",
+            work=prep.work,
+            notes=prep.notes,
+            extra={
+                **prep.extra,
+                "round_ratios": ratios,
+                "baseline_samples_s": base_all,
+                "speedup": m.speedup,
+            },
+        )
+
+    def best(self, among: Sequence[Measured]) -> Measured | None:
+        wins = [m for m in among if m.status == "faster" and m.speedup]
+        return max(wins, key=lambda m: m.speedup or 0) if wins else None
+
+    def search(self, batch: int, compile_ok: bool) -> Measured | None:
+        base = self.run(
+            Candidate("baseline (fp32, no_grad)", grad="no_grad", batch=batch, stage="baseline")
+        )
+        if base.status != "baseline":
+            return None  # the baseline itself could not run: nothing to compare with
+        self.baseline = base
+        lat = base.result.median_s or 0
+        if self.max_latency_s is not None and lat > self.max_latency_s:
+            base.result.notes.append(
+                f"baseline latency {lat * 1e3:.3g} ms is over the "
+                f"{self.max_latency_s * 1e3:g} ms budget"
+            )
+        settings = [self.run(Candidate("inference_mode", batch=batch, stage="setting"))]
+        if not self.device.is_accelerator:
+            default = torch.get_num_threads()
+            counts = {1, psutil.cpu_count(logical=False) or 1, psutil.cpu_count() or 1}
+            for n in sorted(counts - {default}):
+                cand = Candidate(
+                    f"threads={n}", grad="no_grad", threads=n, batch=batch, stage="setting"
+                )
+                settings.append(self.run(cand))
+        best_threads = self.best([m for m in settings if m.cand.threads])
+        threads = best_threads.cand.threads if best_threads else None
+        on = f", threads={threads}" if threads else ""  # stages build on the best threads
+        singles = [
+            self.run(Candidate(v + on, variant=v, threads=threads, batch=batch))
+            for v in SINGLE_VARIANTS
+        ]
+        if compile_ok:
+            cand = Candidate("compile" + on, variant="compile", threads=threads, batch=batch)
+            singles.append(self.run(cand, reserve_s=COMPILE_RESERVE_S))
+        combo = self.combine(singles)
+        if combo is not None:
+            reserve = COMPILE_RESERVE_S if "compile" in combo.variant else CANDIDATE_RESERVE_S
+            combo = replace(combo, name=combo.name + on, threads=threads, batch=batch)
+            self.run(combo, reserve_s=reserve)
+        return self.best(self.measured)
+
+    def combine(self, singles: Sequence[Measured]) -> Candidate | None:
+        """The winning precision and optimisations as one variant, when they combine."""
+        wins = {m.cand.variant for m in singles if m.status == "faster"}
+        precision = next((p for p in PRECISION_ORDER if p in wins), None)
+        opts = [o for o in variants.OPTIMISATIONS if o in wins]
+        parts = ([precision] if precision else []) + opts
+        if len(parts) < 2:
+            return None
+        v: variants.Variant | None
+        try:
+            v = variants.parse("+".join(parts))
+        except UnknownNameError:  # e.g. int8 + compile: not a combination variants builds
+            v = variants.parse("+".join(opts)) if len(opts) >= 2 else None
+        if v is None:
+            return None
+        return Candidate(f"combined: {v.name}", variant=v.name, stage="combined")
+
+    def batch_search(self, best: Candidate) -> Measured | None:
+        """The largest batch, doubling from --batch, whose median latency fits the budget."""
+        assert self.max_latency_s is not None
+        fits: Measured | None = None
+        b = best.batch * 2
+        while b <= MAX_TUNE_BATCH:
+            m = self.run(replace(best, name=f"{best.name} @ batch {b}", batch=b, stage="batch"))
+            if not m.result.ok or (m.result.median_s or 0) > self.max_latency_s:
+                break
+            if m.status == "faster":
+                fits = m
+            b *= 2
+        return fits
+
+
+def code_lines(c: Candidate, device: Device) -> list[str]:
+    """The few lines of PyTorch that apply ``c`` to ``model`` and input ``x``."""
+    v = variants.parse(c.variant)
+    lines = ["import torch", "", "model.eval()"]
+    if c.threads:
+        lines.append(f"torch.set_num_threads({c.threads})")
+    lines.append(f'model = model.to("{device.torch_device}")')
+    if v.precision == "tf32":
+        lines += [
+            "torch.backends.cuda.matmul.allow_tf32 = True",
+            "torch.backends.cudnn.allow_tf32 = True",
+        ]
+    if v.precision == "int8-dynamic":
+        lines.append(
+            "model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, "
+            "dtype=torch.qint8)"
+        )
+    if v.channels_last:
+        lines += [
+            "model = model.to(memory_format=torch.channels_last)",
+            "x = x.contiguous(memory_format=torch.channels_last)",
+        ]
+    if v.compile:
+        mode = f', mode="{c.compile_mode}"' if c.compile_mode else ""
+        lines.append(f"model = torch.compile(model{mode})  # compiles on the first call")
+    ctx = "torch.no_grad()" if c.grad == "no_grad" else "torch.inference_mode()"
+    if v.amp_dtype is not None:
+        dt = str(v.amp_dtype).removeprefix("torch.")
+        ctx += f', torch.autocast("{device.torch_device.type}", dtype=torch.{dt})'
+    if c.batch > 1:
+        lines.append(f"# feed {c.batch} inputs per call (x has batch dimension {c.batch})")
+    if v.cuda_graphs:
+        lines += [
+            "static_x = x.clone()",
+            "g = torch.cuda.CUDAGraph()",
+            f"with {ctx}:",
+            "    for _ in range(3):  # warm up before capture",
+            "        model(static_x)",
+            "    with torch.cuda.graph(g):",
+            "        static_out = model(static_x)",
+            "# per call: static_x.copy_(x); g.replay(); out = static_out",
+        ]
+        return lines
+    lines += [f"with {ctx}:", "    out = model(x)"]
+    return lines
+
+
+def tune(
+    model: nn.Module | str,
+    example_inputs: Any,
+    *,
+    devices: Sequence[str] | str | None = None,
+    batch: int = 1,
+    max_latency_ms: float | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    per_candidate_s: float = PER_CANDIDATE_S,
+    try_compile: bool = True,
+    store: ResultStore | None = None,
+    events: Events | None = None,
+    name: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> RunRecord:
+    """Search the settings of ``model`` per device; the RunRecord's ``extra`` holds
+    ``candidates`` (each with speedup, max_error, status) and ``recommendation``."""
+    module, label = _as_model(model)
+    label = name or label
+    _eval(module)
+    if batch < 1:
+        raise InputError(f"--batch must be >= 1, got {batch}")
+    if max_latency_ms is not None and not max_latency_ms > 0:
+        raise InputError(f"--max-latency-ms must be > 0, got {max_latency_ms}")
+    factory, _ = _factory(example_inputs)
+    probe = factory(batch)
+    if probe.kwargs:
+        module = _Keywords(module, len(probe.args), list(probe.kwargs))
+    devs = resolve(devices)
+    events = events or Quiet()
+    env = environment.collect(devs)
+    record = RunRecord(
+        tool_version=__version__,
+        kind="tune",
+        command=shlex.join(sys.argv),
+        config={
+            "model": label,
+            "batch": batch,
+            "devices": [d.name for d in devs],
+            "max_latency_ms": max_latency_ms,
+            "budget_s": budget_s,
+            "per_candidate_s": per_candidate_s,
+            **(config or {}),
+        },
+        environment=env,
+        fingerprint=environment.machine_fingerprint(env),
+    )
+    if store is not None:
+        record.run_id = store.begin_run(record)
+    wl = TuneWorkload(label, module, factory, "quick")
+    tuners: list[Tuner] = []
+    start = time.perf_counter()
+    try:
+        for i, dev in enumerate(devs):
+            # each device gets an equal share of what is left of the budget
+            share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
+            tuner = Tuner(
+                wl,
+                dev,
+                record,
+                store,
+                events,
+                time.perf_counter() + share,
+                None if max_latency_ms is None else max_latency_ms / 1e3,
+                per_candidate_s,
+            )
+            tuners.append(tuner)
+            compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
+            best = tuner.search(batch, compile_ok)
+            if not compile_ok:
+                record.extra.setdefault("notes", []).append(
+                    f"{dev.name}: torch.compile not tried: "
+                    + (
+                        "--no-compile"
+                        if not try_compile
+                        else f"a {share:.0f} s budget share leaves too little for its compile "
+                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
+                    )
+                )
+            if max_latency_ms is not None and tuner.baseline is not None:
+                start_from = best.cand if best else tuner.baseline.cand
+                tuner.batch_search(start_from)
+        record.status = "complete"
+    except KeyboardInterrupt:
+        raise RunInterrupted(record, record.run_id) from None
+    finally:
+        if record.status == "running":
+            record.status = "incomplete"
+        summarise(record, tuners)
+        record.finished_utc = utcnow()
+        if store is not None and record.run_id is not None:
+            store.finish_run(record.run_id, record)
+    return record
+
+
+def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
+    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device."""
+    rank = {"baseline": 1, "faster": 0, "same": 2, "slower": 3, "over-budget": 4}
+    candidates: list[dict[str, Any]] = []
+    recommendation: dict[str, Any] = {}
+    for t in tuners:
+        rows = sorted(
+            t.measured,
+            key=lambda m: (rank.get(m.status, 5), -(m.speedup or 0)),
+        )
+        for m in rows:
+            r = m.result
+            candidates.append(
+                {
+                    "device": t.device.name,
+                    "name": m.cand.name,
+                    "stage": m.cand.stage,
+                    "config": m.cand.config(),
+                    "status": m.status,
+                    "speedup": m.speedup,
+                    "max_error": m.max_error,
+                    "tolerance": m.tolerance,
+                    "latency_ms": None if r.median_s is None else r.median_s * 1e3,
+                    "items_per_s": r.rate("items"),
+                    "rel_iqr": r.measurement.rel_iqr if r.ok else None,
+                    "compile_s": r.extra.get("compile_s")
+                    if variants.parse(m.cand.variant).compile
+                    else None,
+                    "reason": r.reason,
+                }
+            )
+        best = t.best(t.measured)
+        if best is None:
+            recommendation[t.device.name] = {
+                "name": "keep the baseline",
+                "speedup": 1.0,
+                "reason": "no candidate was faster beyond the noise and correct",
+                "config": t.baseline.cand.config() if t.baseline else None,
+                "code": code_lines(t.baseline.cand, t.device) if t.baseline else [],
+            }
+        else:
+            recommendation[t.device.name] = {
+                "name": best.cand.name,
+                "speedup": best.speedup,
+                "max_error": best.max_error,
+                "config": best.cand.config(),
+                "code": code_lines(best.cand, t.device),
+            }
+    record.extra["candidates"] = candidates
+    record.extra["recommendation"] = recommendation

@@ -1,0 +1,136 @@
+"""`torchmark model` / `torchmark tune` end to end on the CPU (tiny sizes, short presets)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchmark.cli import main
+
+FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
+CNN = f"{FIX}/cnn.py:make_model"
+
+
+def run(argv: list[str]) -> int:
+    try:
+        main(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def test_model_command_writes_json_and_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.json"
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    code = run(
+        [
+            "model",
+            CNN,
+            "--input",
+            "3x16x16",
+            "--batch",
+            "1,2",
+            "--stopping",
+            "test",
+            "--price",
+            "cpu=0.1",
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+            "--db",
+            db,
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "no GPU on this machine: break-even not available" in text
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "model" and doc["status"] == "complete"
+    assert doc["extra"]["break_even"] == {} and len(doc["results"]) == 2
+    from torchmark.store import open_store
+
+    stored = open_store(db).load(doc["run_id"])
+    assert stored.kind == "model" and len(stored.results) == 2
+
+
+def test_two_inputs_through_inputs_factory(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        [
+            "model",
+            f"{FIX}/two_inputs.py:make_model",
+            "--inputs",
+            f"{FIX}/two_inputs.py:make_inputs",
+            "--batch",
+            "2",
+            "--stopping",
+            "test",
+            "--device",
+            "cpu",
+        ]
+    )
+    assert code == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["model", f"{FIX}/nope.py:make", "--input", "8"], "file not found"),
+        (["model", "no_such_pkg_q:make", "--input", "8"], "no module named 'no_such_pkg_q'"),
+        (["model", f"{FIX}/cnn.py:missing", "--input", "8"], "has no 'missing'"),
+        (["model", f"{FIX}/broken.py:make_model", "--input", "8"], "hidden size must be even"),
+        (["model", CNN, "--input", "4x16x16", "--device", "cpu"], "float32[1, 4, 16, 16]"),
+        (["model", CNN, "--input", "3x16x16", "--price", "cpu:0.1"], "--price cpu=0.10"),
+        (["model", CNN], "give --input SHAPE"),
+        (["tune", CNN, "--input", "3x8x8", "--batch", "0"], "--batch must be >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(
+    argv: list[str], match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert match in err.replace("\n", " ")
+    assert err.strip().startswith("error:") and "Traceback" not in err
+
+
+def test_help_says_loading_runs_code(capsys: pytest.CaptureFixture[str]) -> None:
+    run(["model", "--help"])
+    assert "runs the named Python file" in " ".join(capsys.readouterr().out.split())
+
+
+def test_tune_command_prints_ranked_table_and_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tune.json"
+    code = run(
+        [
+            "tune",
+            CNN,
+            "--input",
+            "3x8x8",
+            "--device",
+            "cpu",
+            "--no-compile",
+            "--budget-s",
+            "60",
+            "--per-candidate-s",
+            "0.1",
+            "--json",
+            str(out),
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "Recommended on cpu" in text and "model.eval()" in text
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "tune"
+    cands = doc["extra"]["candidates"]
+    assert {"speedup", "max_error", "status"} <= set(cands[0])
+    assert any(c["status"] == "skipped" and "CUDA" in (c["reason"] or "") for c in cands)
+    assert "cpu" in doc["extra"]["recommendation"]

@@ -1,0 +1,133 @@
+"""benchmark_model on real CPU runs at tiny sizes (stopping preset "test")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+
+from torchmark.devices import CPUDevice
+from torchmark.errors import InputError
+from torchmark.testing import MemoryStore
+from torchmark.user import benchmark_model, spec
+from torchmark.user.breakeven import NO_GPU
+from torchmark.user.inputs import from_specs, parse_input
+
+FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
+
+
+def load(name: str) -> torch.nn.Module:
+    return spec.load(f"{FIX}/{name}").model
+
+
+def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
+    store = MemoryStore()
+    rec = benchmark_model(
+        load("cnn.py:make_model"),
+        from_specs([parse_input("3x16x16")]),
+        devices="cpu",
+        batches=[1, 4],
+        rule="test",
+        price="cpu=0.10,cuda=2.50",
+        store=store,
+    )
+    assert rec.kind == "model" and rec.status == "complete"
+    assert [(r.variant, r.params["batch"], r.status) for r in rec.results] == [
+        ("e2e", 1, "ok"),
+        ("e2e", 4, "ok"),
+    ]
+    assert store.runs[rec.run_id].results == rec.results  # every result reached the store
+    assert rec.results[1].work.items == 4 and rec.results[1].work.flops > 0
+    assert rec.extra["break_even"] == {} and rec.extra["break_even_note"] == NO_GPU
+    energy = rec.results[0].extra["energy"]
+    assert energy["available"] or energy["reason"]  # a figure or why not, never a guess
+    assert [row["batch"] for row in rec.extra["cost"]["rows"]] == [1, 4]
+    assert rec.model_dump(mode="json")["extra"]["model"]["parameters"] > 0
+
+
+def test_dict_output_and_example_tensors() -> None:
+    rec = benchmark_model(
+        load("dict_model.py:make_model"), torch.randn(3, 8), devices="cpu", rule="test"
+    )
+    assert [r.params["batch"] for r in rec.results] == [3]  # the examples' own batch
+    assert rec.results[0].ok
+
+
+@pytest.fixture
+def two_inputs_module() -> Any:
+    return spec.attribute(f"{FIX}/two_inputs.py:make_inputs")
+
+
+def test_two_inputs_factory(two_inputs_module: Any) -> None:
+    rec = benchmark_model(
+        load("two_inputs.py:make_model"), two_inputs_module, devices="cpu", batches=[2], rule="test"
+    )
+    assert rec.results[0].ok
+    assert "ids=int64[2, 12]" in rec.extra["model"]["inputs_at_smallest_batch"]
+
+
+def test_wrong_input_shape_names_shapes_and_error() -> None:
+    with pytest.raises(InputError) as info:
+        benchmark_model(
+            load("cnn.py:make_model"), from_specs([parse_input("5x16x16")]), devices="cpu"
+        )
+    msg = str(info.value)
+    assert "float32[1, 5, 16, 16]" in msg and "RuntimeError" in msg and "\n" not in msg
+
+
+def test_output_without_tensors_is_refused() -> None:
+    with pytest.raises(InputError, match="no tensor in it"):
+        benchmark_model(load("broken.py:no_tensor"), torch.randn(2, 8), devices="cpu")
+
+
+def test_oom_skips_the_rest_of_the_sweep_and_keeps_what_was_measured() -> None:
+    store = MemoryStore()
+    rec = benchmark_model(
+        load("broken.py:oom_model"),
+        from_specs([parse_input("8")]),
+        devices="cpu",
+        batches=[2, 8, 16],
+        rule="test",
+        store=store,
+    )
+    got = [(r.params["batch"], r.status) for r in rec.results]
+    assert got == [(2, "ok"), (8, "skipped"), (16, "skipped")]
+    assert "out of memory" in (rec.results[1].reason or "")
+    assert "larger batches skipped" in (rec.results[2].reason or "")
+    assert len(store.runs[rec.run_id].results) == 3 and rec.status == "complete"
+
+
+class MetaDevice(CPUDevice):
+    """A second 'device' whose tensors hold no data: models reading values back fail there."""
+
+    kind: ClassVar[str] = "meta"
+    is_accelerator: ClassVar[bool] = True
+
+    @property
+    def name(self) -> str:
+        return "meta"
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("meta")
+
+    def label(self) -> str:
+        return "meta device (test)"
+
+
+def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torchmark.user.bench as bench
+
+    devs = [CPUDevice(), MetaDevice()]
+    monkeypatch.setattr(bench, "resolve", lambda _: devs)
+    rec = benchmark_model(
+        load("broken.py:host_only"), torch.randn(2, 8), rule="test", measure_energy=False
+    )
+    by_dev = {(r.device, r.variant): r for r in rec.results}
+    assert by_dev[("cpu", "e2e")].ok
+    meta = [r for r in rec.results if r.device == "meta"]
+    assert meta and all(r.status == "skipped" for r in meta)
+    assert "does not run on meta" in (meta[0].reason or "")
+    assert rec.extra["break_even"]["meta"]["e2e"] == "not measured"

@@ -1,0 +1,59 @@
+"""torchmark tune on the CPU: every candidate checked, rejected ones carry their error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchmark import variants
+from torchmark.devices import CPUDevice
+from torchmark.testing import MemoryStore
+from torchmark.user import spec
+from torchmark.user.tune import Candidate, code_lines, tune
+
+FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
+
+
+def test_tune_checks_every_candidate_and_rejects_past_tolerance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # bf16 autocast differs from fp32 by ~3e-3 on this CNN: a 1e-9 tolerance must reject it
+    monkeypatch.setitem(variants.TOLERANCE, "amp-bf16", 1e-9)
+    store = MemoryStore()
+    rec = tune(
+        spec.load(f"{FIX}/cnn.py:make_model").model,
+        torch.randn(2, 3, 8, 8),
+        devices="cpu",
+        batch=2,
+        budget_s=40,
+        per_candidate_s=0.1,
+        try_compile=False,
+        store=store,
+    )
+    # stages after the thread counts carry the best one in their name ("channels-last, threads=1")
+    cands = {c["name"].split(", threads=")[0]: c for c in rec.extra["candidates"]}
+    assert cands["baseline (fp32, no_grad)"]["status"] == "baseline"
+    bf16 = cands["amp-bf16"]
+    assert bf16["status"] == "rejected" and bf16["max_error"] > 1e-9
+    assert "max error" in bf16["reason"]
+    cl = cands["channels-last"]
+    assert cl["status"] in ("faster", "same", "slower") and cl["max_error"] < 1e-4
+    assert cl["speedup"] > 0
+    assert cands["cuda-graphs"]["status"] == "skipped"
+    assert len(store.runs[rec.run_id].results) == len(rec.results)
+    rec_cpu = rec.extra["recommendation"]["cpu"]
+    assert rec_cpu["code"] and not rec_cpu["name"].startswith("amp-bf16")
+    assert any("compile not tried" in n for n in rec.extra["notes"])
+
+
+def test_code_lines_apply_the_configuration() -> None:
+    lines = code_lines(
+        Candidate("x", variant="amp-bf16+channels-last", threads=1, batch=8), CPUDevice()
+    )
+    text = "\n".join(lines)
+    assert "torch.set_num_threads(1)" in text
+    assert "memory_format=torch.channels_last" in text
+    assert 'torch.autocast("cpu", dtype=torch.bfloat16)' in text
+    assert text.rstrip().endswith("out = model(x)")

@@ -74,7 +74,7 @@ def run(
     record.run_id = store.begin_run(record)
     try:
         ceilings = measure_ceilings(devices, env, store, cfg, events)
-        record.ceilings = [c for cs in ceilings.values() for c in cs]
+        record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
         store.set_ceilings(record.run_id, record.ceilings)
         oom_sweeps: dict[str, str] = {}
         for case in cases:

@@ -1,0 +1,55 @@
+"""Helpers the micro-benchmarks share: stopping preset per suite, cache-aware sizes."""
+
+from __future__ import annotations
+
+from torchmark.ceilings.base import MiB, fmt_bytes
+from torchmark.devices.base import Device
+from torchmark.workloads.base import PlanOptions, Suite
+
+KiB = 2**10
+FALLBACK_LLC = 32 * MiB  # when the device cannot say (cache_bytes() is None)
+
+
+def rule_for(suite: Suite) -> str:
+    """--quick keeps each case to ~1-2 s (timing/stopping.py: "quick"); the rest want 0.5 %."""
+    return "quick" if suite == "quick" else "micro"
+
+
+def llc(device: Device) -> int:
+    return device.cache_bytes() or FALLBACK_LLC
+
+
+def beyond_cache(device: Device) -> int:
+    """Bytes per buffer that no cache can hold: 8x the LLC (METHOD.md §3), >= 256 MiB."""
+    return max(8 * llc(device), 256 * MiB)
+
+
+def fits(device: Device, nbytes: int, buffers: int) -> bool:
+    """Whether ``buffers`` buffers of ``nbytes`` leave room (half the memory) on the device."""
+    total = device.total_memory_bytes()
+    return total is None or buffers * nbytes <= total // 2
+
+
+def geometric(lo: int, hi: int, step: int) -> list[int]:
+    """lo, lo*step, ... up to the first value >= hi."""
+    out = [lo]
+    while out[-1] < hi:
+        out.append(out[-1] * step)
+    return out
+
+
+def sizes_or(opts: PlanOptions, default: list[int]) -> list[int]:
+    return list(opts.sizes) if opts.sizes else default
+
+
+__all__ = [
+    "KiB",
+    "MiB",
+    "beyond_cache",
+    "fits",
+    "fmt_bytes",
+    "geometric",
+    "llc",
+    "rule_for",
+    "sizes_or",
+]

@@ -1,0 +1,84 @@
+"""``transfer``: host -> device and device -> host copies, pinned and pageable, over sizes.
+
+On a device with no host-device link (the CPU) the one planned case is skipped with the
+reason, so the user sees why there is no row rather than silence.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from torchmark.ceilings.transfer import DIRECTIONS, buffers, copier
+from torchmark.devices.base import Device
+from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.results import Work
+from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, rule_for, sizes_or
+
+# 64 KiB (latency-bound: ~10 µs of set-up is most of it) to 1 GiB (bandwidth-bound).
+SIZES = {
+    "quick": [MiB, 64 * MiB],
+    "standard": geometric(64 * KiB, 1024 * MiB, 4),
+    "full": geometric(4 * KiB, 1024 * MiB, 2),
+}
+
+
+@WORKLOADS.register("transfer")
+class Transfer(Workload):
+    name: ClassVar[str] = "transfer"
+    summary: ClassVar[str] = (
+        "host<->device copy_ GB/s, pinned and pageable, 64 KiB to 1 GiB (accelerators only); "
+        "--size sets bytes"
+    )
+    in_quick: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.rule = "micro"
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        self.rule = rule_for(opts.suite)
+        if not device.is_accelerator:
+            return [Case(self.name, "h2d/d2h", device)]
+        return [
+            Case(
+                self.name,
+                d.key.replace(":", "-"),
+                device,
+                (("bytes", nbytes),),
+                sweep=f"{self.name}/{d.key}/{device.name}",
+            )
+            for d in DIRECTIONS
+            for nbytes in sizes_or(opts, SIZES[opts.suite])
+        ]
+
+    def prepare(self, case: Case) -> Prepared:
+        device = case.device
+        if not device.is_accelerator:
+            raise CaseSkipped(f"not available: {device.name} has no host-device transfer")
+        direction = next(d for d in DIRECTIONS if d.key == case.variant.replace("-", ":"))
+        nbytes = int(case.param_dict["bytes"]) // 4 * 4
+        if nbytes < 4:
+            raise CaseSkipped(f"bytes must be >= 4, got {case.param_dict['bytes']}")
+        if not fits(device, nbytes, 1):
+            raise CaseSkipped(f"out of memory at {nbytes} bytes")
+        src, dst = buffers(device, nbytes, direction.to_device, direction.pinned)
+        fn = copier(src, dst, direction.pinned)
+
+        def check() -> list[str]:
+            fn()
+            device.synchronize()
+            if not torch.equal(src.cpu(), dst.cpu()):
+                raise WrongResultError(f"{case.variant} copy does not match its source")
+            return []
+
+        return Prepared(
+            fn=fn,
+            work=Work(bytes=nbytes, items=1, item_unit="copy"),
+            headline="bytes",
+            ceiling=direction.key,
+            check=check,
+            timing="e2e",  # the copy is the work; a pageable copy is staged by the host
+            rule=self.rule,
+        )

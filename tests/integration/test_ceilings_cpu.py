@@ -1,0 +1,56 @@
+"""Real ceilings on this CPU at tiny sizes: every key present, values sane, methods stated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from torchmark import ceilings
+from torchmark.ceilings import base, matmul
+from torchmark.devices import CPUDevice, cpu
+from torchmark.results import Ceiling
+from torchmark.timing import Adaptive
+
+KiB = 2**10
+TINY_RULE = Adaptive(min_samples=3, min_time_s=0.0, target=0.05, max_time_s=0.2)
+
+
+@pytest.fixture(scope="module")
+def tiny_ceilings() -> Iterator[dict[str, Ceiling]]:
+    """Ceilings measured as usual, but with a pretend 64 KiB LLC, 1 MiB buffers and 64/128
+    matmuls, so the whole set costs about a second."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpu, "_llc_bytes", lambda: 64 * KiB)
+        mp.setattr(base, "MIN_BUFFER", 1024 * KiB)
+        mp.setattr(base, "QUICK_RULE", TINY_RULE)
+        mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
+        mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls
+        yield {c.key: c for c in ceilings.measure(CPUDevice(), quick=True)}
+
+
+def test_cpu_ceilings_are_all_there(tiny_ceilings: dict[str, Ceiling]) -> None:
+    kernels = {f"bandwidth:{k}" for k in ("copy", "triad", "mul_", "add_")}
+    assert set(tiny_ceilings) == {"bandwidth", *kernels, "matmul:float32", "matmul:bfloat16",
+                                  "dispatch"}  # fmt: skip
+    assert not any(k.startswith(("h2d", "d2h")) for k in tiny_ceilings)  # no link on a CPU
+
+
+def test_cpu_ceilings_are_sane(tiny_ceilings: dict[str, Ceiling]) -> None:
+    for c in tiny_ceilings.values():
+        assert c.device == "cpu" and c.method and c.theoretical is None  # no CPU guess
+        if c.unit == "B/s":
+            assert 1e8 < c.value < 1e13
+        elif c.unit == "FLOP/s":
+            assert 1e6 < c.value < 1e14
+        else:
+            assert 1e-8 < c.value < 1e-2  # a tiny op: ns to ms
+    bw = tiny_ceilings["bandwidth"]
+    per_kernel = [tiny_ceilings[f"bandwidth:{k}"].value for k in bw.details["kernels"]]
+    assert bw.value == max(per_kernel)  # the best kernel
+    assert bw.details["buffer_bytes"] == 1024 * KiB and bw.details["llc_bytes"] == 64 * KiB
+    assert "best sample" in bw.method and "16x the 64 KiB last-level cache" in bw.method
+    assert "copy/triad/mul_/add_" in bw.method
+    mm = tiny_ceilings["matmul:float32"].details
+    assert set(mm["TFLOPs_by_size"]) == {"64", "128"}, mm["notes"]
+    assert "median" in tiny_ceilings["dispatch"].method

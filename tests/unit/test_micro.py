@@ -1,0 +1,147 @@
+"""Micro workloads without timing: planning, work accounting, skip reasons."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from torchmark.devices import CPUDevice
+from torchmark.errors import CaseSkipped
+from torchmark.testing import FakeClock, FakeDevice
+from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
+from torchmark.workloads.micro import elementwise, matmul, seed_add, transfer
+from torchmark.workloads.micro._common import MiB, geometric, rule_for
+
+N = seed_add.BLOG_SIZE
+
+
+class _CPULike(FakeDevice):
+    """A host-like fake with a known 32 MiB LLC and 24 GiB of memory."""
+
+    is_accelerator: ClassVar[bool] = False
+
+    def cache_bytes(self) -> int | None:
+        return 32 * MiB
+
+    def total_memory_bytes(self) -> int | None:
+        return 24 * 2**30
+
+
+@pytest.fixture
+def gpu() -> FakeDevice:
+    return FakeDevice(FakeClock())
+
+
+@pytest.fixture
+def host() -> FakeDevice:
+    return _CPULike(FakeClock())
+
+
+def test_micro_workloads_are_registered_with_summaries() -> None:
+    load_builtins()
+    for name, quick in [
+        ("seed-add", True),
+        ("add", True),
+        ("triad", True),
+        ("matmul", True),
+        ("transfer", False),
+    ]:
+        cls = WORKLOADS.get(name)
+        assert cls.in_quick is quick and cls.group == "micro" and len(cls.summary) > 20
+
+
+def test_seed_add_published_bytes_match_method_md() -> None:
+    # METHOD.md §1: one 12288^2 float32 tensor is 604 MB; read + write = 1.21 GB
+    assert pytest.approx(604e6, rel=1e-3) == 4 * N * N
+    assert pytest.approx(1.208e9, rel=1e-3) == 2 * 4 * N * N
+
+
+def test_seed_add_intended_work_on_cpu_and_accelerator(host: FakeDevice, gpu: FakeDevice) -> None:
+    t = 4 * N * N
+    work, ceiling, parts = seed_add.unfolded_work(N, host, extra_add=False)
+    assert ceiling == "bandwidth" and work.bytes == 2 * t + 3 * t and parts["h2d_copy"] == 0
+    work, ceiling, parts = seed_add.unfolded_work(N, gpu, extra_add=False)
+    # PCIe-bound: only the bytes that cross the link count against h2d:pageable
+    assert ceiling == "h2d:pageable" and work.bytes == 2 * t == parts["h2d_copy"]
+    assert parts["host_fill_write"] == 2 * t and parts["add_read_write"] == 3 * t
+    # an unfolded as-published loop also pays z0 += zz
+    work, _, _ = seed_add.unfolded_work(N, host, extra_add=True)
+    assert work.bytes == 8 * t and work.items == 1 and work.item_unit == "it"
+
+
+def test_seed_add_plans_both_variants_at_the_blog_size(host: FakeDevice) -> None:
+    w = seed_add.SeedAdd()
+    cases = w.cases(host, PlanOptions(suite="quick"))
+    assert [(c.variant, c.param_dict) for c in cases] == [
+        ("as-published", {"size": N}),
+        ("intended", {"size": N}),
+    ]
+    assert w.rule == "quick"
+    sized = w.cases(host, PlanOptions(sizes=(256, 512)))
+    assert [c.param_dict["size"] for c in sized] == [256, 512, 256, 512]
+    assert w.rule == "micro"
+
+
+def test_blog_source_moves_like_the_blog() -> None:
+    assert seed_add.move_expr(CPUDevice()) == "cpu()"
+    src = seed_add.BLOG_SOURCE.format(n=N, move="cuda()")
+    assert "torch.ones((12288, 12288), dtype=torch.float32)" in src and "x = x.cuda()" in src
+
+
+def test_elementwise_work_uses_stream_bytes() -> None:
+    add = elementwise.Add.work(1000, elementwise.Add.flops_per_element)
+    triad = elementwise.Triad.work(1000, elementwise.Triad.flops_per_element)
+    assert add.bytes == triad.bytes == 3 * 4 * 1000
+    assert (add.flops, triad.flops) == (1000, 2000)
+    assert add.items == 1000 and add.item_unit == "elem"
+
+
+def test_elementwise_sweeps_cross_the_cache(host: FakeDevice) -> None:
+    llc = 32 * MiB
+    quick = elementwise.default_sizes(host, "quick")
+    assert len(quick) == 1 and 3 * 4 * quick[0] >= 8 * llc  # working set far past the LLC
+    standard = [4 * n for n in elementwise.default_sizes(host, "standard")]
+    assert standard[0] * 3 <= llc  # starts in cache ...
+    assert standard[-1] >= 8 * llc  # ... ends far beyond it
+    full = elementwise.default_sizes(host, "full")
+    assert len(full) > len(standard)
+    w = elementwise.Triad()
+    assert [c.param_dict["n"] for c in w.cases(host, PlanOptions(sizes=(10,)))] == [10]
+
+
+def test_geometric_and_rules() -> None:
+    assert geometric(1, 10, 4) == [1, 4, 16]
+    assert rule_for("quick") == "quick" and rule_for("full") == "micro"
+
+
+def test_matmul_variants_per_device(host: FakeDevice, gpu: FakeDevice) -> None:
+    assert matmul.variants(host, PlanOptions(suite="quick")) == ["float32"]
+    assert matmul.variants(host, PlanOptions()) == ["float32", "bfloat16"]
+    assert matmul.variants(gpu, PlanOptions()) == ["float32", "tf32", "float16", "bfloat16", "int8"]
+    chosen = matmul.variants(host, PlanOptions(precisions=("bf16", "amp-fp16+compile", "x")))
+    assert chosen == ["bfloat16", "float16"]
+    w = matmul.Matmul()
+    cases = w.cases(host, PlanOptions(suite="quick"))
+    assert {c.variant for c in cases} == {"float32"} and 1 <= len(cases) <= 2
+    assert all(c.param_dict["n"] <= 1024 for c in cases)
+
+
+def test_matmul_skips_what_the_device_lacks(gpu: FakeDevice) -> None:
+    # FakeDevice inherits the base answer: no TF32 outside NVIDIA GPUs
+    w = matmul.Matmul()
+    case = next(c for c in w.cases(gpu, PlanOptions(sizes=(64,))) if c.variant == "tf32")
+    with pytest.raises(CaseSkipped, match="tf32 not available"):
+        w.prepare(case)
+
+
+def test_transfer_on_a_cpu_is_one_visible_skip(host: FakeDevice, gpu: FakeDevice) -> None:
+    w = transfer.Transfer()
+    cpu = CPUDevice()
+    cases = w.cases(cpu, PlanOptions())
+    assert len(cases) == 1
+    with pytest.raises(CaseSkipped, match="not available: cpu has no host-device transfer"):
+        w.prepare(cases[0])
+    on_gpu = w.cases(gpu, PlanOptions(suite="quick"))
+    variants = {c.variant for c in on_gpu}
+    assert variants == {"h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"}

@@ -15,6 +15,8 @@ import torch
 def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the user's real results database."""
     monkeypatch.setenv("TORCHMARK_DB", f"sqlite:///{tmp_path / 'results.db'}")
+    # the library's default store (no URL) lives under XDG_DATA_HOME: keep it in tmp too
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("COLUMNS", "120")
 
 

@@ -60,3 +60,36 @@ def scripted(clock: FakeClock, durations: Iterable[float]) -> Callable[[], None]
         clock.advance(last[0])
 
     return fn
+
+
+class MemoryStore:
+    """An in-memory ResultStore for runner tests (the real one is SQL)."""
+
+    url = "memory://"
+
+    def __init__(self) -> None:
+        from torchmark.results import Ceiling, RunRecord
+
+        self.runs: dict[str, RunRecord] = {}
+        self.cache: dict[tuple[str, str], list[Ceiling]] = {}
+
+    def begin_run(self, run: Any) -> str:
+        run_id = f"run-{len(self.runs) + 1}"
+        self.runs[run_id] = run.model_copy(update={"run_id": run_id, "results": []})
+        return run_id
+
+    def add_result(self, run_id: str, result: Any) -> None:
+        self.runs[run_id].results.append(result)
+
+    def set_ceilings(self, run_id: str, ceilings: list[Any]) -> None:
+        self.runs[run_id].ceilings = list(ceilings)
+
+    def finish_run(self, run_id: str, run: Any) -> None:
+        self.runs[run_id].status = run.status
+        self.runs[run_id].finished_utc = run.finished_utc
+
+    def cached_ceilings(self, fingerprint: str, device: str) -> list[Any] | None:
+        return self.cache.get((fingerprint, device))
+
+    def cache_ceilings(self, fingerprint: str, device: str, ceilings: list[Any]) -> None:
+        self.cache[(fingerprint, device)] = list(ceilings)

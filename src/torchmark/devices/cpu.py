@@ -51,7 +51,8 @@ def _llc_bytes() -> int | None:
         for entry in os.listdir(base):
             path = os.path.join(base, entry, "size")
             if os.path.exists(path):
-                text = open(path).read().strip().upper()
+                with open(path) as f:
+                    text = f.read().strip().upper()
                 mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
                 size = int(text.rstrip("KMG")) * mult
                 best = max(best or 0, size)
@@ -117,6 +118,12 @@ class CPUDevice(Device):
         # ru_maxrss is the process high-water mark in KiB on Linux; it cannot be reset, so it
         # is an upper bound for the case, stated as host RSS peak.
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        # The CPU allocator raises a plain RuntimeError with its own wording.
+        return super().is_out_of_memory(exc) or (
+            isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+        )
 
     def set_threads(self, n: int) -> None:
         torch.set_num_threads(n)

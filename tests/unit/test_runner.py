@@ -1,0 +1,130 @@
+"""The main loop with a fake workload: skipped, wrong, OOM stops a sweep, Ctrl-C keeps results."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+import torch
+
+from torchmark import runner
+from torchmark.config import RunConfig
+from torchmark.devices import CPUDevice, Device
+from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
+from torchmark.results import Work
+from torchmark.testing import MemoryStore
+from torchmark.workloads import Case, PlanOptions, Prepared, Workload
+
+
+class Scripted(Workload):
+    """Cases b=1..5; behaviour per batch is scripted by the test."""
+
+    name: ClassVar[str] = "scripted"
+    summary: ClassVar[str] = "test workload"
+    behaviour: ClassVar[dict[int, str]] = {}
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        return [Case("scripted", "v", device, (("batch", b),), sweep="s") for b in range(1, 6)]
+
+    def prepare(self, case: Case) -> Prepared:
+        b = case.param_dict["batch"]
+        what = self.behaviour.get(b, "ok")
+        if what == "skip":
+            raise CaseSkipped("dtype unsupported here")
+        if what == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        if what == "interrupt":
+            raise KeyboardInterrupt
+
+        def wrong() -> list[str]:
+            raise WrongResultError("max error 0.5 > tolerance 0.01")
+
+        x = torch.randn(64)
+        return Prepared(
+            fn=lambda: x + x,
+            work=Work(items=b, bytes=3 * 64 * 4),
+            headline="items",
+            check=wrong if what == "wrong" else None,
+        )
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> type[Scripted]:
+    monkeypatch.setattr(runner, "select_workloads", lambda cfg: {"scripted": Scripted()})
+    monkeypatch.setattr(Scripted, "behaviour", {})
+    return Scripted
+
+
+CFG = RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=False)
+
+
+def test_statuses_and_oom_stops_the_sweep(scripted: type[Scripted]) -> None:
+    scripted.behaviour = {1: "skip", 2: "wrong", 4: "oom"}
+    store = MemoryStore()
+    record = runner.run(CFG, store)
+    by_batch = {r.params["batch"]: r for r in record.results}
+    assert [by_batch[b].status for b in range(1, 6)] == [
+        "skipped",
+        "wrong",
+        "ok",
+        "skipped",
+        "skipped",
+    ]
+    assert by_batch[1].reason == "dtype unsupported here"
+    assert "max error 0.5" in (by_batch[2].reason or "")
+    assert "out of memory" in (by_batch[4].reason or "")
+    assert (by_batch[5].reason or "").startswith("sweep stopped: out of memory")
+    ok = by_batch[3]
+    assert ok.n >= 5 and ok.median_s and ok.throughput is not None
+    assert ok.throughput.unit == "it/s"
+    assert record.status == "complete"
+    assert store.runs[record.run_id or ""].status == "complete"
+
+
+def test_interrupt_keeps_what_was_measured(scripted: type[Scripted]) -> None:
+    scripted.behaviour = {3: "interrupt"}
+    store = MemoryStore()
+    with pytest.raises(RunInterrupted) as info:
+        runner.run(CFG, store)
+    assert info.value.exit_code == 130
+    stored = next(iter(store.runs.values()))
+    assert stored.status == "incomplete"
+    assert [r.params["batch"] for r in stored.results] == [1, 2]
+
+
+def test_ceilings_are_cached_per_device_fingerprint(
+    scripted: type[Scripted], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark import ceilings
+    from torchmark.results import Ceiling
+
+    calls: list[str] = []
+
+    def fake_measure(device: Device, *, quick: bool) -> list[Ceiling]:
+        calls.append(device.name)
+        return [Ceiling(device=device.name, key="bandwidth", value=1e9, unit="B/s", method="fake")]
+
+    monkeypatch.setattr(ceilings, "measure", fake_measure)
+    store = MemoryStore()
+    cfg = RunConfig(devices=("cpu",), rule="test", telemetry=False)
+    first = runner.run(cfg, store)
+    second = runner.run(cfg, store)
+    assert calls == ["cpu"]  # the second run used the cache
+    assert first.ceilings == second.ceilings
+    runner.run(
+        RunConfig(devices=("cpu",), rule="test", telemetry=False, remeasure_ceilings=True), store
+    )
+    assert calls == ["cpu", "cpu"]
+
+
+def test_threads_are_set_and_recorded(scripted: type[Scripted]) -> None:
+    before = torch.get_num_threads()
+    try:
+        record = runner.run(
+            RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=False, threads=1),
+            MemoryStore(),
+        )
+        assert record.environment["threads"]["torch_num_threads"] == 1
+        assert record.config["threads"] == 1
+    finally:
+        CPUDevice().set_threads(before)

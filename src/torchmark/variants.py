@@ -75,6 +75,19 @@ NAMED = (
 )
 
 
+# What people type for the same thing (the issue's own example says ``--precision bf16``).
+ALIASES = {
+    "float32": "fp32",
+    "bf16": "amp-bf16",
+    "bfloat16": "amp-bf16",
+    "fp16": "amp-fp16",
+    "float16": "amp-fp16",
+    "int8": "int8-dynamic",
+    "channels_last": "channels-last",
+    "cuda_graphs": "cuda-graphs",
+}
+
+
 @dataclass(frozen=True)
 class Variant:
     """One precision with its optimisations; ``name`` is its canonical spelling."""
@@ -119,7 +132,7 @@ def parse(name: str | Variant) -> Variant:
     """'amp-bf16+compile' -> Variant; an unknown part names the valid choices."""
     if isinstance(name, Variant):
         return name
-    parts = [p.strip().lower() for p in name.split("+") if p.strip()]
+    parts = [ALIASES.get(p, p) for p in (q.strip().lower() for q in name.split("+")) if p]
     precs = [p for p in parts if p in PRECISIONS]
     opts = [p for p in parts if p in OPTIMISATIONS]
     if (

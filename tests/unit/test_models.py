@@ -166,7 +166,7 @@ def test_scenario_of_another_model_plans_nothing_here() -> None:
     ("opts", "valid"),
     [
         (PlanOptions(scenarios=("inference",)), "decode"),
-        (PlanOptions(precisions=("bf16",)), "amp-bf16"),
+        (PlanOptions(precisions=("fp64",)), "amp-bf16"),
     ],
 )
 def test_unknown_scenario_or_precision_names_the_choices(opts: PlanOptions, valid: str) -> None:

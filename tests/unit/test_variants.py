@@ -33,6 +33,9 @@ def cnn() -> nn.Module:
         ("compile+amp-bf16", "amp-bf16+compile"),
         ("AMP-FP16+cuda-graphs", "amp-fp16+cuda-graphs"),
         ("channels-last+amp-bf16", "amp-bf16+channels-last"),
+        ("bf16", "amp-bf16"),
+        ("fp16+compile", "amp-fp16+compile"),
+        ("int8", "int8-dynamic"),
     ],
 )
 def test_parse_canonical_names(name: str, canonical: str) -> None:

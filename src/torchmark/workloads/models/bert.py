@@ -114,7 +114,7 @@ class BertWorkload(ModelWorkload):
             gpu_sizes={"seq": 128},
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
-                "train": ("fp32",),
+                "train": ("fp32", "amp-bf16"),
             },
         ),
         "full": Plan(

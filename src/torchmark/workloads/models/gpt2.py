@@ -188,7 +188,7 @@ class GPT2Workload(ModelWorkload):
             gpu_sizes={"seq": 1024, "new_tokens": 128},
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "int8-dynamic"),
-                "train": ("fp32",),
+                "train": ("fp32", "amp-bf16"),
                 "prefill": ("fp32",),
                 "decode": ("fp32", "int8-dynamic"),
             },

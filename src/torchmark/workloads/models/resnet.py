@@ -105,7 +105,7 @@ class ResNet50Workload(ModelWorkload):
             gpu_cap=256,
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "channels-last", "amp-bf16"),
-                "train": ("fp32",),
+                "train": ("fp32", "amp-bf16"),
             },
         ),
         "full": Plan(

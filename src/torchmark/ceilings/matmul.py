@@ -25,7 +25,7 @@ GPU_SIZES = {True: (4096, 8192), False: (4096, 8192, 16384)}
 CPU_SIZES = {True: (512, 1024), False: (1024, 2048)}
 # Per dtype: stop the sweep when the next size would exceed this (seconds), so a dtype the
 # hardware emulates (bf16 without AMX/AVX512-BF16) costs a bounded time.
-BUDGET_S = {True: 2.5, False: 10.0}
+BUDGET_S = {True: 4.0, False: 15.0}
 # Calls the rule makes at the least: first call, >= 3 warm-up calls, >= 5-10 samples.
 MIN_CALLS = {True: 10, False: 15}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -60,6 +60,9 @@ class Elementwise(Workload):
 
     def __init__(self) -> None:
         self.rule = "micro"
+
+    def describe(self) -> dict[str, Any]:
+        return {"formula": self.formula, "bytes_per_element": BUFFERS * F32}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.rule = rule_for(opts.suite)

@@ -7,7 +7,7 @@ float16, bfloat16, int8 (``torch._int_mm``, int8 x int8 -> int32).
 from __future__ import annotations
 
 import contextlib
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -83,6 +83,9 @@ class Matmul(Workload):
 
     def __init__(self) -> None:
         self.rule = "micro"
+
+    def describe(self) -> dict[str, Any]:
+        return {"variants": list(DTYPES), "flops_per_call": "2n^3"}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.rule = rule_for(opts.suite)

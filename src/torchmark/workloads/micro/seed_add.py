@@ -137,6 +137,9 @@ class SeedAdd(Workload):
     def __init__(self) -> None:
         self.rule = "micro"
 
+    def describe(self) -> dict[str, Any]:
+        return {"variants": list(self.VARIANTS), "size": BLOG_SIZE, "tensor_MB": 604}
+
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.rule = rule_for(opts.suite)
         return [

@@ -6,7 +6,7 @@ reason, so the user sees why there is no row rather than silence.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -36,6 +36,9 @@ class Transfer(Workload):
 
     def __init__(self) -> None:
         self.rule = "micro"
+
+    def describe(self) -> dict[str, Any]:
+        return {"variants": [d.key.replace(":", "-") for d in DIRECTIONS]}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.rule = rule_for(opts.suite)

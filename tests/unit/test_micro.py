@@ -145,3 +145,16 @@ def test_transfer_on_a_cpu_is_one_visible_skip(host: FakeDevice, gpu: FakeDevice
     on_gpu = w.cases(gpu, PlanOptions(suite="quick"))
     variants = {c.variant for c in on_gpu}
     assert variants == {"h2d-pinned", "h2d-pageable", "d2h-pinned", "d2h-pageable"}
+
+
+def test_seed_add_without_torchscript_is_a_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    def gone(source: str) -> None:
+        raise RuntimeError("TorchScript was removed")
+
+    monkeypatch.setattr(torch.jit, "CompilationUnit", gone)
+    w = seed_add.SeedAdd()
+    case = w.cases(CPUDevice(), PlanOptions(sizes=(64,)))[0]
+    with pytest.raises(CaseSkipped, match=r"torch\.jit\.script is unavailable here.*removed"):
+        w.prepare(case)

@@ -13,9 +13,11 @@ from torchmark.timing import Adaptive, Measurement, StoppingRule, measure
 MiB = 2**20
 
 # A ceiling is the best sample (METHOD.md §2.7), so it needs enough samples for one to land
-# in a quiet moment, not a pinned median: 5 in quick mode, 10 otherwise, a short time-out.
+# in a quiet moment, not a pinned median. With 5 samples in 0.6 s, a 2-core machine under
+# competing load gave an fp32 matmul ceiling 27 % below the median of the same matmul timed
+# a minute later; 8 samples over up to 1 s per kernel cost ~4 s more in quick mode.
 QUICK_RULE = cast(
-    StoppingRule, Adaptive(min_samples=5, min_time_s=0.05, target=0.02, max_time_s=0.6)
+    StoppingRule, Adaptive(min_samples=8, min_time_s=0.1, target=0.02, max_time_s=1.0)
 )
 FULL_RULE = cast(
     StoppingRule, Adaptive(min_samples=10, min_time_s=0.3, target=0.01, max_time_s=2.0)

@@ -43,6 +43,14 @@ def test_median_ci_has_no_bound_below_six_samples() -> None:
     assert not any(math.isnan(v) for v in median_ci([1.0, 2, 3, 4, 5, 6]))
 
 
+@pytest.mark.parametrize("n", [6, 7, 64, 65, 1000, 1001])
+def test_rel_ci_halfwidth_is_median_ci_over_np_median(n: int) -> None:
+    # the stopping rule's one-partition shortcut must pick the very same order statistics
+    x = seeded(n, seed=n)
+    lo, hi = median_ci(x)
+    assert rel_ci_halfwidth(list(x)) == (hi - lo) / 2 / float(np.median(x))
+
+
 def test_statistics_match_numpy_on_seeded_data() -> None:
     x = seeded(257)
     m = Measurement(samples_s=tuple(x))

@@ -53,13 +53,25 @@ def median_ci(
 
 
 def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 0.95) -> float:
-    """Half-width of the median's confidence interval relative to the median."""
+    """Half-width of the median's confidence interval relative to the median.
+
+    The stopping rule calls this after samples, so the median and both bounds come from one
+    O(n) partition, as ``np.median`` and :func:`median_ci` pick them (a test checks they are
+    equal): np.median alone costs ~8 µs of an ~11 µs check at n = 64.
+    """
     x = np.asarray(samples, dtype=float)
-    lo, hi = median_ci(x, confidence)
-    med = float(np.median(x)) if x.size else math.nan
-    if not (math.isfinite(lo) and math.isfinite(hi)) or not med > 0:
+    n = x.size
+    if n == 0:
         return math.inf
-    return (hi - lo) / 2 / med
+    lo, hi = _ci_ranks(n, confidence)
+    if lo < 0 or hi >= n:
+        return math.inf
+    mid_lo, mid_hi = (n - 1) // 2, n // 2
+    part = np.partition(x, sorted({lo, mid_lo, mid_hi, hi}))
+    med = (part[mid_lo] + part[mid_hi]) / 2
+    if not med > 0:
+        return math.inf
+    return float((part[hi] - part[lo]) / 2 / med)
 
 
 @dataclass(frozen=True)

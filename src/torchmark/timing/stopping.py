@@ -42,14 +42,15 @@ class Adaptive:
     the IQR it shrinks as samples accrue (as 1/sqrt(n) for steady timings), so "converged"
     means the headline number is pinned. "Stalled": quadrupling the samples narrowed the CI
     by less than 10 % where steady timings would halve it, i.e. the timings drift or jump
-    and more samples will not pin the median. Judged only at n = 2^k >= 4 * min_samples:
-    in simulation (100 seeded runs each) n against n/2 at a 0.9 ratio tested at every
-    sample stopped 95 runs of steady 5 %-noisy timings as "stalled" at n ~ 34; this test
-    stops 2 (they converge at n ~ 576) and all 100 runs with a linear drift (at n = 64).
+    and more samples will not pin the median. Judged only at n = 2^k >= 4 * min_samples.
+    In simulation (100 seeded runs each), the earlier test (n against n/2, ratio 0.9, at
+    every sample) called 95 runs of steady 5 %-noisy timings "stalled" at n ~ 34; this one
+    calls 2 (the rest converge at n ~ 576), and all 100 runs with a linear drift (n = 64).
 
-    The noise check costs O(n) (~20 µs at n = 64, ~300 µs at n = 10,000, most of it turning
-    the list into an array): done at every sample up to n = 64, then every n/32-th, so it
-    stays < ~10 µs per sample amortised and stops at most ~3 % of n later.
+    The noise check costs O(n) (decide() ~6 µs at n = 64, ~90 µs at n = 10,000, mostly
+    turning the list into an array; scipy's quantile_test took ~0.6-1.3 ms): done at every
+    sample up to n = 64, then every n/32-th, it costs ~4-10 µs per sample amortised
+    (benchmarks/overhead.py) and stops at most ~3 % of n later.
     """
 
     min_samples: int = 10

@@ -1,0 +1,158 @@
+"""Does torchmark.measure agree with torch.utils.benchmark.Timer.adaptive_autorange?
+
+Both tools time the same callables on the CPU in one process, interleaved round by round
+with the order flipped each round (AB, BA, AB, ...) so that a slow drift of the machine
+(another job starting, the CPU warming) falls on both alike. Each tool's headline is the
+median of its per-round medians. Target: the two agree within 3 %.
+
+    python benchmarks/measure_vs_timer.py [--rounds 10] [--threads 1] [--rule quick|micro]
+                                          [--clock wall|cpu]
+
+Exit status 1 if any op misses the target. The machine's load is printed: on a shared,
+loaded machine rerun before believing a FAIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.benchmark import Timer
+
+import torchmark
+from torchmark.devices.base import HostTimer, SampleTimer, TimingMode
+from torchmark.devices.cpu import CPUDevice
+from torchmark.timing import preset
+
+TARGET = 0.03  # issue 2: "medians agree within 3 %"
+
+
+def ops() -> dict[str, Callable[[], Any]]:
+    """Random inputs made once, outside the timed region (METHOD.md §2.2)."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(1_000_000, generator=g), torch.randn(1_000_000, generator=g)
+    a256, b256 = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
+    a1k, b1k = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)
+    ).eval()
+    batch = torch.randn(64, 512, generator=g)
+
+    def mlp_forward() -> torch.Tensor:
+        with torch.no_grad():
+            return mlp(batch)
+
+    return {
+        "add 1e6 fp32": lambda: x + y,
+        "matmul 256^3": lambda: a256 @ b256,
+        "matmul 1024^3": lambda: a1k @ b1k,
+        "mlp 512-1024-512 b64": mlp_forward,
+    }
+
+
+class Run:
+    """One tool's measurement of one op in one round."""
+
+    def __init__(self, median: float, n: int, rel_iqr: float) -> None:
+        self.median, self.n, self.rel_iqr = median, n, rel_iqr
+
+
+class CPUTimeDevice(CPUDevice):
+    """The CPU, timed by the process's CPU time instead of the wall clock."""
+
+    def timer(self, mode: TimingMode = "device") -> SampleTimer:
+        return HostTimer(self.synchronize, time.process_time)
+
+
+def with_torchmark(fn: Callable[[], Any], rule: str, cpu_time: bool) -> Run:
+    device = CPUTimeDevice() if cpu_time else "cpu"
+    m = torchmark.measure(fn, device, rule=preset(rule))
+    return Run(m.median, m.n, m.rel_iqr)
+
+
+def with_timer(fn: Callable[[], Any], threads: int, cpu_time: bool) -> Run:
+    clock = time.process_time if cpu_time else time.perf_counter
+    timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=clock)
+    m = timer.adaptive_autorange()
+    return Run(m.median, len(m.times), m.iqr / m.median)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads, both tools")
+    ap.add_argument("--rule", default="quick", help="torchmark stopping preset")
+    ap.add_argument("--only", help="run only the ops whose name contains this")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: what a user waits (default); cpu: process CPU time, which other jobs "
+        "on a shared machine cannot inflate by taking the core away",
+    )
+    args = ap.parse_args()
+    cpu_time = args.clock == "cpu"
+
+    # Timer sets torch's thread count to its num_threads while it runs: give both the same.
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {os.cpu_count()} CPUs")
+    print(f"load average {os.getloadavg()[0]:.2f} at start; torchmark rule {args.rule!r}")
+    print(f"clock: {'process CPU time' if cpu_time else 'wall (perf_counter)'}")
+    print(f"{args.rounds} rounds, order AB BA AB ...; ratio = torchmark / Timer per round,")
+    print("headline = median over rounds; spread = median rel. IQR within a run,")
+    print("n = median samples (torchmark) / blocks (Timer) a run\n")
+    head = (
+        f"{'op':22} {'torchmark':>10} {'Timer':>10} {'ratio':>6} {'round ratios':>13}"
+        f" {'spread tm/T':>12} {'n tm/T':>9}"
+    )
+    print(head)
+    print("-" * (len(head) + 6))
+
+    failed = False
+    t0 = time.perf_counter()
+    for name, fn in ops().items():
+        if args.only and args.only not in name:
+            continue
+        fn()  # first call outside both tools: neither should pay for lazy init
+        tm: list[Run] = []
+        tt: list[Run] = []
+        for r in range(args.rounds):
+            for tool in ("tm", "timer") if r % 2 == 0 else ("timer", "tm"):
+                if tool == "tm":
+                    tm.append(with_torchmark(fn, args.rule, cpu_time))
+                else:
+                    tt.append(with_timer(fn, args.threads, cpu_time))
+        # pairs taken back to back share the machine's state: their ratio cancels drift
+        ratios = [a.median / b.median for a, b in zip(tm, tt, strict=True)]
+        ratio = statistics.median(ratios)
+        ok = abs(ratio - 1) <= TARGET
+        failed |= not ok
+        print(
+            f"{name:22} {fmt(statistics.median(a.median for a in tm)):>10} "
+            f"{fmt(statistics.median(b.median for b in tt)):>10} {ratio:6.3f} "
+            f"{min(ratios):6.3f}-{max(ratios):.3f} "
+            f"{statistics.median(a.rel_iqr for a in tm):5.1%}/"
+            f"{statistics.median(b.rel_iqr for b in tt):5.1%} "
+            f"{statistics.median(a.n for a in tm):>4.0f}/{statistics.median(b.n for b in tt):<4.0f}"
+            f"  {'PASS' if ok else 'FAIL'}"
+        )
+    print(f"\n{time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"target: |median ratio - 1| <= {TARGET:.0%}")
+    return 1 if failed else 0
+
+
+def fmt(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,7 @@ from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import measure, preset
 from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
 
@@ -116,11 +117,25 @@ def measure_ceilings(
             if cached:
                 found = cached
             else:  # an empty list is no cache: measure again
-                found = ceilings.measure(d, quick=cfg.suite == "quick")
-                if found:
+                with OtherLoad() as load:
+                    found = ceilings.measure(d, quick=cfg.suite == "quick")
+                if load.cores is not None and load.cores > COMPETING_CORES:
+                    found = [under_load(c, load.cores) for c in found]
+                elif found:
                     store.cache_ceilings(fp, d.name, found)
         out[d.name] = {c.key: c for c in found}
     return out
+
+
+# Other processes using more than half a core while ceilings are measured: they may be low.
+COMPETING_CORES = 0.5
+
+
+def under_load(c: Ceiling, cores: float) -> Ceiling:
+    note = f"; measured while other processes used {cores:.1f} cores: may be low, not cached"
+    return c.model_copy(
+        update={"method": c.method + note, "details": {**c.details, "competing_load_cores": cores}}
+    )
 
 
 def skipped(case: Case, reason: str, status: str = "skipped") -> Result:

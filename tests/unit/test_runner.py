@@ -128,3 +128,34 @@ def test_threads_are_set_and_recorded(scripted: type[Scripted]) -> None:
         assert record.config["threads"] == 1
     finally:
         CPUDevice().set_threads(before)
+
+
+def test_ceilings_measured_under_load_are_annotated_not_cached(
+    scripted: type[Scripted], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark import ceilings
+    from torchmark.results import Ceiling
+
+    class Busy:
+        cores = 1.5
+
+        def __enter__(self) -> Busy:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(runner, "OtherLoad", Busy)
+    monkeypatch.setattr(
+        ceilings,
+        "measure",
+        lambda device, *, quick: [
+            Ceiling(device=device.name, key="bandwidth", value=1e9, unit="B/s", method="fake")
+        ],
+    )
+    store = MemoryStore()
+    record = runner.run(RunConfig(devices=("cpu",), rule="test", telemetry=False), store)
+    (c,) = record.ceilings
+    assert "other processes used 1.5 cores" in c.method and "not cached" in c.method
+    assert c.details["competing_load_cores"] == 1.5
+    assert store.cache == {}

@@ -18,10 +18,11 @@ class EventTimer(SampleTimer):
         self._end = torch.cuda.Event(enable_timing=True)
 
     def start(self) -> None:
-        self._start.record()
+        # Record on cuda:N's own current stream, not the current device's (cuda:0 by default).
+        self._start.record(torch.cuda.current_stream(self._device))
 
     def stop(self) -> float:
-        self._end.record()
+        self._end.record(torch.cuda.current_stream(self._device))
         self._end.synchronize()
         return float(self._start.elapsed_time(self._end)) / 1e3
 

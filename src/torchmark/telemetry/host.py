@@ -97,3 +97,42 @@ def _temperatures() -> list[float]:
     fn = getattr(psutil, "sensors_temperatures", None)
     found = _safe(fn) if fn else None
     return [t.current for entries in (found or {}).values() for t in entries if t.current]
+
+
+class OtherLoad:
+    """Cores used by *other* processes over a region (``with OtherLoad() as load: ...``).
+
+    Ceilings are cached per machine: one measured while another process held a core would
+    understate the machine for every later run, so the runner refuses to cache it.
+    """
+
+    def __init__(self) -> None:
+        self.cores: float | None = None
+
+    def __enter__(self) -> OtherLoad:
+        self._t0 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        t1 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
+        # CPU times tick every 10 ms: a region under 0.2 s cannot tell load apart from noise
+        if self._t0 and t1 and t1[0] - self._t0[0] >= 0.2:
+            wall = t1[0] - self._t0[0]
+            others = (t1[1] - self._t0[1]) - (t1[2] - self._t0[2])
+            self.cores = max(0.0, others / wall)
+
+
+def _busy_s() -> float:
+    t = psutil.cpu_times()
+    return float(
+        t.user
+        + t.system
+        + getattr(t, "nice", 0.0)
+        + getattr(t, "irq", 0.0)
+        + getattr(t, "softirq", 0.0)
+    )
+
+
+def _proc_s() -> float:
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system)

@@ -48,7 +48,7 @@ def test_golden_text_shows_what_a_reader_needs() -> None:
     assert "47.6×" in text
     assert "83.9 % of bw" in text and "84.2 % of fp32 peak" in text
     assert "skipped: out of" in text  # the reason travels with the skipped case
-    assert "warn: 2 throttled" in text
+    assert "warn [1]" in text and "[1] 2 throttled samples set aside" in text
     assert "best precision: bf16" in text
     assert "89.6 %" in text  # measured bandwidth / datasheet, ceilings table
     assert "rank 1 of 12" in text

@@ -67,8 +67,24 @@ def flag_words(r: Result) -> list[str]:
         return [f"WRONG: {r.reason or 'correctness check failed'}"]
     words = list(r.flags)
     if r.verdict is not None and r.verdict.level != "ok":
-        words += [f"{r.verdict.level}: {why}" for why in r.verdict.reasons] or [r.verdict.level]
+        words.insert(0, r.verdict.level)
     return words
+
+
+class Footnotes:
+    """Verdict reasons printed once under the table; rows point to them by number."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, int] = {}
+
+    def refs(self, r: Result) -> str:
+        if r.verdict is None or r.verdict.level == "ok" or not r.ok:
+            return ""
+        nums = [self.reasons.setdefault(why, len(self.reasons) + 1) for why in r.verdict.reasons]
+        return " " + "".join(f"[{n}]" for n in nums) if nums else ""
+
+    def lines(self) -> list[str]:
+        return [f"[{n}] {why}" for why, n in self.reasons.items()]
 
 
 def status_cell(r: Result) -> str:
@@ -122,8 +138,9 @@ def _spread_label(label: str, n_rows: int) -> list[str]:
     return lines + [""] * (n_rows - len(lines))
 
 
-def results_table(record: RunRecord) -> Table:
+def results_table(record: RunRecord, notes: Footnotes | None = None) -> Table:
     """One row per case and device, grouped by workload; GPUs show their speedup over the CPU."""
+    notes = notes if notes is not None else Footnotes()
     devices = devices_of(record)
     title = f"run {record.run_id or '(unsaved)'}"
     if record.status != "complete":
@@ -164,7 +181,7 @@ def results_table(record: RunRecord) -> Table:
                     spread_cell(r),
                     ceiling_cell(r),
                     fmt.ratio(speedup(r, host)) if speedup(r, host) else "",
-                    ", ".join(flag_words(r)),
+                    ", ".join(flag_words(r)) + notes.refs(r),
                 )
         _best_rows(table, [r for r in record.results if r.workload == workload], devices)
     if not record.results:
@@ -229,7 +246,10 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
 
 def run_tables(record: RunRecord) -> list[RenderableType]:
     """What ``torchmark run`` prints at the end: results, seed-table placement, ceilings."""
-    out: list[RenderableType] = [results_table(record)]
+    footnotes = Footnotes()
+    out: list[RenderableType] = [results_table(record, footnotes)]
+    if footnotes.reasons:
+        out.append(Group(*(Text(line) for line in footnotes.lines())))
     notes = _notes(record)
     if notes:
         out.append(Group(*(Text(n) for n in notes)))

@@ -270,7 +270,7 @@ class ModelWorkload(Workload):
         )
         extra: dict[str, Any] = {
             "compile_s": built.compile_s,
-            "first_call_s": built.first_call_s,
+            "cold_call_s": built.first_call_s,  # the very first call: lazy init, compile
             "tolerance": v.tolerance,
             "flops_counted": "forward+backward" if mode == "train" else "forward",
         }

@@ -15,7 +15,7 @@ from torchmark import __version__, environment, telemetry
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
-from torchmark.results import Ceiling, Result, RunRecord, utcnow
+from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import measure, preset
@@ -138,7 +138,7 @@ def under_load(c: Ceiling, cores: float) -> Ceiling:
     )
 
 
-def skipped(case: Case, reason: str, status: str = "skipped") -> Result:
+def skipped(case: Case, reason: str, status: Status = "skipped") -> Result:
     return Result(
         workload=case.workload,
         variant=case.variant,
@@ -146,7 +146,7 @@ def skipped(case: Case, reason: str, status: str = "skipped") -> Result:
         params=case.param_dict,
         status=status,
         reason=reason,
-    )  # type: ignore[arg-type]
+    )
 
 
 def run_case(

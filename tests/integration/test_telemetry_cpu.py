@@ -17,7 +17,7 @@ from torchmark.results import Work
 from torchmark.runner import run_case
 from torchmark.store import open_store
 from torchmark.telemetry import watch
-from torchmark.timing import measure, preset
+from torchmark.timing import Adaptive, measure
 from torchmark.workloads import WORKLOADS, Case, PlanOptions, Prepared, Workload
 
 
@@ -25,7 +25,9 @@ def test_watch_cpu_around_a_real_measurement() -> None:
     d = CPUDevice()
     a = torch.randn(256, 256)
     with watch(d) as trace:
-        m = measure(lambda: a @ a, d, rule=preset("test"), on_sample=trace.mark)
+        # >= 0.3 s: CPU-time load figures need 0.2 s between readings to mean anything
+        rule = Adaptive(min_samples=5, min_time_s=0.3, target=0.05, max_time_s=1.0)
+        m = measure(lambda: a @ a, d, rule=rule, on_sample=trace.mark)
     s = trace.summary()
     assert s is not None
     json.dumps(s)

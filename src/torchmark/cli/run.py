@@ -179,7 +179,7 @@ def list_(
                 **cls().describe(),
             }
         )
-    devices = [
+    devices: list[dict[str, str | bool]] = [
         {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
     ]
     if as_json:
@@ -202,7 +202,7 @@ def list_(
     for col in ("name", "device", "accelerator"):
         d.add_column(col)
     for dev in devices:
-        d.add_row(dev["name"], dev["label"], "yes" if dev["accelerator"] else "no")
+        d.add_row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
     console.print(d)
 
 

@@ -38,7 +38,7 @@ class CUDADevice(Device):
 
     @property
     def torch_device(self) -> torch.device:
-        return torch.device("cuda", self.index)
+        return torch.device("cuda", self.index or 0)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.torch_device)

@@ -72,7 +72,7 @@ def _rows(run: RunRecord) -> list[dict[str, Any]]:
                 "n": r.n or "",
                 "ceiling": ceiling_cell(r),
                 "speedup": fmt.ratio(s) if s else "",
-                "flags": flag_words(r),
+                "flags": flag_words(r, verbose=True),
                 "level": _level(r),
                 "notes": r.notes,
             }

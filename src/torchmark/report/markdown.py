@@ -42,7 +42,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                         fmt.duration(r.median_s),
                         spread_cell(r),
                         ceiling_cell(r),
-                        ", ".join(flag_words(r)),
+                        ", ".join(flag_words(r, verbose=True)),
                     )
                 )
                 + " |"

@@ -59,15 +59,19 @@ def ceiling_cell(r: Result) -> str:
     return f"{fmt.pct(p)} of {fmt.ceiling_label(r.ceiling)}"
 
 
-def flag_words(r: Result) -> list[str]:
-    """Everything that qualifies a number: status, quality flags, the validity verdict."""
+def flag_words(r: Result, verbose: bool = False) -> list[str]:
+    """Everything that qualifies a number: status, quality flags, the validity verdict
+    (its level only; ``verbose`` adds the reasons, for reports with room for them)."""
     if r.status == "skipped":
         return [f"skipped: {r.reason or 'no reason given'}"]
     if r.status == "wrong":
         return [f"WRONG: {r.reason or 'correctness check failed'}"]
     words = list(r.flags)
     if r.verdict is not None and r.verdict.level != "ok":
-        words.insert(0, r.verdict.level)
+        if verbose and r.verdict.reasons:
+            words += [f"{r.verdict.level}: {why}" for why in r.verdict.reasons]
+        else:
+            words.insert(0, r.verdict.level)
     return words
 
 

@@ -30,7 +30,7 @@ def tiny_ceilings() -> Iterator[dict[str, Ceiling]]:
 
 
 def test_cpu_ceilings_are_all_there(tiny_ceilings: dict[str, Ceiling]) -> None:
-    kernels = {f"bandwidth:{k}" for k in ("copy", "triad", "mul_", "add_")}
+    kernels = {f"bandwidth:{k}" for k in ("copy", "triad", "mul_", "add_", "self_add_")}
     assert set(tiny_ceilings) == {"bandwidth", *kernels, "matmul:float32", "matmul:bfloat16",
                                   "dispatch"}  # fmt: skip
     assert not any(k.startswith(("h2d", "d2h")) for k in tiny_ceilings)  # no link on a CPU
@@ -50,7 +50,7 @@ def test_cpu_ceilings_are_sane(tiny_ceilings: dict[str, Ceiling]) -> None:
     assert bw.value == max(per_kernel)  # the best kernel
     assert bw.details["buffer_bytes"] == 1024 * KiB and bw.details["llc_bytes"] == 64 * KiB
     assert "best sample" in bw.method and "16x the 64 KiB last-level cache" in bw.method
-    assert "copy/triad/mul_/add_" in bw.method
+    assert "copy/triad/mul_/add_/self_add_" in bw.method
     mm = tiny_ceilings["matmul:float32"].details
     assert set(mm["TFLOPs_by_size"]) == {"64", "128"}, mm["notes"]
     assert "median" in tiny_ceilings["dispatch"].method

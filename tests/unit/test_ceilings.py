@@ -113,7 +113,9 @@ def test_with_theoretical_leaves_unknown_devices_alone() -> None:
     assert with_theoretical(c, dev) == c
 
 
-@pytest.mark.parametrize(("kernel", "moved"), [("copy", 2), ("triad", 3), ("mul_", 2), ("add_", 3)])
+@pytest.mark.parametrize(
+    ("kernel", "moved"), [("copy", 2), ("triad", 3), ("mul_", 2), ("add_", 3), ("self_add_", 2)]
+)
 def test_stream_byte_convention(kernel: str, moved: int) -> None:
     k = next(k for k in bandwidth.KERNELS if k.name == kernel)
     assert bandwidth.bytes_per_call(k, 1000) == moved * 4 * 1000
@@ -186,3 +188,10 @@ def test_matmul_sweep_stops_on_a_slow_dtype(monkeypatch: pytest.MonkeyPatch) -> 
     ceiling, why = matmul.measure_one(_CachedDevice(None), p, quick=True)
     assert ceiling is None
     assert "stopped at n=8: one call takes 5 s" in str(why["skipped"])
+
+
+def test_conv_flops_use_the_direct_algorithm_count() -> None:
+    from torchmark.ceilings import matmul
+
+    # 2 x MACs: batch x out-channels x in-channels x 3 x 3 x H x W, as FlopCounterMode counts
+    assert matmul.conv_flops(256, 28, 4) == 2 * 4 * 256 * 256 * 9 * 28 * 28

@@ -1,13 +1,19 @@
-"""Matmul peak per dtype: a sweep of large square GEMMs, the best achieved (2n^3 per call).
+"""Dense compute peak per dtype: the best achieved by large square GEMMs (2n^3 per call)
+and by 3x3 convolutions (2 x MACs of the direct algorithm, the count FlopCounterMode gives a
+model), so a model's % of this peak uses the same FLOP convention.
 
 This is "maximum achievable matmul FLOPS": on H100/A100 expect ~80-87 % of the datasheet
-figure (METHOD.md §3). int8 uses ``torch._int_mm`` (int8 x int8 -> int32), counted in
-operations like FLOPs.
+figure (METHOD.md §3). Convolutions join because the fastest kernels are not always GEMMs: on
+the 2-core AMD EPYC this was written on, torch.mm fp32 (MKL) peaked at ~210 GFLOP/s while a
+oneDNN 3x3 conv reached ~380, so ResNet-50 read 104 % of a GEMM-only "peak". The keys stay
+``matmul:<dtype>``; the method says which kernel won. int8 uses ``torch._int_mm``
+(int8 x int8 -> int32), counted in operations like FLOPs, with no conv.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,15 +54,47 @@ PRECISIONS: tuple[Precision, ...] = (
 )
 
 
+# (channels, height = width, batch): ResNet-like 3x3 layers, ~20 ms a call on 2 CPU cores
+# in fp32; on a GPU the batch is scaled up so one call is long enough to time.
+CONV_SHAPES = ((512, 14, 8), (256, 28, 4))
+GPU_CONV_BATCH_SCALE = 32
+
+
 @contextlib.contextmanager
 def tf32_mode(enabled: bool) -> Iterator[None]:
-    """Set cuBLAS's tf32 switch for the measurement and restore the user's setting after."""
-    before = torch.backends.cuda.matmul.allow_tf32
+    """Set the cuBLAS and cuDNN tf32 switches for the measurement (cuDNN allows TF32 by
+    default, which would make an "fp32" conv a TF32 one) and restore the user's settings."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def conv_flops(channels: int, hw: int, batch: int) -> float:
+    return 2.0 * batch * channels * channels * 9 * hw * hw
+
+
+def time_convs(device: Device, p: Precision, quick: bool, budget_s: float) -> dict[str, float]:
+    """Best FLOP/s of each 3x3 conv shape that fits the budget (none for int8)."""
+    if p.dtype == torch.int8:
+        return {}
+    found: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for channels, hw, batch in CONV_SHAPES:
+        batch *= GPU_CONV_BATCH_SCALE if device.is_accelerator else 1
+        dev = device.torch_device
+        weight = torch.randn(channels, channels, 3, 3, dtype=p.dtype, device=dev) * 0.05
+        x = torch.randn(batch, channels, hw, hw, dtype=p.dtype, device=dev)
+        fn = functools.partial(torch.nn.functional.conv2d, x, weight, padding=1)
+        per_call = probe(fn, device)
+        if per_call * MIN_CALLS[quick] > budget_s - (time.perf_counter() - t0):
+            break
+        m = time_best(fn, device, quick)
+        found[f"conv3x3 c={channels} {hw}x{hw} b={batch}"] = conv_flops(channels, hw, batch) / m.min
+    return found
 
 
 def operands(
@@ -140,25 +178,39 @@ def measure_one(
                 break
             per_size[str(n)] = flops(n) / m.min
             last = (n, m.median)
+        try:
+            convs = time_convs(device, p, quick, budget - (time.perf_counter() - t_start))
+        except Exception as e:  # a backend without this conv: the GEMM figure stands alone
+            if not device.is_out_of_memory(e):
+                notes.append(f"conv not timed: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            convs = {}
     spent = time.perf_counter() - t_start
     if not per_size:
         return None, {"skipped": "; ".join(notes) or "no size ran"}
     best_n, best = max(per_size.items(), key=lambda kv: kv[1])
+    best_conv = max(convs.items(), key=lambda kv: kv[1], default=None)
     shown = "/".join(per_size)
     mode = " with allow_tf32=True" if p.tf32 else ""
     if p.dtype == torch.float32 and not p.tf32:
         mode = " with allow_tf32=False" if device.is_accelerator else ""
     op = "torch._int_mm (int8 -> int32)" if p.dtype == torch.int8 else "torch.mm"
+    winner = f"n={best_n}"
+    conv_part = ""
+    if best_conv is not None:
+        conv_part = f" and {len(convs)} 3x3 conv2d shapes (2 x MACs)"
+        if best_conv[1] > best:
+            winner, best = best_conv
     ceiling = Ceiling(
         device=device.name,
         key=f"matmul:{p.key}",
         value=best,
         unit="FLOP/s",
         method=(
-            f"best of square {op} {p.dtype} n={shown}{mode}; 2n^3 FLOPs per call; "
-            f"best sample (here n={best_n})"
+            f"best of square {op} {p.dtype} n={shown}{mode} (2n^3 FLOPs){conv_part}; "
+            f"best sample (here {winner})"
         ),
         details={
+            "TFLOPs_by_conv": {k: round(v / 1e12, 4) for k, v in convs.items()},
             "TFLOPs_by_size": {k: round(v / 1e12, 4) for k, v in per_size.items()},
             "best_size": int(best_n),
             "notes": notes,

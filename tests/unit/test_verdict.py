@@ -105,7 +105,10 @@ def test_above_ceiling_is_invalid() -> None:
     r = result([0.010] * 10, work=Work(bytes=0.5e9), ceiling=ceiling, headline="bytes")
     assert judge(r) == Verdict(
         level="invalid",
-        reasons=["above 100 % of the measured ceiling (125 % of bandwidth): measurement error"],
+        reasons=[
+            "above 100 % of the measured ceiling (125 % of bandwidth): measurement error; if "
+            "this machine's speed drifts (VMs do), re-measure with --remeasure-ceilings"
+        ],
     )
 
 

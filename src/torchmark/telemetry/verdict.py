@@ -58,7 +58,8 @@ def judge(result: Result) -> Verdict:
         v.add(
             "invalid",
             f"above 100 % of the measured ceiling ({result.pct_of_ceiling:.0f} % of "
-            f"{result.ceiling.key}): measurement error",
+            f"{result.ceiling.key}): measurement error; if this machine's speed drifts (VMs "
+            f"do), re-measure with --remeasure-ceilings",
         )
     if "unreliable" in flags:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: unreliable")

@@ -61,20 +61,12 @@ def run(
     if cfg.threads:
         for d in devices:
             d.set_threads(cfg.threads)
-    env = environment.collect(devices)
+    record = new_record(kind, cfg.as_dict(), devices)
     cases = plan(workloads, devices, cfg)
     events.planned(cases)
-    record = RunRecord(
-        tool_version=__version__,
-        kind=kind,
-        command=shlex.join(sys.argv),
-        config=cfg.as_dict(),
-        environment=env,
-        fingerprint=environment.machine_fingerprint(env),
-    )
     record.run_id = store.begin_run(record)
     try:
-        ceilings = measure_ceilings(devices, env, store, cfg, events)
+        ceilings = measure_ceilings(devices, record.environment, store, cfg, events)
         record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
         store.set_ceilings(record.run_id, record.ceilings)
         oom_sweeps: dict[str, str] = {}
@@ -99,6 +91,22 @@ def run(
         record.verdict = telemetry.judge_run(record)
         store.finish_run(record.run_id, record)
     return record
+
+
+def new_record(
+    kind: str, config: dict[str, Any], devices: list[Device], **fields: Any
+) -> RunRecord:
+    """A self-describing run: tool version, command, UTC time, environment, fingerprint."""
+    env = environment.collect(devices)
+    return RunRecord(
+        tool_version=__version__,
+        kind=kind,
+        command=shlex.join(sys.argv),
+        config=config,
+        environment=env,
+        fingerprint=environment.machine_fingerprint(env),
+        **fields,
+    )
 
 
 def measure_ceilings(

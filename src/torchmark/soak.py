@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torchmark import __version__, environment
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord, utcnow
+from torchmark.runner import new_record
 from torchmark.telemetry import Source, TelemetryTrace, judge, judge_run
 from torchmark.telemetry.trace import Recording
 from torchmark.telemetry.verdict import Level
@@ -153,15 +151,11 @@ def soak(
     )  # nothing excluded: a soak reports the throttled speed, that is its point
     result.verdict = judge(result)
     wins = windows(chunks, result, trace.recording, start)
-    env = environment.collect([device])
-    record = RunRecord(
-        tool_version=__version__,
-        kind="soak",
-        status=status,  # type: ignore[arg-type]
-        command=shlex.join(sys.argv),
-        config={"duration_s": duration_s, "device": device.name, "workload": workload.name},
-        environment=env,
-        fingerprint=environment.machine_fingerprint(env),
+    record = new_record(
+        "soak",
+        {"duration_s": duration_s, "device": device.name, "workload": workload.name},
+        [device],
+        status=status,
         results=[result],
         finished_utc=utcnow(),
         extra={

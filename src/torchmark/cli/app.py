@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,6 +33,16 @@ DB_HELP = (
     "Results store URL (sqlite:///path.db or postgresql://...); default: $TORCHMARK_DB or "
     "a SQLite file in the user data directory."
 )
+
+
+# Options shared by several commands, declared once.
+DbOption = Annotated[str | None, typer.Option(help=DB_HELP)]
+DevicesOption = Annotated[
+    list[str] | None,
+    typer.Option("--device", "-d", help="cpu, cuda, cuda:N, mps, xpu or all (default: all)."),
+]
+JsonOutOption = Annotated[Path | None, typer.Option("--json", help="Also write the run as JSON.")]
+AsJsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def db_url(option: str | None) -> str | None:

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from torchmark.cli.app import DB_HELP, app, console, open_store
+from torchmark.cli.app import AsJsonOption, DbOption, app, console, open_store
 from torchmark.results import RunRecord
 
 STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -19,7 +19,7 @@ BARS = "▁▂▃▄▅▆▇█"
 
 @app.command()
 def doctor(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJsonOption = False,
 ) -> None:
     """Check the install and the machine: each check ok / warn / fail with its fix."""
     from torchmark import doctor as doc
@@ -106,7 +106,7 @@ def soak(
         str,
         typer.Option("--workload", "-w", help="Heavy workload to repeat; see `torchmark list`."),
     ] = "matmul",
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Repeat a heavy workload and show throughput over time with clocks, heat and power."""
     from torchmark.devices import resolve

@@ -10,12 +10,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from torchmark.cli.app import DB_HELP, app, console, err_console, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.store.base import RunSummary
 from torchmark.store.exchange import FORMATS, export_run, import_run
-
-DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 
 def history_table(runs: list[RunSummary], where: str) -> Table:

@@ -10,7 +10,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from torchmark.cli.app import DB_HELP, app, console, open_store
+from torchmark.cli.app import (
+    DbOption,
+    DevicesOption,
+    JsonOutOption,
+    app,
+    console,
+    open_store,
+)
 from torchmark.cli.run import ProgressEvents, write_json
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError, RunInterrupted
@@ -166,9 +173,7 @@ def model(
     spec: Annotated[str, SPEC_ARG],
     input: Annotated[list[str] | None, typer.Option("--input", help=INPUT_HELP)] = None,
     inputs: Annotated[str | None, typer.Option("--inputs", help=INPUTS_HELP)] = None,
-    device: Annotated[
-        list[str] | None, typer.Option("--device", "-d", help="cpu, cuda, cuda:N or all.")
-    ] = None,
+    device: DevicesOption = None,
     batch: Annotated[str, typer.Option(help="Batch sizes to sweep.")] = "1,2,4,8,16",
     price: Annotated[
         str | None,
@@ -183,10 +188,8 @@ def model(
     ] = "quick",
     energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
     telemetry: Annotated[bool, typer.Option(help="Sample clocks/heat/load.")] = True,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the run as JSON.")
-    ] = None,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    json_path: JsonOutOption = None,
+    db: DbOption = None,
 ) -> None:
     from torchmark.user import spec as spec_mod
     from torchmark.user.bench import benchmark_model
@@ -272,9 +275,7 @@ def tune(
     spec: Annotated[str, SPEC_ARG],
     input: Annotated[list[str] | None, typer.Option("--input", help=INPUT_HELP)] = None,
     inputs: Annotated[str | None, typer.Option("--inputs", help=INPUTS_HELP)] = None,
-    device: Annotated[
-        list[str] | None, typer.Option("--device", "-d", help="cpu, cuda, cuda:N or all.")
-    ] = None,
+    device: DevicesOption = None,
     batch: Annotated[int, typer.Option(help="The batch size you run at.")] = 1,
     max_latency_ms: Annotated[
         float | None,
@@ -290,10 +291,8 @@ def tune(
     compile: Annotated[
         bool, typer.Option(help="Try torch.compile (its compile takes ~1 min on small CPUs).")
     ] = True,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the run as JSON.")
-    ] = None,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    json_path: JsonOutOption = None,
+    db: DbOption = None,
 ) -> None:
     from torchmark.user import spec as spec_mod
     from torchmark.user.tune import tune as run_tune

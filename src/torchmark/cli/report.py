@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from torchmark import reference
-from torchmark.cli.app import DB_HELP, app, console, err_console, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.report import compare as cmp_mod
 from torchmark.report import format as fmt
@@ -20,7 +20,6 @@ class RegressionFound(TorchmarkError):
     """--fail-on-regression tripped: exit 1, the cases are listed above the error line."""
 
 
-DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 RUN_HELP = "Run ids from `torchmark history`, `latest`, or exported JSON files."
 
 

@@ -11,7 +11,15 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from torchmark.cli.app import DB_HELP, app, console, open_store
+from torchmark.cli.app import (
+    AsJsonOption,
+    DbOption,
+    DevicesOption,
+    JsonOutOption,
+    app,
+    console,
+    open_store,
+)
 from torchmark.config import RunConfig, parse_int_list
 from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted
@@ -63,12 +71,7 @@ def show(record: RunRecord) -> None:
 
 @app.command()
 def run(
-    device: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--device", "-d", help="cpu, cuda, cuda:N, mps, xpu or all (default: every device)."
-        ),
-    ] = None,
+    device: DevicesOption = None,
     workload: Annotated[
         list[str] | None,
         typer.Option(
@@ -111,10 +114,8 @@ def run(
     telemetry: Annotated[
         bool, typer.Option(help="Sample clocks/heat/load while measuring.")
     ] = True,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the run as JSON.")
-    ] = None,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    json_path: JsonOutOption = None,
+    db: DbOption = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
     from torchmark import runner
@@ -160,7 +161,7 @@ def run(
 
 @app.command(name="list")
 def list_(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJsonOption = False,
 ) -> None:
     """Workloads (with their facts) and the devices found on this machine."""
     from torchmark.devices import available
@@ -212,7 +213,7 @@ def _fmt(v: Any) -> str:
 
 @app.command()
 def env(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJsonOption = False,
 ) -> None:
     """The environment record stored with every run: versions, devices, threads, flags, load."""
     from torchmark import environment

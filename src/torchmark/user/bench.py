@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import shlex
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,12 +24,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchmark import __version__, environment, variants
+from torchmark import variants
 from torchmark.config import RunConfig
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, RunInterrupted, WrongResultError
 from torchmark.results import Result, RunRecord, Work, utcnow
-from torchmark.runner import Events, Quiet, run_case, skipped
+from torchmark.runner import Events, Quiet, new_record, run_case, skipped
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import energy
 from torchmark.user import breakeven, cost
@@ -310,12 +308,9 @@ def benchmark_model(
     pf = preflight(module, factory, devs, batch_list[0])
     workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
     cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
-    env = environment.collect(devs)
-    record = RunRecord(
-        tool_version=__version__,
-        kind="model",
-        command=shlex.join(sys.argv),
-        config={
+    record = new_record(
+        "model",
+        {
             "model": label,
             "batches": batch_list,
             "devices": [d.name for d in devs],
@@ -324,8 +319,7 @@ def benchmark_model(
             "energy": measure_energy,
             **dict(config or {}),
         },
-        environment=env,
-        fingerprint=environment.machine_fingerprint(env),
+        devs,
     )
     record.extra["model"] = {
         "name": label,

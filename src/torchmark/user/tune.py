@@ -17,8 +17,6 @@ only when it is beyond the noise of both measurements (``breakeven.verdict``).
 from __future__ import annotations
 
 import copy
-import shlex
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -30,7 +28,7 @@ import torch
 from scipy import stats as sps
 from torch import nn
 
-from torchmark import __version__, environment, variants
+from torchmark import variants
 from torchmark.devices import Device, resolve
 from torchmark.errors import (
     CaseSkipped,
@@ -40,7 +38,7 @@ from torchmark.errors import (
     WrongResultError,
 )
 from torchmark.results import Result, RunRecord, Work, utcnow
-from torchmark.runner import Events, Quiet, skipped
+from torchmark.runner import Events, Quiet, new_record, skipped
 from torchmark.store.base import ResultStore
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
@@ -512,12 +510,9 @@ def tune(
         module = _Keywords(module, len(probe.args), list(probe.kwargs))
     devs = resolve(devices)
     events = events or Quiet()
-    env = environment.collect(devs)
-    record = RunRecord(
-        tool_version=__version__,
-        kind="tune",
-        command=shlex.join(sys.argv),
-        config={
+    record = new_record(
+        "tune",
+        {
             "model": label,
             "batch": batch,
             "devices": [d.name for d in devs],
@@ -526,8 +521,7 @@ def tune(
             "per_candidate_s": per_candidate_s,
             **(config or {}),
         },
-        environment=env,
-        fingerprint=environment.machine_fingerprint(env),
+        devs,
     )
     if store is not None:
         record.run_id = store.begin_run(record)

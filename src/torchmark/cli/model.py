@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,9 +17,9 @@ from torchmark.cli.app import (
     console,
     open_store,
 )
-from torchmark.cli.run import ProgressEvents, write_json
+from torchmark.cli.run import ProgressEvents, finish, shown_even_if_interrupted
 from torchmark.config import parse_int_list
-from torchmark.errors import InputError, RunInterrupted
+from torchmark.errors import InputError
 from torchmark.results import RunRecord
 from torchmark.user import breakeven
 from torchmark.user.inputs import InputFactory, from_specs, parse_input
@@ -159,12 +158,6 @@ def show_model(record: RunRecord) -> None:
             console.print("Cost: only one priced device measured; nothing to compare")
 
 
-def _finish(record: RunRecord, json_path: Path | None, store_url: str) -> None:
-    console.print(f"Run [bold]{record.run_id}[/] stored in {store_url}")
-    if json_path:
-        write_json(record, json_path)
-
-
 @app.command(
     help="Benchmark your own model over a batch sweep on every device: latency, "
     "throughput, CPU/GPU break-even, energy and cost per item. " + RUNS_CODE
@@ -203,30 +196,22 @@ def model(
     loaded = spec_mod.load(spec)
     store = open_store(db)
     progress = _progress()
-    try:
-        with progress:
-            record = benchmark_model(
-                loaded.model,
-                factory,
-                devices=device or None,
-                batches=batches or None,
-                rule=stopping,
-                price=prices,
-                store=store,
-                events=ProgressEvents(progress),
-                name=spec,
-                measure_energy=energy,
-                telemetry=telemetry,
-                config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
-            )
-    except RunInterrupted as e:
-        partial: RunRecord = e.record  # type: ignore[assignment]
-        show_model(partial)
-        if json_path:
-            write_json(partial, json_path)
-        raise
-    show_model(record)
-    _finish(record, json_path, store.url)
+    with shown_even_if_interrupted(show_model, json_path), progress:
+        record = benchmark_model(
+            loaded.model,
+            factory,
+            devices=device or None,
+            batches=batches or None,
+            rule=stopping,
+            price=prices,
+            store=store,
+            events=ProgressEvents(progress),
+            name=spec,
+            measure_energy=energy,
+            telemetry=telemetry,
+            config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
+        )
+    finish(record, show_model, json_path, store.url)
 
 
 def tune_table(record: RunRecord) -> Table:
@@ -301,27 +286,19 @@ def tune(
     loaded = spec_mod.load(spec)
     store = open_store(db)
     progress = _progress()
-    try:
-        with progress:
-            record = run_tune(
-                loaded.model,
-                factory,
-                devices=device or None,
-                batch=batch,
-                max_latency_ms=max_latency_ms,
-                budget_s=budget_s,
-                per_candidate_s=per_candidate_s,
-                try_compile=compile,
-                store=store,
-                events=ProgressEvents(progress),
-                name=spec,
-                config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
-            )
-    except RunInterrupted as e:
-        partial: RunRecord = e.record  # type: ignore[assignment]
-        show_tune(partial)
-        if json_path:
-            write_json(partial, json_path)
-        raise
-    show_tune(record)
-    _finish(record, json_path, store.url)
+    with shown_even_if_interrupted(show_tune, json_path), progress:
+        record = run_tune(
+            loaded.model,
+            factory,
+            devices=device or None,
+            batch=batch,
+            max_latency_ms=max_latency_ms,
+            budget_s=budget_s,
+            per_candidate_s=per_candidate_s,
+            try_compile=compile,
+            store=store,
+            events=ProgressEvents(progress),
+            name=spec,
+            config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
+        )
+    finish(record, show_tune, json_path, store.url)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,6 +61,30 @@ def write_json(record: RunRecord, path: Path) -> None:
     except OSError as e:
         raise InputError(f"cannot write --json file {path}: {e.strerror}") from None
     console.print(f"JSON written to {path}")
+
+
+@contextlib.contextmanager
+def shown_even_if_interrupted(
+    render: Callable[[RunRecord], None], json_path: Path | None
+) -> Iterator[None]:
+    """Ctrl-C mid-run: the partial run (already stored) is still shown and written."""
+    try:
+        yield
+    except RunInterrupted as e:
+        partial: RunRecord = e.record  # type: ignore[assignment]
+        render(partial)
+        if json_path:
+            write_json(partial, json_path)
+        raise
+
+
+def finish(
+    record: RunRecord, render: Callable[[RunRecord], None], json_path: Path | None, store_url: str
+) -> None:
+    render(record)
+    console.print(f"Run [bold]{record.run_id}[/] stored in {store_url}")
+    if json_path:
+        write_json(record, json_path)
 
 
 def show(record: RunRecord) -> None:
@@ -144,19 +169,9 @@ def run(
         console=console,
         transient=True,
     )
-    try:
-        with progress:
-            record = runner.run(cfg, store, ProgressEvents(progress))
-    except RunInterrupted as e:
-        partial: RunRecord = e.record  # type: ignore[assignment]
-        show(partial)
-        if json_path:
-            write_json(partial, json_path)
-        raise
-    show(record)
-    console.print(f"Run [bold]{record.run_id}[/] stored in {store.url}")
-    if json_path:
-        write_json(record, json_path)
+    with shown_even_if_interrupted(show, json_path), progress:
+        record = runner.run(cfg, store, ProgressEvents(progress))
+    finish(record, show, json_path, store.url)
 
 
 @app.command(name="list")

@@ -50,6 +50,12 @@ def plan(workloads: dict[str, Workload], devices: list[Device], cfg: RunConfig) 
     return [c for d in devices for w in workloads.values() for c in w.cases(d, cfg.plan_options)]
 
 
+def planned(cfg: RunConfig) -> list[Case]:
+    """The cases ``run`` would measure, without measuring (``torchmark run --dry-run``)."""
+    validate(cfg)
+    return plan(select_workloads(cfg), resolve(cfg.devices), cfg)
+
+
 def run(
     cfg: RunConfig, store: ResultStore, events: Events | None = None, kind: str = "run"
 ) -> RunRecord:

@@ -136,3 +136,11 @@ def test_sigint_saves_finished_cases_and_exits_130(tmp_path: Path) -> None:
     run = open_store(f"sqlite:///{db}").load("latest")
     assert run.status == "incomplete"
     assert len(run.results) >= 1 and all(r.n > 0 for r in run.results if r.status == "ok")
+
+
+def test_dry_run_lists_the_plan_and_measures_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "run", "--quick", "--device", "cpu", "--dry-run")
+    assert code == 0, err
+    assert "planned cases" in out and "seed-add" in out and "as-published" in out
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []  # nothing was stored

@@ -139,6 +139,9 @@ def run(
     telemetry: Annotated[
         bool, typer.Option(help="Sample clocks/heat/load while measuring.")
     ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the planned cases and exit.")
+    ] = False,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -160,6 +163,9 @@ def run(
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
     )
+    if dry_run:
+        show_plan(runner.planned(cfg))
+        return
     store = open_store(db)
     progress = Progress(
         TextColumn("{task.description}"),
@@ -172,6 +178,15 @@ def run(
     with shown_even_if_interrupted(show, json_path), progress:
         record = runner.run(cfg, store, ProgressEvents(progress))
     finish(record, show, json_path, store.url)
+
+
+def show_plan(cases: Sequence[Case]) -> None:
+    t = Table(title=f"{len(cases)} planned cases", title_justify="left")
+    for col in ("workload", "variant", "params", "device"):
+        t.add_column(col)
+    for c in cases:
+        t.add_row(c.workload, c.variant, " ".join(f"{k}={v}" for k, v in c.params), c.device.name)
+    console.print(t)
 
 
 @app.command(name="list")

@@ -146,6 +146,20 @@ def test_first_call_warns_only_when_the_warm_up_costs_real_time() -> None:
     assert judge(result([0.5] * 10, first_call_s=1.2)).reasons == []
 
 
+def test_reasons_are_ranked_most_severe_first() -> None:
+    ceiling = Ceiling(device="cpu", key="bandwidth", value=40e9, unit="B/s", method="mul_")
+    noisy_and_above = result(
+        [1.0, 1.0, 1.0, 1.0, 1.2, 1.2, 1.2, 1.2, 1.0, 1.1],
+        work=Work(bytes=60e9),
+        ceiling=ceiling,
+        headline="bytes",
+    )
+    v = judge(noisy_and_above)
+    assert v.level == "invalid"
+    assert v.reasons[0].startswith("above 100 % of the measured ceiling")
+    assert v.reasons[1] == "spread 19 % of the median: noisy"
+
+
 def test_wrong_and_skipped() -> None:
     wrong = result([], status="wrong", reason="output does not depend on its inputs")
     assert judge(wrong) == Verdict(
@@ -161,9 +175,10 @@ def test_run_verdict_is_the_worst_with_labelled_reasons() -> None:
     rec = RunRecord(results=[ok, hot, bad], status="incomplete")
     v = judge_run(rec)
     assert v.level == "invalid"
-    assert v.reasons[0] == "run incomplete: interrupted after 3 results"
-    assert v.reasons[1].startswith("matmul/bf16 n=8192 on cuda:0: GPU thermally throttled in 65 %")
-    assert v.reasons[2] == "add/fp32 on cpu: wrong result: same tensor every call"
+    # most severe first: the invalid result, then the warnings in the order found
+    assert v.reasons[0] == "add/fp32 on cpu: wrong result: same tensor every call"
+    assert v.reasons[1] == "run incomplete: interrupted after 3 results"
+    assert v.reasons[2].startswith("matmul/bf16 n=8192 on cuda:0: GPU thermally throttled in 65 %")
     assert judge_run(RunRecord(results=[ok], status="complete")) == Verdict()
     extra = judge_run(RunRecord(results=[ok], status="complete"), extra=[("warn", "fell")])
     assert extra == Verdict(level="warn", reasons=["fell"])

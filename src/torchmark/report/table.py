@@ -69,7 +69,9 @@ def flag_words(r: Result, verbose: bool = False) -> list[str]:
     words = list(r.flags)
     if r.verdict is not None and r.verdict.level != "ok":
         if verbose and r.verdict.reasons:
-            words += [f"{r.verdict.level}: {why}" for why in r.verdict.reasons]
+            # the level is the worst reason's, so it heads the list rather than each reason
+            first, *rest = r.verdict.reasons
+            words += [f"{r.verdict.level}: {first}", *rest]
         else:
             words.insert(0, r.verdict.level)
     return words

@@ -32,14 +32,21 @@ def worst(*levels: Level) -> Level:
 class _Reasons:
     def __init__(self) -> None:
         self.level: Level = "ok"
-        self.reasons: list[str] = []
+        self.found: list[tuple[Level, str]] = []
 
     def add(self, level: Level, text: str) -> None:
         self.level = worst(self.level, level)
-        self.reasons.append(text)
+        self.found.append((level, text))
+
+    @property
+    def reasons(self) -> list[str]:
+        return [text for _, text in self.found]
 
     def verdict(self) -> Verdict:
-        return Verdict(level=self.level, reasons=self.reasons)
+        """Most severe reasons first (stable within a level): the verdict's level is the
+        first reason's."""
+        ranked = sorted(self.found, key=lambda lt: -ORDER[lt[0]])
+        return Verdict(level=self.level, reasons=[text for _, text in ranked])
 
 
 TIMED_OUT_OK_PCT = 2.0
@@ -163,7 +170,8 @@ def label(r: Result) -> str:
 
 
 def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:
-    """The run's verdict: the worst of its results, with run-level reasons first.
+    """The run's verdict: the worst of its results; reasons most severe first, run-level
+    reasons before per-result ones of the same level.
 
     ``extra`` carries reasons only the caller knows (a soak's falling throughput curve).
     """
@@ -174,13 +182,16 @@ def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -
         v.add("warn", "no case could run: every result is skipped or wrong")
     for level, text in extra or []:
         v.add(level, text)
-    bad = []
+    bad: list[tuple[Level, str]] = []
     for r in record.results:
         rv = r.verdict or judge(r)
         if rv.level != "ok":
-            v.level = worst(v.level, rv.level)
-            bad.append(f"{label(r)}: {'; '.join(rv.reasons)}")
-    v.reasons += bad[:RUN_REASONS_MAX]
+            bad.append((rv.level, f"{label(r)}: {'; '.join(rv.reasons)}"))
+    for level, text in bad[:RUN_REASONS_MAX]:
+        v.add(level, text)
+    for level, _ in bad[RUN_REASONS_MAX:]:
+        v.level = worst(v.level, level)
     if len(bad) > RUN_REASONS_MAX:
-        v.reasons.append(f"... and {len(bad) - RUN_REASONS_MAX} more results with warnings")
+        # "ok" ranks it last; the level above already counts these results
+        v.add("ok", f"... and {len(bad) - RUN_REASONS_MAX} more results with warnings")
     return v.verdict()

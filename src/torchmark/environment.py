@@ -89,6 +89,7 @@ def load() -> dict[str, Any]:
 def collect(devices: list[Device]) -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
+        "pid": os.getpid(),  # lets `history` tell a live run from one whose process died
         "os": platform.platform(),
         "python_executable": sys.executable,
         "software": software(),

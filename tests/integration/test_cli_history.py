@@ -226,3 +226,26 @@ def test_short_command() -> None:
     assert short_command("/venv/bin/torchmark run --quick") == "torchmark run --quick"
     assert short_command("/src/torchmark/__main__.py history") == "torchmark history"
     assert short_command("python bench.py --x") == "python bench.py --x"
+
+
+def test_a_killed_run_shows_as_incomplete_not_running(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from torchmark.cli.history import shown_status
+    from torchmark.results import RunRecord
+    from torchmark.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'k.db'}")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    env = {"host": socket.gethostname()}
+    store.begin_run(RunRecord(environment={**env, "pid": int(dead.stdout)}))
+    store.begin_run(RunRecord(environment={**env, "pid": os.getpid()}))
+    shown = sorted(shown_status(r) for r in store.list_runs())
+    assert shown == ["incomplete (process gone)", "running"]

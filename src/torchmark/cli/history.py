@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
 
+import psutil
 import typer
 from rich.table import Table
 
@@ -14,6 +16,14 @@ from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.store.base import RunSummary
 from torchmark.store.exchange import FORMATS, export_run, import_run
+
+
+def shown_status(r: RunSummary) -> str:
+    """A run still marked running whose process is gone on this host was killed (SIGKILL,
+    power loss): nothing could mark it incomplete, so say so here."""
+    if r.status != "running" or r.pid is None or r.host != socket.gethostname():
+        return r.status
+    return "running" if psutil.pid_exists(r.pid) else "incomplete (process gone)"
 
 
 def history_table(runs: list[RunSummary], where: str) -> Table:
@@ -30,7 +40,8 @@ def history_table(runs: list[RunSummary], where: str) -> Table:
     ):
         table.add_column(col, **kw)
     for r in runs:
-        status = r.status if r.status == "complete" else f"[yellow]{r.status}[/]"
+        status = shown_status(r)
+        status = status if status == "complete" else f"[yellow]{status}[/]"
         table.add_row(
             r.run_id,
             f"{r.created_utc:%Y-%m-%d %H:%M:%S}",

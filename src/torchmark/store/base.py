@@ -26,6 +26,7 @@ class RunSummary(BaseModel):
     tool_version: str
     command: str
     host: str
+    pid: int | None = None  # the measuring process, for runs still marked running
 
 
 class ResultStore(ABC):

@@ -420,6 +420,7 @@ class SQLStore(ResultStore):
                 tool_version=r.tool_version,
                 command=r.command,
                 host=r.host,
+                pid=_pid(r.header) if r.status == "running" else None,
             )
             for r in rows
         ]
@@ -462,3 +463,8 @@ class SQLStore(ResultStore):
                     doc=dumps([c.model_dump(mode="json") for c in ceilings]),
                 )
             )
+
+
+def _pid(header: str) -> int | None:
+    pid = json.loads(header).get("environment", {}).get("pid")
+    return pid if isinstance(pid, int) else None

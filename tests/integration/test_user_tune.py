@@ -57,3 +57,30 @@ def test_code_lines_apply_the_configuration() -> None:
     assert "memory_format=torch.channels_last" in text
     assert 'torch.autocast("cpu", dtype=torch.bfloat16)' in text
     assert text.rstrip().endswith("out = model(x)")
+
+
+def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchmark.user import tune as tune_mod
+
+    class Busy:
+        cores = 1.6
+
+        def start(self) -> Busy:
+            return self
+
+        def stop(self) -> None:
+            return None
+
+    monkeypatch.setattr(tune_mod, "OtherLoad", Busy)
+    rec = tune(
+        spec.load(f"{FIX}/cnn.py:make_model").model,
+        torch.randn(2, 3, 8, 8),
+        devices="cpu",
+        batch=2,
+        budget_s=10,
+        per_candidate_s=0.05,
+        try_compile=False,
+    )
+    assert any("other processes used 1.6 cores during the search" in n for n in rec.extra["notes"])

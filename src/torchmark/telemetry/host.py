@@ -110,10 +110,16 @@ class OtherLoad:
         self.cores: float | None = None
 
     def __enter__(self) -> OtherLoad:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> OtherLoad:
         self._t0 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         t1 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
         # CPU times tick every 10 ms: a region under 0.2 s cannot tell load apart from noise
         if self._t0 and t1 and t1[0] - self._t0[0] >= 0.2:

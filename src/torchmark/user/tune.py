@@ -40,6 +40,7 @@ from torchmark.errors import (
 from torchmark.results import Result, RunRecord, Work, utcnow
 from torchmark.runner import Events, Quiet, new_record, skipped
 from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
 from torchmark.user.inputs import InputFactory, Inputs, one_line
@@ -528,6 +529,7 @@ def tune(
     wl = TuneWorkload(label, module, factory, "quick")
     tuners: list[Tuner] = []
     start = time.perf_counter()
+    load = OtherLoad().start()
     try:
         for i, dev in enumerate(devs):
             # each device gets an equal share of what is left of the budget
@@ -564,11 +566,22 @@ def tune(
     finally:
         if record.status == "running":
             record.status = "incomplete"
+        load.stop()
+        if load.cores is not None and load.cores > BUSY_CORES:
+            # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
+            record.extra.setdefault("notes", []).append(
+                f"other processes used {load.cores:.1f} cores during the search: speedups, "
+                "threads above all, may reflect that load; tune again on a quiet machine"
+            )
         summarise(record, tuners)
         record.finished_utc = utcnow()
         if store is not None and record.run_id is not None:
             store.finish_run(record.run_id, record)
     return record
+
+
+# Other processes using more than this many cores during tune: its speedups are suspect.
+BUSY_CORES = 0.5
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:

@@ -76,6 +76,7 @@ def run(
         record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
         store.set_ceilings(record.run_id, record.ceilings)
         oom_sweeps: dict[str, str] = {}
+        second_looks: set[Device] = set()
         for case in cases:
             events.case_started(case)
             if case.sweep in oom_sweeps:
@@ -84,6 +85,9 @@ def run(
                 result = run_case(workloads[case.workload], case, ceilings[case.device.name], cfg)
                 if case.sweep and "out of memory" in (result.reason or ""):
                     oom_sweeps[case.sweep] = f"sweep stopped: {result.reason}"
+                if "above_ceiling" in result.flags and case.device not in second_looks:
+                    second_looks.add(case.device)
+                    result = second_look(result, case.device, ceilings, record, store, cfg)
             store.add_result(record.run_id, result)
             record.results.append(result)
             events.case_done(case, result)
@@ -119,7 +123,6 @@ def measure_ceilings(
     devices: list[Device], env: dict[str, Any], store: ResultStore, cfg: RunConfig, events: Events
 ) -> dict[str, dict[str, Ceiling]]:
     """Each device's ceilings, measured once per device fingerprint and cached in the store."""
-    from torchmark import ceilings
 
     out: dict[str, dict[str, Ceiling]] = {}
     for d in devices:
@@ -131,14 +134,70 @@ def measure_ceilings(
             if cached:
                 found = cached
             else:  # an empty list is no cache: measure again
-                with OtherLoad() as load:
-                    found = ceilings.measure(d, quick=cfg.suite == "quick")
-                if load.cores is not None and load.cores > COMPETING_CORES:
-                    found = [under_load(c, load.cores) for c in found]
-                elif found:
+                found, quiet = measure_device_ceilings(d, cfg)
+                if quiet and found:
                     store.cache_ceilings(fp, d.name, found)
         out[d.name] = {c.key: c for c in found}
     return out
+
+
+def measure_device_ceilings(device: Device, cfg: RunConfig) -> tuple[list[Ceiling], bool]:
+    """The device's ceilings, and whether the machine was quiet enough to cache them."""
+    from torchmark import ceilings
+
+    with OtherLoad() as load:
+        found = ceilings.measure(device, quick=cfg.suite == "quick")
+    if load.cores is not None and load.cores > COMPETING_CORES:
+        return [under_load(c, load.cores) for c in found], False
+    return found, True
+
+
+def second_look(
+    result: Result,
+    device: Device,
+    ceilings: dict[str, dict[str, Ceiling]],
+    record: RunRecord,
+    store: ResultStore,
+    cfg: RunConfig,
+) -> Result:
+    """A result beat its device's ceiling: measure the ceilings once more and keep the better
+    of each. A ceiling is the best measured, so the order of looks must not matter; on a
+    machine whose speed drifts (this project's dev VM: 55 -> 110 GB/s within seconds) the
+    first look can be low. A result still above the better ceiling stays invalid."""
+    fresh, quiet = measure_device_ceilings(device, cfg)
+    current = ceilings[device.name]
+    for c in fresh:
+        old = current.get(c.key)
+        if old is None or c.value > old.value:
+            first = f"{old.value:.4g} {old.unit}" if old else "none"
+            current[c.key] = c.model_copy(
+                update={
+                    "method": f"{c.method}; second look (a result beat the first: {first})",
+                    "details": {**c.details, "first_look": old.value if old else None},
+                }
+            )
+    record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
+    if record.run_id:
+        store.set_ceilings(record.run_id, record.ceilings)
+    if quiet:
+        fp = environment.device_fingerprint(device, record.environment)
+        store.cache_ceilings(fp, device.name, list(current.values()))
+    assert result.ceiling is not None  # above_ceiling implies one
+    better = current.get(result.ceiling.key, result.ceiling)
+    if better.value == result.ceiling.value:
+        return result
+    looked = result.model_copy(
+        update={
+            "ceiling": better,
+            "notes": [
+                *result.notes,
+                f"above the first measured {better.key} ceiling "
+                f"({result.ceiling.value:.4g} {better.unit}); it was measured again",
+            ],
+        }
+    )
+    looked.verdict = telemetry.judge(looked)
+    return looked
 
 
 # Other processes using more than half a core while ceilings are measured: they may be low.

@@ -159,3 +159,51 @@ def test_ceilings_measured_under_load_are_annotated_not_cached(
     assert "other processes used 1.5 cores" in c.method and "not cached" in c.method
     assert c.details["competing_load_cores"] == 1.5
     assert store.cache == {}
+
+
+class Fast(Workload):
+    """Claims 1 TB per call: above any low ceiling."""
+
+    name: ClassVar[str] = "fast"
+    summary: ClassVar[str] = "test workload"
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        return [Case("fast", "v", device, (("i", i),)) for i in range(2)]
+
+    def prepare(self, case: Case) -> Prepared:
+        x = torch.randn(64)
+        return Prepared(
+            fn=lambda: x + x, work=Work(bytes=1e12), headline="bytes", ceiling="bandwidth"
+        )
+
+
+@pytest.mark.parametrize(("looks", "still_invalid"), [((1e9, 1e18), False), ((1e9, 2e9), True)])
+def test_a_result_above_its_ceiling_gets_one_second_look(
+    monkeypatch: pytest.MonkeyPatch, looks: tuple[float, float], still_invalid: bool
+) -> None:
+    from torchmark import ceilings
+    from torchmark.results import Ceiling
+
+    values = iter(looks)
+    monkeypatch.setattr(runner, "select_workloads", lambda cfg: {"fast": Fast()})
+    monkeypatch.setattr(
+        ceilings,
+        "measure",
+        lambda device, *, quick: [
+            Ceiling(
+                device=device.name, key="bandwidth", value=next(values), unit="B/s", method="fake"
+            )
+        ],
+    )
+    store = MemoryStore()
+    record = runner.run(RunConfig(devices=("cpu",), rule="test", telemetry=False), store)
+    first, second = record.results
+    (c,) = record.ceilings
+    assert c.value == looks[1] and c.details["first_look"] == looks[0]
+    assert "second look" in c.method
+    assert store.runs[record.run_id or ""].ceilings == record.ceilings
+    assert ("above_ceiling" in first.flags) is still_invalid
+    assert first.verdict is not None and (first.verdict.level == "invalid") is still_invalid
+    assert any("it was measured again" in n for n in first.notes)
+    # one second look per device: the iterator above holds two values, a third would raise
+    assert ("above_ceiling" in second.flags) is still_invalid

@@ -8,6 +8,7 @@
     │   └── RunNotFoundError       a run id that is not in the store
     ├── RunInterrupted             Ctrl-C mid-run: carries the run measured so far (exit 130)
     ├── CaseSkipped                a case cannot run here (OOM, unsupported dtype); run goes on
+    │   └── OutOfMemory            it did not fit: the rest of its sweep is skipped too
     └── WrongResultError           a correctness guard failed: the case is reported wrong
 
 The CLI turns TorchmarkError into one line and a non-zero exit; anything else is a bug and
@@ -60,6 +61,10 @@ class RunInterrupted(TorchmarkError):
 
 class CaseSkipped(TorchmarkError):
     """Raised inside a case: the case is recorded as skipped with this reason."""
+
+
+class OutOfMemory(CaseSkipped):
+    """The case did not fit in the device's memory; larger cases of its sweep will not either."""
 
 
 class WrongResultError(TorchmarkError):

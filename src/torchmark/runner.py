@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from torchmark import __version__, environment, telemetry
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
+from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
@@ -83,7 +83,7 @@ def run(
                 result = skipped(case, oom_sweeps[case.sweep])
             else:
                 result = run_case(workloads[case.workload], case, ceilings[case.device.name], cfg)
-                if case.sweep and "out of memory" in (result.reason or ""):
+                if case.sweep and OUT_OF_MEMORY in result.flags:
                     oom_sweeps[case.sweep] = f"sweep stopped: {result.reason}"
                 if "above_ceiling" in result.flags and case.device not in second_looks:
                     second_looks.add(case.device)
@@ -211,7 +211,11 @@ def under_load(c: Ceiling, cores: float) -> Ceiling:
     )
 
 
-def skipped(case: Case, reason: str, status: Status = "skipped") -> Result:
+# Flag of a result skipped because it did not fit: its sweep stops there.
+OUT_OF_MEMORY = "out_of_memory"
+
+
+def skipped(case: Case, reason: str, status: Status = "skipped", oom: bool = False) -> Result:
     return Result(
         workload=case.workload,
         variant=case.variant,
@@ -219,6 +223,7 @@ def skipped(case: Case, reason: str, status: Status = "skipped") -> Result:
         params=case.param_dict,
         status=status,
         reason=reason,
+        extra_flags=[OUT_OF_MEMORY] if oom else [],
     )
 
 
@@ -230,10 +235,10 @@ def run_case(
     try:
         prepared = workload.prepare(case)
     except CaseSkipped as e:
-        return skipped(case, str(e))
+        return skipped(case, str(e), oom=isinstance(e, OutOfMemory))
     except Exception as e:
         if device.is_out_of_memory(e):
-            return skipped(case, f"out of memory at {case.label}")
+            return skipped(case, f"out of memory at {case.label}", oom=True)
         raise
     try:
         notes = prepared.check() if prepared.check else []
@@ -251,7 +256,7 @@ def run_case(
         return skipped(case, str(e), status="wrong")
     except Exception as e:
         if device.is_out_of_memory(e):
-            return skipped(case, f"out of memory at {case.label}")
+            return skipped(case, f"out of memory at {case.label}", oom=True)
         raise
     finally:
         if prepared.teardown:

@@ -10,7 +10,7 @@ import torch
 from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, Device
-from torchmark.errors import CaseSkipped, RunInterrupted, WrongResultError
+from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Work
 from torchmark.testing import MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
@@ -33,6 +33,8 @@ class Scripted(Workload):
             raise CaseSkipped("dtype unsupported here")
         if what == "oom":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        if what == "too-big":
+            raise OutOfMemory("three 65536^2 matrices do not fit")
         if what == "interrupt":
             raise KeyboardInterrupt
 
@@ -207,3 +209,20 @@ def test_a_result_above_its_ceiling_gets_one_second_look(
     assert any("it was measured again" in n for n in first.notes)
     # one second look per device: the iterator above holds two values, a third would raise
     assert ("above_ceiling" in second.flags) is still_invalid
+
+
+def test_a_workload_that_knows_a_case_will_not_fit_stops_its_sweep(
+    scripted: type[Scripted],
+) -> None:
+    scripted.behaviour = {2: "too-big"}
+    record = runner.run(CFG, MemoryStore())
+    statuses = [(r.params["batch"], r.status, "out_of_memory" in r.flags) for r in record.results]
+    assert statuses == [
+        (1, "ok", False),
+        (2, "skipped", True),
+        (3, "skipped", False),
+        (4, "skipped", False),
+        (5, "skipped", False),
+    ]
+    assert (record.results[2].reason or "").startswith("sweep stopped: three 65536^2")
+    assert "out_of_memory" in record.results[1].model_dump(mode="json")["flags"]

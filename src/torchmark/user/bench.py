@@ -29,7 +29,7 @@ from torchmark.config import RunConfig
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, RunInterrupted, WrongResultError
 from torchmark.results import Result, RunRecord, Work, utcnow
-from torchmark.runner import Events, Quiet, new_record, run_case, skipped
+from torchmark.runner import OUT_OF_MEMORY, Events, Quiet, new_record, run_case, skipped
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import energy
 from torchmark.user import breakeven, cost
@@ -361,9 +361,8 @@ def _measure(
             result = skipped(case, oom[case.sweep])
         else:
             result = _run_one(workload, case, cfg)
-            reason = result.reason or ""
-            if case.sweep and result.status == "skipped" and "out of memory" in reason:
-                oom[case.sweep] = f"larger batches skipped: {reason}"
+            if case.sweep and OUT_OF_MEMORY in result.flags:
+                oom[case.sweep] = f"larger batches skipped: {result.reason}"
         if store is not None and record.run_id is not None:
             store.add_result(record.run_id, result)
         record.results.append(result)
@@ -378,7 +377,7 @@ def _run_one(workload: UserModel, case: Case, cfg: RunConfig) -> Result:
     except Exception as e:  # the user's code failing at one batch: recorded, the sweep goes on
         case.device.empty_cache()
         if _host_alloc_failed(e):
-            return skipped(case, f"out of memory at batch {b} on {case.device.name}")
+            return skipped(case, f"out of memory at batch {b} on {case.device.name}", oom=True)
         return skipped(case, f"the model raised {one_line(e)} at batch {b}")
 
 

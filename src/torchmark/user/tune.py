@@ -330,7 +330,7 @@ class Tuner:
         except Exception as e:  # the user's model failing under one setting: recorded
             self.device.empty_cache()
             if self.device.is_out_of_memory(e) or _host_alloc_failed(e):
-                return skipped(case, f"out of memory at batch {cand.batch}")
+                return skipped(case, f"out of memory at batch {cand.batch}", oom=True)
             return skipped(case, f"the model raised {one_line(e)} under {cand.name}")
         if is_base:
             self._base[cand.batch] = prep

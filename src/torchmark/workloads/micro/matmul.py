@@ -13,7 +13,7 @@ import torch
 
 from torchmark.ceilings.matmul import flops, gemm, operands, tf32_mode
 from torchmark.devices.base import Device
-from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import fits, rule_for, sizes_or
@@ -105,7 +105,7 @@ class Matmul(Workload):
             raise CaseSkipped(f"{variant} not available on {device.name}: {reason}")
         out_size = 4 if dtype == torch.int8 else dtype.itemsize
         if not fits(device, n * n * (2 * dtype.itemsize + out_size), 1):
-            raise CaseSkipped(f"out of memory at n={n}: three {n}x{n} matrices do not fit")
+            raise OutOfMemory(f"out of memory at n={n}: three {n}x{n} matrices do not fit")
         try:
             a, b, out = operands(n, dtype, device)
         except RuntimeError as e:

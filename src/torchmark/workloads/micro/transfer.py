@@ -12,7 +12,7 @@ import torch
 
 from torchmark.ceilings.transfer import DIRECTIONS, buffers, copier
 from torchmark.devices.base import Device
-from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, rule_for, sizes_or
@@ -65,7 +65,7 @@ class Transfer(Workload):
         if nbytes < 4:
             raise CaseSkipped(f"bytes must be >= 4, got {case.param_dict['bytes']}")
         if not fits(device, nbytes, 1):
-            raise CaseSkipped(f"out of memory at {nbytes} bytes")
+            raise OutOfMemory(f"out of memory at {nbytes} bytes")
         src, dst = buffers(device, nbytes, direction.to_device, direction.pinned)
         fn = copier(src, dst, direction.pinned)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from torchmark.errors import InputError
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.timing.stopping import preset
 from torchmark.workloads.base import PlanOptions, Suite
 
 SUITES: tuple[Suite, ...] = ("quick", "standard", "full")
@@ -48,8 +49,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     bad = [b for b in cfg.batches if b < 1]
     if bad:
         raise InputError(f"batch sizes must be >= 1, got {bad[0]}")
-    if cfg.rule is not None and cfg.rule not in ("micro", "model", "quick", "test"):
-        raise InputError(f"unknown stopping preset {cfg.rule!r}; valid: micro, model, quick, test")
+    if cfg.rule is not None:
+        try:
+            preset(cfg.rule)  # the presets' own list names the valid choices
+        except UnknownNameError as e:
+            raise InputError(str(e)) from None
     return cfg
 
 

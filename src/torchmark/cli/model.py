@@ -21,6 +21,7 @@ from torchmark.cli.run import ProgressEvents, finish, shown_even_if_interrupted
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
+from torchmark.timing import preset
 from torchmark.user import breakeven
 from torchmark.user.inputs import InputFactory, from_specs, parse_input
 
@@ -188,8 +189,7 @@ def model(
     from torchmark.user.bench import benchmark_model
     from torchmark.user.cost import parse_price
 
-    if stopping not in ("micro", "model", "quick", "test"):
-        raise InputError(f"unknown stopping preset {stopping!r}; valid: micro, model, quick, test")
+    preset(stopping)  # an unknown name fails here, naming the valid presets
     batches = parse_int_list(batch, "--batch")
     prices = parse_price(price)  # bad text fails before anything is loaded or measured
     factory = input_factory(input, inputs)

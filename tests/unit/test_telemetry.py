@@ -287,3 +287,18 @@ def test_summary_of_recorded_trace_is_json_and_has_a_timeline() -> None:
     assert s["temp_c"] == [70, 87]
     assert s["clock_pct_of_max"] == 70.4
     assert s["energy_j"] == 1333.0
+
+
+def test_host_clock_is_the_fastest_of_the_cores_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from torchmark.telemetry import host
+
+    # 4-core host, this process pinned to cores 2 and 3; cores 0-1 idle at powersave clocks
+    freqs = [SimpleNamespace(current=c) for c in (800.0, 900.0, 3400.0, 3300.0)]
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: {2, 3})
+    assert host._clocks_of_our_cores(freqs) == [3400.0, 3300.0]
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 7})
+    assert max(host._clocks_of_our_cores(freqs)) == 3400.0  # not the 2,100 MHz average

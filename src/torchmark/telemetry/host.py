@@ -66,19 +66,15 @@ class HostSource(Source):
         except (psutil.Error, OSError) as e:
             raise SourceUnavailable(f"psutil stopped reading CPU times ({e})") from None
         freqs = None if "clock" in self.missing else _safe(lambda: psutil.cpu_freq(percpu=True))
-        mhz = [f.current for f in freqs or [] if f.current]
+        mhz = _clocks_of_our_cores(freqs or [])
         temps = None if "temperature" in self.missing else _temperatures()
         mem = psutil.virtual_memory()
         return {
             # guest time is already inside user time on Linux; steal is the hypervisor's
-            "busy_s": sys_t.user
-            + sys_t.system
-            + getattr(sys_t, "nice", 0.0)
-            + getattr(sys_t, "irq", 0.0)
-            + getattr(sys_t, "softirq", 0.0),
+            "busy_s": _busy(sys_t),
             "steal_s": getattr(sys_t, "steal", 0.0),
             "proc_s": proc_t.user + proc_t.system,
-            "clock_mhz": sum(mhz) / len(mhz) if mhz else None,
+            "clock_mhz": max(mhz) if mhz else None,
             "clock_min_mhz": min(mhz) if mhz else None,
             "temp_c": max(temps) if temps else None,
             "load1": os.getloadavg()[0] if "load" not in self.missing else None,
@@ -128,8 +124,9 @@ class OtherLoad:
             self.cores = max(0.0, others / wall)
 
 
-def _busy_s() -> float:
-    t = psutil.cpu_times()
+def _busy(t: Any) -> float:
+    """Busy CPU seconds of a ``psutil.cpu_times()`` reading (guest time is inside user time
+    on Linux; steal is the hypervisor's and counted apart)."""
     return float(
         t.user
         + t.system
@@ -137,6 +134,21 @@ def _busy_s() -> float:
         + getattr(t, "irq", 0.0)
         + getattr(t, "softirq", 0.0)
     )
+
+
+def _busy_s() -> float:
+    return _busy(psutil.cpu_times())
+
+
+def _clocks_of_our_cores(freqs: list[Any]) -> list[float]:
+    """Clocks of the cores this process may run on. Idle cores under a powersave governor
+    sit near 1 GHz: an average over every core of a 64-core host would tag a 2-thread run
+    throttled. The fastest of ours is what counts; package throttling lowers them all."""
+    try:
+        ours = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        ours = list(range(len(freqs)))
+    return [freqs[i].current for i in ours if i < len(freqs) and freqs[i].current]
 
 
 def _proc_s() -> float:

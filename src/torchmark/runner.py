@@ -5,6 +5,7 @@ No formatting here: the caller passes ``Events`` to hear about progress.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import shlex
 import sys
@@ -252,6 +253,8 @@ def run_case(
                 on_sample=trace.mark,
             )
         peak = device.peak_memory_bytes()
+    except CaseSkipped as e:  # a guard may find the case cannot run here (e.g. no int8 op)
+        return skipped(case, str(e), oom=isinstance(e, OutOfMemory))
     except WrongResultError as e:
         return skipped(case, str(e), status="wrong")
     except Exception as e:
@@ -264,6 +267,8 @@ def run_case(
         del prepared.fn
         gc.collect()
         device.empty_cache()
+    # figures derived from the measurement see the same samples as the headline median
+    m = dataclasses.replace(m, excluded=tuple(trace.throttled_samples()))
     result = Result(
         workload=case.workload,
         variant=case.variant,
@@ -276,7 +281,7 @@ def run_case(
         stop_reason=m.stop_reason,
         rule=m.rule,
         timing=m.timing,
-        excluded=trace.throttled_samples(),
+        excluded=list(m.excluded),
         work=prepared.work,
         headline=prepared.headline,
         ceiling=ceilings.get(prepared.ceiling) if prepared.ceiling else None,

@@ -249,3 +249,17 @@ def test_a_killed_run_shows_as_incomplete_not_running(tmp_path: Path) -> None:
     store.begin_run(RunRecord(environment={**env, "pid": os.getpid()}))
     shown = sorted(shown_status(r) for r in store.list_runs())
     assert shown == ["incomplete (process gone)", "running"]
+
+
+def test_history_prints_commands_as_written_not_as_markup(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from torchmark.cli.history import history_table
+    from torchmark.results import RunRecord
+    from torchmark.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'm.db'}")
+    store.begin_run(RunRecord(command="torchmark run --tag [nightly]", status="complete"))
+    console = Console(width=200, record=True, color_system=None)
+    console.print(history_table(store.list_runs(), "x"))
+    assert "--tag [nightly]" in console.export_text()

@@ -110,13 +110,19 @@ def test_elementwise_guard_catches_a_wrong_kernel(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.parametrize("variant", ["float32", "bfloat16"])
 def test_matmul_has_flops_and_a_percentage(variant: str, tiny: dict[str, Ceiling]) -> None:
-    r = run(matmul_workload.Matmul(), variant, {"n": 128}, tiny)
+    # the user's setting is True here: the case sets its own and must put the user's back
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        r = run(matmul_workload.Matmul(), variant, {"n": 128}, tiny)
+        assert torch.backends.cuda.matmul.allow_tf32 is True  # restored by teardown
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
     assert r.status == "ok", r.reason
     assert r.work.flops == 2 * 128**3 and r.headline == "flops"
     assert r.throughput is not None and r.throughput.unit == "TFLOP/s"
     assert r.ceiling is not None and r.ceiling.key == f"matmul:{variant}"
     assert r.pct_of_ceiling is not None and r.pct_of_ceiling > 0
-    assert torch.backends.cuda.matmul.allow_tf32 is False  # restored by teardown
 
 
 def test_quick_suite_through_the_runner(tiny: dict[str, Ceiling], tmp_path: object) -> None:

@@ -118,3 +118,17 @@ def test_rendered_comparison_states_the_rule_and_leftovers() -> None:
     assert "Mann-Whitney" in text and "max(2%, combined relative IQR)" in text
     assert "only in B (17 cases" in text
     assert "0.800×" in text and "SLOWER" in text
+
+
+def test_one_sample_a_side_is_unclear_not_a_regression() -> None:
+    from torchmark.report.compare import judge
+    from torchmark.results import Result
+
+    a = Result(workload="w", variant="v", device="cpu", samples_s=[1.00])
+    b = Result(workload="w", variant="v", device="cpu", samples_s=[1.05])
+    change = judge(a, b)
+    assert change.verdict == "UNCLEAR" and "too few samples" in change.why
+    # constant but different samples do carry a verdict: Mann-Whitney ranks them
+    a12 = Result(workload="w", variant="v", device="cpu", samples_s=[1.00] * 12)
+    b12 = Result(workload="w", variant="v", device="cpu", samples_s=[1.10] * 12)
+    assert judge(a12, b12).verdict == "SLOWER"

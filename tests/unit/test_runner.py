@@ -33,6 +33,13 @@ class Scripted(Workload):
             raise CaseSkipped("dtype unsupported here")
         if what == "oom":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        if what == "guard-skips":
+
+            def no_such_op() -> list[str]:
+                raise CaseSkipped("int8 matmul has no kernel here")
+
+            x = torch.randn(64)
+            return Prepared(fn=lambda: x + x, work=Work(items=b), check=no_such_op)
         if what == "too-big":
             raise OutOfMemory("three 65536^2 matrices do not fit")
         if what == "interrupt":
@@ -227,3 +234,12 @@ def test_a_workload_that_knows_a_case_will_not_fit_stops_its_sweep(
     ]
     assert (record.results[2].reason or "").startswith("sweep stopped: three 65536^2")
     assert "out_of_memory" in record.results[1].model_dump(mode="json")["flags"]
+
+
+def test_a_guard_that_finds_the_case_cannot_run_skips_it_and_the_run_goes_on(
+    scripted: type[Scripted],
+) -> None:
+    scripted.behaviour = {1: "guard-skips"}
+    record = runner.run(CFG, MemoryStore())
+    assert [r.status for r in record.results] == ["skipped", "ok", "ok", "ok", "ok"]
+    assert record.results[0].reason == "int8 matmul has no kernel here"

@@ -11,9 +11,11 @@ from typing import Annotated
 import psutil
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, UnknownNameError
+from torchmark.report.table import add_row
 from torchmark.store.base import RunSummary
 from torchmark.store.exchange import FORMATS, export_run, import_run
 
@@ -23,7 +25,11 @@ def shown_status(r: RunSummary) -> str:
     power loss): nothing could mark it incomplete, so say so here."""
     if r.status != "running" or r.pid is None or r.host != socket.gethostname():
         return r.status
-    return "running" if psutil.pid_exists(r.pid) else "incomplete (process gone)"
+    try:  # a pid can be reused: the live process must be older than the run
+        alive = psutil.Process(r.pid).create_time() <= r.created_utc.timestamp() + 1
+    except psutil.Error:
+        alive = False
+    return "running" if alive else "incomplete (process gone)"
 
 
 def history_table(runs: list[RunSummary], where: str) -> Table:
@@ -41,12 +47,12 @@ def history_table(runs: list[RunSummary], where: str) -> Table:
         table.add_column(col, **kw)
     for r in runs:
         status = shown_status(r)
-        status = status if status == "complete" else f"[yellow]{status}[/]"
-        table.add_row(
+        add_row(
+            table,
             r.run_id,
             f"{r.created_utc:%Y-%m-%d %H:%M:%S}",
             r.kind,
-            status,
+            Text(status, style="" if status == "complete" else "yellow"),
             ", ".join(r.devices),
             f"{r.n_ok}/{r.n_results}",
             r.host,

@@ -32,7 +32,6 @@ from torchmark.errors import InputError
 from torchmark.report import format as fmt
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
-from torchmark.timing.stats import median_ci
 
 ALPHA = 0.01
 MIN_CHANGE = 0.02  # below 2 % no change matters in practice, whatever the test says
@@ -88,12 +87,24 @@ def judge(a: Result, b: Result) -> Change:
     ma, mb = a.measurement.median, b.measurement.median
     speed = ma / mb
     threshold = max(MIN_CHANGE, math.hypot(a.measurement.rel_iqr, b.measurement.rel_iqr))
-    lo_a, hi_a = median_ci(xa.tolist())
-    lo_b, hi_b = median_ci(xb.tolist())
+    lo_a, hi_a = a.measurement.ci
+    lo_b, hi_b = b.measurement.ci
     ci = (lo_a / hi_b, hi_a / lo_b) if lo_b > 0 and hi_b > 0 else (math.nan, math.nan)
-    if xa.size < 2 or xb.size < 2 or (min(xa) == max(xa) and min(xb) == max(xb)):
-        # Mann-Whitney needs spread to rank; identical constant samples carry no noise estimate.
-        p = 0.0 if ma != mb else 1.0
+    if xa.size < 2 or xb.size < 2:
+        # one sample has no noise estimate: no test can call it faster or slower
+        return Change(
+            a.key,
+            a,
+            b,
+            "UNCLEAR",
+            speed,
+            ci,
+            None,
+            threshold,
+            f"too few samples to compare (n={xa.size}, {xb.size})",
+        )
+    if min(min(xa), min(xb)) == max(max(xa), max(xb)):
+        p = 1.0  # every value identical: nothing to rank (Mann-Whitney is undefined)
     else:
         p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
     change = abs(speed - 1)

@@ -68,12 +68,9 @@ def script_blog(n: int, device: Device) -> tuple[Callable[[], torch.Tensor], str
             unit = torch.jit.CompilationUnit(source)
     except Exception as e:  # TorchScript removed or broken in this torch build
         raise CaseSkipped(f"torch.jit.script is unavailable here: {type(e).__name__}: {e}") from e
-    fn: Callable[[], torch.Tensor] = unit.foo
-
-    def foo() -> torch.Tensor:
-        with quiet_torchscript():
-            return fn()
-
+    # Called bare: a warning filter around each timed call cost ~4 µs (1 % of an H100's
+    # predicted 400 µs iteration) and the compiled function warns only while compiling.
+    foo: Callable[[], torch.Tensor] = unit.foo
     return foo, source
 
 
@@ -138,7 +135,11 @@ class SeedAdd(Workload):
         self.rule = "micro"
 
     def describe(self) -> dict[str, Any]:
-        return {"variants": list(self.VARIANTS), "size": BLOG_SIZE, "tensor_MB": 604}
+        return {
+            "variants": list(self.VARIANTS),
+            "size": BLOG_SIZE,
+            "tensor_MB": round(F32 * BLOG_SIZE**2 / 1e6),
+        }
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.rule = rule_for(opts.suite)
@@ -157,7 +158,8 @@ class SeedAdd(Workload):
     def _published(self, device: Device, n: int) -> Prepared:
         foo, source = script_blog(n, device)
         try:
-            found = inspect_foo(foo)
+            with quiet_torchscript():
+                found = inspect_foo(foo)
         except Exception as e:
             if device.is_out_of_memory(e):
                 raise

@@ -20,6 +20,8 @@ from typing import Any, Literal
 import psutil
 import torch
 
+from torchmark.telemetry.host import OtherLoad
+
 Status = Literal["ok", "warn", "fail", "skip"]
 Facts = dict[str, Any]
 
@@ -218,22 +220,18 @@ def _load() -> Facts:
     procs = list(psutil.process_iter(["pid", "name"]))
     for p in procs:
         _try(p.cpu_percent)
-    t0 = psutil.cpu_times()
-    time.sleep(0.3)
-    t1 = psutil.cpu_times()
-    busy = sum(
-        getattr(t1, k, 0) - getattr(t0, k, 0) for k in ("user", "system", "nice", "irq", "softirq")
-    )
+    with OtherLoad() as load:
+        time.sleep(0.3)
+    others, own_cores = load.cores or 0.0, load.own_cores or 0.0
     top = []
     for p in procs:
         pct = _try(p.cpu_percent, 0.0) or 0.0
         if p.pid != me and pct >= 10:
             top.append({"pid": p.pid, "name": p.info.get("name"), "cpu_pct": round(pct)})
     top.sort(key=lambda x: -x["cpu_pct"])
-    own = sum(_try(p.cpu_percent, 0.0) or 0.0 for p in procs if p.pid == me) / 100
     return {
-        "busy_cores": round(busy / 0.3, 2),
-        "other_cores": round(max(busy / 0.3 - own, 0.0), 2),
+        "busy_cores": round(others + own_cores, 2),
+        "other_cores": round(others, 2),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "top": top[:3],
     }

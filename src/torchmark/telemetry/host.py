@@ -103,7 +103,8 @@ class OtherLoad:
     """
 
     def __init__(self) -> None:
-        self.cores: float | None = None
+        self.cores: float | None = None  # other processes
+        self.own_cores: float | None = None  # this process
 
     def __enter__(self) -> OtherLoad:
         return self.start()
@@ -120,8 +121,9 @@ class OtherLoad:
         # CPU times tick every 10 ms: a region under 0.2 s cannot tell load apart from noise
         if self._t0 and t1 and t1[0] - self._t0[0] >= 0.2:
             wall = t1[0] - self._t0[0]
-            others = (t1[1] - self._t0[1]) - (t1[2] - self._t0[2])
-            self.cores = max(0.0, others / wall)
+            own = t1[2] - self._t0[2]
+            self.cores = max(0.0, (t1[1] - self._t0[1] - own) / wall)
+            self.own_cores = own / wall
 
 
 def _busy(t: Any) -> float:

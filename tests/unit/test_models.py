@@ -10,8 +10,14 @@ from torch import nn
 from torchmark.devices import CPUDevice
 from torchmark.errors import UnknownNameError
 from torchmark.testing import FakeClock, FakeDevice
+from torchmark.timing.stats import Measurement
 from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
-from torchmark.workloads.models.base import Sizes, doubling
+from torchmark.workloads.models.base import (
+    Sizes,
+    _MetaDevice,
+    doubling,
+    latency_quantiles,
+)
 from torchmark.workloads.models.gpt2 import GPT2, Decode, GPT2Config, KVCache, Prefill
 from torchmark.workloads.models.resnet import Bottleneck, ResNet50
 
@@ -124,6 +130,12 @@ def test_decode_declares_weights_and_kv_cache_bytes() -> None:
     assert w.bytes_per_call("decode", s, variants.parse("fp32")) == 2 * weights + kv
     bf16 = w.bytes_per_call("decode", s, variants.parse("amp-bf16"))
     assert bf16 == pytest.approx((2 * weights + kv) / 2)
+    # int8: quantize_dynamic converts nn.Linear only, so their weights are 1 byte while the
+    # tied embedding / LM head (50257 x 768), LayerNorms and Linear biases stay fp32.
+    linear_w = 12 * (768 * 3 * 768 + 768 * 768 + 768 * 4 * 768 + 4 * 768 * 768)
+    fp32_rest = 124_439_808 - 1024 * 768 - linear_w
+    int8 = w.bytes_per_call("decode", s, variants.parse("int8-dynamic"))
+    assert int8 == 2 * (linear_w * 1 + fp32_rest * 4) + kv
     assert w.ceiling("decode", s, variants.parse("amp-bf16")) == "bandwidth"
     assert w.ceiling("prefill", s, variants.parse("amp-bf16")) == "matmul:bfloat16"
 
@@ -200,3 +212,35 @@ def test_train_module_of_bert_adds_a_two_way_head() -> None:
     head = w.train_module(meta)
     assert isinstance(head, nn.Module)
     assert sum(p.numel() for p in head.parameters()) == 109_482_240 + 768 * 2 + 2
+
+
+def measurement(n: int, calls_per_sample: int) -> Measurement:
+    return Measurement(
+        samples_s=tuple(1e-3 * (i + 1) for i in range(n)), calls_per_sample=calls_per_sample
+    )
+
+
+def test_latency_tails_only_for_enough_single_call_samples() -> None:
+    out = latency_quantiles(measurement(100, 1))
+    assert out["latency_p50_s"] == pytest.approx(50.5e-3)
+    assert out["latency_p90_s"] == pytest.approx(90.1e-3)
+    assert out["latency_p99_s"] == pytest.approx(99.01e-3)
+    for n, calls in [(100, 4), (19, 1)]:  # means of several calls; too few samples
+        out = latency_quantiles(measurement(n, calls))
+        assert out["latency_p50_s"] == pytest.approx(1e-3 * (n + 1) / 2)
+        assert "latency_p90_s" not in out and "latency_p99_s" not in out
+        assert "no p90/p99" in out["latency_note"]
+    assert latency_quantiles(measurement(0, 1)) == {}
+
+
+def test_latency_quantiles_use_kept_samples_only() -> None:
+    m = Measurement(samples_s=(1.0,) + (1e-3,) * 20, excluded=(0,))
+    out = latency_quantiles(m)
+    assert out["latency_p50_s"] == out["latency_p99_s"] == pytest.approx(1e-3)
+
+
+def test_meta_device_stands_in_for_gpu_or_cpu() -> None:
+    gpu, cpu = _MetaDevice(), _MetaDevice(is_accelerator=False)
+    assert gpu.is_accelerator and not cpu.is_accelerator
+    assert gpu.torch_device == cpu.torch_device == torch.device("meta")
+    assert not _MetaDevice.is_accelerator  # the instance flag leaves the class alone

@@ -141,6 +141,7 @@ def test_build_inference_matches_reference_on_cpu(name: str) -> None:
     assert err <= variants.parse(name).tolerance
     again = built.step()
     assert again is not built.output and torch.is_inference(again)
+    built.teardown()
 
 
 def test_build_train_updates_weights_and_first_output_is_pre_update() -> None:
@@ -153,6 +154,7 @@ def test_build_train_updates_weights_and_first_output_is_pre_update() -> None:
     assert variants.check(built.output, ref, "fp32") == 0.0
     assert not torch.equal(w0, m[0].weight)
     assert all(p.grad is None for p in m.parameters())  # zero_grad(set_to_none) ran
+    built.teardown()
 
 
 def test_build_refuses_variant_that_does_not_apply() -> None:
@@ -169,3 +171,61 @@ def test_fp32_context_turns_tf32_off_and_restores() -> None:
         assert torch.backends.cuda.matmul.allow_tf32 is True
         assert torch.is_inference_mode_enabled()
     assert torch.backends.cudnn.allow_tf32 is before
+
+
+def tf32_flags() -> tuple[bool, bool]:
+    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+
+
+@pytest.mark.parametrize(("name", "scenario"), [("fp32", "infer"), ("amp-bf16", "train")])
+def test_build_sets_flags_once_and_teardown_restores(
+    name: str, scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = tf32_flags()
+    x = (torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)
+    built = variants.build(name, mlp(), x, CPUDevice(), scenario)
+    assert tf32_flags() == (False, False)  # fp32 / AMP: IEEE fp32 matmuls, cuDNN included
+
+    def no_per_call_work(*_: object, **__: object) -> None:
+        raise AssertionError("step re-entered the variant's setup")
+
+    # the timed call must not parse the variant again nor write the TF32 flags
+    with monkeypatch.context() as mp:
+        mp.setattr(variants, "parse", no_per_call_work)
+        mp.setattr(variants, "_set_matmul_precision", no_per_call_work)
+        mp.setattr(variants, "context", no_per_call_work)
+        out = built.step()
+    assert torch.is_inference(out) == (scenario == "infer")
+    with built.context():  # the full context still works standalone
+        assert torch.is_autocast_enabled("cpu") == (name == "amp-bf16")
+    built.teardown()
+    assert tf32_flags() == before
+    built.teardown()  # a second teardown changes nothing
+    assert tf32_flags() == before
+
+
+def test_amp_step_runs_under_autocast_each_call() -> None:
+    x = (torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)
+    built = variants.build("amp-bf16", mlp(), x, CPUDevice(), "infer")
+    try:
+        assert built.step().dtype == built.step().dtype == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")  # nothing leaks out of a call
+    finally:
+        built.teardown()
+
+
+def test_tf32_flags_restored_when_build_raises() -> None:
+    original = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # a state fp32's build must change
+    try:
+        before = tf32_flags()
+
+        def bad_loss(_: object) -> torch.Tensor:
+            raise ValueError("loss failed")
+
+        x = (torch.randn(8, 16),)
+        with pytest.raises(ValueError, match="loss failed"):
+            variants.build("fp32", mlp(), x, CPUDevice(), "train", loss_fn=bad_loss)
+        assert tf32_flags() == before
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = original

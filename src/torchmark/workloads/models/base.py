@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -115,21 +114,27 @@ def _to_host(x: Any) -> Any:
     return x
 
 
+# Tail quantiles need samples that are single calls and enough of them: a sample averaging k
+# calls hides any one slow call (p99 of means is not p99 of calls), and below 20 samples
+# p90 and p99 are just the largest sample or an interpolation towards it.
+TAIL_MIN_SAMPLES = 20
+
+
 def latency_quantiles(m: Measurement) -> dict[str, Any]:
-    """p90 / p99 latency per call from the samples (each the mean of calls_per_sample calls)."""
-    s = np.asarray(m.kept if hasattr(m, "kept") else m.samples_s, dtype=float)
-    if s.size == 0:
+    """Per-call latency median, and p90 / p99 when each sample is one call and n >= 20."""
+    if not m.n:
         return {}
-    p90, p99 = np.percentile(s, [90, 99])
-    return {
-        "latency_p50_s": float(np.median(s)),
-        "latency_p90_s": float(p90),
-        "latency_p99_s": float(p99),
-        "latency_note": (
-            f"per-call latency quantiles over {s.size} samples; each sample is the mean of "
-            f"{m.calls_per_sample} call(s)"
-        ),
-    }
+    out: dict[str, Any] = {"latency_p50_s": m.median}
+    if m.calls_per_sample == 1 and m.n >= TAIL_MIN_SAMPLES:
+        out["latency_p90_s"] = m.quantile(0.90)
+        out["latency_p99_s"] = m.quantile(0.99)
+        out["latency_note"] = f"per-call latency quantiles over {m.n} single-call samples"
+    else:
+        out["latency_note"] = (
+            f"latency median over {m.n} samples of {m.calls_per_sample} call(s) each; no "
+            f"p90/p99: they need single-call samples and >= {TAIL_MIN_SAMPLES} of them"
+        )
+    return out
 
 
 class ModelWorkload(Workload):
@@ -268,6 +273,23 @@ class ModelWorkload(Workload):
             loss_fn=loss_fn or variants.default_loss,
             optimizer=self.optimizer,
         )
+        try:
+            return self._prepared(built, scenario, sizes, device, v, mode, ref, loss_fn)
+        except BaseException:
+            built.teardown()  # build left the variant's TF32 flags set
+            raise
+
+    def _prepared(
+        self,
+        built: variants.Built,
+        scenario: str,
+        sizes: Sizes,
+        device: Device,
+        v: variants.Variant,
+        mode: str,
+        ref: Any,
+        loss_fn: Callable[[Any], torch.Tensor] | None,
+    ) -> Prepared:
         extra: dict[str, Any] = {
             "compile_s": built.compile_s,
             "cold_call_s": built.first_call_s,  # the very first call: lazy init, compile
@@ -310,6 +332,7 @@ class ModelWorkload(Workload):
             notes=notes,
             extra=extra,
             summarize=latency_quantiles,
+            teardown=built.teardown,  # restores the TF32 flags build set for the variant
         )
 
     # --- work accounting -----------------------------------------------------------------
@@ -348,10 +371,18 @@ class ModelWorkload(Workload):
 
 
 class _MetaDevice(Device):
-    """Stands in for 'a GPU' when describing the default sizes; never runs anything."""
+    """A device whose tensors live on ``meta``; never runs anything. As an accelerator it
+    stands in for 'a GPU' when describing the default sizes; as a CPU it counts FLOPs."""
 
     kind: ClassVar[str] = "meta"
-    is_accelerator: ClassVar[bool] = True
+
+    def __init__(self, is_accelerator: bool = True) -> None:
+        super().__init__()
+        self.is_accelerator = is_accelerator  # type: ignore[misc]
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("meta")
 
     def synchronize(self) -> None:
         return None
@@ -370,7 +401,7 @@ def _meta_model(cls: type[ModelWorkload], sizes: Sizes) -> nn.Module:
 def _count_flops(cls: type[ModelWorkload], scenario: str, sizes: Sizes) -> float:
     """Counted on the meta device: shapes only, no memory, instant even for GPT-2."""
     w = cls()
-    meta = _MetaCPU()
+    meta = _MetaDevice(is_accelerator=False)
     with torch.device("meta"):
         model = w.make_model(sizes)
     module, inputs, loss_fn = w.runnable(model, scenario, sizes, meta, torch.Generator())
@@ -389,19 +420,3 @@ def _count_flops(cls: type[ModelWorkload], scenario: str, sizes: Sizes) -> float
             with torch.no_grad():
                 module(*inputs)
     return float(counter.get_total_flops())
-
-
-class _MetaCPU(Device):
-    """A device whose tensors live on ``meta``: used only to count FLOPs."""
-
-    kind: ClassVar[str] = "meta"
-
-    @property
-    def torch_device(self) -> torch.device:
-        return torch.device("meta")
-
-    def synchronize(self) -> None:
-        return None
-
-    def info(self) -> dict[str, Any]:
-        return {"kind": "meta"}

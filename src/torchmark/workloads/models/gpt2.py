@@ -278,10 +278,23 @@ class GPT2Workload(ModelWorkload):
         if scenario != "decode":
             return 0.0
         c = self.config(sizes)
-        elem = 2 if v.amp_dtype is not None else 1 if v.precision == "int8-dynamic" else 4
         kv_elem = 2 if v.amp_dtype is not None else 4
-        params = sum(p.numel() for p in self.meta_model(sizes).parameters())
-        weights = (params - c.context * c.hidden) * elem
+        model = self.meta_model(sizes)
+        assert isinstance(model, GPT2)
+        # quantize_dynamic converts nn.Linear only: their weights are int8 (1 byte), while
+        # their biases, the LayerNorms and the embeddings (so the tied LM head) stay fp32.
+        int8 = (
+            {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+            if v.precision == "int8-dynamic"
+            else set()
+        )
+
+        def elem(p: torch.Tensor) -> int:
+            if id(p) in int8:
+                return 1
+            return 2 if v.amp_dtype is not None else p.element_size()
+
+        weights = sum(p.numel() * elem(p) for p in model.parameters() if p is not model.wpe.weight)
         prompt = sizes.seq or 128
         positions = sum(prompt + i + 1 for i in range(sizes.new_tokens))
         kv = 2 * c.layers * sizes.batch * c.hidden * kv_elem * positions
@@ -295,7 +308,8 @@ class GPT2Workload(ModelWorkload):
                 "(batch x new_tokens / call time); per sequence it is that / batch "
                 "(extra: tokens_per_s_per_sequence); per-token latency = call time / "
                 "new_tokens (extra: per_token_latency_s)",
-                "decode bytes: weights once per step (at the autocast dtype for AMP) + the "
+                "decode bytes: weights once per step (at the autocast dtype for AMP; for "
+                "int8 nn.Linear weights at 1 byte, embeddings, LM head and biases fp32) + the "
                 "KV cache read up to each position; % of ceiling is bandwidth utilisation",
             ]
         if scenario == "prefill":

@@ -242,6 +242,16 @@ def _set_matmul_precision(tf32: bool) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
+def preserved_flags() -> Iterator[None]:
+    """Leave the TF32 flags as found, whatever builds inside set (tune keeps many alive)."""
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+@contextlib.contextmanager
 def _matmul_precision(tf32: bool) -> Iterator[None]:
     restore = _set_matmul_precision(tf32)
     try:

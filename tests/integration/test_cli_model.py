@@ -134,3 +134,21 @@ def test_tune_command_prints_ranked_table_and_code(
     assert {"speedup", "max_error", "status"} <= set(cands[0])
     assert any(c["status"] == "skipped" and "CUDA" in (c["reason"] or "") for c in cands)
     assert "cpu" in doc["extra"]["recommendation"]
+
+
+def test_sweep_table_notes_show_the_verdict() -> None:
+    import torch
+    from rich.console import Console
+
+    from torchmark.cli.model import sweep_table
+    from torchmark.results import Verdict
+    from torchmark.user import benchmark_model
+
+    rec = benchmark_model(
+        torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test", measure_energy=False
+    )
+    assert rec.results[0].ok
+    rec.results[0].verdict = Verdict(level="invalid", reasons=["clock throttled"])
+    console = Console(record=True, width=200)
+    console.print(sweep_table(rec))
+    assert "invalid" in console.export_text()

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from torchmark.devices import CPUDevice
-from torchmark.errors import InputError
+from torchmark.errors import InputError, UnknownNameError
+from torchmark.telemetry import energy as energy_mod
 from torchmark.testing import MemoryStore
 from torchmark.user import benchmark_model, spec
 from torchmark.user.breakeven import NO_GPU
@@ -42,7 +43,14 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
     assert rec.results[1].work.items == 4 and rec.results[1].work.flops > 0
     assert rec.extra["break_even"] == {} and rec.extra["break_even_note"] == NO_GPU
     energy = rec.results[0].extra["energy"]
-    assert energy["available"] or energy["reason"]  # a figure or why not, never a guess
+    # a figure where this host's RAPL counter reads, else the counter's reason: never a guess
+    counter = energy_mod.rapl()
+    if isinstance(counter, energy_mod.Unavailable):
+        assert energy == {"available": False, "reason": counter.reason}
+        assert "RAPL" in energy["reason"]
+    else:
+        assert energy["available"] is True and energy["j_per_item"] >= 0
+    assert rec.verdict is not None and rec.verdict.level in ("ok", "warn", "invalid")
     assert [row["batch"] for row in rec.extra["cost"]["rows"]] == [1, 4]
     assert rec.model_dump(mode="json")["extra"]["model"]["parameters"] > 0
 
@@ -131,3 +139,66 @@ def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> 
     assert meta and all(r.status == "skipped" for r in meta)
     assert "does not run on meta" in (meta[0].reason or "")
     assert rec.extra["break_even"]["meta"]["e2e"] == "not measured"
+
+
+class SecondCPU(CPUDevice):
+    """The CPU under a second name: a second device whose outputs can be compared."""
+
+    @property
+    def name(self) -> str:
+        return "cpu2"
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+
+def test_unseeded_factory_gives_every_device_the_same_inputs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torchmark.user.bench as bench
+
+    monkeypatch.setattr(bench, "resolve", lambda _: [CPUDevice(), SecondCPU()])
+    rec = benchmark_model(
+        torch.nn.Linear(16, 4),
+        lambda b: torch.randn(b, 16),  # new values on every call
+        batches=[2, 4],
+        rule="test",
+        measure_energy=False,
+    )
+    assert [(r.device, r.params["batch"], r.status) for r in rec.results] == [
+        ("cpu", 2, "ok"),
+        ("cpu", 4, "ok"),
+        ("cpu2", 2, "ok"),
+        ("cpu2", 4, "ok"),
+    ]
+    assert any("output matches cpu's" in n for n in rec.results[2].notes)
+
+
+def test_unknown_rule_fails_up_front_naming_the_valid_ones() -> None:
+    calls: list[int] = []
+
+    def factory(b: int) -> torch.Tensor:
+        calls.append(b)
+        return torch.randn(b, 8)
+
+    with pytest.raises(UnknownNameError, match="quick"):
+        benchmark_model(torch.nn.Linear(8, 2), factory, devices="cpu", rule="quik")
+    assert calls == []  # nothing was run before the check
+
+
+def test_batch_below_one_is_refused() -> None:
+    with pytest.raises(InputError, match="batch sizes must be >= 1, got 0"):
+        benchmark_model(torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", batches=[0, 2])
+
+
+def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torchmark.user.bench as bench
+    from torchmark.errors import StoreError
+
+    def broken(*_: Any) -> Any:
+        raise StoreError("the store is gone")
+
+    monkeypatch.setattr(bench, "run_case", broken)
+    with pytest.raises(StoreError, match="the store is gone"):
+        benchmark_model(torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test")

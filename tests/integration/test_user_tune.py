@@ -84,3 +84,44 @@ def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
         try_compile=False,
     )
     assert any("other processes used 1.6 cores during the search" in n for n in rec.extra["notes"])
+
+
+def test_max_latency_finds_the_largest_batch_in_budget() -> None:
+    # Linear(8, 4) takes microseconds even at batch 1024: every doubled batch fits 100 ms
+    # and carries more items per call, so the search must move past --batch
+    rec = tune(
+        torch.nn.Linear(8, 4),
+        lambda b: torch.randn(b, 8),
+        devices="cpu",
+        batch=1,
+        max_latency_ms=100,
+        budget_s=60,
+        per_candidate_s=0.02,
+        try_compile=False,
+    )
+    batch_rows = [c for c in rec.extra["candidates"] if c["stage"] == "batch"]
+    assert batch_rows, rec.extra["candidates"]
+    assert all("KeyError" not in (c["reason"] or "") for c in batch_rows)
+    best = rec.extra["recommendation"]["cpu"]
+    assert best["config"]["batch"] > 1 and best["speedup"] > 1
+    chosen = next(c for c in batch_rows if c["name"] == best["name"])
+    assert chosen["status"] == "faster" and chosen["latency_ms"] <= 100
+    assert rec.verdict is not None  # the run is judged like every other run
+
+
+def test_tune_leaves_the_tf32_flags_as_it_found_them() -> None:
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = True  # not the default: an fp32 build sets False
+    try:
+        tune(
+            spec.load(f"{FIX}/cnn.py:make_model").model,
+            torch.randn(2, 3, 8, 8),
+            devices="cpu",
+            batch=2,
+            budget_s=10,
+            per_candidate_s=0.05,
+            try_compile=False,
+        )
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -17,6 +17,7 @@ from torchmark.user.inputs import (
     from_examples,
     from_specs,
     parse_input,
+    per_batch,
     tensors_in,
 )
 
@@ -47,10 +48,23 @@ def test_random_inputs_have_batch_first_realistic_values_and_small_ids() -> None
 def test_examples_are_resampled_along_the_batch() -> None:
     ex = {"ids": torch.arange(6).reshape(3, 2), "w": torch.rand(3, 2)}
     make, n = from_examples(ex)
-    assert n == 3 and make(3).kwargs is not None
+    assert n == 3 and make(3).kwargs == ex  # the examples' own batch: the examples as given
     big = make(8)
     assert big.kwargs["ids"].shape == (8, 2)
     assert set(big.kwargs["ids"][:, 0].tolist()) <= {0, 2, 4}  # real rows, not noise
+
+
+def test_per_batch_makes_an_unseeded_factory_repeat_itself() -> None:
+    calls: list[int] = []
+
+    def unseeded(b: int) -> Inputs:
+        calls.append(b)
+        return Inputs((torch.randn(b, 4),))
+
+    make = per_batch(unseeded)
+    first = make(2).args[0]
+    assert make(2).args[0] is first and make(3).args[0].shape == (3, 4)
+    assert calls == [2, 3]  # each batch made once
 
 
 def test_examples_with_different_batch_sizes_are_refused() -> None:

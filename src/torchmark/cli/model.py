@@ -20,6 +20,7 @@ from torchmark.cli.app import (
 from torchmark.cli.run import ProgressEvents, finish, shown_even_if_interrupted
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError
+from torchmark.report.table import flag_words
 from torchmark.results import RunRecord
 from torchmark.timing import preset
 from torchmark.user import breakeven
@@ -117,7 +118,7 @@ def sweep_table(record: RunRecord) -> Table:
         if cost_rows:
             c = cost_rows.get((r.device, b))
             row.append("no price" if c is None else f"{c['cost_per_million']:.4g}")
-        t.add_row(*row, ", ".join(r.flags))
+        t.add_row(*row, ", ".join(flag_words(r)))  # flags and a warn/invalid verdict
     return t
 
 

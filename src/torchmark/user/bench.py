@@ -27,11 +27,18 @@ from torch import nn
 from torchmark import variants
 from torchmark.config import RunConfig
 from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, InputError, RunInterrupted, WrongResultError
+from torchmark.errors import (
+    CaseSkipped,
+    InputError,
+    RunInterrupted,
+    TorchmarkError,
+    WrongResultError,
+)
 from torchmark.results import Result, RunRecord, Work, utcnow
 from torchmark.runner import OUT_OF_MEMORY, Events, Quiet, new_record, run_case, skipped
 from torchmark.store.base import ResultStore
-from torchmark.telemetry import energy
+from torchmark.telemetry import energy, judge_run
+from torchmark.timing import preset
 from torchmark.user import breakeven, cost
 from torchmark.user.inputs import (
     InputFactory,
@@ -40,6 +47,7 @@ from torchmark.user.inputs import (
     from_callable,
     from_examples,
     one_line,
+    per_batch,
     tensors_in,
     to_device,
 )
@@ -158,7 +166,6 @@ class UserModel(Workload):
     ) -> None:
         self.label, self.factory, self.batches, self.pf = label, factory, tuple(batches), pf
         self.rule, self.measure_energy = rule, measure_energy
-        self._inputs: tuple[int, Inputs] | None = None
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         # On the CPU the inputs already live in host memory: one view of time covers both.
@@ -170,10 +177,7 @@ class UserModel(Workload):
         ]
 
     def host_inputs(self, batch: int) -> Inputs:
-        if self._inputs is None or self._inputs[0] != batch:
-            self._inputs = None  # free the previous batch's tensors before making these
-            self._inputs = (batch, self.factory(batch))
-        return self._inputs[1]
+        return self.factory(batch)
 
     def prepare(self, case: Case) -> Prepared:
         device, b = case.device, int(case.param_dict["batch"])
@@ -294,10 +298,15 @@ def benchmark_model(
     module, label = _as_model(model)
     label = name or label
     _eval(module)
+    preset(rule)  # an unknown rule fails here, naming the valid ones, before any work
     factory, example_batch = _factory(example_inputs)
     batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))
-    if any(b < 1 for b in batch_list):
-        raise InputError(f"batch sizes must be >= 1, got {batch_list}")
+    bad = [b for b in batch_list if b < 1]
+    if bad:
+        raise InputError(f"batch sizes must be >= 1, got {bad[0]}")
+    # the reference is computed once, on the first device: every device must get the same
+    # inputs at each batch, which an unseeded user factory does not give on its own
+    factory = per_batch(factory)
     prices = cost.parse_price(price) if isinstance(price, str) or price is None else dict(price)
     devs = resolve(devices)
     events = events or Quiet()
@@ -340,6 +349,7 @@ def benchmark_model(
         if record.status == "running":
             record.status = "incomplete"
         analyse(record, devs, prices)
+        record.verdict = judge_run(record)
         record.finished_utc = utcnow()
         if store is not None and record.run_id is not None:
             store.finish_run(record.run_id, record)
@@ -374,6 +384,14 @@ def _run_one(workload: UserModel, case: Case, cfg: RunConfig) -> Result:
     try:
         with torch.no_grad():
             return run_case(workload, case, {}, cfg)
+    except CaseSkipped as e:
+        return skipped(case, str(e))
+    except WrongResultError as e:
+        return skipped(case, str(e), status="wrong")
+    except InputError as e:  # the user's inputs factory failing at this batch: it says so
+        return skipped(case, str(e))
+    except TorchmarkError:
+        raise  # torchmark's own failure (a bad rule, a store error): not the model's fault
     except Exception as e:  # the user's code failing at one batch: recorded, the sweep goes on
         case.device.empty_cache()
         if _host_alloc_failed(e):

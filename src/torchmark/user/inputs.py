@@ -173,6 +173,23 @@ def from_callable(fn: Callable[..., Any], what: str) -> tuple[InputFactory, int 
     return make, None
 
 
+def per_batch(factory: InputFactory) -> InputFactory:
+    """``factory`` made deterministic per batch: its first inputs at each batch, kept.
+
+    A user factory such as ``lambda b: torch.randn(b, 16)`` draws new values on every call;
+    a benchmark compares each device's output with a reference computed on the first
+    device, so every device must see the same tensors (held in host memory for the run).
+    """
+    made: dict[int, Inputs] = {}
+
+    def make(batch: int) -> Inputs:
+        if batch not in made:
+            made[batch] = factory(batch)
+        return made[batch]
+
+    return make
+
+
 def _call_user(fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:
     try:
         return fn(*args)

@@ -40,6 +40,7 @@ from torchmark.errors import (
 from torchmark.results import Result, RunRecord, Work, utcnow
 from torchmark.runner import Events, Quiet, new_record, skipped
 from torchmark.store.base import ResultStore
+from torchmark.telemetry import judge_run
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
@@ -304,7 +305,9 @@ class Tuner:
         try:
             prep = self._prepare(case)
             is_base = cand.stage == "baseline"
-            base = prep if is_base else self._base[cand.batch]
+            # the baseline is measured at --batch only; batch_search candidates at 2x, 4x, ...
+            # are paired with it (their speedup is per item, see `items` below)
+            base = prep if is_base else self._base[self._baseline_batch()]
             mine: list[float] = []
             ratios: list[float] = []
             base_all: list[float] = []
@@ -336,7 +339,9 @@ class Tuner:
             self._base[cand.batch] = prep
         items = cand.batch / (self.baseline.cand.batch if self.baseline else cand.batch)
         m.speedup = float(np.median(ratios)) * items
-        m.status = "baseline" if is_base else paired_verdict(ratios)
+        # per item: a batch_search candidate at 4x the batch takes longer per call yet wins
+        # when it takes under 4x as long (items = 1 for every other stage)
+        m.status = "baseline" if is_base else paired_verdict([r * items for r in ratios])
         if self.max_latency_s is not None and float(np.median(mine)) > self.max_latency_s:
             m.status = "over-budget"
         return Result(
@@ -358,6 +363,11 @@ class Tuner:
                 "speedup": m.speedup,
             },
         )
+
+    def _baseline_batch(self) -> int:
+        if self.baseline is None:
+            raise CaseSkipped("the baseline did not run: nothing to compare with")
+        return self.baseline.cand.batch
 
     def best(self, among: Sequence[Measured]) -> Measured | None:
         wins = [m for m in among if m.status == "faster" and m.speedup]
@@ -529,54 +539,56 @@ def tune(
     wl = TuneWorkload(label, module, factory, "quick")
     tuners: list[Tuner] = []
     start = time.perf_counter()
-    load = OtherLoad().start()
-    try:
-        for i, dev in enumerate(devs):
-            # each device gets an equal share of what is left of the budget
-            share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
-            tuner = Tuner(
-                wl,
-                dev,
-                record,
-                store,
-                events,
-                time.perf_counter() + share,
-                None if max_latency_ms is None else max_latency_ms / 1e3,
-                per_candidate_s,
-            )
-            tuners.append(tuner)
-            compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
-            best = tuner.search(batch, compile_ok)
-            if not compile_ok:
-                record.extra.setdefault("notes", []).append(
-                    f"{dev.name}: torch.compile not tried: "
-                    + (
-                        "--no-compile"
-                        if not try_compile
-                        else f"a {share:.0f} s budget share leaves too little for its compile "
-                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
-                    )
+    with variants.preserved_flags():  # builds set TF32 flags; the user's come back
+        load = OtherLoad().start()
+        try:
+            for i, dev in enumerate(devs):
+                # each device gets an equal share of what is left of the budget
+                share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
+                tuner = Tuner(
+                    wl,
+                    dev,
+                    record,
+                    store,
+                    events,
+                    time.perf_counter() + share,
+                    None if max_latency_ms is None else max_latency_ms / 1e3,
+                    per_candidate_s,
                 )
-            if max_latency_ms is not None and tuner.baseline is not None:
-                start_from = best.cand if best else tuner.baseline.cand
-                tuner.batch_search(start_from)
-        record.status = "complete"
-    except KeyboardInterrupt:
-        raise RunInterrupted(record, record.run_id) from None
-    finally:
-        if record.status == "running":
-            record.status = "incomplete"
-        load.stop()
-        if load.cores is not None and load.cores > BUSY_CORES:
-            # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
-            record.extra.setdefault("notes", []).append(
-                f"other processes used {load.cores:.1f} cores during the search: speedups, "
-                "threads above all, may reflect that load; tune again on a quiet machine"
-            )
-        summarise(record, tuners)
-        record.finished_utc = utcnow()
-        if store is not None and record.run_id is not None:
-            store.finish_run(record.run_id, record)
+                tuners.append(tuner)
+                compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
+                best = tuner.search(batch, compile_ok)
+                if not compile_ok:
+                    record.extra.setdefault("notes", []).append(
+                        f"{dev.name}: torch.compile not tried: "
+                        + (
+                            "--no-compile"
+                            if not try_compile
+                            else f"a {share:.0f} s budget share leaves too little for its compile "
+                            f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
+                        )
+                    )
+                if max_latency_ms is not None and tuner.baseline is not None:
+                    start_from = best.cand if best else tuner.baseline.cand
+                    tuner.batch_search(start_from)
+            record.status = "complete"
+        except KeyboardInterrupt:
+            raise RunInterrupted(record, record.run_id) from None
+        finally:
+            if record.status == "running":
+                record.status = "incomplete"
+            load.stop()
+            if load.cores is not None and load.cores > BUSY_CORES:
+                # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
+                record.extra.setdefault("notes", []).append(
+                    f"other processes used {load.cores:.1f} cores during the search: speedups, "
+                    "threads above all, may reflect that load; tune again on a quiet machine"
+                )
+            summarise(record, tuners)
+            record.verdict = judge_run(record)
+            record.finished_utc = utcnow()
+            if store is not None and record.run_id is not None:
+                store.finish_run(record.run_id, record)
     return record
 
 

@@ -12,6 +12,7 @@ from torchmark import variants
 from torchmark.devices import CPUDevice
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.testing import FakeClock, FakeDevice
+from torchmark.variants import builder, flags
 
 
 def mlp() -> nn.Module:
@@ -191,9 +192,11 @@ def test_build_sets_flags_once_and_teardown_restores(
 
     # the timed call must not parse the variant again nor write the TF32 flags
     with monkeypatch.context() as mp:
-        mp.setattr(variants, "parse", no_per_call_work)
-        mp.setattr(variants, "_set_matmul_precision", no_per_call_work)
-        mp.setattr(variants, "context", no_per_call_work)
+        for module in (builder, flags):  # where build()'s step would look them up
+            mp.setattr(module, "parse", no_per_call_work)
+        mp.setattr(builder, "set_matmul_precision", no_per_call_work)
+        mp.setattr(flags, "set_matmul_precision", no_per_call_work)
+        mp.setattr(builder, "context", no_per_call_work)
         out = built.step()
     assert torch.is_inference(out) == (scenario == "infer")
     with built.context():  # the full context still works standalone

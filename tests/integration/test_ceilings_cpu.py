@@ -8,7 +8,7 @@ import pytest
 
 from torchmark import ceilings
 from torchmark.ceilings import base, matmul
-from torchmark.devices import CPUDevice, cpu
+from torchmark.devices import CPUDevice, cache, cpu
 from torchmark.results import Ceiling
 from torchmark.timing import Adaptive
 
@@ -22,7 +22,7 @@ def tiny_ceilings() -> Iterator[dict[str, Ceiling]]:
     matmuls, so the whole set costs about a second."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cpu, "_llc_bytes", lambda: 64 * KiB)
-        mp.setattr(base, "MIN_BUFFER", 1024 * KiB)
+        mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", TINY_RULE)
         mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
         mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls

@@ -10,7 +10,7 @@ import torch
 from torchmark import ceilings, runner
 from torchmark.ceilings import base, matmul
 from torchmark.config import RunConfig
-from torchmark.devices import CPUDevice, cpu
+from torchmark.devices import CPUDevice, cache, cpu
 from torchmark.errors import WrongResultError
 from torchmark.results import Ceiling, Result
 from torchmark.store import open_store
@@ -28,7 +28,7 @@ CFG = RunConfig(devices=("cpu",), rule="test", telemetry=False)
 def tiny() -> Iterator[dict[str, Ceiling]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cpu, "_llc_bytes", lambda: LLC)
-        mp.setattr(base, "MIN_BUFFER", 1024 * KiB)
+        mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", Adaptive(min_samples=3, min_time_s=0.0, max_time_s=0.2))
         mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
         mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls
@@ -130,7 +130,7 @@ def test_quick_suite_through_the_runner(tiny: dict[str, Ceiling], tmp_path: obje
     store = open_store(f"sqlite:///{tmp_path}/r.db")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cpu, "_llc_bytes", lambda: LLC)
-        mp.setattr(base, "MIN_BUFFER", 1024 * KiB)
+        mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", Adaptive(min_samples=3, min_time_s=0.0, max_time_s=0.2))
         mp.setattr(matmul, "CPU_SIZES", {True: (64,), False: (64,)})
         cfg = RunConfig(

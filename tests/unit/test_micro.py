@@ -6,10 +6,10 @@ from typing import ClassVar
 
 import pytest
 
-from torchmark.devices import CPUDevice
+from torchmark.devices import CPUDevice, cache
 from torchmark.errors import CaseSkipped
 from torchmark.testing import FakeClock, FakeDevice
-from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
+from torchmark.workloads import WORKLOADS, Case, PlanOptions, load_builtins
 from torchmark.workloads.micro import elementwise, matmul, seed_add, transfer
 from torchmark.workloads.micro._common import MiB, geometric, rule_for
 
@@ -158,3 +158,26 @@ def test_seed_add_without_torchscript_is_a_skip(monkeypatch: pytest.MonkeyPatch)
     case = w.cases(CPUDevice(), PlanOptions(sizes=(64,)))[0]
     with pytest.raises(CaseSkipped, match=r"torch\.jit\.script is unavailable here.*removed"):
         w.prepare(case)
+
+
+class _TinyCache(_CPULike):
+    def cache_bytes(self) -> int | None:
+        return 64 * 1024
+
+
+@pytest.mark.parametrize(("llc_multiple", "has_ceiling"), [(1, False), (6, False), (8, True)])
+def test_elementwise_uses_the_one_beyond_cache_rule(llc_multiple: int, has_ceiling: bool) -> None:
+    # the bandwidth ceiling's rule (devices/cache.py): memory traffic only from 8x the LLC;
+    # 6x read as "beyond" when elementwise had its own 4x rule
+    device = _TinyCache(FakeClock())
+    n = -(-llc_multiple * 64 * 1024 // (3 * 4))  # working set just >= the multiple
+    prepared = elementwise.Add().prepare(Case("add", "float32", device, (("n", n),)))
+    assert (prepared.ceiling == "bandwidth") is has_ceiling
+    assert bool(prepared.notes) is not has_ceiling
+
+
+def test_one_fallback_llc_for_ceilings_and_sweeps(host: FakeDevice) -> None:
+    unknown = FakeDevice(FakeClock())  # cache_bytes() is None
+    assert cache.llc(unknown) == cache.FALLBACK_LLC
+    assert cache.buffer_bytes(unknown) == cache.beyond_cache(unknown) == cache.MIN_BUFFER
+    assert elementwise.default_sizes(unknown, "standard")[-1] * 4 == cache.beyond_cache(unknown)

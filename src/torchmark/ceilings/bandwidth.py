@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from torchmark.ceilings.base import buffer_bytes, fmt_bytes, llc_bytes, random, time_best
+from torchmark.ceilings.base import fmt_bytes, llc_bytes, random, time_best
 from torchmark.devices.base import Device
+from torchmark.devices.cache import buffer_bytes
 from torchmark.results import Ceiling
 
 # A scale factor with no exact representation near 1: values drift by 1e-7 per call, so

@@ -23,11 +23,6 @@ FULL_RULE = cast(
     StoppingRule, Adaptive(min_samples=10, min_time_s=0.3, target=0.01, max_time_s=2.0)
 )
 
-# Buffers for bandwidth must not fit in the last-level cache (METHOD.md §3: >= 8x); 256 MiB
-# at the least, which is also the size used when the LLC is unknown.
-FALLBACK_LLC = 32 * MiB
-MIN_BUFFER = 256 * MiB
-
 
 def rule(quick: bool) -> StoppingRule:
     return QUICK_RULE if quick else FULL_RULE
@@ -42,21 +37,6 @@ def time_best(
 
 def llc_bytes(device: Device) -> int | None:
     return device.cache_bytes() or None
-
-
-def buffer_bytes(device: Device) -> int:
-    """Bytes per buffer for streaming kernels: >= 8x the LLC and >= 256 MiB (the fallback
-    when the LLC is unknown), in quick mode too: at 4x the 32 MiB LLC of the 2-core machine
-    this was written on, ``mul_`` read 60-90 GB/s against 50-60 GB/s at 8x (counted bytes),
-    a sign the smaller buffers were still partly cached. Three buffers must fit in 3/8 of
-    the device's memory, so a small GPU is not pushed out of memory by its own ceiling.
-    """
-    llc = llc_bytes(device) or FALLBACK_LLC
-    want = max(8 * llc, MIN_BUFFER)
-    total = device.total_memory_bytes()
-    if total:
-        want = min(want, total // 8)
-    return int(want // 4 * 4)
 
 
 def random(n: int, device: Device, dtype: torch.dtype = torch.float32) -> torch.Tensor:

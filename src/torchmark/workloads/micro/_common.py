@@ -4,24 +4,15 @@ from __future__ import annotations
 
 from torchmark.ceilings.base import MiB, fmt_bytes
 from torchmark.devices.base import Device
+from torchmark.devices.cache import BEYOND, beyond_cache, is_beyond_cache, llc
 from torchmark.workloads.base import PlanOptions, Suite
 
 KiB = 2**10
-FALLBACK_LLC = 32 * MiB  # when the device cannot say (cache_bytes() is None)
 
 
 def rule_for(suite: Suite) -> str:
     """--quick keeps each case to ~1-2 s (timing/stopping.py: "quick"); the rest want 0.5 %."""
     return "quick" if suite == "quick" else "micro"
-
-
-def llc(device: Device) -> int:
-    return device.cache_bytes() or FALLBACK_LLC
-
-
-def beyond_cache(device: Device) -> int:
-    """Bytes per buffer that no cache can hold: 8x the LLC (METHOD.md §3), >= 256 MiB."""
-    return max(8 * llc(device), 256 * MiB)
 
 
 def fits(device: Device, nbytes: int, buffers: int) -> bool:
@@ -43,12 +34,14 @@ def sizes_or(opts: PlanOptions, default: list[int]) -> list[int]:
 
 
 __all__ = [
+    "BEYOND",
     "KiB",
     "MiB",
     "beyond_cache",
     "fits",
     "fmt_bytes",
     "geometric",
+    "is_beyond_cache",
     "llc",
     "rule_for",
     "sizes_or",

@@ -2,8 +2,9 @@
 
 Bytes follow the STREAM convention (3N x 4 for both: two reads, one write). The sweep runs
 from sizes that live in the last-level cache to sizes far beyond it, which shows the cache
-effect; only sizes whose working set is >= 4x the LLC are compared with the memory
-bandwidth ceiling (a cache-resident size would read above 100 % of it, which is no error).
+effect; only sizes whose working set is beyond the cache (>= 8x the LLC, the rule the
+bandwidth ceiling is measured by: devices/cache.py) are compared with the memory bandwidth
+ceiling (a cache-resident size would read above 100 % of it, which is no error).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.results import Work
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import (
+    BEYOND,
     KiB,
     MiB,
     beyond_cache,
     fits,
     fmt_bytes,
     geometric,
+    is_beyond_cache,
     llc,
     rule_for,
     sizes_or,
@@ -43,7 +46,7 @@ def default_sizes(device: Device, suite: str) -> list[int]:
     if suite == "quick":
         # 3 x 128 MiB = 12x a 32 MiB LLC: no cache help, and half the random fill of 8x
         # per buffer (~1.5 s on 2 loaded cores).
-        per_buffer = [geometric(MiB, 8 * llc(device) // BUFFERS, 2)[-1]]
+        per_buffer = [geometric(MiB, BEYOND * llc(device) // BUFFERS, 2)[-1]]
     elif suite == "full":
         per_buffer = geometric(64 * KiB, 2 * top, 2)
     else:
@@ -106,11 +109,11 @@ class Elementwise(Workload):
                 "last-level cache: this is cache bandwidth, so no % of the memory ceiling"
             )
             ceiling = None
-        elif working_set < 4 * cache:
+        elif not is_beyond_cache(working_set, device):
             notes.append(
                 f"working set {fmt_bytes(working_set)} is {working_set / cache:.1f}x the "
-                f"{fmt_bytes(cache)} last-level cache: partly cache-resident, no % of the "
-                "memory ceiling"
+                f"{fmt_bytes(cache)} last-level cache (< {BEYOND}x): partly cache-resident, "
+                "no % of the memory ceiling"
             )
             ceiling = None
 

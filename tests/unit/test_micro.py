@@ -7,7 +7,7 @@ from typing import ClassVar
 import pytest
 
 from torchmark.devices import CPUDevice, cache
-from torchmark.errors import CaseSkipped
+from torchmark.errors import CaseSkipped, UnknownNameError
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.workloads import WORKLOADS, Case, PlanOptions, load_builtins
 from torchmark.workloads.micro import elementwise, matmul, seed_add, transfer
@@ -119,8 +119,15 @@ def test_matmul_variants_per_device(host: FakeDevice, gpu: FakeDevice) -> None:
     assert matmul.variants(host, PlanOptions(suite="quick")) == ["float32"]
     assert matmul.variants(host, PlanOptions()) == ["float32", "bfloat16"]
     assert matmul.variants(gpu, PlanOptions()) == ["float32", "tf32", "float16", "bfloat16", "int8"]
-    chosen = matmul.variants(host, PlanOptions(precisions=("bf16", "amp-fp16+compile", "x")))
+    chosen = matmul.variants(host, PlanOptions(precisions=("bf16", "amp-fp16+compile", "half")))
     assert chosen == ["bfloat16", "float16"]
+    assert matmul.variants(host, PlanOptions(precisions=("tf32", "int8"))) == ["tf32", "int8"]
+
+
+def test_matmul_unknown_precision_fails_with_the_valid_list(host: FakeDevice) -> None:
+    # it was dropped in silence: `--precision fp23` ran no matmul at all
+    with pytest.raises(UnknownNameError, match=r"unknown precision 'fp23'.*amp-bf16"):
+        matmul.Matmul().cases(host, PlanOptions(precisions=("fp32", "fp23")))
     w = matmul.Matmul()
     cases = w.cases(host, PlanOptions(suite="quick"))
     assert {c.variant for c in cases} == {"float32"} and 1 <= len(cases) <= 2

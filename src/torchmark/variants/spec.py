@@ -57,6 +57,7 @@ ALIASES = {
     "bfloat16": "amp-bf16",
     "fp16": "amp-fp16",
     "float16": "amp-fp16",
+    "half": "amp-fp16",
     "int8": "int8-dynamic",
     "channels_last": "channels-last",
     "cuda_graphs": "cuda-graphs",

@@ -15,6 +15,7 @@ from torchmark.ceilings.matmul import flops, gemm, operands, tf32_mode
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
+from torchmark.variants import Variant, parse
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import fits, rule_for, sizes_or
 
@@ -24,21 +25,6 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "int8": torch.int8,
-}
-# --precision names (model-style ones included) -> variant
-ALIASES = {
-    "fp32": "float32",
-    "float32": "float32",
-    "tf32": "tf32",
-    "fp16": "float16",
-    "half": "float16",
-    "float16": "float16",
-    "amp-fp16": "float16",
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "amp-bf16": "bfloat16",
-    "int8": "int8",
-    "int8-dynamic": "int8",
 }
 # Max relative Frobenius error of 16 output rows against a float64 reference of the same
 # (already rounded) inputs: fp32 differs in summation order only (~1e-6); tf32 rounds inputs
@@ -60,13 +46,20 @@ GPU_SIZES = {
 }
 
 
+def matmul_dtype(v: Variant) -> str:
+    """The GEMM dtype a model variant's FLOPs run in: its ``matmul:<dtype>`` ceiling."""
+    return v.ceiling.removeprefix("matmul:")
+
+
 def variants(device: Device, opts: PlanOptions) -> list[str]:
     """The dtypes to plan: --precision if given; else fp32 everywhere, bf16 on CPUs beyond
     quick (fp16 GEMM on a CPU runs at ~1 GFLOP/s), every dtype on accelerators (those the
     device lacks are skipped with the reason)."""
     if opts.precisions:
-        wanted = [ALIASES.get(p.split("+")[0].lower()) for p in opts.precisions]
-        return list(dict.fromkeys(v for v in wanted if v))
+        # the variants vocabulary: an unknown name fails with the valid list; a matmul has
+        # no optimisations, so "amp-bf16+compile" times the bfloat16 GEMM
+        wanted = [matmul_dtype(parse(p)) for p in opts.precisions]
+        return list(dict.fromkeys(wanted))
     if device.is_accelerator:
         return list(DTYPES)
     return ["float32"] if opts.suite == "quick" else ["float32", "bfloat16"]

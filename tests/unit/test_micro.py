@@ -122,16 +122,16 @@ def test_matmul_variants_per_device(host: FakeDevice, gpu: FakeDevice) -> None:
     chosen = matmul.variants(host, PlanOptions(precisions=("bf16", "amp-fp16+compile", "half")))
     assert chosen == ["bfloat16", "float16"]
     assert matmul.variants(host, PlanOptions(precisions=("tf32", "int8"))) == ["tf32", "int8"]
+    w = matmul.Matmul()
+    cases = w.cases(host, PlanOptions(suite="quick"))
+    assert {c.variant for c in cases} == {"float32"} and 1 <= len(cases) <= 2
+    assert all(c.param_dict["n"] <= 1024 for c in cases)
 
 
 def test_matmul_unknown_precision_fails_with_the_valid_list(host: FakeDevice) -> None:
     # it was dropped in silence: `--precision fp23` ran no matmul at all
     with pytest.raises(UnknownNameError, match=r"unknown precision 'fp23'.*amp-bf16"):
         matmul.Matmul().cases(host, PlanOptions(precisions=("fp32", "fp23")))
-    w = matmul.Matmul()
-    cases = w.cases(host, PlanOptions(suite="quick"))
-    assert {c.variant for c in cases} == {"float32"} and 1 <= len(cases) <= 2
-    assert all(c.param_dict["n"] <= 1024 for c in cases)
 
 
 def test_matmul_skips_what_the_device_lacks(gpu: FakeDevice) -> None:

@@ -10,6 +10,7 @@ from torchmark.devices import CPUDevice, cache
 from torchmark.errors import CaseSkipped, UnknownNameError
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.workloads import WORKLOADS, Case, PlanOptions, load_builtins
+from torchmark.workloads.base import Suite
 from torchmark.workloads.micro import elementwise, matmul, seed_add, transfer
 from torchmark.workloads.micro._common import MiB, geometric, rule_for
 
@@ -77,10 +78,10 @@ def test_seed_add_plans_both_variants_at_the_blog_size(host: FakeDevice) -> None
         ("as-published", {"size": N}),
         ("intended", {"size": N}),
     ]
-    assert w.rule == "quick"
+    assert {c.rule for c in cases} == {"quick"}
     sized = w.cases(host, PlanOptions(sizes=(256, 512)))
     assert [c.param_dict["size"] for c in sized] == [256, 512, 256, 512]
-    assert w.rule == "micro"
+    assert {c.rule for c in sized} == {"micro"}
 
 
 def test_blog_source_moves_like_the_blog() -> None:
@@ -188,3 +189,13 @@ def test_one_fallback_llc_for_ceilings_and_sweeps(host: FakeDevice) -> None:
     assert cache.llc(unknown) == cache.FALLBACK_LLC
     assert cache.buffer_bytes(unknown) == cache.beyond_cache(unknown) == cache.MIN_BUFFER
     assert elementwise.default_sizes(unknown, "standard")[-1] * 4 == cache.beyond_cache(unknown)
+
+
+@pytest.mark.parametrize(("suite", "rule"), [("quick", "quick"), ("standard", "micro")])
+def test_the_suite_reaches_prepare_through_the_case(suite: Suite, rule: str) -> None:
+    # planned by one object, prepared by another: no state kept between cases() and prepare()
+    device = _TinyCache(FakeClock())
+    for cls in (elementwise.Add, matmul.Matmul, seed_add.SeedAdd):
+        case = cls().cases(device, PlanOptions(suite=suite, sizes=(64,)))[-1]
+        assert case.rule == rule
+        assert cls().prepare(case).rule == rule

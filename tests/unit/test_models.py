@@ -12,6 +12,7 @@ from torchmark.errors import UnknownNameError
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.timing.stats import Measurement
 from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
+from torchmark.workloads.base import Suite
 from torchmark.workloads.models.base import (
     Sizes,
     _MetaDevice,
@@ -244,3 +245,17 @@ def test_meta_device_stands_in_for_gpu_or_cpu() -> None:
     assert gpu.is_accelerator and not cpu.is_accelerator
     assert gpu.torch_device == cpu.torch_device == torch.device("meta")
     assert not _MetaDevice.is_accelerator  # the instance flag leaves the class alone
+
+
+@pytest.mark.parametrize(("suite", "rule"), [("quick", "quick"), ("standard", "model")])
+def test_the_suite_reaches_prepare_through_the_case(suite: Suite, rule: str) -> None:
+    # planned by one object, prepared by another: no state kept between cases() and prepare()
+    cls = WORKLOADS.get("linear10")
+    case = cls().cases(CPUDevice(), PlanOptions(suite=suite, batches=(2,)))[0]
+    assert case.rule == rule
+    prepared = cls().prepare(case)
+    try:
+        assert prepared.rule == rule
+    finally:
+        if prepared.teardown is not None:
+            prepared.teardown()

@@ -40,6 +40,9 @@ class Case:
     params: tuple[tuple[str, Any], ...] = ()
     # Cases of one sweep run in order; after an OOM the rest of the sweep is skipped.
     sweep: str | None = None
+    # Stopping preset the suite chose at planning ("quick", "micro", "model"); prepare()
+    # passes it on, so a case prepares the same however its workload object was used.
+    rule: str | None = None
 
     @property
     def param_dict(self) -> dict[str, Any]:

@@ -61,16 +61,20 @@ class Elementwise(Workload):
     formula: ClassVar[str]
     in_quick: ClassVar[bool] = True
 
-    def __init__(self) -> None:
-        self.rule = "micro"
-
     def describe(self) -> dict[str, Any]:
         return {"formula": self.formula, "bytes_per_element": BUFFERS * F32}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        self.rule = rule_for(opts.suite)
+        rule = rule_for(opts.suite)
         return [
-            Case(self.name, "float32", device, (("n", n),), sweep=f"{self.name}/{device.name}")
+            Case(
+                self.name,
+                "float32",
+                device,
+                (("n", n),),
+                sweep=f"{self.name}/{device.name}",
+                rule=rule,
+            )
             for n in sizes_or(opts, default_sizes(device, opts.suite))
         ]
 
@@ -131,7 +135,7 @@ class Elementwise(Workload):
             ceiling=ceiling,
             check=check,
             timing="device",
-            rule=self.rule,
+            rule=case.rule or "micro",
             notes=notes,
             extra={
                 "working_set_bytes": working_set,

@@ -74,17 +74,14 @@ class Matmul(Workload):
     )
     in_quick: ClassVar[bool] = True
 
-    def __init__(self) -> None:
-        self.rule = "micro"
-
     def describe(self) -> dict[str, Any]:
         return {"variants": list(DTYPES), "flops_per_call": "2n^3"}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        self.rule = rule_for(opts.suite)
+        rule = rule_for(opts.suite)
         default = (GPU_SIZES if device.is_accelerator else CPU_SIZES)[opts.suite]
         return [
-            Case(self.name, v, device, (("n", n),), sweep=f"{self.name}/{v}/{device.name}")
+            Case(self.name, v, device, (("n", n),), f"{self.name}/{v}/{device.name}", rule)
             for v in variants(device, opts)
             for n in sizes_or(opts, default)
         ]
@@ -142,7 +139,7 @@ class Matmul(Workload):
             ceiling=f"matmul:{variant}",
             check=check,
             timing="device",
-            rule=self.rule,
+            rule=case.rule or "micro",
             notes=["int8 counts operations like FLOPs (2 per multiply-add)"]
             if dtype == torch.int8
             else [],

@@ -131,9 +131,6 @@ class SeedAdd(Workload):
     in_quick: ClassVar[bool] = True
     VARIANTS: ClassVar[tuple[str, ...]] = ("as-published", "intended")
 
-    def __init__(self) -> None:
-        self.rule = "micro"
-
     def describe(self) -> dict[str, Any]:
         return {
             "variants": list(self.VARIANTS),
@@ -142,9 +139,9 @@ class SeedAdd(Workload):
         }
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        self.rule = rule_for(opts.suite)
+        rule = rule_for(opts.suite)
         return [
-            Case(self.name, v, device, (("size", n),), sweep=f"{self.name}/{v}/{device.name}")
+            Case(self.name, v, device, (("size", n),), f"{self.name}/{v}/{device.name}", rule)
             for v in self.VARIANTS
             for n in sizes_or(opts, [BLOG_SIZE])
         ]
@@ -152,8 +149,11 @@ class SeedAdd(Workload):
     def prepare(self, case: Case) -> Prepared:
         n = int(case.param_dict.get("size", BLOG_SIZE))
         if case.variant == "as-published":
-            return self._published(case.device, n)
-        return self._intended(case.device, n)
+            prepared = self._published(case.device, n)
+        else:
+            prepared = self._intended(case.device, n)
+        prepared.rule = case.rule or prepared.rule
+        return prepared
 
     def _published(self, device: Device, n: int) -> Prepared:
         foo, source = script_blog(n, device)
@@ -228,7 +228,6 @@ class SeedAdd(Workload):
             ceiling=ceiling,
             check=check,
             timing="e2e",  # the blog timed wall-clock iterations
-            rule=self.rule,
             notes=notes,
             extra={
                 "aliased": found.aliased,
@@ -282,7 +281,6 @@ class SeedAdd(Workload):
             ceiling=ceiling,
             check=check,
             timing="e2e",
-            rule=self.rule,
             notes=notes,
             extra={"aliased": False, "bytes_breakdown": parts},
         )

@@ -34,16 +34,13 @@ class Transfer(Workload):
     )
     in_quick: ClassVar[bool] = False
 
-    def __init__(self) -> None:
-        self.rule = "micro"
-
     def describe(self) -> dict[str, Any]:
         return {"variants": [d.key.replace(":", "-") for d in DIRECTIONS]}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        self.rule = rule_for(opts.suite)
+        rule = rule_for(opts.suite)
         if not device.is_accelerator:
-            return [Case(self.name, "h2d/d2h", device)]
+            return [Case(self.name, "h2d/d2h", device, rule=rule)]
         return [
             Case(
                 self.name,
@@ -51,6 +48,7 @@ class Transfer(Workload):
                 device,
                 (("bytes", nbytes),),
                 sweep=f"{self.name}/{d.key}/{device.name}",
+                rule=rule,
             )
             for d in DIRECTIONS
             for nbytes in sizes_or(opts, SIZES[opts.suite])
@@ -83,5 +81,5 @@ class Transfer(Workload):
             ceiling=direction.key,
             check=check,
             timing="e2e",  # the copy is the work; a pageable copy is staged by the host
-            rule=self.rule,
+            rule=case.rule or "micro",
         )

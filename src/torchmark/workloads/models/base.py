@@ -26,7 +26,7 @@ from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
-from torchmark.workloads.base import Case, PlanOptions, Prepared, Suite, Workload
+from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
 # Every scenario any model offers; a name outside this set is a user's typo.
 SCENARIOS = ("infer", "infer-e2e", "train", "prefill", "decode")
@@ -146,9 +146,6 @@ class ModelWorkload(Workload):
     optimizer: ClassVar[str] = "sgd"
     plans: ClassVar[dict[str, Plan]]
 
-    def __init__(self) -> None:
-        self._suite: Suite = "standard"
-
     # --- what a subclass provides ---------------------------------------------------------
     def make_model(self, sizes: Sizes) -> nn.Module:
         raise NotImplementedError
@@ -202,7 +199,7 @@ class ModelWorkload(Workload):
         return doubling(plan.gpu_cap if device.is_accelerator else plan.cpu_cap)
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        self._suite = opts.suite
+        rule = "quick" if opts.suite == "quick" else "model"
         for s in opts.scenarios:
             if s not in SCENARIOS:
                 raise UnknownNameError("scenario", s, SCENARIOS)
@@ -226,7 +223,7 @@ class ModelWorkload(Workload):
                         ("batch", b),
                         *sizes.params(),
                     )
-                    out.append(Case(self.name, scenario, device, params, sweep=sweep))
+                    out.append(Case(self.name, scenario, device, params, sweep, rule))
         return out
 
     def _applies(self, precision: str, device: Device, scenario: str, sizes: Sizes) -> str | None:
@@ -274,7 +271,9 @@ class ModelWorkload(Workload):
             optimizer=self.optimizer,
         )
         try:
-            return self._prepared(built, scenario, sizes, device, v, mode, ref, loss_fn)
+            prepared = self._prepared(built, scenario, sizes, device, v, mode, ref, loss_fn)
+            prepared.rule = case.rule or prepared.rule
+            return prepared
         except BaseException:
             built.teardown()  # build left the variant's TF32 flags set
             raise
@@ -328,7 +327,7 @@ class ModelWorkload(Workload):
             ceiling=self.ceiling(scenario, sizes, v),
             check=check,
             timing="e2e" if scenario == "infer-e2e" else "device",
-            rule="quick" if self._suite == "quick" else "model",
+            rule="model",
             notes=notes,
             extra=extra,
             summarize=latency_quantiles,

@@ -31,8 +31,19 @@ class UsageError(TorchmarkError):
 class UnknownNameError(UsageError):
     def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
         self.kind, self.name, self.valid = kind, name, sorted(valid)
+        self.suggestion = self.closest(name, self.valid)
         choices = ", ".join(self.valid) or "(none)"
-        super().__init__(f"unknown {kind} {name!r}; valid {kind}s: {choices}")
+        hint = f"did you mean {self.suggestion!r}? " if self.suggestion else ""
+        super().__init__(f"unknown {kind} {name!r}; {hint}valid {kind}s: {choices}")
+
+    @staticmethod
+    def closest(name: str, valid: Iterable[str]) -> str | None:
+        """The valid name nearest ``name`` (a typo, another case), or None if none is close."""
+        import difflib
+
+        by_lower = {v.lower(): v for v in valid}
+        near = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1, cutoff=0.6)
+        return by_lower[near[0]] if near else None
 
 
 class InputError(UsageError):

@@ -13,7 +13,7 @@ from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
 from torchmark.devices.cpu import CPUDevice
 from torchmark.devices.cuda import CUDADevice
 from torchmark.devices.other import MPSDevice, XPUDevice
-from torchmark.errors import InputError
+from torchmark.errors import InputError, UnknownNameError
 
 __all__ = [
     "CPUDevice",
@@ -63,10 +63,12 @@ def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None
             elif spec in kinds:
                 picks = kinds[spec]
             else:
-                valid = ["all", *kinds, *by_name]
+                valid = list(dict.fromkeys(["all", *kinds, *by_name]))
+                near = UnknownNameError.closest(spec, valid)
                 raise InputError(
                     f"device {spec!r} is not available on this machine; "
-                    f"choose from: {', '.join(dict.fromkeys(valid))}"
+                    + (f"did you mean {near!r}? " if near else "")
+                    + f"choose from: {', '.join(valid)}"
                 )
             chosen += [d for d in picks if d not in chosen]
     return chosen

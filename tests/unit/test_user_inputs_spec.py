@@ -9,13 +9,14 @@ import torch
 from torch import nn
 
 from torchmark.errors import InputError
-from torchmark.user import spec
+from torchmark.user import source, spec
 from torchmark.user.inputs import (
     INT_HIGH,
     Inputs,
     from_callable,
     from_examples,
     from_specs,
+    one_line,
     parse_input,
     per_batch,
     tensors_in,
@@ -136,3 +137,42 @@ def test_a_file_that_is_no_model_names_both_loaders(tmp_path: Path) -> None:
     junk.write_bytes(b"not a model")
     with pytest.raises(InputError, match=r"torch.jit.load.*torch.export.load"):
         spec.load(str(junk))
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_model_errors_name_the_users_file_and_line_never_a_generated_module() -> None:
+    broken = FIX / "broken.py"
+    with pytest.raises(InputError) as e:
+        spec.load(f"{broken}:make_model")
+    line = _line_of(broken, 'raise ValueError("hidden size')
+    assert str(e.value).endswith(f"got 7 (at {source._shown(broken)}:{line})")
+    with pytest.raises(InputError) as e:
+        spec.load(f"{broken}:nope")
+    assert "torchmark_user_" not in str(e.value)
+    assert f"{source._shown(broken)} has no 'nope'" in str(e.value)
+    # an error raised inside torch, called from the user's forward, names the forward's line
+    model = spec.load(f"{broken}:oom_model").model
+    with pytest.raises(torch.OutOfMemoryError) as oom:
+        model(torch.ones(8, 8))
+    line = _line_of(broken, "raise torch.OutOfMemoryError")
+    assert one_line(oom.value).endswith(f"(at {source._shown(broken)}:{line})")
+
+
+def test_generated_module_names_never_reach_the_message(tmp_path: Path) -> None:
+    f = tmp_path / "mymodel.py"
+    f.write_text("class Net:\n    pass\n\ndef make():\n    raise TypeError(f'no {Net!r}')\n")
+    with pytest.raises(InputError) as e:
+        spec.load(f"{f}:make")
+    assert "torchmark_user_" not in str(e.value)
+    assert f"TypeError: no <class 'mymodel.Net'> (at {f}:5)" in str(e.value)
+
+
+def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "syn.py"
+    f.write_text("import torch\n\ndef make(:\n    pass\n")
+    with pytest.raises(InputError, match=r"SyntaxError: .* \(at .*syn\.py:3\)$") as e:
+        spec.load(f"{f}:make")
+    assert "torchmark_user_" not in str(e.value)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from torchmark.errors import InputError
+from torchmark.user.source import one_line
 
 INT_HIGH = 100
 SEED = 0
@@ -195,12 +196,6 @@ def _call_user(fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:
         return fn(*args)
     except Exception as e:
         raise InputError(f"{what} raised {one_line(e)}") from e
-
-
-def one_line(e: BaseException) -> str:
-    """``Type: first line of the message`` (user code errors can run to pages)."""
-    msg = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {msg[0]}" if msg else type(e).__name__
 
 
 # -- nested tuples / lists / dicts of tensors -------------------------------------------------

@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from torchmark.errors import InputError
-from torchmark.user.inputs import one_line
+from torchmark.user import source
+from torchmark.user.source import one_line
 
 EXPORT_SUFFIXES = (".pt2",)
 
@@ -86,7 +87,7 @@ def _import_target(target: str, spec: str) -> Any:
     if target.endswith(".py") or "/" in target or "\\" in target:
         return _import_file(Path(target), spec)
     try:
-        return importlib.import_module(target)
+        module = importlib.import_module(target)
     except ModuleNotFoundError as e:
         raise InputError(
             f"model spec {spec!r}: no module named {e.name or target!r} "
@@ -94,13 +95,17 @@ def _import_target(target: str, spec: str) -> Any:
         ) from e
     except Exception as e:
         raise InputError(f"model spec {spec!r}: importing {target} raised {one_line(e)}") from e
+    if module.__file__:
+        source.register(module.__file__)  # errors in it name its file and line
+    return module
 
 
 def _import_file(path: Path, spec: str) -> Any:
     if not path.is_file():
         raise InputError(f"model spec {spec!r}: file not found: {path}")
     # a unique module name per file, so two user files called model.py do not collide
-    name = "torchmark_user_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    name = source.GENERATED_PREFIX + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    source.register(path, name)
     mod_spec = importlib.util.spec_from_file_location(name, path)
     if mod_spec is None or mod_spec.loader is None:
         raise InputError(f"model spec {spec!r}: {path} is not a Python file")
@@ -120,7 +125,8 @@ def _attribute(module: Any, attr: str, spec: str) -> Any:
         if not hasattr(obj, part):
             names = [n for n in dir(module) if not n.startswith("_")]
             hint = f"; it has: {', '.join(names[:12])}" if names else ""
-            raise InputError(f"model spec {spec!r}: {module.__name__} has no {attr!r}{hint}")
+            where = source.module_label(module.__name__)
+            raise InputError(f"model spec {spec!r}: {where} has no {attr!r}{hint}")
         obj = getattr(obj, part)
     return obj
 

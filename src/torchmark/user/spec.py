@@ -29,11 +29,6 @@ from torchmark.user.source import one_line
 
 EXPORT_SUFFIXES = (".pt2",)
 
-SPEC_HELP = (
-    "package.module:factory, path/to/file.py:factory, an exported program (.pt2) or a "
-    "TorchScript file; factory is a callable returning the model, or the model itself"
-)
-
 
 @dataclass
 class LoadedModel:

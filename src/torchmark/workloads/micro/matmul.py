@@ -11,11 +11,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchmark.ceilings.matmul import flops, gemm, operands, tf32_mode
+from torchmark.ceilings.matmul import flops, gemm, operands
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
 from torchmark.variants import Variant, parse
+from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import fits, rule_for, sizes_or
 
@@ -105,7 +106,7 @@ class Matmul(Workload):
         # fp32 runs with tf32 off and tf32 with it on, whatever the user's setting; restored
         # in teardown.
         flags = contextlib.ExitStack()
-        flags.enter_context(tf32_mode(variant == "tf32"))
+        flags.enter_context(matmul_precision(variant == "tf32"))
         fn = gemm(a, b, out)
 
         def check() -> list[str]:

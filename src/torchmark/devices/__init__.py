@@ -13,7 +13,7 @@ from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
 from torchmark.devices.cpu import CPUDevice
 from torchmark.devices.cuda import CUDADevice
 from torchmark.devices.other import MPSDevice, XPUDevice
-from torchmark.errors import InputError, UnknownNameError
+from torchmark.errors import InputError
 
 __all__ = [
     "CPUDevice",
@@ -64,6 +64,8 @@ def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None
                 picks = kinds[spec]
             else:
                 valid = list(dict.fromkeys(["all", *kinds, *by_name]))
+                from torchmark.errors import UnknownNameError  # its 'did you mean' rule
+
                 near = UnknownNameError.closest(spec, valid)
                 raise InputError(
                     f"device {spec!r} is not available on this machine; "

@@ -9,7 +9,10 @@ elementwise sweep size and classify their buffers here and nowhere else.
 
 from __future__ import annotations
 
-from torchmark.devices.base import Device
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchmark.devices.base import Device
 
 MiB = 2**20
 BEYOND = 8  # working set / LLC from which no cache helps (METHOD.md §3)

@@ -259,3 +259,14 @@ def test_other_processes_and_load() -> None:
     assert (
         c.status == "warn" and c.detail == "other processes use 2.5 of 32 cores now: make (9) 180 %"
     )
+
+
+def test_the_package_keeps_the_names_the_module_had() -> None:
+    # doctor.py became a package; cli/doctor.py and these tests import these names
+    import torchmark.doctor as doctor
+
+    checks = [n for n in doctor.__all__ if n.startswith("check_")]
+    assert len(checks) == len(doctor.CHECKS) == 15
+    assert {c.__name__ for c in doctor.CHECKS} == set(checks)
+    for n in ("Check", "gather", "run_checks", "exit_code", "wheel_for", "CUDA_WHEELS", "GIB"):
+        assert hasattr(doctor, n), n

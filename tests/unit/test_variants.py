@@ -232,3 +232,32 @@ def test_tf32_flags_restored_when_build_raises() -> None:
         assert tf32_flags() == before
     finally:
         torch.backends.cuda.matmul.allow_tf32 = original
+
+
+def test_the_package_keeps_the_names_the_module_had() -> None:
+    # variants.py became a package; tune, bench and the model workloads import these names
+    before = [
+        "ALIASES",
+        "AMP_DTYPE",
+        "CEILING",
+        "COMPILE_TOLERANCE",
+        "NAMED",
+        "OPTIMISATIONS",
+        "PRECISIONS",
+        "TOLERANCE",
+        "TRAIN_SCENARIOS",
+        "Built",
+        "Variant",
+        "applies",
+        "build",
+        "check",
+        "context",
+        "default_loss",
+        "is_training",
+        "max_error",
+        "parse",
+        "preserved_flags",
+        "reference",
+    ]
+    assert sorted(variants.__all__) == sorted(before)
+    assert all(hasattr(variants, n) for n in before)

@@ -12,7 +12,7 @@ import gc
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +108,8 @@ def run_planned(
             if case.sweep in stopped:
                 result = skipped(case, stopped[case.sweep])
             else:
-                w, dog = workloads[case.workload], session.watchdog
-                result = run_case(w, case, ceilings[case.device.name], cfg, dog)
+                w, found = workloads[case.workload], ceilings[case.device.name]
+                result = run_case(w, case, found, cfg, session.watchdog, session.host_clock)
                 if case.sweep and OUT_OF_MEMORY in result.flags:
                     stopped[case.sweep] = f"sweep stopped: {result.reason}"
                 if "above_ceiling" in result.flags and case.device not in second_looks:
@@ -240,6 +240,7 @@ def run_case(
     ceilings: dict[str, Ceiling],
     cfg: RunConfig,
     watchdog: Watchdog | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Result:
     """Set up, guard, measure under telemetry, record. Never raises for a case that fails.
 
@@ -257,7 +258,7 @@ def run_case(
     rule = preset(cfg.rule or prepared.rule)
     bound = call_bound(rule.max_time_s)
     guarded = watchdog.armed if watchdog is not None else _unguarded
-    clock = watchdog.heartbeat if watchdog is not None else time.perf_counter
+    clock = watchdog.beating(clock) if watchdog is not None else clock
     try:
         with guarded(3 * bound, f"the correctness check of {case.label}"):
             notes = prepared.check() if prepared.check else []

@@ -39,6 +39,7 @@ from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 if TYPE_CHECKING:
     from torchmark.devices import Device
     from torchmark.store.base import ResultStore
+    from torchmark.telemetry.verdict import Level
     from torchmark.timing.stats import Measurement
     from torchmark.workloads import Case, Prepared
 
@@ -188,7 +189,7 @@ class Watchdog:
     ) -> None:
         self.on_hung, self.grace_s, self.clock = on_hung, grace_s, clock
         self.fired: str | None = None
-        self._bound = 0.0
+        self._bound, self._what = 0.0, ""
         self._deadline: float | None = None
         self._cond = threading.Condition()
         self._closed = False
@@ -201,6 +202,18 @@ class Watchdog:
             if self._deadline is not None:
                 self._deadline = t + self._bound
         return t
+
+    def beating(self, clock: Callable[[], float]) -> Callable[[], float]:
+        """``clock`` (the one measure's stopping rule reads: a fake one in tests) that also
+        beats the watchdog, whose deadlines stay on the real host clock."""
+        if clock is self.clock:
+            return self.heartbeat
+
+        def beat() -> float:
+            self.heartbeat()
+            return clock()
+
+        return beat
 
     @contextlib.contextmanager
     def armed(self, bound_s: float, what: str) -> Iterator[None]:
@@ -246,7 +259,7 @@ class Watchdog:
                     self._cond.wait(left)
                     continue
                 self.fired = (
-                    f"timed out: {self._what} did not return within {self._bound:.0f} s "
+                    f"timed out: {self._what} did not return within {self._bound:.3g} s "
                     f"(the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's "
                     "time-out))"
                 )
@@ -291,8 +304,10 @@ def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
 class Session:
     """One run's record from begin to finish; see the module docstring.
 
-    ``analyse(record)`` runs once at the end, complete or not (break-even, tune's summary).
+    ``analyse(record)`` runs once at the end, complete or not (break-even, tune's summary);
+    ``reasons(record)``: run-level verdict reasons of this kind of run (a soak's trend).
     ``json_path``: where a run abandoned by the watchdog (a call hung in C) is written.
+    ``host_clock``: the clock measurements' stopping rules read (tests pass a FakeClock).
     """
 
     def __init__(
@@ -302,11 +317,14 @@ class Session:
         events: Events | None = None,
         *,
         analyse: Callable[[RunRecord], None] | None = None,
+        reasons: Callable[[RunRecord], list[tuple[Level, str]]] | None = None,
         json_path: Path | None = None,
         clock: Callable[[], datetime] = utcnow,
+        host_clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.record, self.store, self.events = record, store, events or Quiet()
-        self.analyse, self.json_path, self.clock = analyse, json_path, clock
+        self.analyse, self.reasons = analyse, reasons
+        self.json_path, self.clock, self.host_clock = json_path, clock, host_clock
         self.store_error: str | None = None  # the last store failure, in words
         self.store_failures = 0
         self._stored = 0  # results already in the store
@@ -355,7 +373,7 @@ class Session:
                 f"({self.store_error or 'it recovered'}); every result was kept in memory"
             )
             rec.extra.setdefault("notes", []).append(gap)
-        rec.verdict = judge_run(rec)
+        rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
         rec.finished_utc = self.clock()
         if self._sync() and self.store is not None and rec.run_id is not None:
             self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]

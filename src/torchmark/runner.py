@@ -12,7 +12,7 @@ import gc
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from torchmark.session import (
     Events,
     Quiet,
     Session,
-    Watchdog,
     call_bound,
     measured,
     skipped,
@@ -109,7 +108,7 @@ def run_planned(
                 result = skipped(case, stopped[case.sweep])
             else:
                 w, found = workloads[case.workload], ceilings[case.device.name]
-                result = run_case(w, case, found, cfg, session.watchdog, session.host_clock)
+                result = run_case(w, case, found, cfg, session)
                 if case.sweep and OUT_OF_MEMORY in result.flags:
                     stopped[case.sweep] = f"sweep stopped: {result.reason}"
                 if "above_ceiling" in result.flags and case.device not in second_looks:
@@ -239,13 +238,13 @@ def run_case(
     case: Case,
     ceilings: dict[str, Ceiling],
     cfg: RunConfig,
-    watchdog: Watchdog | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    session: Session | None = None,
 ) -> Result:
     """Set up, guard, measure under telemetry, record. Never raises for a case that fails.
 
-    With a ``watchdog``, a call running past ``call_bound`` of the rule ends the case as
-    skipped (timed out, flagged ``call_timed_out``) and the run goes on."""
+    In a ``session``: its telemetry sources (opened once per device per run) and its
+    watchdog: a call running past ``call_bound`` of the rule ends the case as skipped
+    (timed out, flagged ``call_timed_out``) and the run goes on."""
     device = case.device
     try:
         prepared = workload.prepare(case)
@@ -257,14 +256,16 @@ def run_case(
         raise
     rule = preset(cfg.rule or prepared.rule)
     bound = call_bound(rule.max_time_s)
-    guarded = watchdog.armed if watchdog is not None else _unguarded
-    clock = watchdog.beating(clock) if watchdog is not None else clock
+    dog = session.watchdog if session is not None else None
+    guarded = dog.armed if dog is not None else _unguarded
+    clock = dog.beating(session.host_clock) if session and dog else time.perf_counter
+    sources = session.sources(device) if session is not None and cfg.telemetry else None
     try:
         with guarded(3 * bound, f"the correctness check of {case.label}"):
             notes = prepared.check() if prepared.check else []
         device.reset_peak_memory()
         with (
-            telemetry.watch(device, enabled=cfg.telemetry) as trace,
+            telemetry.watch(device, enabled=cfg.telemetry, sources=sources) as trace,
             guarded(bound, f"a call of {case.label}"),
         ):
             m = measure(

@@ -39,6 +39,7 @@ from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 if TYPE_CHECKING:
     from torchmark.devices import Device
     from torchmark.store.base import ResultStore
+    from torchmark.telemetry import Kept, Source
     from torchmark.telemetry.verdict import Level
     from torchmark.timing.stats import Measurement
     from torchmark.workloads import Case, Prepared
@@ -332,6 +333,7 @@ class Session:
         self._old: dict[int, Any] = {}
         self.watchdog = Watchdog(on_hung=self._abandon)
         self._finished = False
+        self._sources: dict[str, list[Kept]] = {}
 
     # lifecycle ------------------------------------------------------------------------------
 
@@ -347,6 +349,9 @@ class Session:
             signal.signal(s, old)
         self._old = {}
         self.watchdog.close()
+        for kept in self._sources.values():
+            for src in kept:
+                src.shutdown()
         if exc is None:
             self.record.status = "complete"
         self.finish()
@@ -380,6 +385,14 @@ class Session:
         if self.store_error is not None:
             rec.extra["not_stored"] = self.store_error
         return rec
+
+    def sources(self, device: Device) -> list[Source]:
+        """The device's telemetry sources, opened once for the whole run."""
+        from torchmark.telemetry import Kept, sources_for
+
+        if device.name not in self._sources:
+            self._sources[device.name] = [Kept(s) for s in sources_for(device)]
+        return list(self._sources[device.name])
 
     # recording ------------------------------------------------------------------------------
 

@@ -181,3 +181,33 @@ def test_a_call_stuck_where_no_signal_reaches_it_is_abandoned() -> None:
     finally:
         dog.close()
     assert hung and "a call of x did not return within 0.2 s" in hung[0]
+
+
+def test_telemetry_sources_open_once_per_device_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark import telemetry
+    from torchmark.telemetry import Source
+
+    calls = {"open": 0, "close": 0, "read": 0}
+
+    class Counting(Source):
+        name, role = "counting", "device"
+
+        def open(self) -> dict[str, Any]:
+            calls["open"] += 1  # NVML: nvmlInit and the static queries
+            return {}
+
+        def read(self) -> dict[str, Any]:
+            calls["read"] += 1
+            return {"sm_mhz": None}
+
+        def close(self) -> None:
+            calls["close"] += 1
+
+    monkeypatch.setattr(telemetry, "sources_for", lambda device: [Counting()])
+    w, cases, s = planned([0.001, 0.002, 0.003], MemoryStore())
+    cfg = RunConfig(devices=("fake",), rule="test", ceilings=False, telemetry=True)
+    record = runner.run_planned(s, cases, {"timed": w}, cfg)
+    assert calls["open"] == 1 and calls["close"] == 1 and calls["read"] >= 6
+    assert all(
+        r.telemetry and r.telemetry["sources"]["counting"]["present"] for r in record.results
+    )

@@ -24,6 +24,7 @@ from torchmark.telemetry.trace import Recording, Sampler, summarize
 from torchmark.telemetry.verdict import judge, judge_run
 
 __all__ = [
+    "Kept",
     "NullTrace",
     "Recording",
     "Source",
@@ -35,6 +36,43 @@ __all__ = [
     "sources_for",
     "watch",
 ]
+
+
+class Kept(Source):
+    """A source opened once for a whole run (NVML init and its static queries once per
+    device, not once per case): ``open`` answers from the first opening, ``close`` waits for
+    ``shutdown`` at the end of the run. A source that failed stays failed, saying when."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner, self.name, self.role = inner, inner.name, inner.role
+        self._static: dict[str, Any] | None = None
+        self._error: str | None = None
+
+    def open(self) -> dict[str, Any]:
+        if self._error is not None:
+            raise SourceUnavailable(self._error)
+        if self._static is None:
+            try:
+                self._static = self.inner.open()
+            except SourceUnavailable as e:
+                self._error = str(e)
+                raise
+        return self._static
+
+    def read(self) -> dict[str, Any]:
+        try:
+            return self.inner.read()
+        except Exception as e:
+            self._error = f"stopped in an earlier case: {e}"
+            raise
+
+    def close(self) -> None:
+        return None  # kept open for the next case; see shutdown
+
+    def shutdown(self) -> None:
+        if self._static is not None:
+            self._static = None
+            self.inner.close()
 
 
 def sources_for(device: Device) -> list[Source]:

@@ -407,18 +407,18 @@ def benchmark_model(
             if case.sweep in stopped:
                 result = skipped(case, stopped[case.sweep])
             else:
-                result = _run_one(workload, case, cfg, session.watchdog)
+                result = _run_one(workload, case, cfg, session)
                 if case.sweep and OUT_OF_MEMORY in result.flags:
                     stopped[case.sweep] = f"larger batches skipped: {result.reason}"
             session.add(case, result)
     return session.record
 
 
-def _run_one(workload: UserModel, case: Case, cfg: RunConfig, dog: Watchdog | None) -> Result:
+def _run_one(workload: UserModel, case: Case, cfg: RunConfig, session: Session) -> Result:
     b = case.param_dict["batch"]
     try:
         with torch.no_grad():
-            result = run_case(workload, case, {}, cfg, dog)
+            result = run_case(workload, case, {}, cfg, session)
     except CaseSkipped as e:
         return skipped(case, str(e))
     except WrongResultError as e:

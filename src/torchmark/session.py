@@ -190,7 +190,7 @@ class Watchdog:
     ) -> None:
         self.on_hung, self.grace_s, self.clock = on_hung, grace_s, clock
         self.fired: str | None = None
-        self._bound, self._what = 0.0, ""
+        self._bound, self._what, self._why = 0.0, "", ""
         self._deadline: float | None = None
         self._cond = threading.Condition()
         self._closed = False
@@ -217,14 +217,19 @@ class Watchdog:
         return beat
 
     @contextlib.contextmanager
-    def armed(self, bound_s: float, what: str) -> Iterator[None]:
+    def armed(
+        self,
+        bound_s: float,
+        what: str,
+        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
+    ) -> Iterator[None]:
         """Bound every gap between heartbeats inside the block; CallTimedOut on a miss."""
         if WATCHDOG_SIGNAL is None or not _in_main_thread() or not math.isfinite(bound_s):
             yield  # no way to interrupt the main thread here: unbounded, as before
             return
         self._start()
         with self._cond:
-            self.fired, self._bound, self._what = None, bound_s, what
+            self.fired, self._bound, self._what, self._why = None, bound_s, what, why
             self._deadline = self.clock() + bound_s
             self._cond.notify_all()
         try:
@@ -261,8 +266,7 @@ class Watchdog:
                     continue
                 self.fired = (
                     f"timed out: {self._what} did not return within {self._bound:.3g} s "
-                    f"(the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's "
-                    "time-out))"
+                    f"({self._why})"
                 )
                 fired_at = self.clock()
                 signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]

@@ -33,7 +33,14 @@ from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, UnknownNameError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
 from torchmark.runner import new_record
-from torchmark.session import Events, Session, skipped
+from torchmark.session import (
+    CALL_TIMED_OUT,
+    MIN_CALL_BOUND_S,
+    CallTimedOut,
+    Events,
+    Session,
+    skipped,
+)
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import Fixed, StoppingRule, measure
@@ -282,7 +289,14 @@ class Tuner:
                 f"~{reserve_s:.0f} s (raise --budget-s)",
             )
         else:
-            m.result = self._rounds(case, cand, m)
+            # a hung forward cannot outlast the budget by more than one compile's reserve
+            bound = max(MIN_CALL_BOUND_S, self.left_s()) + COMPILE_RESERVE_S
+            why = f"the time budget left plus {COMPILE_RESERVE_S:.0f} s for a compile"
+            try:
+                with self.session.watchdog.armed(bound, f"candidate {cand.name}", why):
+                    m.result = self._rounds(case, cand, m)
+            except CallTimedOut as e:
+                m.result = skipped(case, str(e), flag=CALL_TIMED_OUT)
         m.max_error = self.wl.errors.get((self.device.name, cand.name))
         if m.result.status == "wrong":
             m.status = "rejected"

@@ -198,3 +198,32 @@ def test_dry_run_lists_the_plan_and_measures_nothing(capsys: pytest.CaptureFixtu
     assert "planned cases" in out and "seed-add" in out and "as-published" in out
     code, out, _ = cli(capsys, "history", "--json")
     assert code == 0 and json.loads(out) == []  # nothing was stored
+
+
+def test_a_store_that_stays_down_leaves_a_rescue_file_naming_the_cause(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.cli import run as run_cli
+    from torchmark.errors import StoreUnavailable
+    from torchmark.testing import MemoryStore
+
+    class Locked(MemoryStore):
+        def add_result(self, run_id: str, result: object) -> None:
+            raise StoreUnavailable("cannot store a result (database is locked)")
+
+        def finish_run(self, run_id: str, run: object) -> None:
+            raise StoreUnavailable("cannot finish a run (database is locked)")
+
+    monkeypatch.setattr(run_cli, "open_store", lambda db: Locked())
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--device", "cpu", "--workload", "add", "--size", "65536,131072"]
+    code, out, err = cli(capsys, *args, "--stopping", "test", "--no-ceilings", "--no-telemetry")
+    assert code == 1 and "database is locked" in err and "Traceback" not in err
+    (rescue,) = tmp_path.glob("torchmark-unsaved-run-*.json")
+    assert rescue.name in out.replace("\n", "")  # its path is printed
+    doc = json.loads(rescue.read_text())
+    assert [r["params"]["n"] for r in doc["results"]] == [65536, 131072]
+    assert (
+        all(r["n"] > 0 for r in doc["results"])
+        and "database is locked" in doc["extra"]["not_stored"]
+    )

@@ -240,6 +240,8 @@ class Watchdog:
         finally:
             with self._cond:
                 self._deadline = None
+                # a signal still pending after this block must not end an unrelated call
+                self.fired = None
                 self._cond.notify_all()
 
     def _start(self) -> None:

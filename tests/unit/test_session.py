@@ -170,15 +170,15 @@ def test_a_call_stuck_where_no_signal_reaches_it_is_abandoned() -> None:
     dog = Watchdog(on_hung=hung.append, grace_s=0.2)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # as a call stuck in C
     try:
-        with pytest.raises(CallTimedOut):
+        with pytest.raises(CallTimedOut), dog.armed(0.2, "a call of x"):
             try:
-                with dog.armed(0.2, "a call of x"):
-                    deadline = time.monotonic() + 5
-                    while not hung and time.monotonic() < deadline:
-                        time.sleep(0.05)
+                deadline = time.monotonic() + 5
+                while not hung and time.monotonic() < deadline:
+                    time.sleep(0.05)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)  # the pending signal lands
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         dog.close()
     assert hung and "a call of x did not return within 0.2 s" in hung[0]
 

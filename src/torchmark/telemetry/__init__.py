@@ -16,10 +16,7 @@ from typing import Any
 import torch
 
 from torchmark.devices.base import Device
-from torchmark.devices.cuda import CUDADevice
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
-from torchmark.telemetry.host import HostSource
-from torchmark.telemetry.nvml import NVMLSource
 from torchmark.telemetry.trace import Recording, Sampler, summarize
 from torchmark.telemetry.verdict import judge, judge_run
 
@@ -76,11 +73,9 @@ class Kept(Source):
 
 
 def sources_for(device: Device) -> list[Source]:
-    """The host always; NVML for an NVIDIA GPU (ROCm GPUs have no NVML)."""
-    sources: list[Source] = [HostSource()]
-    if isinstance(device, CUDADevice) and not getattr(torch.version, "hip", None):
-        sources.insert(0, NVMLSource(device.index or 0, device.info().get("uuid")))
-    return sources
+    """The device's own choice (``Device.telemetry_sources``): the host always, NVML on an
+    NVIDIA GPU."""
+    return list(device.telemetry_sources())
 
 
 class TelemetryTrace:

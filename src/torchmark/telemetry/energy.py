@@ -102,14 +102,10 @@ def rapl(root: Path = RAPL_ROOT) -> RaplCounter | Unavailable:
 
 
 def counter_for(device: Device) -> EnergyCounter | Unavailable:
-    """The energy counter that covers ``device``: RAPL for the host CPU; for an accelerator
-    Unavailable (an NVIDIA GPU's energy comes from its telemetry trace instead)."""
-    if not device.is_accelerator:
-        return rapl()
-    return Unavailable(
-        f"no separate energy counter for {device.label()} (an NVIDIA GPU's energy is read "
-        "from its NVML telemetry)"
-    )
+    """The device's own choice (``Device.energy_counter``): RAPL for the host CPU; for an
+    accelerator Unavailable (an NVIDIA GPU's energy comes from its telemetry trace)."""
+    counter: EnergyCounter | Unavailable = device.energy_counter()
+    return counter
 
 
 class Region:

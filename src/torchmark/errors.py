@@ -5,8 +5,11 @@
     │   ├── UnknownNameError       a registry name that does not exist; lists the valid ones
     │   └── InputError             a file, spec or option value that cannot be used
     ├── StoreError                 the results store cannot be opened, read or written (exit 1)
-    │   └── RunNotFoundError       a run id that is not in the store
-    ├── RunInterrupted             Ctrl-C mid-run: carries the run measured so far (exit 130)
+    │   ├── RunNotFoundError       a run id that is not in the store
+    │   ├── StoreUnavailable       the store stayed down through its retries (lock, disk, server)
+    │   └── RunNotStored           a run measured but not (fully) stored: carries the run
+    ├── RunInterrupted             Ctrl-C / SIGTERM / SIGHUP mid-run: carries the run measured
+    │                              so far (exit 128 + signal: 130, 143, 129)
     ├── CaseSkipped                a case cannot run here (OOM, unsupported dtype); run goes on
     │   └── OutOfMemory            it did not fit: the rest of its sweep is skipped too
     └── WrongResultError           a correctness guard failed: the case is reported wrong
@@ -58,15 +61,37 @@ class RunNotFoundError(StoreError):
     pass
 
 
+class StoreUnavailable(StoreError):
+    """The store could not be written for longer than its retries allow (a lock held by
+    another writer, a full disk, a database server restarting)."""
+
+
+class RunNotStored(StoreError):
+    """The run was measured but the store failed: ``record`` holds every result measured,
+    so the caller can still show it and write it to a file."""
+
+    def __init__(self, record: object, cause: str) -> None:
+        self.record, self.cause = record, cause
+        super().__init__(f"the run could not be stored: {cause}")
+
+
+# Signals a run stops on, by name: a shell reports 128 + the number as the exit status.
+SIGNAL_NAMES = {2: "Ctrl-C (SIGINT)", 15: "SIGTERM", 1: "SIGHUP"}
+
+
 class RunInterrupted(TorchmarkError):
-    """Ctrl-C during a run: what was measured is stored; ``record`` holds it (incomplete)."""
+    """Ctrl-C, SIGTERM or SIGHUP during a run: what was measured is stored (incomplete);
+    ``record`` holds it. The exit code is 128 + the signal, as a shell would report it."""
 
     exit_code = 130
 
-    def __init__(self, record: object, run_id: str | None) -> None:
-        self.record = record
+    def __init__(self, record: object, run_id: str | None, signum: int = 2) -> None:
+        self.record, self.signum = record, signum
+        self.exit_code = 128 + signum
+        what = SIGNAL_NAMES.get(signum, f"signal {signum}")
+        where = f"run {run_id} saved" if run_id else "the run (not stored) kept"
         super().__init__(
-            f"interrupted: run {run_id} saved as incomplete with the cases measured so far"
+            f"interrupted by {what}: {where} as incomplete with the cases measured so far"
         )
 
 

@@ -1,40 +1,57 @@
 """plan cases -> for each: set up, guard, measure (telemetry watching), record -> run.
 
-No formatting here: the caller passes ``Events`` to hear about progress.
+No formatting here: the caller passes ``Events`` to hear about progress. The run's
+lifecycle (store, signals, store failures, the watchdog) is the ``Session``'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import shlex
 import sys
+import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 from torchmark import __version__, environment, telemetry
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
-from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
+from torchmark.errors import CaseSkipped, OutOfMemory, StoreError, WrongResultError
+from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.session import (
+    CALL_TIMED_OUT,
+    OUT_OF_MEMORY,
+    CallTimedOut,
+    Events,
+    Quiet,
+    Session,
+    call_bound,
+    measured,
+    skipped,
+)
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import measure, preset
 from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
 
-
-class Events(Protocol):
-    def planned(self, cases: Sequence[Case]) -> None: ...
-    def ceilings(self, device: Device, cached: bool) -> None: ...
-    def case_started(self, case: Case) -> None: ...
-    def case_done(self, case: Case, result: Result) -> None: ...
-
-
-class Quiet:
-    def planned(self, cases: Sequence[Case]) -> None: ...
-    def ceilings(self, device: Device, cached: bool) -> None: ...
-    def case_started(self, case: Case) -> None: ...
-    def case_done(self, case: Case, result: Result) -> None: ...
+__all__ = [
+    "OUT_OF_MEMORY",
+    "Events",
+    "Quiet",
+    "Session",
+    "measure_ceilings",
+    "new_record",
+    "plan",
+    "planned",
+    "run",
+    "run_case",
+    "run_planned",
+    "select_workloads",
+    "skipped",
+]
 
 
 def select_workloads(cfg: RunConfig) -> dict[str, Workload]:
@@ -58,50 +75,47 @@ def planned(cfg: RunConfig) -> list[Case]:
 
 
 def run(
-    cfg: RunConfig, store: ResultStore, events: Events | None = None, kind: str = "run"
+    cfg: RunConfig,
+    store: ResultStore | None,
+    events: Events | None = None,
+    kind: str = "run",
+    json_path: Path | None = None,
 ) -> RunRecord:
     """Run every planned case and store each result as it lands."""
-    events = events or Quiet()
     validate(cfg)
     devices = resolve(cfg.devices)
     workloads = select_workloads(cfg)
     if cfg.threads:
         for d in devices:
             d.set_threads(cfg.threads)
-    record = new_record(kind, cfg.as_dict(), devices)
-    cases = plan(workloads, devices, cfg)
-    events.planned(cases)
-    record.run_id = store.begin_run(record)
-    try:
-        ceilings = measure_ceilings(devices, record.environment, store, cfg, events)
-        record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
-        store.set_ceilings(record.run_id, record.ceilings)
-        oom_sweeps: dict[str, str] = {}
+    session = Session(new_record(kind, cfg.as_dict(), devices), store, events, json_path=json_path)
+    return run_planned(session, plan(workloads, devices, cfg), workloads, cfg)
+
+
+def run_planned(
+    session: Session, cases: Sequence[Case], workloads: dict[str, Workload], cfg: RunConfig
+) -> RunRecord:
+    """The main loop: ceilings per device, then each planned case measured and recorded."""
+    devices = list(dict.fromkeys(c.device for c in cases))
+    session.planned(cases)
+    with session:
+        ceilings = measure_ceilings(devices, session, cfg)
+        stopped: dict[str, str] = {}  # sweep -> why its larger cases are skipped
         second_looks: set[Device] = set()
         for case in cases:
-            events.case_started(case)
-            if case.sweep in oom_sweeps:
-                result = skipped(case, oom_sweeps[case.sweep])
+            session.case_started(case)
+            if case.sweep in stopped:
+                result = skipped(case, stopped[case.sweep])
             else:
-                result = run_case(workloads[case.workload], case, ceilings[case.device.name], cfg)
+                w, found = workloads[case.workload], ceilings[case.device.name]
+                result = run_case(w, case, found, cfg, session)
                 if case.sweep and OUT_OF_MEMORY in result.flags:
-                    oom_sweeps[case.sweep] = f"sweep stopped: {result.reason}"
+                    stopped[case.sweep] = f"sweep stopped: {result.reason}"
                 if "above_ceiling" in result.flags and case.device not in second_looks:
                     second_looks.add(case.device)
-                    result = second_look(result, case.device, ceilings, record, store, cfg)
-            store.add_result(record.run_id, result)
-            record.results.append(result)
-            events.case_done(case, result)
-        record.status = "complete"
-    except KeyboardInterrupt:
-        raise RunInterrupted(record, record.run_id) from None
-    finally:  # what was measured stays stored, marked incomplete unless the plan finished
-        if record.status == "running":
-            record.status = "incomplete"
-        record.finished_utc = utcnow()
-        record.verdict = telemetry.judge_run(record)
-        store.finish_run(record.run_id, record)
-    return record
+                    result = second_look(result, case.device, ceilings, session, cfg)
+            session.add(case, result)
+    return session.record
 
 
 def new_record(
@@ -121,25 +135,35 @@ def new_record(
 
 
 def measure_ceilings(
-    devices: list[Device], env: dict[str, Any], store: ResultStore, cfg: RunConfig, events: Events
+    devices: list[Device], session: Session, cfg: RunConfig
 ) -> dict[str, dict[str, Ceiling]]:
     """Each device's ceilings, measured once per device fingerprint and cached in the store."""
-
     out: dict[str, dict[str, Ceiling]] = {}
+    store, env = session.store, session.record.environment
     for d in devices:
         found: list[Ceiling] = []
         if cfg.ceilings:
             fp = environment.device_fingerprint(d, env)
-            cached = None if cfg.remeasure_ceilings else store.cached_ceilings(fp, d.name)
-            events.ceilings(d, bool(cached))
+            cached = None
+            if store is not None and not cfg.remeasure_ceilings:
+                with contextlib.suppress(StoreError):  # a store that is down caches nothing
+                    cached = store.cached_ceilings(fp, d.name)
+            session.events.ceilings(d, bool(cached))
             if cached:
                 found = cached
             else:  # an empty list is no cache: measure again
                 found, quiet = measure_device_ceilings(d, cfg)
                 if quiet and found:
-                    store.cache_ceilings(fp, d.name, found)
+                    _cache(store, fp, d.name, found)
         out[d.name] = {c.key: c for c in found}
+    session.set_ceilings([c for cs in out.values() for c in cs.values()])
     return out
+
+
+def _cache(store: ResultStore | None, fp: str, device: str, found: list[Ceiling]) -> None:
+    if store is not None:
+        with contextlib.suppress(StoreError):  # the cache only saves time: never fatal
+            store.cache_ceilings(fp, device, found)
 
 
 def measure_device_ceilings(device: Device, cfg: RunConfig) -> tuple[list[Ceiling], bool]:
@@ -157,8 +181,7 @@ def second_look(
     result: Result,
     device: Device,
     ceilings: dict[str, dict[str, Ceiling]],
-    record: RunRecord,
-    store: ResultStore,
+    session: Session,
     cfg: RunConfig,
 ) -> Result:
     """A result beat its device's ceiling: measure the ceilings once more and keep the better
@@ -177,12 +200,10 @@ def second_look(
                     "details": {**c.details, "first_look": old.value if old else None},
                 }
             )
-    record.ceilings = [c for cs in ceilings.values() for c in cs.values()]
-    if record.run_id:
-        store.set_ceilings(record.run_id, record.ceilings)
+    session.set_ceilings([c for cs in ceilings.values() for c in cs.values()])
     if quiet:
-        fp = environment.device_fingerprint(device, record.environment)
-        store.cache_ceilings(fp, device.name, list(current.values()))
+        fp = environment.device_fingerprint(device, session.record.environment)
+        _cache(session.store, fp, device.name, list(current.values()))
     assert result.ceiling is not None  # above_ceiling implies one
     better = current.get(result.ceiling.key, result.ceiling)
     if better.value == result.ceiling.value:
@@ -212,26 +233,18 @@ def under_load(c: Ceiling, cores: float) -> Ceiling:
     )
 
 
-# Flag of a result skipped because it did not fit: its sweep stops there.
-OUT_OF_MEMORY = "out_of_memory"
-
-
-def skipped(case: Case, reason: str, status: Status = "skipped", oom: bool = False) -> Result:
-    return Result(
-        workload=case.workload,
-        variant=case.variant,
-        device=case.device.name,
-        params=case.param_dict,
-        status=status,
-        reason=reason,
-        extra_flags=[OUT_OF_MEMORY] if oom else [],
-    )
-
-
 def run_case(
-    workload: Workload, case: Case, ceilings: dict[str, Ceiling], cfg: RunConfig
+    workload: Workload,
+    case: Case,
+    ceilings: dict[str, Ceiling],
+    cfg: RunConfig,
+    session: Session | None = None,
 ) -> Result:
-    """Set up, guard, measure under telemetry, record. Never raises for a case that fails."""
+    """Set up, guard, measure under telemetry, record. Never raises for a case that fails.
+
+    In a ``session``: its telemetry sources (opened once per device per run) and its
+    watchdog: a call running past ``call_bound`` of the rule ends the case as skipped
+    (timed out, flagged ``call_timed_out``) and the run goes on."""
     device = case.device
     try:
         prepared = workload.prepare(case)
@@ -241,18 +254,31 @@ def run_case(
         if device.is_out_of_memory(e):
             return skipped(case, f"out of memory at {case.label}", oom=True)
         raise
+    rule = preset(cfg.rule or prepared.rule)
+    bound = call_bound(rule.max_time_s)
+    dog = session.watchdog if session is not None else None
+    guarded = dog.armed if dog is not None else _unguarded
+    clock = dog.beating(session.host_clock) if session and dog else time.perf_counter
+    sources = session.sources(device) if session is not None and cfg.telemetry else None
     try:
-        notes = prepared.check() if prepared.check else []
+        with guarded(3 * bound, f"the correctness check of {case.label}"):
+            notes = prepared.check() if prepared.check else []
         device.reset_peak_memory()
-        with telemetry.watch(device, enabled=cfg.telemetry) as trace:
+        with (
+            telemetry.watch(device, enabled=cfg.telemetry, sources=sources) as trace,
+            guarded(bound, f"a call of {case.label}"),
+        ):
             m = measure(
                 prepared.fn,
                 device,
-                rule=preset(cfg.rule or prepared.rule),
+                rule=rule,
                 timing=prepared.timing if cfg.timing == "device" else "e2e",
                 on_sample=trace.mark,
+                clock=clock,
             )
         peak = device.peak_memory_bytes()
+    except CallTimedOut as e:
+        return skipped(case, str(e), flag=CALL_TIMED_OUT)
     except CaseSkipped as e:  # a guard may find the case cannot run here (e.g. no int8 op)
         return skipped(case, str(e), oom=isinstance(e, OutOfMemory))
     except WrongResultError as e:
@@ -269,29 +295,16 @@ def run_case(
         device.empty_cache()
     # figures derived from the measurement see the same samples as the headline median
     m = dataclasses.replace(m, excluded=tuple(trace.throttled_samples()))
-    result = Result(
-        workload=case.workload,
-        variant=case.variant,
-        device=device.name,
-        params=case.param_dict,
-        samples_s=list(m.samples_s),
-        calls_per_sample=m.calls_per_sample,
-        first_call_s=m.first_call_s,
-        warmup_calls=m.warmup_calls,
-        stop_reason=m.stop_reason,
-        rule=m.rule,
-        timing=m.timing,
-        excluded=list(m.excluded),
-        work=prepared.work,
-        headline=prepared.headline,
-        ceiling=ceilings.get(prepared.ceiling) if prepared.ceiling else None,
-        notes=prepared.notes + notes,
-        extra={
-            **prepared.extra,
-            **(prepared.summarize(m) if prepared.summarize else {}),
-            "peak_memory_bytes": peak,
-        },
-        telemetry=trace.summary(),
+    extra = {
+        **(prepared.summarize(m) if prepared.summarize else {}),
+        "peak_memory_bytes": peak,
+    }
+    ceiling = ceilings.get(prepared.ceiling) if prepared.ceiling else None
+    return measured(
+        case, m, prepared, ceiling=ceiling, notes=notes, extra=extra, telemetry=trace.summary()
     )
-    result.verdict = telemetry.judge(result)
-    return result
+
+
+@contextlib.contextmanager
+def _unguarded(bound_s: float, what: str) -> Any:
+    yield

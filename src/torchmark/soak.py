@@ -21,11 +21,14 @@ from typing import Any
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
-from torchmark.results import Result, RunRecord, utcnow
+from torchmark.results import Result, RunRecord
 from torchmark.runner import new_record
-from torchmark.telemetry import Source, TelemetryTrace, judge, judge_run
+from torchmark.session import Events, Session, measured
+from torchmark.store.base import ResultStore
+from torchmark.telemetry import Source, TelemetryTrace
 from torchmark.telemetry.trace import Recording
 from torchmark.telemetry.verdict import Level
+from torchmark.timing.stats import Measurement
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -96,89 +99,107 @@ def soak(
     interval_s: float = 0.1,
     clock: Callable[[], float] = time.perf_counter,
     on_chunk: Callable[[float, float], None] | None = None,
+    store: ResultStore | None = None,
+    events: Events | None = None,
 ) -> RunRecord:
-    """Run the soak and return a RunRecord(kind="soak"); Ctrl-C ends it early, kept."""
+    """Run the soak and return a RunRecord(kind="soak").
+
+    The windows are stored as each one fills (a kill loses at most the current window);
+    Ctrl-C, SIGTERM or SIGHUP end it early: the soak so far is kept, stored incomplete, and
+    RunInterrupted carries it."""
     from torchmark.telemetry import sources_for
 
     budget = max(0.05, min(2.0, duration_s / 20))
     case, prepared, first_call = choose(workload, device, budget)
     chunk_s = max(device.min_sample_s, min(CHUNK_S, duration_s / 200))
-    k = max(1, math.ceil(chunk_s / first_call)) if first_call > 0 else 1
     timer = device.timer(prepared.timing)
     trace = TelemetryTrace(device, sources_for(device) if sources is None else sources, interval_s)
     chunks: list[Chunk] = []
-    status = "complete"
-    trace.sampler.start()
-    start = clock()
-    try:
-        # One chunk first to size k from a warm call rather than the cold first call.
-        timer.start()
-        prepared.fn()
-        k = max(1, math.ceil(chunk_s / max(timer.stop(), 1e-9)))
-        while clock() - start < duration_s:
-            s0 = clock()
-            timer.start()
-            for _ in range(k):
-                prepared.fn()
-            t = timer.stop()
-            s1 = clock()
-            trace.mark(len(chunks), s0, s1)
-            chunks.append(Chunk(s0 - start, s1 - start, t / k))
-            if on_chunk:
-                on_chunk(s1 - start, duration_s)
-    except KeyboardInterrupt:
-        status = "incomplete"
-    finally:
-        trace.sampler.stop()
-        if prepared.teardown:
-            prepared.teardown()
-    summary = trace.summary() or {}
-    result = Result(
-        workload=case.workload,
-        variant=case.variant,
-        device=device.name,
-        params=case.param_dict,
-        samples_s=[c.per_call_s for c in chunks],
-        calls_per_sample=k,
-        first_call_s=first_call,
-        stop_reason="soak",
-        rule=f"soak(duration_s={duration_s:g})",
-        timing=prepared.timing if device.is_accelerator else "e2e",
-        work=prepared.work,
-        headline=prepared.headline,
-        notes=list(prepared.notes),
-        telemetry=summary,
-    )  # nothing excluded: a soak reports the throttled speed, that is its point
-    result.verdict = judge(result)
-    wins = windows(chunks, result, trace.recording, start)
     record = new_record(
         "soak",
         {"duration_s": duration_s, "device": device.name, "workload": workload.name},
         [device],
-        status=status,
-        results=[result],
-        finished_utc=utcnow(),
-        extra={
-            "soak": {
-                "case": case.label,
-                "unit": result.throughput.unit if result.throughput else None,
-                "chunk_calls": k,
-                "elapsed_s": round(chunks[-1].t1, 3) if chunks else 0.0,
-                "windows": wins,
-            }
-        },
     )
-    record.verdict = judge_run(record, extra=trend_reasons(wins, record.extra["soak"]["elapsed_s"]))
-    return record
+    session = Session(record, store, events, reasons=_trend)
+    rule = f"soak(duration_s={duration_s:g})"
+    record.extra["soak"] = {"case": case.label, "unit": None, "windows": [], "elapsed_s": 0.0}
+    session.planned([case])
+    with session:
+        session.case_started(case)
+        trace.sampler.start()
+        start = clock()
+        every = duration_s / N_WINDOWS  # store the windows this often
+        next_save = start + every
+        k = 1
+        try:
+            # One chunk first to size k from a warm call rather than the cold first call.
+            timer.start()
+            prepared.fn()
+            k = max(1, math.ceil(chunk_s / max(timer.stop(), 1e-9)))
+            while clock() - start < duration_s:
+                s0 = clock()
+                timer.start()
+                for _ in range(k):
+                    prepared.fn()
+                t = timer.stop()
+                s1 = clock()
+                trace.mark(len(chunks), s0, s1)
+                chunks.append(Chunk(s0 - start, s1 - start, t / k))
+                if on_chunk:
+                    on_chunk(s1 - start, duration_s)
+                if s1 >= next_save:
+                    next_save = s1 + every
+                    _so_far(record, case, prepared, chunks, k, first_call, rule, trace, start)
+                    session.checkpoint()
+        finally:  # a stopped soak still records what it measured, then stops as asked
+            trace.sampler.stop()
+            if prepared.teardown:
+                prepared.teardown()
+            result = _so_far(record, case, prepared, chunks, k, first_call, rule, trace, start)
+            session.add(case, result)
+    return session.record
 
 
-def _scale(result: Result) -> tuple[float, str]:
-    """Work per call in the headline unit (GB, TFLOP or items) and the unit's name."""
-    if result.headline == "bytes":
-        return result.work.bytes / 1e9, "GB/s"
-    if result.headline == "flops":
-        return result.work.flops / 1e12, "TFLOP/s"
-    return result.work.items, f"{result.work.item_unit}/s"
+def _trend(record: RunRecord) -> list[tuple[Level, str]]:
+    s = record.extra["soak"]
+    return trend_reasons(s["windows"], s["elapsed_s"])
+
+
+def _so_far(
+    record: RunRecord,
+    case: Case,
+    prepared: Prepared,
+    chunks: list[Chunk],
+    k: int,
+    first_call: float,
+    rule: str,
+    trace: TelemetryTrace,
+    start: float,
+) -> Result:
+    """The soak's result from the chunks so far; its windows into ``record.extra["soak"]``."""
+    m = Measurement(
+        samples_s=tuple(c.per_call_s for c in chunks),
+        calls_per_sample=k,
+        first_call_s=first_call,
+        stop_reason="soak",
+        rule=rule,
+        timing=prepared.timing if case.device.is_accelerator else "e2e",
+    )  # nothing excluded: a soak reports the throttled speed, that is its point
+    result = measured(case, m, prepared, telemetry=trace.summary() or {})
+    record.extra["soak"] = {
+        "case": case.label,
+        "unit": result.throughput.unit if result.throughput else None,
+        "chunk_calls": k,
+        "elapsed_s": round(chunks[-1].t1, 3) if chunks else 0.0,
+        "windows": windows(chunks, result, trace.recording, start),
+    }
+    return result
+
+
+def _per_call(result: Result) -> float:
+    """Work per call in the unit ``Result.throughput`` reports (the unit `run` shows)."""
+    tp, t = result.throughput, result.median_s
+    return tp.value * t if tp is not None and t else 0.0
 
 
 def windows(
@@ -187,7 +208,7 @@ def windows(
     """Throughput per time window with the telemetry of the same span beside it."""
     if not chunks:
         return []
-    work, _ = _scale(result)
+    work = _per_call(result)
     nwin = max(1, min(n, len(chunks)))
     width = chunks[-1].t1 / nwin
     tags = (result.telemetry or {}).get("sample_tags") or [[] for _ in chunks]

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,52 +91,105 @@ def test_run_writes_json_with_the_promised_fields(
     assert code == 0 and json.loads(out)["run_id"] == doc["run_id"]
 
 
-def test_sigint_saves_finished_cases_and_exits_130(tmp_path: Path) -> None:
-    db = tmp_path / "sigint.db"
+def _stored_a_result(url: str) -> bool:
+    from torchmark.store import open_store
+
+    runs = open_store(url).list_runs()
+    return bool(runs and runs[0].n_results >= 1)
+
+
+def _stop_after_first_result(
+    args: list[str],
+    db: Path,
+    signum: int,
+    tmp_path: Path,
+    ready: Callable[[str], bool] = _stored_a_result,
+) -> tuple[int, str, str]:
+    """Start `torchmark ARGS` in a subprocess, send ``signum`` once ``ready(store url)``
+    (a result is stored)."""
+    from torchmark.store import open_store
+
+    # created here first: two processes creating one new database race (issue 10 #4)
+    open_store(f"sqlite:///{db}").close()
     env = {**os.environ, "TORCHMARK_DB": f"sqlite:///{db}", "PYTHONUNBUFFERED": "1"}
-    # many sizes so the run is still going when the signal arrives
-    sizes = ",".join(str(2**k) for k in range(10, 22)) * 3
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torchmark",
-            "run",
-            "--device",
-            "cpu",
-            "--workload",
-            "add",
-            "--size",
-            sizes,
-            "--stopping",
-            "micro",
-            "--no-ceilings",
-            "--no-telemetry",
-        ],
+        [sys.executable, "-m", "torchmark", *args],
         env=env,
+        cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    from torchmark.store import open_store
-
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:  # wait until at least one case is stored
             time.sleep(0.5)
-            if db.exists():
-                runs = open_store(f"sqlite:///{db}").list_runs()
-                if runs and runs[0].n_results >= 1:
-                    break
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+            if ready(f"sqlite:///{db}"):
+                break
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
+        proc.communicate()
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+def test_a_signal_saves_finished_cases_and_exits_128_plus_it(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    db = tmp_path / "signal.db"
+    out_json = tmp_path / "partial.json"
+    # many sizes so the run is still going when the signal arrives
+    sizes = ",".join(str(2**k) for k in range(10, 22)) * 3
+    args = ["run", "--device", "cpu", "--workload", "add", "--size", sizes]
+    args += ["--stopping", "micro", "--no-ceilings", "--no-telemetry", "--json", str(out_json)]
+    rc, out, err = _stop_after_first_result(args, db, signum, tmp_path)
+    assert rc == code, err
     assert "interrupted" in err and "Traceback" not in err
+    from torchmark.store import open_store
+
     run = open_store(f"sqlite:///{db}").load("latest")
     assert run.status == "incomplete"
     assert len(run.results) >= 1 and all(r.n > 0 for r in run.results if r.status == "ok")
+    doc = json.loads(out_json.read_text())  # the partial run, written as asked
+    assert doc["status"] == "incomplete" and len(doc["results"]) == len(run.results)
+    assert "add" in out  # the partial table was shown
+
+
+def test_a_soak_stopped_with_ctrl_c_is_stored_incomplete_and_exits_130(tmp_path: Path) -> None:
+    db = tmp_path / "soak.db"
+    args = ["soak", "--duration", "40s", "--workload", "add", "--json", "soak.json"]
+
+    def a_window_stored(url: str) -> bool:
+        from torchmark.store import open_store
+
+        store = open_store(url)
+        return bool(store.list_runs() and store.load("latest").extra.get("soak", {}).get("windows"))
+
+    t0 = time.monotonic()
+    rc, _, err = _stop_after_first_result(args, db, signal.SIGINT, tmp_path, a_window_stored)
+    assert time.monotonic() - t0 < 35  # stopped early: the windows were stored as they filled
+    assert rc == 130, err
+    from torchmark.store import open_store
+
+    run = open_store(f"sqlite:///{db}").load("latest")
+    assert run.kind == "soak" and run.status == "incomplete" and run.results[0].n > 0
+    assert run.extra["soak"]["windows"]  # what it measured before the signal is there
+    assert json.loads((tmp_path / "soak.json").read_text())["status"] == "incomplete"
+
+
+def test_json_path_is_checked_before_anything_is_measured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = cli(
+        capsys, "run", "--device", "cpu", "--workload", "add", "--json", str(tmp_path / "no/x.json")
+    )
+    assert code == 2 and "does not exist" in err
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []  # nothing was measured nor stored
 
 
 def test_dry_run_lists_the_plan_and_measures_nothing(capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,3 +198,32 @@ def test_dry_run_lists_the_plan_and_measures_nothing(capsys: pytest.CaptureFixtu
     assert "planned cases" in out and "seed-add" in out and "as-published" in out
     code, out, _ = cli(capsys, "history", "--json")
     assert code == 0 and json.loads(out) == []  # nothing was stored
+
+
+def test_a_store_that_stays_down_leaves_a_rescue_file_naming_the_cause(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.cli import run as run_cli
+    from torchmark.errors import StoreUnavailable
+    from torchmark.testing import MemoryStore
+
+    class Locked(MemoryStore):
+        def add_result(self, run_id: str, result: object) -> None:
+            raise StoreUnavailable("cannot store a result (database is locked)")
+
+        def finish_run(self, run_id: str, run: object) -> None:
+            raise StoreUnavailable("cannot finish a run (database is locked)")
+
+    monkeypatch.setattr(run_cli, "open_store", lambda db: Locked())
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--device", "cpu", "--workload", "add", "--size", "65536,131072"]
+    code, out, err = cli(capsys, *args, "--stopping", "test", "--no-ceilings", "--no-telemetry")
+    assert code == 1 and "database is locked" in err and "Traceback" not in err
+    (rescue,) = tmp_path.glob("torchmark-unsaved-run-*.json")
+    assert rescue.name in out.replace("\n", "")  # its path is printed
+    doc = json.loads(rescue.read_text())
+    assert [r["params"]["n"] for r in doc["results"]] == [65536, 131072]
+    assert (
+        all(r["n"] > 0 for r in doc["results"])
+        and "database is locked" in doc["extra"]["not_stored"]
+    )

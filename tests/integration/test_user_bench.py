@@ -202,3 +202,77 @@ def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.Monkey
     monkeypatch.setattr(bench, "run_case", broken)
     with pytest.raises(StoreError, match="the store is gone"):
         benchmark_model(torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test")
+
+
+class NaNAfterFirst(torch.nn.Module):
+    """Finite at the first call (preflight), NaN afterwards: caught on the CPU too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        y = self.lin(x)
+        return y if self.calls == 1 else y * float("nan")
+
+
+def test_a_model_returning_nan_is_wrong_on_the_cpu() -> None:
+    rec = benchmark_model(NaNAfterFirst(), torch.randn(2, 4), devices="cpu", rule="test")
+    (r,) = rec.results
+    assert r.status == "wrong" and "non-finite" in (r.reason or "") and "cpu" in (r.reason or "")
+
+
+class Sleepy(torch.nn.Module):
+    """Sleeps ``s`` seconds per call after the first ``fast`` calls: a hung forward."""
+
+    def __init__(self, s: float, fast: int) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.s, self.fast, self.calls = s, fast, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > self.fast:
+            import time
+
+            time.sleep(self.s)
+        return self.lin(x)
+
+
+def test_a_hung_forward_ends_its_case_as_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from torchmark import session
+
+    monkeypatch.setattr(session, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
+    t0 = time.perf_counter()
+    # preflight and the guard's calls are fast; the timed calls then hang for 60 s each
+    rec = benchmark_model(
+        Sleepy(60.0, fast=3), torch.randn(2, 4), devices="cpu", batches=[1, 2], rule="test"
+    )
+    assert time.perf_counter() - t0 < 30
+    first, second = rec.results
+    assert first.status == "skipped" and "call_timed_out" in first.flags
+    assert "did not return within 1 s" in (first.reason or "")
+    assert second.params["batch"] == 2  # the run went on (the model still hangs there)
+    assert rec.status == "complete"
+
+
+def test_gpu_energy_per_item_comes_from_the_telemetry_trace() -> None:
+    from torchmark.results import Result
+    from torchmark.user.bench import _trace_energy
+
+    r = Result(
+        workload="m",
+        variant="device",
+        device="cuda:0",
+        samples_s=[0.01] * 10,
+        calls_per_sample=5,
+        telemetry={"energy_j": 150.0},
+    )
+    e = _trace_energy(r, batch=4)  # 10 samples x 5 calls x 4 items in 0.5 s, 150 J
+    assert e["available"] and e["items"] == 200 and e["j_per_item"] == pytest.approx(0.75)
+    assert e["mean_power_w"] == pytest.approx(300.0)
+    assert not _trace_energy(r.model_copy(update={"telemetry": None}), 4)["available"]

@@ -125,3 +125,39 @@ def test_tune_leaves_the_tf32_flags_as_it_found_them() -> None:
         assert torch.backends.cuda.matmul.allow_tf32 is True
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+class Hangs(torch.nn.Module):
+    """Fast for the reference and the build, then every call sleeps a minute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > 2:
+            import time
+
+            time.sleep(60)
+        return self.lin(x)
+
+
+def test_a_hung_forward_cannot_outlast_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from torchmark.user import tune as tune_mod
+
+    monkeypatch.setattr(tune_mod, "MIN_CALL_BOUND_S", 0.0)
+    monkeypatch.setattr(tune_mod, "COMPILE_RESERVE_S", 1.0)  # budget 5 s + 1 s: bound ~6 s
+    t0 = time.perf_counter()
+    store = MemoryStore()
+    rec = tune(
+        Hangs(), torch.randn(1, 4), devices="cpu", budget_s=5, try_compile=False, store=store
+    )
+    assert time.perf_counter() - t0 < 20
+    base = rec.results[0]
+    assert base.status == "skipped" and "call_timed_out" in base.flags
+    assert "did not return within" in (base.reason or "") and "time budget" in (base.reason or "")
+    assert store.runs[rec.run_id or ""].status == "complete"

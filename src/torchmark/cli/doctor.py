@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from torchmark.cli.app import AsJsonOption, DbOption, app, console, open_store
+from torchmark.cli.app import AsJsonOption, DbOption, JsonOutOption, app, console, open_store
 from torchmark.results import RunRecord
 
 STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -100,22 +100,35 @@ def soak(
         str, typer.Option(help="How long: 90s, 10m, 1h (plain numbers are seconds).")
     ] = "10m",
     device: Annotated[
-        str, typer.Option("--device", "-d", help="The device to soak: cpu, cuda, cuda:N.")
-    ] = "cuda:0",
+        str | None,
+        typer.Option(
+            "--device",
+            "-d",
+            help="The device to soak: cpu, cuda, cuda:N (default: the first accelerator, "
+            "else the CPU).",
+        ),
+    ] = None,
     workload: Annotated[
         str,
         typer.Option("--workload", "-w", help="Heavy workload to repeat; see `torchmark list`."),
     ] = "matmul",
+    json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
     """Repeat a heavy workload and show throughput over time with clocks, heat and power."""
-    from torchmark.devices import resolve
+    from torchmark.cli.run import check_json_path, finish, shown_even_if_interrupted
+    from torchmark.devices import available, resolve
     from torchmark.soak import parse_duration
     from torchmark.soak import soak as run_soak
     from torchmark.workloads import WORKLOADS, load_builtins
 
     seconds = parse_duration(duration)
-    dev = resolve(device)
+    check_json_path(json_path)
+    if device is None:
+        found = available()
+        dev = [next((d for d in found if d.is_accelerator), found[0])]
+    else:
+        dev = resolve(device)
     load_builtins()
     w = WORKLOADS.get(workload)()
     store = open_store(db)
@@ -126,13 +139,13 @@ def soak(
         console=console,
         transient=True,
     )
-    with progress:
+    with shown_even_if_interrupted(show_soak, json_path), progress:
         task = progress.add_task("soak", total=seconds)
         record = run_soak(
-            w, dev[0], seconds, on_chunk=lambda t, total: progress.update(task, completed=t)
+            w,
+            dev[0],
+            seconds,
+            store=store,
+            on_chunk=lambda t, total: progress.update(task, completed=t),
         )
-    record.run_id = store.save(record)
-    show_soak(record)
-    console.print(f"Soak [bold]{record.run_id}[/] stored in {store.url}")
-    if record.status == "incomplete":
-        raise typer.Exit(130)
+    finish(record, show_soak, json_path, store.url)

@@ -17,7 +17,12 @@ from torchmark.cli.app import (
     console,
     open_store,
 )
-from torchmark.cli.run import ProgressEvents, finish, shown_even_if_interrupted
+from torchmark.cli.run import (
+    ProgressEvents,
+    check_json_path,
+    finish,
+    shown_even_if_interrupted,
+)
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError
 from torchmark.report.table import flag_words
@@ -191,6 +196,7 @@ def model(
     from torchmark.user.cost import parse_price
 
     preset(stopping)  # an unknown name fails here, naming the valid presets
+    check_json_path(json_path)
     batches = parse_int_list(batch, "--batch")
     prices = parse_price(price)  # bad text fails before anything is loaded or measured
     factory = input_factory(input, inputs)
@@ -283,6 +289,7 @@ def tune(
     from torchmark.user import spec as spec_mod
     from torchmark.user.tune import tune as run_tune
 
+    check_json_path(json_path)
     factory = input_factory(input, inputs)
     loaded = spec_mod.load(spec)
     store = open_store(db)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -23,7 +25,7 @@ from torchmark.cli.app import (
 )
 from torchmark.config import RunConfig, parse_int_list
 from torchmark.devices import Device
-from torchmark.errors import InputError, RunInterrupted
+from torchmark.errors import InputError, RunInterrupted, RunNotStored
 from torchmark.results import Result, RunRecord
 from torchmark.workloads import Case
 
@@ -55,26 +57,44 @@ class ProgressEvents:
         self.progress.advance(self.task)
 
 
+def check_json_path(path: Path | None) -> None:
+    """``--json PATH`` must be writable before anything is measured, not after."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise InputError(f"--json {path} is a directory: give a file name")
+    if not folder.is_dir():
+        raise InputError(f"--json {path}: folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"--json {path}: not writable here (choose another path)")
+
+
 def write_json(record: RunRecord, path: Path) -> None:
     try:
         path.write_text(record.model_dump_json(indent=2))
     except OSError as e:
         raise InputError(f"cannot write --json file {path}: {e.strerror}") from None
-    console.print(f"JSON written to {path}")
+    console.print(f"JSON written to {escape(str(path))}")
 
 
 @contextlib.contextmanager
 def shown_even_if_interrupted(
     render: Callable[[RunRecord], None], json_path: Path | None
 ) -> Iterator[None]:
-    """Ctrl-C mid-run: the partial run (already stored) is still shown and written."""
+    """Ctrl-C / SIGTERM / SIGHUP mid-run, or a store that failed: the run measured so far is
+    still shown and written (to --json, or to a rescue file when the store has not got it)."""
     try:
         yield
-    except RunInterrupted as e:
+    except (RunInterrupted, RunNotStored) as e:
         partial: RunRecord = e.record  # type: ignore[assignment]
         render(partial)
         if json_path:
             write_json(partial, json_path)
+        elif partial.extra.get("not_stored"):
+            from torchmark.session import rescue_path
+
+            write_json(partial, rescue_path(partial))
         raise
 
 
@@ -166,6 +186,7 @@ def run(
     if dry_run:
         show_plan(runner.planned(cfg))
         return
+    check_json_path(json_path)
     store = open_store(db)
     progress = Progress(
         TextColumn("{task.description}"),
@@ -176,7 +197,7 @@ def run(
         transient=True,
     )
     with shown_even_if_interrupted(show, json_path), progress:
-        record = runner.run(cfg, store, ProgressEvents(progress))
+        record = runner.run(cfg, store, ProgressEvents(progress), json_path=json_path)
     finish(record, show, json_path, store.url)
 
 

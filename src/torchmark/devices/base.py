@@ -131,3 +131,17 @@ class Device(ABC):
     def set_threads(self, n: int) -> None:
         """Only the CPU has threads to set."""
         return None
+
+    def telemetry_sources(self) -> list[Any]:
+        """The telemetry ``Source``s that describe this device while it is measured: the
+        host (psutil) for every device; accelerators add their own (NVML on NVIDIA)."""
+        from torchmark.telemetry.host import HostSource
+
+        return [HostSource()]
+
+    def energy_counter(self) -> Any:
+        """An ``EnergyCounter`` read around a measured region, or ``Unavailable`` with the
+        reason (the CPU has RAPL; an NVIDIA GPU's energy is in its NVML telemetry)."""
+        from torchmark.telemetry.energy import Unavailable
+
+        return Unavailable(f"no separate energy counter for {self.label()}")

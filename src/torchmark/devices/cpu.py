@@ -127,3 +127,8 @@ class CPUDevice(Device):
 
     def set_threads(self, n: int) -> None:
         torch.set_num_threads(n)
+
+    def energy_counter(self) -> Any:
+        from torchmark.telemetry.energy import rapl
+
+        return rapl()  # RAPL package zones: the whole CPU package

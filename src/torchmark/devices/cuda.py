@@ -100,3 +100,21 @@ class CUDADevice(Device):
 
     def empty_cache(self) -> None:
         torch.cuda.empty_cache()
+
+    def telemetry_sources(self) -> list[Any]:
+        """The host, and NVML for an NVIDIA GPU (ROCm GPUs have no NVML)."""
+        sources = super().telemetry_sources()
+        if not getattr(torch.version, "hip", None):
+            from torchmark.telemetry.nvml import NVMLSource
+
+            sources.insert(0, NVMLSource(self.index or 0, self.info().get("uuid")))
+        return sources
+
+    def energy_counter(self) -> Any:
+        from torchmark.telemetry.energy import Unavailable
+
+        # NVML's total-energy counter is read by the telemetry trace (one NVML session)
+        return Unavailable(
+            f"no separate energy counter for {self.label()} (its energy is read from the "
+            "NVML telemetry)"
+        )

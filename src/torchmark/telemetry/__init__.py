@@ -16,14 +16,12 @@ from typing import Any
 import torch
 
 from torchmark.devices.base import Device
-from torchmark.devices.cuda import CUDADevice
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
-from torchmark.telemetry.host import HostSource
-from torchmark.telemetry.nvml import NVMLSource
 from torchmark.telemetry.trace import Recording, Sampler, summarize
 from torchmark.telemetry.verdict import judge, judge_run
 
 __all__ = [
+    "Kept",
     "NullTrace",
     "Recording",
     "Source",
@@ -37,12 +35,47 @@ __all__ = [
 ]
 
 
+class Kept(Source):
+    """A source opened once for a whole run (NVML init and its static queries once per
+    device, not once per case): ``open`` answers from the first opening, ``close`` waits for
+    ``shutdown`` at the end of the run. A source that failed stays failed, saying when."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner, self.name, self.role = inner, inner.name, inner.role
+        self._static: dict[str, Any] | None = None
+        self._error: str | None = None
+
+    def open(self) -> dict[str, Any]:
+        if self._error is not None:
+            raise SourceUnavailable(self._error)
+        if self._static is None:
+            try:
+                self._static = self.inner.open()
+            except SourceUnavailable as e:
+                self._error = str(e)
+                raise
+        return self._static
+
+    def read(self) -> dict[str, Any]:
+        try:
+            return self.inner.read()
+        except Exception as e:
+            self._error = f"stopped in an earlier case: {e}"
+            raise
+
+    def close(self) -> None:
+        return None  # kept open for the next case; see shutdown
+
+    def shutdown(self) -> None:
+        if self._static is not None:
+            self._static = None
+            self.inner.close()
+
+
 def sources_for(device: Device) -> list[Source]:
-    """The host always; NVML for an NVIDIA GPU (ROCm GPUs have no NVML)."""
-    sources: list[Source] = [HostSource()]
-    if isinstance(device, CUDADevice) and not getattr(torch.version, "hip", None):
-        sources.insert(0, NVMLSource(device.index or 0, device.info().get("uuid")))
-    return sources
+    """The device's own choice (``Device.telemetry_sources``): the host always, NVML on an
+    NVIDIA GPU."""
+    return list(device.telemetry_sources())
 
 
 class TelemetryTrace:

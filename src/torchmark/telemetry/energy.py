@@ -1,4 +1,8 @@
-"""Energy counters: NVML total energy on NVIDIA GPUs, RAPL package energy on the CPU.
+"""Energy counters read around a measured region: RAPL package energy on the host CPU.
+
+An NVIDIA GPU's energy is not read here: its NVML total-energy counter is already read by
+the telemetry trace (one NVML handle per run), and energy per item comes from those readings
+(``user.bench._trace_energy``); reading it twice meant two NVML sessions per case.
 
 Energy per item = joules counted over the measured region / items processed in it. Where no
 counter can be read the answer is ``Unavailable(reason)`` (absent, permission denied, not
@@ -11,7 +15,6 @@ supported), never an estimate from TDP or utilisation.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -98,71 +101,11 @@ def rapl(root: Path = RAPL_ROOT) -> RaplCounter | Unavailable:
     return RaplCounter(zones, names)
 
 
-# -- NVML ------------------------------------------------------------------------------------
-
-
-class NvmlCounter(EnergyCounter):
-    """``nvmlDeviceGetTotalEnergyConsumption``: mJ since the driver loaded (Volta and newer)."""
-
-    def __init__(self, nv: Any, handle: Any, name: str) -> None:
-        self._nv, self._handle = nv, handle
-        self.source = f"NVML total energy of {name} (the whole board)"
-
-    def read(self) -> tuple[float, ...]:
-        return (self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3,)
-
-    def joules(self, start: tuple[float, ...], end: tuple[float, ...]) -> float:
-        return end[0] - start[0]  # 64-bit mJ: does not wrap in practice
-
-    def close(self) -> None:
-        # NVML counts init/shutdown pairs; a library that already failed has nothing to close
-        with contextlib.suppress(Exception):
-            self._nv.nvmlShutdown()
-
-
-def nvml(uuid: str | None, index: int | None) -> NvmlCounter | Unavailable:
-    try:
-        import pynvml as nv
-    except ImportError as e:
-        return Unavailable(f"pynvml not importable ({e})")
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError as e:
-        return Unavailable(f"NVML not available ({e})")
-    try:
-        handle = None
-        if uuid:
-            # torch prints the UUID bare, NVML prefixes it with "GPU-"
-            want = uuid.lower().removeprefix("gpu-")
-            for i in range(nv.nvmlDeviceGetCount()):
-                h = nv.nvmlDeviceGetHandleByIndex(i)
-                if str(_text(nv.nvmlDeviceGetUUID(h))).lower().removeprefix("gpu-") == want:
-                    handle = h
-        if handle is None:
-            handle = nv.nvmlDeviceGetHandleByIndex(index or 0)
-        name = _text(nv.nvmlDeviceGetName(handle))
-        nv.nvmlDeviceGetTotalEnergyConsumption(handle)
-    except nv.NVMLError as e:
-        nv.nvmlShutdown()
-        if getattr(e, "value", None) == nv.NVML_ERROR_NOT_SUPPORTED:
-            return Unavailable("this GPU has no NVML energy counter (needs Volta or newer)")
-        return Unavailable(f"NVML energy counter not readable ({e})")
-    return NvmlCounter(nv, handle, name)
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def counter_for(device: Device) -> EnergyCounter | Unavailable:
-    """The energy counter that covers ``device``: RAPL for the host CPU, NVML for an NVIDIA
-    GPU (recognised by the UUID its info carries), else Unavailable with the reason."""
-    if not device.is_accelerator:
-        return rapl()
-    info = device.info()
-    if info.get("uuid") and not info.get("hip"):
-        return nvml(str(info["uuid"]), device.index)
-    return Unavailable(f"no energy counter known for {device.label()}")
+    """The device's own choice (``Device.energy_counter``): RAPL for the host CPU; for an
+    accelerator Unavailable (an NVIDIA GPU's energy comes from its telemetry trace)."""
+    counter: EnergyCounter | Unavailable = device.energy_counter()
+    return counter
 
 
 class Region:

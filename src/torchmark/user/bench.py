@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,17 +28,20 @@ from torch import nn
 from torchmark import variants
 from torchmark.config import RunConfig
 from torchmark.devices import Device, resolve
-from torchmark.errors import (
-    CaseSkipped,
-    InputError,
-    RunInterrupted,
-    TorchmarkError,
-    WrongResultError,
+from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
+from torchmark.results import Result, RunRecord, Work
+from torchmark.runner import new_record, run_case
+from torchmark.session import (
+    OUT_OF_MEMORY,
+    CallTimedOut,
+    Events,
+    Session,
+    Watchdog,
+    call_bound,
+    skipped,
 )
-from torchmark.results import Result, RunRecord, Work, utcnow
-from torchmark.runner import OUT_OF_MEMORY, Events, Quiet, new_record, run_case, skipped
 from torchmark.store.base import ResultStore
-from torchmark.telemetry import energy, judge_run
+from torchmark.telemetry import energy
 from torchmark.timing import preset
 from torchmark.user import breakeven, cost
 from torchmark.user.inputs import (
@@ -102,24 +106,35 @@ def count_flops(call: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def preflight(
-    model: nn.Module, factory: InputFactory, devices: Sequence[Device], batch: int
+    model: nn.Module,
+    factory: InputFactory,
+    devices: Sequence[Device],
+    batch: int,
+    bound_s: float | None = None,
 ) -> Preflight:
-    """One call per device at ``batch``: who runs the model, its reference output, FLOPs."""
+    """One call per device at ``batch``: who runs the model, its reference output, FLOPs.
+    A call running past ``bound_s`` (the watchdog's bound) fails that device."""
     pf = Preflight()
     host = factory(batch)
     pf.inputs = host.describe()
     errors: list[str] = []
+    dog = Watchdog()
     for d in devices:
         try:
             m = place(model, d)
             x = host.to(d.torch_device)
-            with torch.no_grad():
-                if pf.reference is None:
-                    out, flops = count_flops(partial(x.call, m))
-                    pf.flops_per_item = flops / batch
-                else:
-                    out = x.call(m)
-            d.synchronize()
+            with dog.armed(bound_s or math.inf, f"the model's first call on {d.name}"):
+                with torch.no_grad():
+                    if pf.reference is None:
+                        out, flops = count_flops(partial(x.call, m))
+                        pf.flops_per_item = flops / batch
+                    else:
+                        out = x.call(m)
+                d.synchronize()
+        except CallTimedOut as e:
+            pf.failed[d.name] = str(e)
+            errors.append(str(e))
+            continue
         except Exception as e:
             if d.is_out_of_memory(e) or _host_alloc_failed(e):
                 pf.failed[d.name] = f"out of memory at batch {batch}"
@@ -137,6 +152,7 @@ def preflight(
         if pf.reference is None:
             pf.reference = to_device(out, torch.device("cpu"))
             pf.reference_device = d.name
+    dog.close()
     if not pf.placed and errors:
         raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
     return pf
@@ -196,7 +212,12 @@ class UserModel(Workload):
             def step() -> Any:
                 return to_device(host.to(device.torch_device).call(model), cpu)
 
-        region = energy.Region(energy.counter_for(device)) if self.measure_energy else None
+        # RAPL for the host CPU here; a GPU's energy comes from its telemetry trace (NVML,
+        # one handle per run), see _trace_energy
+        on_host = not device.is_accelerator
+        region = (
+            energy.Region(energy.counter_for(device)) if self.measure_energy and on_host else None
+        )
         calls = [0]
 
         def timed() -> Any:
@@ -238,6 +259,9 @@ class UserModel(Workload):
     def _check(self, step: Callable[[], Any], device: Device, batch: int) -> list[str]:
         """The device's output matches the reference device's (same inputs, same batch)."""
         out = step()
+        bad = nonfinite(out)
+        if bad:
+            raise WrongResultError(f"{bad} on {device.name} at batch {batch}")
         notes: list[str] = []
         ref, ref_dev = self.pf.reference, self.pf.reference_device
         if batch == min(self.batches) and ref is not None and ref_dev != device.name:
@@ -251,6 +275,42 @@ class UserModel(Workload):
         if step() is out:
             notes.append("every call returns the same output object (a cached result?)")
         return notes
+
+
+def nonfinite(out: Any) -> str | None:
+    """None when every floating tensor in ``out`` is finite, else what is not: a model that
+    returns NaN or inf is wrong on every device, the CPU included."""
+    for t in tensors_in(out):
+        if t.is_floating_point() or t.is_complex():
+            bad = int((~torch.isfinite(t)).sum().item())
+            if bad:
+                return f"the output holds {bad} non-finite value(s) (NaN or inf) of {t.numel()}"
+    return None
+
+
+def _trace_energy(result: Result, batch: int) -> dict[str, Any]:
+    """Energy per item from the NVML total-energy readings of the case's telemetry trace,
+    over the timed samples (first sample's start to the last one's end)."""
+    tel = result.telemetry
+    if tel is None:
+        return {"available": False, "reason": "telemetry off: GPU energy is read through it"}
+    joules = tel.get("energy_j")
+    if joules is None:
+        return {"available": False, "reason": "no NVML energy counter in the telemetry"}
+    calls = len(result.samples_s) * result.calls_per_sample
+    region_s = sum(result.samples_s) * result.calls_per_sample
+    items = calls * batch
+    return {
+        "available": True,
+        "source": "NVML total energy of the board (telemetry readings around the samples)",
+        "joules": joules,
+        "region_s": region_s,
+        "mean_power_w": joules / region_s if region_s > 0 else None,
+        "calls": calls,
+        "items": items,
+        "j_per_item": joules / items if items else None,
+        "notes": [],
+    }
 
 
 def _factory(example_inputs: Any) -> tuple[InputFactory, int | None]:
@@ -309,12 +369,12 @@ def benchmark_model(
     factory = per_batch(factory)
     prices = cost.parse_price(price) if isinstance(price, str) or price is None else dict(price)
     devs = resolve(devices)
-    events = events or Quiet()
     cfg = RunConfig(
         devices=tuple(d.name for d in devs), rule=rule, ceilings=False, telemetry=telemetry
     )
 
-    pf = preflight(module, factory, devs, batch_list[0])
+    bound = call_bound(preset(rule).max_time_s)
+    pf = preflight(module, factory, devs, batch_list[0], bound)
     workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
     cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
     record = new_record(
@@ -337,53 +397,28 @@ def benchmark_model(
         "inputs_at_smallest_batch": pf.inputs,
         "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
     }
-    if store is not None:
-        record.run_id = store.begin_run(record)
-    events.planned(cases)
-    try:
-        _measure(workload, cases, cfg, record, store, events)
-        record.status = "complete"
-    except KeyboardInterrupt:
-        raise RunInterrupted(record, record.run_id) from None
-    finally:  # analyse what was measured, complete or not; nothing measured is dropped
-        if record.status == "running":
-            record.status = "incomplete"
-        analyse(record, devs, prices)
-        record.verdict = judge_run(record)
-        record.finished_utc = utcnow()
-        if store is not None and record.run_id is not None:
-            store.finish_run(record.run_id, record)
-    return record
+    # break-even and cost are analysed from what was measured, complete or not
+    session = Session(record, store, events, analyse=lambda r: analyse(r, devs, prices))
+    session.planned(cases)
+    with session:
+        stopped: dict[str, str] = {}  # sweep -> why its larger batches are skipped
+        for case in cases:
+            session.case_started(case)
+            if case.sweep in stopped:
+                result = skipped(case, stopped[case.sweep])
+            else:
+                result = _run_one(workload, case, cfg, session)
+                if case.sweep and OUT_OF_MEMORY in result.flags:
+                    stopped[case.sweep] = f"larger batches skipped: {result.reason}"
+            session.add(case, result)
+    return session.record
 
 
-def _measure(
-    workload: UserModel,
-    cases: Sequence[Case],
-    cfg: RunConfig,
-    record: RunRecord,
-    store: ResultStore | None,
-    events: Events,
-) -> None:
-    oom: dict[str, str] = {}
-    for case in cases:
-        events.case_started(case)
-        if case.sweep in oom:
-            result = skipped(case, oom[case.sweep])
-        else:
-            result = _run_one(workload, case, cfg)
-            if case.sweep and OUT_OF_MEMORY in result.flags:
-                oom[case.sweep] = f"larger batches skipped: {result.reason}"
-        if store is not None and record.run_id is not None:
-            store.add_result(record.run_id, result)
-        record.results.append(result)
-        events.case_done(case, result)
-
-
-def _run_one(workload: UserModel, case: Case, cfg: RunConfig) -> Result:
+def _run_one(workload: UserModel, case: Case, cfg: RunConfig, session: Session) -> Result:
     b = case.param_dict["batch"]
     try:
         with torch.no_grad():
-            return run_case(workload, case, {}, cfg)
+            result = run_case(workload, case, {}, cfg, session)
     except CaseSkipped as e:
         return skipped(case, str(e))
     except WrongResultError as e:
@@ -397,6 +432,9 @@ def _run_one(workload: UserModel, case: Case, cfg: RunConfig) -> Result:
         if _host_alloc_failed(e):
             return skipped(case, f"out of memory at batch {b} on {case.device.name}", oom=True)
         return skipped(case, f"the model raised {one_line(e)} at batch {b}")
+    if result.ok and workload.measure_energy and case.device.is_accelerator:
+        result.extra["energy"] = _trace_energy(result, int(b))
+    return result
 
 
 def analyse(record: RunRecord, devices: Sequence[Device], prices: Mapping[str, float]) -> None:

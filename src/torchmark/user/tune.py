@@ -30,17 +30,18 @@ from torch import nn
 
 from torchmark import variants
 from torchmark.devices import Device, resolve
-from torchmark.errors import (
-    CaseSkipped,
-    InputError,
-    RunInterrupted,
-    UnknownNameError,
-    WrongResultError,
+from torchmark.errors import CaseSkipped, InputError, UnknownNameError, WrongResultError
+from torchmark.results import Result, RunRecord, Work
+from torchmark.runner import new_record
+from torchmark.session import (
+    CALL_TIMED_OUT,
+    MIN_CALL_BOUND_S,
+    CallTimedOut,
+    Events,
+    Session,
+    skipped,
 )
-from torchmark.results import Result, RunRecord, Work, utcnow
-from torchmark.runner import Events, Quiet, new_record, skipped
 from torchmark.store.base import ResultStore
-from torchmark.telemetry import judge_run
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
@@ -223,15 +224,13 @@ class Tuner:
         self,
         wl: TuneWorkload,
         device: Device,
-        record: RunRecord,
-        store: ResultStore | None,
-        events: Events,
+        session: Session,
         deadline: float,
         max_latency_s: float | None,
         per_candidate_s: float = PER_CANDIDATE_S,
     ) -> None:
-        self.wl, self.device, self.record = wl, device, record
-        self.store, self.events, self.deadline = store, events, deadline
+        self.wl, self.device, self.session = wl, device, session
+        self.record, self.events, self.deadline = session.record, session.events, deadline
         self.max_latency_s, self.per_candidate_s = max_latency_s, per_candidate_s
         self.measured: list[Measured] = []
         self.baseline: Measured | None = None
@@ -242,10 +241,7 @@ class Tuner:
         return self.deadline - time.perf_counter()
 
     def _store(self, case: Case, result: Result) -> None:
-        if self.store is not None and self.record.run_id is not None:
-            self.store.add_result(self.record.run_id, result)
-        self.record.results.append(result)
-        self.events.case_done(case, result)
+        self.session.add(case, result)  # kept, stored (or kept for a re-sync), events told
 
     def _prepare(self, case: Case) -> Prepared:
         prep = self.wl.prepare(case)
@@ -293,7 +289,14 @@ class Tuner:
                 f"~{reserve_s:.0f} s (raise --budget-s)",
             )
         else:
-            m.result = self._rounds(case, cand, m)
+            # a hung forward cannot outlast the budget by more than one compile's reserve
+            bound = max(MIN_CALL_BOUND_S, self.left_s()) + COMPILE_RESERVE_S
+            why = f"the time budget left plus {COMPILE_RESERVE_S:.0f} s for a compile"
+            try:
+                with self.session.watchdog.armed(bound, f"candidate {cand.name}", why):
+                    m.result = self._rounds(case, cand, m)
+            except CallTimedOut as e:
+                m.result = skipped(case, str(e), flag=CALL_TIMED_OUT)
         m.max_error = self.wl.errors.get((self.device.name, cand.name))
         if m.result.status == "wrong":
             m.status = "rejected"
@@ -520,7 +523,6 @@ def tune(
     if probe.kwargs:
         module = _Keywords(module, len(probe.args), list(probe.kwargs))
     devs = resolve(devices)
-    events = events or Quiet()
     record = new_record(
         "tune",
         {
@@ -534,62 +536,53 @@ def tune(
         },
         devs,
     )
-    if store is not None:
-        record.run_id = store.begin_run(record)
     wl = TuneWorkload(label, module, factory, "quick")
     tuners: list[Tuner] = []
+    load = OtherLoad()
+
+    def analyse(rec: RunRecord) -> None:  # complete or not: what was measured is summarised
+        load.stop()
+        if load.cores is not None and load.cores > BUSY_CORES:
+            # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
+            rec.extra.setdefault("notes", []).append(
+                f"other processes used {load.cores:.1f} cores during the search: speedups, "
+                "threads above all, may reflect that load; tune again on a quiet machine"
+            )
+        summarise(rec, tuners)
+
+    session = Session(record, store, events, analyse=analyse)
     start = time.perf_counter()
-    with variants.preserved_flags():  # builds set TF32 flags; the user's come back
-        load = OtherLoad().start()
-        try:
-            for i, dev in enumerate(devs):
-                # each device gets an equal share of what is left of the budget
-                share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
-                tuner = Tuner(
-                    wl,
-                    dev,
-                    record,
-                    store,
-                    events,
-                    time.perf_counter() + share,
-                    None if max_latency_ms is None else max_latency_ms / 1e3,
-                    per_candidate_s,
-                )
-                tuners.append(tuner)
-                compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
-                best = tuner.search(batch, compile_ok)
-                if not compile_ok:
-                    record.extra.setdefault("notes", []).append(
-                        f"{dev.name}: torch.compile not tried: "
-                        + (
-                            "--no-compile"
-                            if not try_compile
-                            else f"a {share:.0f} s budget share leaves too little for its compile "
-                            f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
-                        )
-                    )
-                if max_latency_ms is not None and tuner.baseline is not None:
-                    start_from = best.cand if best else tuner.baseline.cand
-                    tuner.batch_search(start_from)
-            record.status = "complete"
-        except KeyboardInterrupt:
-            raise RunInterrupted(record, record.run_id) from None
-        finally:
-            if record.status == "running":
-                record.status = "incomplete"
-            load.stop()
-            if load.cores is not None and load.cores > BUSY_CORES:
-                # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
+    # builds set TF32 flags; the user's come back
+    with variants.preserved_flags(), session:
+        load.start()
+        for i, dev in enumerate(devs):
+            # each device gets an equal share of what is left of the budget
+            share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
+            tuner = Tuner(
+                wl,
+                dev,
+                session,
+                time.perf_counter() + share,
+                None if max_latency_ms is None else max_latency_ms / 1e3,
+                per_candidate_s,
+            )
+            tuners.append(tuner)
+            compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
+            best = tuner.search(batch, compile_ok)
+            if not compile_ok:
                 record.extra.setdefault("notes", []).append(
-                    f"other processes used {load.cores:.1f} cores during the search: speedups, "
-                    "threads above all, may reflect that load; tune again on a quiet machine"
+                    f"{dev.name}: torch.compile not tried: "
+                    + (
+                        "--no-compile"
+                        if not try_compile
+                        else f"a {share:.0f} s budget share leaves too little for its compile "
+                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
+                    )
                 )
-            summarise(record, tuners)
-            record.verdict = judge_run(record)
-            record.finished_utc = utcnow()
-            if store is not None and record.run_id is not None:
-                store.finish_run(record.run_id, record)
-    return record
+            if max_latency_ms is not None and tuner.baseline is not None:
+                start_from = best.cand if best else tuner.baseline.cand
+                tuner.batch_search(start_from)
+    return session.record
 
 
 # Other processes using more than this many cores during tune: its speedups are suspect.

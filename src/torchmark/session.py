@@ -1,0 +1,498 @@
+"""One run session: the lifecycle every kind of run (run, model, tune, soak) shares.
+
+    with Session(record, store, events) as s:   # begin: store the header; SIGTERM and
+        s.set_ceilings(ceilings)                #   SIGHUP now stop the run as Ctrl-C does
+        for case in planned:                    # the caller plans; the session records
+            s.case_started(case)
+            s.add(case, run_case(...))          # kept in memory, stored, events told
+    s.record                                    # judged and finished, complete or not
+
+Ctrl-C, SIGTERM or SIGHUP: the results measured stay, the run is marked incomplete, judged,
+finished, and ``RunInterrupted(record)`` is raised with exit code 128 + the signal.
+A store that fails mid-run (``StoreError``): every result stays in memory and measuring goes
+on; each later write first re-syncs what was missed. If the store is still down at the end,
+``RunNotStored(record)`` is raised (``record.extra["not_stored"]`` names the cause) so the
+caller can still show the run and write it to a file (``rescue_path``).
+
+A ``Watchdog`` bounds a single call: ``measure(..., clock=dog.heartbeat)`` beats between
+groups of calls; a gap longer than the bound raises ``CallTimedOut`` in the main thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from torchmark.errors import RunInterrupted, RunNotStored, StoreError
+from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
+
+if TYPE_CHECKING:
+    from torchmark.devices import Device
+    from torchmark.store.base import ResultStore
+    from torchmark.telemetry import Kept, Source
+    from torchmark.telemetry.verdict import Level
+    from torchmark.timing.stats import Measurement
+    from torchmark.workloads import Case, Prepared
+
+
+class Events(Protocol):
+    def planned(self, cases: Sequence[Case]) -> None: ...
+    def ceilings(self, device: Device, cached: bool) -> None: ...
+    def case_started(self, case: Case) -> None: ...
+    def case_done(self, case: Case, result: Result) -> None: ...
+
+
+class Quiet:
+    def planned(self, cases: Sequence[Case]) -> None: ...
+    def ceilings(self, device: Device, cached: bool) -> None: ...
+    def case_started(self, case: Case) -> None: ...
+    def case_done(self, case: Case, result: Result) -> None: ...
+
+
+# Signals that stop a run the way Ctrl-C does: Slurm's time limit and systemd send SIGTERM,
+# a dropped ssh session SIGHUP. Each must leave the measured results stored and shown.
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM / SIGHUP raised in the main thread: handled wherever Ctrl-C is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def signum_of(exc: BaseException) -> int:
+    return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+
+
+# -- building results: the one place a Result is made from a case ---------------------------
+
+# Flag of a result skipped because it did not fit: its sweep stops there.
+OUT_OF_MEMORY = "out_of_memory"
+# Flag of a case ended by the watchdog: one call ran past the bound.
+CALL_TIMED_OUT = "call_timed_out"
+
+
+def skipped(
+    case: Case, reason: str, status: Status = "skipped", oom: bool = False, flag: str | None = None
+) -> Result:
+    """A case that produced no measurement: skipped (with the reason) or wrong."""
+    flags = [OUT_OF_MEMORY] if oom else []
+    return Result(
+        workload=case.workload,
+        variant=case.variant,
+        device=case.device.name,
+        params=case.param_dict,
+        status=status,
+        reason=reason,
+        extra_flags=flags + ([flag] if flag else []),
+    )
+
+
+def measured(
+    case: Case,
+    m: Measurement,
+    prepared: Prepared,
+    *,
+    ceiling: Ceiling | None = None,
+    notes: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
+    telemetry: dict[str, Any] | None = None,
+) -> Result:
+    """The Result of one measured case, judged (ok / warn / invalid with reasons)."""
+    from torchmark.telemetry import judge
+
+    result = Result(
+        workload=case.workload,
+        variant=case.variant,
+        device=case.device.name,
+        params=case.param_dict,
+        samples_s=list(m.samples_s),
+        calls_per_sample=m.calls_per_sample,
+        first_call_s=m.first_call_s,
+        warmup_calls=m.warmup_calls,
+        stop_reason=m.stop_reason,
+        rule=m.rule,
+        timing=m.timing,
+        excluded=list(m.excluded),
+        work=prepared.work,
+        headline=prepared.headline,
+        ceiling=ceiling,
+        notes=[*prepared.notes, *notes],
+        extra={**prepared.extra, **(extra or {})},
+        telemetry=telemetry,
+    )
+    result.verdict = judge(result)
+    return result
+
+
+# -- the watchdog ----------------------------------------------------------------------------
+
+# The bound on one call: a probe model sleeping 10 s per call under `--stopping quick`
+# (<= 2 s) took 69 s before this bound existed. 10 s leaves a slow but honest first call
+# (cold CUDA context, cuDNN autotune: 1-5 s on the lent H100) room to finish.
+MIN_CALL_BOUND_S = 10.0
+
+
+def call_bound(rule_max_time_s: float) -> float:
+    """A single call (or timed group of calls) running past this ends its case."""
+    return max(MIN_CALL_BOUND_S, 2 * rule_max_time_s)
+
+
+class CallTimedOut(BaseException):
+    """Raised in the main thread by the watchdog. A BaseException, so the user's
+    ``except Exception`` inside a model cannot swallow it."""
+
+
+# The signal the watchdog sends the main thread: a real signal (pthread_kill) also wakes a
+# sleeping or blocking call that retries on EINTR, which _thread.interrupt_main() does not.
+WATCHDOG_SIGNAL = getattr(signal, "SIGUSR1", None)
+
+
+class Watchdog:
+    """Bounds the time between heartbeats while armed (one thread per session).
+
+    ``measure`` reads its host clock between every group of calls (after the first call,
+    each warm-up group and each sample), so passing ``clock=dog.heartbeat`` makes every gap
+    one group: the first call, a warm-up group (sized to fit the rule's time-out) or one
+    sample (~10 ms, or one call when a call is longer). A gap past the bound means a call
+    that does not return in time; the main thread gets ``CallTimedOut`` with the reason.
+
+    A call stuck inside C code that never returns to Python cannot be interrupted from
+    another thread. If the main thread has not answered ``grace_s`` after the signal,
+    ``on_hung`` runs in the watchdog thread (the session saves the run and exits).
+    """
+
+    def __init__(
+        self,
+        on_hung: Callable[[str], None] | None = None,
+        grace_s: float = 30.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.on_hung, self.grace_s, self.clock = on_hung, grace_s, clock
+        self.fired: str | None = None
+        self._bound, self._what, self._why = 0.0, "", ""
+        self._deadline: float | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._old_handler: Any = None
+
+    def heartbeat(self) -> float:
+        t = self.clock()
+        with self._cond:
+            if self._deadline is not None:
+                self._deadline = t + self._bound
+        return t
+
+    def beating(self, clock: Callable[[], float]) -> Callable[[], float]:
+        """``clock`` (the one measure's stopping rule reads: a fake one in tests) that also
+        beats the watchdog, whose deadlines stay on the real host clock."""
+        if clock is self.clock:
+            return self.heartbeat
+
+        def beat() -> float:
+            self.heartbeat()
+            return clock()
+
+        return beat
+
+    @contextlib.contextmanager
+    def armed(
+        self,
+        bound_s: float,
+        what: str,
+        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
+    ) -> Iterator[None]:
+        """Bound every gap between heartbeats inside the block; CallTimedOut on a miss."""
+        if WATCHDOG_SIGNAL is None or not _in_main_thread() or not math.isfinite(bound_s):
+            yield  # no way to interrupt the main thread here: unbounded, as before
+            return
+        self._start()
+        with self._cond:
+            self.fired, self._bound, self._what, self._why = None, bound_s, what, why
+            self._deadline = self.clock() + bound_s
+            self._cond.notify_all()
+        try:
+            yield
+            if self.fired:  # fired just as the call returned: let the signal land here
+                for _ in range(100):
+                    time.sleep(0.01)
+        finally:
+            with self._cond:
+                self._deadline = None
+                # a signal still pending after this block must not end an unrelated call
+                self.fired = None
+                self._cond.notify_all()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._old_handler = signal.signal(WATCHDOG_SIGNAL, self._on_signal)  # type: ignore[arg-type]
+            self._thread = threading.Thread(
+                target=self._run, name="torchmark-watchdog", daemon=True
+            )
+            self._thread.start()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.fired:
+            raise CallTimedOut(self.fired)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - self.clock()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.fired = (
+                    f"timed out: {self._what} did not return within {self._bound:.3g} s "
+                    f"({self._why})"
+                )
+                fired_at = self.clock()
+                signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                while self._deadline is not None and not self._closed:
+                    if self.clock() - fired_at >= self.grace_s:
+                        if self.on_hung is not None:
+                            self.on_hung(self.fired)
+                        return
+                    self._cond.wait(self.grace_s)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            if _in_main_thread() and WATCHDOG_SIGNAL is not None:
+                signal.signal(WATCHDOG_SIGNAL, self._old_handler)
+            self._thread = None
+
+
+# -- the session -----------------------------------------------------------------------------
+
+
+def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
+    """Where a run the store could not take is written: the current directory when it is
+    writable, else the user data directory."""
+    stamp = record.created_utc.strftime("%Y%m%d-%H%M%S")
+    name = f"torchmark-unsaved-{record.kind}-{stamp}-{os.getpid()}.json"
+    for folder in ([where] if where else []) + [Path.cwd()]:
+        if os.access(folder, os.W_OK):
+            return folder / name
+    import platformdirs
+
+    folder = Path(platformdirs.user_data_dir("torchmark"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+class Session:
+    """One run's record from begin to finish; see the module docstring.
+
+    ``analyse(record)`` runs once at the end, complete or not (break-even, tune's summary);
+    ``reasons(record)``: run-level verdict reasons of this kind of run (a soak's trend).
+    ``json_path``: where a run abandoned by the watchdog (a call hung in C) is written.
+    ``host_clock``: the clock measurements' stopping rules read (tests pass a FakeClock).
+    """
+
+    def __init__(
+        self,
+        record: RunRecord,
+        store: ResultStore | None,
+        events: Events | None = None,
+        *,
+        analyse: Callable[[RunRecord], None] | None = None,
+        reasons: Callable[[RunRecord], list[tuple[Level, str]]] | None = None,
+        json_path: Path | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        host_clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.record, self.store, self.events = record, store, events or Quiet()
+        self.analyse, self.reasons = analyse, reasons
+        self.json_path, self.clock, self.host_clock = json_path, clock, host_clock
+        self.store_error: str | None = None  # the last store failure, in words
+        self.store_failures = 0
+        self._stored = 0  # results already in the store
+        self._ceilings_stored = True
+        self._old: dict[int, Any] = {}
+        self.watchdog = Watchdog(on_hung=self._abandon)
+        self._finished = False
+        self._sources: dict[str, list[Kept]] = {}
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        if _in_main_thread():
+            for s in STOP_SIGNALS:
+                self._old[s] = signal.signal(s, _raise_stopped)
+        self._sync()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old = {}
+        self.watchdog.close()
+        for kept in self._sources.values():
+            for src in kept:
+                src.shutdown()
+        if exc is None:
+            self.record.status = "complete"
+        self.finish()
+        if isinstance(exc, KeyboardInterrupt):
+            raise RunInterrupted(self.record, self.record.run_id, signum_of(exc)) from None
+        if exc is None and self.store_error is not None:
+            raise RunNotStored(self.record, self.store_error)
+
+    def finish(self) -> RunRecord:
+        """Judge and finish the run (incomplete unless the plan finished); idempotent."""
+        if self._finished:
+            return self.record
+        self._finished = True
+        from torchmark.telemetry import judge_run
+
+        rec = self.record
+        if rec.status == "running":
+            rec.status = "incomplete"
+        if self.analyse is not None:
+            self.analyse(rec)
+        if self.store_failures:
+            gap = (
+                f"the results store failed {self.store_failures} time(s) during the run "
+                f"({self.store_error or 'it recovered'}); every result was kept in memory"
+            )
+            rec.extra.setdefault("notes", []).append(gap)
+        rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
+        rec.finished_utc = self.clock()
+        if self._sync() and self.store is not None and rec.run_id is not None:
+            self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
+        if self.store_error is not None:
+            rec.extra["not_stored"] = self.store_error
+        return rec
+
+    def sources(self, device: Device) -> list[Source]:
+        """The device's telemetry sources, opened once for the whole run."""
+        from torchmark.telemetry import Kept, sources_for
+
+        if device.name not in self._sources:
+            self._sources[device.name] = [Kept(s) for s in sources_for(device)]
+        return list(self._sources[device.name])
+
+    # recording ------------------------------------------------------------------------------
+
+    def planned(self, cases: Sequence[Case]) -> None:
+        self.events.planned(cases)
+
+    def case_started(self, case: Case) -> None:
+        self.events.case_started(case)
+
+    def add(self, case: Case | None, result: Result) -> None:
+        """Keep the result, store it (and anything the store missed), tell the events."""
+        self.record.results.append(result)
+        self._sync()
+        if case is not None:
+            self.events.case_done(case, result)
+
+    def set_ceilings(self, ceilings: list[Ceiling]) -> None:
+        self.record.ceilings = list(ceilings)
+        self._ceilings_stored = False
+        self._sync()
+
+    def checkpoint(self) -> None:
+        """Store the run's header (status still running) so a kill loses little: a soak
+        calls this as each window of its record fills."""
+        if self._sync() and self.store is not None and self.record.run_id is not None:
+            rec = self.record
+            self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
+
+    # the store, guarded ---------------------------------------------------------------------
+
+    def _write(self, action: Callable[[], Any]) -> bool:
+        try:
+            action()
+        except StoreError as e:
+            self.store_error = str(e)
+            self.store_failures += 1
+            return False
+        return True
+
+    def _sync(self) -> bool:
+        """Push everything the store has not got yet; False while it is down."""
+        store, rec = self.store, self.record
+        if store is None:
+            return False
+        if rec.run_id is None:
+            header = rec.model_copy(update={"results": [], "ceilings": []})
+            ok = self._write(lambda: setattr(rec, "run_id", store.begin_run(header)))
+            if not ok:
+                return False
+        run_id = rec.run_id
+        assert run_id is not None
+        ceilings = not self._ceilings_stored and rec.ceilings
+        if ceilings and not self._write(lambda: store.set_ceilings(run_id, rec.ceilings)):
+            return False
+        self._ceilings_stored = True
+        while self._stored < len(rec.results):
+            if not self._write(lambda: store.add_result(run_id, rec.results[self._stored])):
+                return False
+            self._stored += 1
+        self.store_error = None  # it came back: everything missed is in
+        return True
+
+    # a call hung in C code: save what there is and leave ----------------------------------
+
+    def _abandon(self, reason: str) -> None:
+        """Runs in the watchdog thread when the main thread cannot be interrupted."""
+        self.record.extra.setdefault("notes", []).append(
+            f"run abandoned: {reason}, and the call never returned to Python"
+        )
+        with contextlib.suppress(Exception):
+            self.finish()
+        path = self.json_path or rescue_path(self.record)
+        with contextlib.suppress(OSError):
+            path.write_text(self.record.model_dump_json(indent=2))
+        print(
+            f"error: {reason}; the call is stuck and cannot be interrupted. Results so far: "
+            f"run {self.record.run_id or '(not stored)'}, JSON {path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(124)
+
+
+__all__ = [
+    "CALL_TIMED_OUT",
+    "OUT_OF_MEMORY",
+    "CallTimedOut",
+    "Events",
+    "Quiet",
+    "Session",
+    "Stopped",
+    "Watchdog",
+    "call_bound",
+    "measured",
+    "rescue_path",
+    "skipped",
+]

@@ -1,0 +1,213 @@
+"""The run session on a fake device and clock: store failures, signals, the watchdog."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from torchmark import runner, session
+from torchmark.config import RunConfig
+from torchmark.devices import Device
+from torchmark.errors import RunInterrupted, RunNotStored, StoreUnavailable
+from torchmark.results import RunRecord, Work
+from torchmark.session import CALL_TIMED_OUT, CallTimedOut, Session, Watchdog
+from torchmark.testing import FakeClock, FakeDevice, MemoryStore, scripted
+from torchmark.workloads import Case, PlanOptions, Prepared, Workload
+
+CFG = RunConfig(devices=("fake",), rule="test", ceilings=False, telemetry=False)
+
+
+class Timed(Workload):
+    """Cases i=0..n-1 on a fake device; call i takes ``durations[i]`` fake seconds, or runs
+    ``actions[i]`` (a signal, a real sleep) on its first call."""
+
+    name: ClassVar[str] = "timed"
+    summary: ClassVar[str] = "test workload"
+
+    def __init__(self, clock: FakeClock, durations: list[float]) -> None:
+        self.clock, self.durations = clock, durations
+        self.actions: dict[int, Callable[[], None]] = {}
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        return [Case("timed", "v", device, (("i", i),)) for i in range(len(self.durations))]
+
+    def prepare(self, case: Case) -> Prepared:
+        i = case.param_dict["i"]
+        step = scripted(self.clock, [self.durations[i]])
+        action = self.actions.get(i)
+
+        def fn() -> None:
+            if action is not None:
+                action()
+            step()
+
+        return Prepared(fn=fn, work=Work(items=10), timing="e2e")
+
+
+def planned(durations: list[float], store: Any) -> tuple[Timed, list[Case], Session]:
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    w = Timed(clock, durations)
+    record = runner.new_record("run", CFG.as_dict(), [dev])
+    return w, w.cases(dev, PlanOptions()), Session(record, store, host_clock=clock)
+
+
+def test_the_runner_measures_planned_cases_on_a_fake_device() -> None:
+    store = MemoryStore()
+    w, cases, s = planned([0.002, 0.004], store)
+    record = runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert record.status == "complete"
+    medians = [r.median_s for r in record.results]
+    assert medians == [pytest.approx(0.002), pytest.approx(0.004)]  # exact fake timings
+    assert [r.throughput.value for r in record.results if r.throughput] == [
+        pytest.approx(5000),
+        pytest.approx(2500),
+    ]
+    assert store.runs[record.run_id or ""].results == record.results
+
+
+class FlakyStore(MemoryStore):
+    """Writes fail (StoreUnavailable, as the SQL store raises after its retries) while
+    ``down`` is true, as with a lock held by another writer or a database restarting."""
+
+    def __init__(self, down_for: int) -> None:
+        super().__init__()
+        self.down_for = down_for  # failing writes left; -1: never comes back
+
+    def _maybe_fail(self) -> None:
+        if self.down_for != 0:
+            self.down_for -= 1 if self.down_for > 0 else 0
+            raise StoreUnavailable("cannot store a result (database is locked)")
+
+    def begin_run(self, run: Any) -> str:
+        self._maybe_fail()
+        return super().begin_run(run)
+
+    def add_result(self, run_id: str, result: Any) -> None:
+        self._maybe_fail()
+        super().add_result(run_id, result)
+
+    def finish_run(self, run_id: str, run: Any) -> None:
+        self._maybe_fail()
+        super().finish_run(run_id, run)
+
+
+def test_a_store_down_mid_run_loses_nothing_and_is_resynced() -> None:
+    store = FlakyStore(down_for=0)
+    w, cases, s = planned([0.001, 0.002, 0.003, 0.004], store)
+    w.actions[1] = lambda: setattr(store, "down_for", 3) if store.down_for == 0 else None
+    # case 1 takes the store down for 3 writes: cases 1-2 are kept, case 3's write re-syncs
+    record = runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert len(record.results) == 4 and record.status == "complete"
+    stored = store.runs[record.run_id or ""]
+    assert [r.params["i"] for r in stored.results] == [0, 1, 2, 3]  # in order, none lost
+    assert stored.status == "complete"
+    assert any("store failed" in n and "kept in memory" in n for n in record.extra["notes"])
+    assert "not_stored" not in record.extra
+
+
+def test_a_store_that_never_comes_back_hands_the_whole_run_back() -> None:
+    store = FlakyStore(down_for=-1)
+    w, cases, s = planned([0.001, 0.002], store)
+    with pytest.raises(RunNotStored) as info:
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+    rec: RunRecord = info.value.record  # type: ignore[assignment]
+    assert [r.ok for r in rec.results] == [True, True] and rec.status == "complete"
+    assert "database is locked" in str(info.value) and rec.extra["not_stored"]
+    assert store.runs == {}
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(signum: int, code: int) -> None:
+    store = MemoryStore()
+    w, cases, s = planned([0.001, 0.002, 0.003], store)
+    w.actions[1] = lambda: os.kill(os.getpid(), signum)
+    before = signal.getsignal(signum)
+    with pytest.raises(RunInterrupted) as info:
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert info.value.exit_code == code
+    stored = next(iter(store.runs.values()))
+    assert stored.status == "incomplete" and [r.params["i"] for r in stored.results] == [0]
+    assert signal.getsignal(signum) == before  # the session put the handler back
+
+
+def test_ctrl_c_exits_130() -> None:
+    w, cases, s = planned([0.001, 0.002], MemoryStore())
+
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
+
+    w.actions[1] = ctrl_c
+    with pytest.raises(RunInterrupted) as info:
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert info.value.exit_code == 130 and "Ctrl-C" in str(info.value)
+
+
+def test_a_call_past_the_bound_ends_its_case_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
+    w, cases, s = planned([0.001, 0.002], MemoryStore())
+    w.actions[0] = lambda: time.sleep(30)  # a forward that does not come back
+    t0 = time.perf_counter()
+    record = runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert time.perf_counter() - t0 < 10
+    hung, ok = record.results
+    assert hung.status == "skipped" and CALL_TIMED_OUT in hung.flags
+    assert (hung.reason or "").startswith(
+        "timed out: a call of timed/v i=0 on fake:0 did not return within 1 s"
+    ), hung.reason
+    assert ok.ok and record.status == "complete"
+
+
+def test_a_call_stuck_where_no_signal_reaches_it_is_abandoned() -> None:
+    hung: list[str] = []
+    dog = Watchdog(on_hung=hung.append, grace_s=0.2)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # as a call stuck in C
+    try:
+        with pytest.raises(CallTimedOut), dog.armed(0.2, "a call of x"):
+            try:
+                deadline = time.monotonic() + 5
+                while not hung and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)  # the pending signal lands
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        dog.close()
+    assert hung and "a call of x did not return within 0.2 s" in hung[0]
+
+
+def test_telemetry_sources_open_once_per_device_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark import telemetry
+    from torchmark.telemetry import Source
+
+    calls = {"open": 0, "close": 0, "read": 0}
+
+    class Counting(Source):
+        name, role = "counting", "device"
+
+        def open(self) -> dict[str, Any]:
+            calls["open"] += 1  # NVML: nvmlInit and the static queries
+            return {}
+
+        def read(self) -> dict[str, Any]:
+            calls["read"] += 1
+            return {"sm_mhz": None}
+
+        def close(self) -> None:
+            calls["close"] += 1
+
+    monkeypatch.setattr(telemetry, "sources_for", lambda device: [Counting()])
+    w, cases, s = planned([0.001, 0.002, 0.003], MemoryStore())
+    cfg = RunConfig(devices=("fake",), rule="test", ceilings=False, telemetry=True)
+    record = runner.run_planned(s, cases, {"timed": w}, cfg)
+    assert calls["open"] == 1 and calls["close"] == 1 and calls["read"] >= 6
+    assert all(
+        r.telemetry and r.telemetry["sources"]["counting"]["present"] for r in record.results
+    )

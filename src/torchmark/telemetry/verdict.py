@@ -165,8 +165,9 @@ def telemetry_reasons(t: dict[str, Any], excluded: int = 0) -> list[tuple[Level,
 
 
 def label(r: Result) -> str:
-    params = " ".join(f"{k}={v}" for k, v in r.params.items())
-    return " ".join(x for x in (f"{r.workload}/{r.variant}", params, "on", r.device) if x)
+    from torchmark.report.format import result_label  # the one way a case is named
+
+    return result_label(r)
 
 
 def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:

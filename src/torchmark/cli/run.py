@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from torchmark.cli.app import (
     AsJsonOption,
@@ -21,38 +21,11 @@ from torchmark.cli.app import (
     console,
     open_store,
 )
+from torchmark.cli.progress import ProgressEvents
 from torchmark.config import RunConfig, parse_int_list
-from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted
-from torchmark.results import Result, RunRecord
+from torchmark.results import RunRecord
 from torchmark.workloads import Case
-
-
-class ProgressEvents:
-    """Runner events -> a rich progress bar (the runner itself never formats)."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task = progress.add_task("planning", total=None)
-
-    def planned(self, cases: Sequence[Case]) -> None:
-        devices = sorted({c.device.name for c in cases})
-        workloads = sorted({c.workload for c in cases})
-        console.print(
-            f"Planned [bold]{len(cases)}[/] cases on {', '.join(devices) or 'no device'} "
-            f"({len(workloads)} workloads: {', '.join(workloads)})"
-        )
-        self.progress.update(self.task, total=len(cases), description="ceilings")
-
-    def ceilings(self, device: Device, cached: bool) -> None:
-        what = "cached ceilings" if cached else "measuring ceilings"
-        self.progress.update(self.task, description=f"{what} on {device.name}")
-
-    def case_started(self, case: Case) -> None:
-        self.progress.update(self.task, description=case.label)
-
-    def case_done(self, case: Case, result: Result) -> None:
-        self.progress.advance(self.task)
 
 
 def write_json(record: RunRecord, path: Path) -> None:
@@ -82,7 +55,7 @@ def finish(
     record: RunRecord, render: Callable[[RunRecord], None], json_path: Path | None, store_url: str
 ) -> None:
     render(record)
-    console.print(f"Run [bold]{record.run_id}[/] stored in {store_url}")
+    console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store_url}"))
     if json_path:
         write_json(record, json_path)
 
@@ -167,16 +140,9 @@ def run(
         show_plan(runner.planned(cfg))
         return
     store = open_store(db)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with shown_even_if_interrupted(show, json_path), progress:
-        record = runner.run(cfg, store, ProgressEvents(progress))
+    events = ProgressEvents(console)
+    with shown_even_if_interrupted(show, json_path), events.shown():
+        record = runner.run(cfg, store, events)
     finish(record, show, json_path, store.url)
 
 
@@ -265,4 +231,4 @@ def env(
                 )
             console.print(t)
         else:
-            console.print(f"[bold]{section}[/]: {value}")
+            console.print(Text.assemble((section, "bold"), f": {value}"))

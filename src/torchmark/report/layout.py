@@ -18,12 +18,12 @@ below the width of its longest word.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -236,6 +236,6 @@ class FitTable:
         yield self.table(options.max_width, title=False)
 
 
-def lines(texts: Iterable[str]) -> Iterator[Text]:
+def lines(texts: Iterable[str]) -> Group:
     """Plain-text lines (never markup) for printing under a table."""
-    return (Text(t) for t in texts)
+    return Group(*(Text(t) for t in texts))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -171,7 +171,7 @@ def _flags_cell(r: Result, notes: Footnotes) -> Alt:
     refs = notes.refs(r)
     words = flag_words(r)
     if r.status in ("skipped", "wrong"):
-        return Alt(", ".join(words), refs.strip())
+        return Alt(refs.strip(), refs.strip())  # the status is in the throughput column
     judged = r.verdict is not None and r.verdict.level != "ok"
     return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
 
@@ -312,18 +312,18 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     footnotes = Footnotes()
     out: list[RenderableType] = [results_table(record, footnotes)]
     if footnotes.templates:
-        out.append(Group(*lines(footnotes.lines())))
+        out.append(lines(footnotes.lines()))
     notes = _notes(record)
     if notes:
-        out.append(Group(*lines(notes)))
+        out.append(lines(notes))
     first = len(footnotes.templates) + 1
     out.append(ceilings_table(record, footnotes))
     methods = [f"{r.device} {r.key}: {r.method}" for r in ceiling_rows(record)] if verbose else []
     if len(footnotes.templates) >= first or methods:
-        out.append(Group(*lines(footnotes.lines(first) + methods)))
+        out.append(lines(footnotes.lines(first) + methods))
     placement = seed_placement(record)
     if placement:
-        out.append(Group(*lines(placement)))
+        out.append(lines(placement))
     return out
 
 

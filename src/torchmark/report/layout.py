@@ -4,7 +4,8 @@ rich squeezes a table that is too wide by wrapping its cells down to one word pe
 then truncating the rest (``c…``, ``18…``); and when stdout is not a terminal it renders at
 80 columns. ``FitTable`` decides instead, in an order the caller declares: first leave out
 columns with nothing in them, then, step by step, switch a column to its short cells
-(``43.6 % of bw`` -> ``43.6 %``) or leave out a low-priority column, until the table fits.
+(``43.6 % of bw`` -> ``43.6 % bw``) while that makes it fit without wrapping; failing
+that, let columns wrap and leave out low-priority columns, step by step, until it fits.
 Essential columns are never truncated; a column that may wrap does so at spaces and never
 below the width of its longest word.
 
@@ -169,12 +170,20 @@ class FitTable:
         return min(natural, max(col.wrap, words)), natural
 
     def plan(self, width: int) -> Plan:
+        """First the shortening steps alone, as long as no cell would wrap; failing that,
+        every column shortened, wrapping allowed, and the drop steps in order."""
         shown = [i for i in range(len(self.columns)) if self._has_content(i)]
         short: set[int] = set()
-        steps = sorted({s for c in self.columns for s in (c.shorten, c.drop) if s is not None})
-        for step in [None, *steps]:
+        shorten = sorted({c.shorten for c in self.columns if c.shorten is not None})
+        for step in [None, *shorten]:
             if step is not None:
                 short |= {i for i in shown if self.columns[i].shorten == step}
+            need = {i: self._need(i, i in short) for i in shown}
+            if sum(hi for _, hi in need.values()) + GAP * (len(shown) - 1) <= width:
+                return Plan(shown, short, {i: hi for i, (_, hi) in need.items()})
+        drops = sorted({c.drop for c in self.columns if c.drop is not None})
+        for step in [None, *drops]:
+            if step is not None:
                 shown = [i for i in shown if self.columns[i].drop != step]
             need = {i: self._need(i, i in short) for i in shown}
             if sum(lo for lo, _ in need.values()) + GAP * (len(shown) - 1) <= width:

@@ -81,17 +81,17 @@ def breakeven_table(record: RunRecord) -> FitTable | None:
     if not be:
         return None
     t = FitTable(
-        Col("GPU", wrap=12),
+        Col("GPU", shorten=1),
         Col("end-to-end", wrap=10),
         Col("device-only", wrap=10),
-        Col("batches tried", short_header="batches", justify="right", drop=2),
+        Col("batches tried", short_header="batches", justify="right", shorten=1),
         Col("notes", wrap=12, drop=1),
         title="Break-even: batch from which the GPU beats the CPU",
     )
     for gpu, e in be.items():
         rng = e.get("range")
         t.row(
-            f"{gpu} ({e.get('label', gpu)})",
+            Alt(f"{gpu} ({e.get('label', gpu)})", gpu),
             breakeven.describe(e["e2e"]),
             breakeven.describe(e["device"]),
             f"{rng[0]}..{rng[1]}" if rng else fmt.DASH,
@@ -136,8 +136,10 @@ def model_view(record: RunRecord) -> list[RenderableType]:
 STATUS_STYLE = {"faster": "green", "rejected": "red", "slower": "yellow"}
 
 
-def tune_table(record: RunRecord) -> FitTable:
-    """Candidates ranked per device: status, speedup over the baseline, latency, spread."""
+def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """Candidates ranked per device: status, speedup over the baseline, latency, spread;
+    why a candidate was skipped or rejected is a footnote."""
+    notes = notes if notes is not None else Footnotes()
     cands: list[dict[str, Any]] = record.extra.get("candidates", [])
     devices = list(dict.fromkeys(c["device"] for c in cands))
     t = FitTable(
@@ -148,16 +150,18 @@ def tune_table(record: RunRecord) -> FitTable:
         Col("latency", justify="right"),
         Col("±IQR", justify="right", drop=3),
         Col("max error", justify="right", shorten=2, drop=4),
-        Col("notes", wrap=12, drop=1),
+        Col("notes", wrap=12),
         title="Candidates, ranked (speedup over the baseline)"
         + (f" on {devices[0]}" if len(devices) == 1 else ""),
     )
     for c in cands:
         s = c["status"]
         err = c.get("max_error")
-        note = c.get("reason") or ""
+        why = [c["reason"]] if c.get("reason") else []
         if c.get("compile_s"):
-            note = (note + f" compile {fmt.duration(c['compile_s'])}").strip()
+            why.append(f"{c['name']}: torch.compile took {fmt.duration(c['compile_s'])}")
+        refs = sorted({notes.ref(w) for w in why})
+        note = f"[{','.join(map(str, refs))}]" if refs else ""
         rel = c.get("rel_iqr")
         lat = c.get("latency_ms")
         t.row(
@@ -179,8 +183,11 @@ def tune_table(record: RunRecord) -> FitTable:
 def tune_view(record: RunRecord) -> list[RenderableType]:
     """What ``torchmark tune`` prints: the ranked candidates, notes, and per device the
     recommendation with the code that applies it."""
-    out: list[RenderableType] = [tune_table(record)]
-    out += [Text(f"note: {n}") for n in record.extra.get("notes", [])]
+    notes = Footnotes()
+    out: list[RenderableType] = [tune_table(record, notes)]
+    said = notes.lines() + [f"note: {n}" for n in record.extra.get("notes", [])]
+    if said:
+        out.append(lines(said))
     for dev, rec in record.extra.get("recommendation", {}).items():
         sp = rec.get("speedup")
         why = f" ({rec['reason']})" if rec.get("reason") else ""

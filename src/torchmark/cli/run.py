@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from torchmark.cli.app import (
@@ -147,11 +146,19 @@ def run(
 
 
 def show_plan(cases: Sequence[Case]) -> None:
-    t = Table(title=f"{len(cases)} planned cases", title_justify="left")
-    for col in ("workload", "variant", "params", "device"):
-        t.add_column(col)
+    from torchmark.report import format as fmt
+    from torchmark.report.layout import Col, FitTable
+
+    devices = list(dict.fromkeys(c.device.name for c in cases))
+    title = f"{fmt.plural(len(cases), 'planned case')}"
+    t = FitTable(
+        Col("workload"),
+        Col("case", wrap=12),
+        Col("device", show=len(devices) > 1),
+        title=title + (f" on {devices[0]}" if len(devices) == 1 else ""),
+    )
     for c in cases:
-        t.add_row(c.workload, c.variant, " ".join(f"{k}={v}" for k, v in c.params), c.device.name)
+        t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
 
 
@@ -182,12 +189,19 @@ def list_(
     if as_json:
         console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
         return
-    t = Table(title="Workloads", title_justify="left")
-    for col in ("name", "group", "quick", "summary", "facts"):
-        t.add_column(col)
+    from torchmark.report.layout import Col, FitTable
+
+    t = FitTable(
+        Col("name"),
+        Col("group"),
+        Col("quick"),
+        Col("summary", wrap=24),
+        Col("facts", wrap=18, drop=1),
+        title="Workloads",
+    )
     for w in workloads:
         facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
-        t.add_row(
+        t.row(
             w["name"],
             w["group"],
             "yes" if w["quick"] else "",
@@ -195,15 +209,15 @@ def list_(
             ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
         )
     console.print(t)
-    d = Table(title="Devices", title_justify="left")
-    for col in ("name", "device", "accelerator"):
-        d.add_column(col)
+    d = FitTable(Col("name"), Col("device", wrap=16), Col("accelerator"), title="Devices")
     for dev in devices:
-        d.add_row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
+        d.row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
     console.print(d)
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return "/".join(map(str, v))
     return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
@@ -220,15 +234,14 @@ def env(
     if as_json:
         console.print_json(json.dumps(record, default=str))
         return
+    from torchmark.report.layout import Col, FitTable
+
     for section, value in record.items():
         if isinstance(value, dict):
-            t = Table(title=section, title_justify="left", show_header=False)
-            t.add_column("key", style="bold")
-            t.add_column("value")
+            t = FitTable(Col("key", style="bold"), Col("value", wrap=20), title=section)
+            t.show_header = False
             for k, v in value.items():
-                t.add_row(
-                    str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v)
-                )
+                t.row(str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v))
             console.print(t)
         else:
             console.print(Text.assemble((section, "bold"), f": {value}"))

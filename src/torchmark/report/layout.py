@@ -136,9 +136,12 @@ class Plan:
 
 
 class FitTable:
-    def __init__(self, *columns: Col, title: str | Text | None = None) -> None:
+    def __init__(
+        self, *columns: Col, title: str | Text | None = None, show_header: bool = True
+    ) -> None:
         self.columns = list(columns)
         self.title = title
+        self.show_header = show_header
         self.rows: list[_Row] = []
         self._section = False
 
@@ -161,6 +164,8 @@ class FitTable:
         """(narrowest, natural) width of column ``i``."""
         col = self.columns[i]
         head = Text(col.short_header if short and col.short_header else col.header)
+        if not self.show_header:
+            head = Text("")
         cells = [_pick(r.cells[i], short) for r in self.rows]
         natural = max([_width(head), *(_width(c) for c in cells)])
         # A column with short cells uses them rather than wrap its full ones.
@@ -212,6 +217,7 @@ class FitTable:
             show_edge=False,
             pad_edge=False,
             collapse_padding=True,
+            show_header=self.show_header,
         )
         for i in p.columns:
             col = self.columns[i]

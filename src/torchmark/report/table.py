@@ -332,7 +332,7 @@ def _notes(record: RunRecord) -> list[str]:
     seen: dict[str, list[str]] = {}
     for r in record.results:
         for n in r.notes:
-            seen.setdefault(n, []).append(f"{r.workload}/{r.variant} {r.device}")
+            seen.setdefault(n, []).append(fmt.case_label(r.variant, {}, r.workload, r.device))
     return [f"note: {n} ({_where(w)})" for n, w in seen.items()]
 
 

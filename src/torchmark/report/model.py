@@ -126,8 +126,8 @@ def model_view(record: RunRecord) -> list[RenderableType]:
     cost = record.extra.get("cost")
     if cost:
         if cost["cheaper"]:
-            said = ", ".join(f"batch {b}: {d}" for b, d in cost["cheaper"].items())
-            out.append(Text(f"Cheaper per item: {said}"))
+            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost["cheaper"].items())
+            out.append(Text(f"Cheaper per item: {cheaper}"))
         else:
             out.append(Text("Cost: only one priced device measured; nothing to compare"))
     return out

@@ -140,7 +140,7 @@ def test_sweep_table_notes_show_the_verdict() -> None:
     import torch
     from rich.console import Console
 
-    from torchmark.cli.model import sweep_table
+    from torchmark.report.model import sweep_table
     from torchmark.results import Verdict
     from torchmark.user import benchmark_model
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from torchmark.report import format as fmt
 from torchmark.report.table import run_tables, seed_placement, speedup
@@ -25,21 +25,44 @@ def load(name: str) -> RunRecord:
     return RunRecord.model_validate_json((RUNS / f"{name}.json").read_text())
 
 
-def render(record: RunRecord) -> str:
+def render(record: RunRecord, width: int | None = 120) -> str:
+    return printed(run_tables(record), width)
+
+
+def printed(parts: list[RenderableType], width: int | None) -> str:
+    """As a console of ``width`` prints it; ``None``: as piped (not a terminal, no
+    COLUMNS: rich's 80-column fallback)."""
     out = io.StringIO()
-    console = Console(file=out, width=120, color_system=None, force_terminal=False)
-    for part in run_tables(record):
+    if width is None:
+        console = Console(file=out, force_terminal=False)
+    else:
+        console = Console(file=out, width=width, color_system=None, force_terminal=True)
+    for part in parts:
         console.print(part)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 
 
-@pytest.mark.parametrize("name", ["cpu-gpu", "cpu-only"])
-def test_run_tables_match_golden_text(name: str) -> None:
-    text = render(load(name))
-    golden = GOLDEN / f"table-{name}.txt"
+def matches_golden(text: str, name: str) -> bool:
+    golden = GOLDEN / name
     if os.environ.get("TORCHMARK_UPDATE_GOLDEN"):
         golden.write_text(text)
-    assert text == golden.read_text()
+    return text == golden.read_text()
+
+
+WIDTHS = {"80": 80, "120": 120, "piped": None}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["cpu-gpu", "cpu-only", "cpu-only-noisy"])
+def test_run_tables_match_golden_text(
+    name: str, width: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    text = render(load(name), WIDTHS[width])
+    assert matches_golden(text, f"table-{name}-{width}.txt")
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= (WIDTHS[width] or 80)
+    assert "…" not in text  # nothing essential truncated
 
 
 def test_golden_text_shows_what_a_reader_needs() -> None:
@@ -48,8 +71,8 @@ def test_golden_text_shows_what_a_reader_needs() -> None:
     assert "47.6×" in text
     assert "83.9 % of bw" in text and "84.2 % of fp32 peak" in text
     assert "skipped: out of" in text  # the reason travels with the skipped case
-    assert "warn [1]" in text and "[1] 2 throttled samples set aside" in text
-    assert "best precision: bf16" in text
+    assert "warn [2]" in text and "[2] 2 throttled samples set aside" in text
+    assert "best: inference bf16 b=32" in text
     assert "89.6 %" in text  # measured bandwidth / datasheet, ceilings table
     assert "rank 1 of 12" in text
 

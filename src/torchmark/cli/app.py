@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from torchmark.errors import TorchmarkError
 
@@ -24,8 +25,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# markup=False: run ids, paths, model errors and reasons reach the terminal as written
+# (rich markup in them, "[/layer]" or "[bold red]pwn[/]", would crash or be swallowed);
+# styled text is built with rich.text.Text instead.
+console = Console(highlight=False, markup=False)
+err_console = Console(stderr=True, highlight=False, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=False)
     except TorchmarkError as e:
-        err_console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        err_console.print(Text.assemble(("error:", "bold red"), f" {e}"), soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted: results measured so far are saved (run incomplete)")

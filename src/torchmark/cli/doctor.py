@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from torchmark.cli.app import AsJsonOption, DbOption, JsonOutOption, app, console, open_store
 from torchmark.results import RunRecord
@@ -34,8 +35,10 @@ def doctor(
         for col in ("status", "check", "detail"):
             t.add_column(col, no_wrap=col != "detail")
         for c in checks:
-            detail = c.detail + (f"\n[dim]fix:[/] {c.fix}" if c.fix and c.status != "ok" else "")
-            t.add_row(f"[{STYLE[c.status]}]{c.status:<4}[/]", c.name, detail)
+            detail = Text(c.detail)
+            if c.fix and c.status != "ok":
+                detail.append("\nfix:", "dim").append(f" {c.fix}")
+            t.add_row(Text(f"{c.status:<4}", STYLE[c.status]), c.name, detail)
         console.print(t)
         n = {s: sum(c.status == s for c in checks) for s in STYLE}
         console.print(", ".join(f"{v} {k}" for k, v in n.items() if v))
@@ -58,7 +61,8 @@ def show_soak(record: RunRecord) -> None:
     s = record.extra["soak"]
     wins: list[dict[str, Any]] = s["windows"]
     unit = s.get("unit") or ""
-    console.print(f"Soak of [bold]{s['case']}[/] for {s['elapsed_s']:.0f} s")
+    case = (str(s["case"]), "bold")
+    console.print(Text.assemble("Soak of ", case, f" for {s['elapsed_s']:.0f} s"))
     t = Table(title_justify="left")
     for col in ("time", f"throughput ({unit})", "", "clock MHz", "temp C", "power W", "throttle"):
         t.add_column(
@@ -85,7 +89,7 @@ def show_soak(record: RunRecord) -> None:
     console.print(f"throughput over time: {sparkline([w['rate'] for w in wins])}")
     v = record.verdict
     if v is not None:
-        console.print(f"verdict: [{LEVEL_STYLE[v.level]}]{v.level}[/]")
+        console.print(Text.assemble("verdict: ", (v.level, LEVEL_STYLE[v.level])))
         for reason in v.reasons:
             console.print(f"  - {reason}")
 
@@ -133,7 +137,7 @@ def soak(
     w = WORKLOADS.get(workload)()
     store = open_store(db)
     progress = Progress(
-        TextColumn(f"soaking {workload} on {dev[0].name}"),
+        TextColumn(f"soaking {workload} on {dev[0].name}", markup=False),
         BarColumn(),
         TimeElapsedColumn(),
         console=console,

@@ -6,16 +6,15 @@ import json
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import psutil
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, UnknownNameError
-from torchmark.report.table import add_row
+from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.store.base import RunSummary
 from torchmark.store.exchange import FORMATS, export_run, import_run
 
@@ -32,25 +31,47 @@ def shown_status(r: RunSummary) -> str:
     return "running" if alive else "incomplete (process gone)"
 
 
-def history_table(runs: list[RunSummary], where: str) -> Table:
-    table = Table(title=f"Stored runs in {where}", title_justify="left")
-    for col, kw in (
-        ("id", {"no_wrap": True}),
-        ("UTC time", {"no_wrap": True}),
-        ("kind", {}),
-        ("status", {}),
-        ("devices", {}),
-        ("ok/total", {"justify": "right"}),
-        ("host", {}),
-        ("command", {"overflow": "fold"}),
-    ):
-        table.add_column(col, **kw)
+def history_rows(runs: list[RunSummary]) -> list[dict[str, Any]]:
+    """One dict per run, keyed by the table's column names (``--json`` prints these):
+    id, utc_time, kind, status (as shown: a killed run reads "incomplete (process gone)"),
+    devices, ok, total, host, command; then tool_version and pid."""
+    return [
+        {
+            "id": r.run_id,
+            "utc_time": r.created_utc.isoformat(),
+            "kind": r.kind,
+            "status": shown_status(r),
+            "devices": list(r.devices),
+            "ok": r.n_ok,
+            "total": r.n_results,
+            "host": r.host,
+            "command": short_command(r.command),
+            "tool_version": r.tool_version,
+            "pid": r.pid,
+        }
+        for r in runs
+    ]
+
+
+def history_table(runs: list[RunSummary], where: str) -> FitTable:
+    """Newest first. When narrow: the host goes first, then the seconds and the year of
+    the time, then the command; never the id, status or counts."""
+    table = FitTable(
+        Col("id"),
+        Col("UTC time", shorten=2),
+        Col("kind"),
+        Col("status", wrap=8),
+        Col("devices", wrap=6),
+        Col("ok/total", justify="right"),
+        Col("host", drop=1),
+        Col("command", wrap=24, drop=3),
+        title=f"Stored runs in {where}",
+    )
     for r in runs:
         status = shown_status(r)
-        add_row(
-            table,
+        table.row(
             r.run_id,
-            f"{r.created_utc:%Y-%m-%d %H:%M:%S}",
+            Alt(f"{r.created_utc:%Y-%m-%d %H:%M:%S}", f"{r.created_utc:%m-%d %H:%M}"),
             r.kind,
             Text(status, style="" if status == "complete" else "yellow"),
             ", ".join(r.devices),
@@ -85,7 +106,7 @@ def history(
     finally:
         store.close()
     if as_json:
-        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in runs], indent=2) + "\n")
+        sys.stdout.write(json.dumps(history_rows(runs), indent=2) + "\n")
     elif not runs:
         console.print(f"No runs stored in {store.url} yet; `torchmark run` makes one.")
     else:

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from torchmark.cli.app import (
     AsJsonOption,
@@ -23,38 +21,11 @@ from torchmark.cli.app import (
     console,
     open_store,
 )
+from torchmark.cli.progress import ProgressEvents
 from torchmark.config import RunConfig, parse_int_list
-from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted, RunNotStored
-from torchmark.results import Result, RunRecord
+from torchmark.results import RunRecord
 from torchmark.workloads import Case
-
-
-class ProgressEvents:
-    """Runner events -> a rich progress bar (the runner itself never formats)."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task = progress.add_task("planning", total=None)
-
-    def planned(self, cases: Sequence[Case]) -> None:
-        devices = sorted({c.device.name for c in cases})
-        workloads = sorted({c.workload for c in cases})
-        console.print(
-            f"Planned [bold]{len(cases)}[/] cases on {', '.join(devices) or 'no device'} "
-            f"({len(workloads)} workloads: {', '.join(workloads)})"
-        )
-        self.progress.update(self.task, total=len(cases), description="ceilings")
-
-    def ceilings(self, device: Device, cached: bool) -> None:
-        what = "cached ceilings" if cached else "measuring ceilings"
-        self.progress.update(self.task, description=f"{what} on {device.name}")
-
-    def case_started(self, case: Case) -> None:
-        self.progress.update(self.task, description=case.label)
-
-    def case_done(self, case: Case, result: Result) -> None:
-        self.progress.advance(self.task)
 
 
 def check_json_path(path: Path | None) -> None:
@@ -75,7 +46,7 @@ def write_json(record: RunRecord, path: Path) -> None:
         path.write_text(record.model_dump_json(indent=2))
     except OSError as e:
         raise InputError(f"cannot write --json file {path}: {e.strerror}") from None
-    console.print(f"JSON written to {escape(str(path))}")
+    console.print(f"JSON written to {path}")
 
 
 @contextlib.contextmanager
@@ -102,7 +73,7 @@ def finish(
     record: RunRecord, render: Callable[[RunRecord], None], json_path: Path | None, store_url: str
 ) -> None:
     render(record)
-    console.print(f"Run [bold]{record.run_id}[/] stored in {store_url}")
+    console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store_url}"))
     if json_path:
         write_json(record, json_path)
 
@@ -188,25 +159,26 @@ def run(
         return
     check_json_path(json_path)
     store = open_store(db)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with shown_even_if_interrupted(show, json_path), progress:
-        record = runner.run(cfg, store, ProgressEvents(progress), json_path=json_path)
+    events = ProgressEvents(console)
+    with shown_even_if_interrupted(show, json_path), events.shown():
+        record = runner.run(cfg, store, events, json_path=json_path)
     finish(record, show, json_path, store.url)
 
 
 def show_plan(cases: Sequence[Case]) -> None:
-    t = Table(title=f"{len(cases)} planned cases", title_justify="left")
-    for col in ("workload", "variant", "params", "device"):
-        t.add_column(col)
+    from torchmark.report import format as fmt
+    from torchmark.report.layout import Col, FitTable
+
+    devices = list(dict.fromkeys(c.device.name for c in cases))
+    title = f"{fmt.plural(len(cases), 'planned case')}"
+    t = FitTable(
+        Col("workload"),
+        Col("case", wrap=12),
+        Col("device", show=len(devices) > 1),
+        title=title + (f" on {devices[0]}" if len(devices) == 1 else ""),
+    )
     for c in cases:
-        t.add_row(c.workload, c.variant, " ".join(f"{k}={v}" for k, v in c.params), c.device.name)
+        t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
 
 
@@ -237,12 +209,19 @@ def list_(
     if as_json:
         console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
         return
-    t = Table(title="Workloads", title_justify="left")
-    for col in ("name", "group", "quick", "summary", "facts"):
-        t.add_column(col)
+    from torchmark.report.layout import Col, FitTable
+
+    t = FitTable(
+        Col("name"),
+        Col("group"),
+        Col("quick"),
+        Col("summary", wrap=24),
+        Col("facts", wrap=18, drop=1),
+        title="Workloads",
+    )
     for w in workloads:
         facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
-        t.add_row(
+        t.row(
             w["name"],
             w["group"],
             "yes" if w["quick"] else "",
@@ -250,15 +229,15 @@ def list_(
             ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
         )
     console.print(t)
-    d = Table(title="Devices", title_justify="left")
-    for col in ("name", "device", "accelerator"):
-        d.add_column(col)
+    d = FitTable(Col("name"), Col("device", wrap=16), Col("accelerator"), title="Devices")
     for dev in devices:
-        d.add_row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
+        d.row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
     console.print(d)
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return "/".join(map(str, v))
     return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
@@ -275,15 +254,14 @@ def env(
     if as_json:
         console.print_json(json.dumps(record, default=str))
         return
+    from torchmark.report.layout import Col, FitTable
+
     for section, value in record.items():
         if isinstance(value, dict):
-            t = Table(title=section, title_justify="left", show_header=False)
-            t.add_column("key", style="bold")
-            t.add_column("value")
+            t = FitTable(Col("key", style="bold"), Col("value", wrap=20), title=section)
+            t.show_header = False
             for k, v in value.items():
-                t.add_row(
-                    str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v)
-                )
+                t.row(str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v))
             console.print(t)
         else:
-            console.print(f"[bold]{section}[/]: {value}")
+            console.print(Text.assemble((section, "bold"), f": {value}"))

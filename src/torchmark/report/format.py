@@ -1,11 +1,14 @@
-"""Number formatting for every report: three significant digits, SI prefixes, durations."""
+"""Number formatting for every report: three significant digits, SI prefixes, durations,
+and the one way a case is named (``case_label``)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from torchmark.results import Ceiling, Result
+if TYPE_CHECKING:
+    from torchmark.results import Ceiling, Result
 
 SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 # Units that take an SI prefix glued to them (812 GB/s); item units are counted things and
@@ -31,14 +34,21 @@ def sig(x: float, digits: int = 3) -> str:
     return f"{rounded:,.{decimals}f}"
 
 
+def _rounded(x: float, digits: int) -> float:
+    """``x`` to ``digits`` significant digits, so a prefix is chosen for the number shown:
+    0.9996 s is "1.00 s", not "1,000 ms"."""
+    return float(f"{x:.{digits}g}") if x else 0.0
+
+
 def si(x: float | None, unit: str = "", digits: int = 3) -> str:
     """``si(8.12e11, "B/s") == "812 GB/s"``; item units: ``si(2510, "it/s") == "2,510 it/s"``."""
     if x is None or not math.isfinite(x):
         return DASH
     glued = unit in PREFIXED_UNITS or not unit
     threshold = 1e3 if glued else 1e6
+    a = abs(_rounded(x, digits))
     for scale, prefix in SI_PREFIXES:
-        if abs(x) >= scale and abs(x) >= threshold:
+        if a >= scale and a >= threshold:
             v = sig(x / scale, digits)
             return f"{v} {prefix}{unit}" if glued else f"{v} {prefix} {unit}"
     return f"{sig(x, digits)} {unit}".rstrip()
@@ -48,7 +58,7 @@ def duration(seconds: float | None, digits: int = 3) -> str:
     """Seconds as ns / µs / ms / s with ``digits`` significant digits."""
     if seconds is None or not math.isfinite(seconds):
         return DASH
-    a = abs(seconds)
+    a = abs(_rounded(seconds, digits))
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if a >= scale:
             return f"{sig(seconds / scale, digits)} {unit}"
@@ -57,6 +67,11 @@ def duration(seconds: float | None, digits: int = 3) -> str:
 
 def pct(x: float | None, digits: int = 3) -> str:
     return DASH if x is None or not math.isfinite(x) else f"{sig(x, digits)} %"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``plural(1, "sample") == "1 sample"``, ``plural(4, "sample") == "4 samples"``."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 def ratio(x: float | None) -> str:
@@ -77,10 +92,44 @@ def param_value(v: Any) -> str:
     return str(v)
 
 
-def params(p: dict[str, Any]) -> str:
+def params(p: Mapping[str, Any]) -> str:
     return " ".join(
         f"{k}={DTYPE_SHORT.get(v, v) if k in PRECISION_KEYS else param_value(v)}"
         for k, v in p.items()
+    )
+
+
+# Parameter names shortened in case labels; every other name is kept as written.
+KEY_SHORT = {"batch": "b"}
+
+
+def case_label(
+    variant: str,
+    params: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+    workload: str | None = None,
+    device: str | None = None,
+) -> str:
+    """The one name of a case, each parameter said once: ``infer fp32 b=64`` (a parameter
+    equal to the variant is left out; a precision is its short name alone);
+    ``simplenet/infer fp32 b=64 on cpu`` with the workload and the device."""
+    items = list(params.items() if isinstance(params, Mapping) else params)
+    words = [DTYPE_SHORT.get(variant, variant)] if variant else []
+    for k, v in items:
+        if str(v) == variant:
+            continue
+        if k in PRECISION_KEYS:
+            words.append(DTYPE_SHORT.get(str(v), str(v)))
+        else:
+            words.append(f"{KEY_SHORT.get(k, k)}={param_value(v)}")
+    label = " ".join(dict.fromkeys(words))
+    if workload:
+        label = f"{workload}/{label}" if label else workload
+    return f"{label} on {device}" if device else label
+
+
+def result_label(r: Result, workload: bool = True, device: bool = True) -> str:
+    return case_label(
+        r.variant, r.params, r.workload if workload else None, r.device if device else None
     )
 
 

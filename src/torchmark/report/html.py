@@ -16,6 +16,7 @@ from torchmark.devices import is_host
 from torchmark.reference import device_label
 from torchmark.report import charts as charts_mod
 from torchmark.report import format as fmt
+from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import (
     case_key,
     ceiling_cell,
@@ -64,7 +65,7 @@ def _rows(run: RunRecord) -> list[dict[str, Any]]:
         out.append(
             {
                 "workload": r.workload,
-                "case": f"{r.variant} {fmt.params(r.params)}".strip(),
+                "case": fmt.case_label(r.variant, r.params),
                 "device": r.device,
                 "throughput": status_cell(r),
                 "median": fmt.duration(r.median_s),
@@ -119,18 +120,17 @@ def _environment(run: RunRecord) -> list[tuple[str, str]]:
 
 
 def _ceilings(run: RunRecord) -> list[dict[str, str]]:
-    order = {d: i for i, d in enumerate(devices_of(run))}
     return [
         {
             "device": device_label(run, c.device),
             "key": c.key,
-            "measured": fmt.ceiling_value(c),
-            "theoretical": fmt.ceiling_value(c, c.theoretical) if c.theoretical else fmt.DASH,
-            "pct": fmt.pct(c.pct_of_theoretical),
+            "measured": c.measured,
+            "theoretical": c.theoretical,
+            "pct": c.pct,
             "method": c.method,
-            "source": c.theoretical_source or "",
+            "source": c.source,
         }
-        for c in sorted(run.ceilings, key=lambda c: (order.get(c.device, 99), c.key))
+        for c in ceiling_rows(run)
     ]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from torchmark.reference import device_label
 from torchmark.report import format as fmt
+from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, flag_words, spread_cell, status_cell
 from torchmark.results import RunRecord
 
@@ -30,7 +31,7 @@ def render(runs: Sequence[RunRecord]) -> str:
             "|---|---|---:|---:|---:|---:|---|",
         ]
         for r in run.results:
-            case = f"{r.workload}/{r.variant} {fmt.params(r.params)}".strip()
+            case = fmt.result_label(r, device=False)
             lines.append(
                 "| "
                 + " | ".join(
@@ -49,9 +50,9 @@ def render(runs: Sequence[RunRecord]) -> str:
             )
         if run.ceilings:
             parts = [
-                f"{c.device} {c.key} {fmt.ceiling_value(c)}"
-                + (f" ({fmt.pct(c.pct_of_theoretical)} of datasheet)" if c.theoretical else "")
-                for c in run.ceilings
+                f"{c.device} {c.key} {c.measured}"
+                + (f" ({c.pct} of datasheet)" if c.theoretical != fmt.DASH else "")
+                for c in ceiling_rows(run)
             ]
             lines += ["", "Measured ceilings: " + "; ".join(parts) + "."]
         lines.append("")

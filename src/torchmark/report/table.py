@@ -1,27 +1,47 @@
 """Terminal tables of one stored run: results per case and device, then the ceilings.
 
 A pure function of the RunRecord (``run_tables``); ``torchmark run`` prints it at the end.
+Tables fit the console's width (``report.layout``): at 80 columns or piped they lose the
+words of the flags, then the ``vs CPU`` and median columns, never a figure's digits.
 """
 
 from __future__ import annotations
 
-import textwrap
+import re
 from collections.abc import Iterable
 
-from rich import box
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable, lines
+from torchmark.report.rows import ceiling_rows, devices_of
 from torchmark.results import Result, RunRecord
+
+__all__ = [
+    "Footnotes",
+    "add_row",
+    "case_key",
+    "ceiling_cell",
+    "ceilings_table",
+    "devices_of",
+    "flag_words",
+    "results_table",
+    "run_tables",
+    "seed_placement",
+    "speedup",
+    "spread_cell",
+    "status_cell",
+]
 
 # A workload sweeping a precision parameter gets a "best" row per device.
 PRECISION_KEYS = fmt.PRECISION_KEYS
 
-CASE_WIDTH = 22
+# Cases sit under their workload's name, indented: no blank line per workload.
+INDENT = "  "
 CaseKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
@@ -37,13 +57,6 @@ def case_key(r: Result) -> CaseKey:
     return (workload, variant, params)
 
 
-def devices_of(record: RunRecord) -> list[str]:
-    """Devices in the run, the host CPU first (the speedup denominator), then as recorded."""
-    seen = list(dict.fromkeys(r.device for r in record.results))
-    seen += [c.device for c in record.ceilings if c.device not in seen]
-    return sorted(seen, key=lambda d: not is_host(d))
-
-
 def speedup(result: Result, host: Result | None) -> float | None:
     """How many times the host's rate this result's rate is (same case, same work)."""
     if host is None or not result.ok or not host.ok or is_host(result.device):
@@ -52,11 +65,15 @@ def speedup(result: Result, host: Result | None) -> float | None:
     return mine / theirs if mine and theirs else None
 
 
-def ceiling_cell(r: Result) -> str:
+def ceiling_cell(r: Result, short: bool = False) -> str:
+    """``43.6 % of bw``; short: ``43.6 % bw``, ``10.5 % fp32``."""
     p = r.pct_of_ceiling
     if p is None or r.ceiling is None:
         return fmt.DASH
-    return f"{fmt.pct(p)} of {fmt.ceiling_label(r.ceiling)}"
+    label = fmt.ceiling_label(r.ceiling)
+    if short:
+        return f"{fmt.pct(p)} {label.removesuffix(' peak')}"
+    return f"{fmt.pct(p)} of {label}"
 
 
 def flag_words(r: Result, verbose: bool = False) -> list[str]:
@@ -77,20 +94,58 @@ def flag_words(r: Result, verbose: bool = False) -> list[str]:
     return words
 
 
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
 class Footnotes:
-    """Verdict reasons printed once under the table; rows point to them by number."""
+    """Reasons printed once under a table; rows point to them by number. Reasons that
+    differ only in their numbers share one footnote, which gives the numbers' range
+    ("other processes used 1.1 to 1.7 of 2 cores during the run")."""
 
     def __init__(self) -> None:
-        self.reasons: dict[str, int] = {}
+        self.templates: dict[str, int] = {}
+        self.values: dict[str, list[list[str]]] = {}
+
+    def ref(self, reason: str) -> int:
+        template = _NUMBER.sub("{}", reason.replace("{", "(").replace("}", ")"))
+        self.values.setdefault(template, []).append(_NUMBER.findall(reason))
+        return self.templates.setdefault(template, len(self.templates) + 1)
 
     def refs(self, r: Result) -> str:
-        if r.verdict is None or r.verdict.level == "ok" or not r.ok:
+        """`` [1][2]``: the result's verdict reasons, or why it was skipped or wrong."""
+        if r.status in ("skipped", "wrong"):
+            reasons = flag_words(r)
+        elif r.verdict is None or r.verdict.level == "ok" or not r.ok:
             return ""
-        nums = [self.reasons.setdefault(why, len(self.reasons) + 1) for why in r.verdict.reasons]
-        return " " + "".join(f"[{n}]" for n in nums) if nums else ""
+        else:
+            reasons = r.verdict.reasons
+        nums = sorted({self.ref(why) for why in reasons})
+        return f" [{','.join(map(str, nums))}]" if nums else ""
 
-    def lines(self) -> list[str]:
-        return [f"[{n}] {why}" for why, n in self.reasons.items()]
+    @property
+    def reasons(self) -> list[str]:
+        out = []
+        for template, seen in self.values.items():
+            slots = zip(*seen, strict=True) if len({len(v) for v in seen}) == 1 else []
+            filled = [_span(vals) for vals in slots]
+            out.append(
+                template.format(*filled)
+                if len(filled) == template.count("{}")
+                else "; ".join(dict.fromkeys(template.format(*v) for v in seen))
+            )
+        return out
+
+    def lines(self, first: int = 1) -> list[str]:
+        """The footnotes numbered ``first`` and after."""
+        return [f"[{n}] {why}" for n, why in enumerate(self.reasons, start=1) if n >= first]
+
+
+def _span(values: Iterable[str]) -> str:
+    vals = list(dict.fromkeys(values))
+    if len(vals) == 1:
+        return vals[0]
+    nums = sorted(vals, key=lambda v: float(v.replace(",", "")))
+    return f"{nums[0]} to {nums[-1]}"
 
 
 def status_cell(r: Result) -> str:
@@ -98,7 +153,8 @@ def status_cell(r: Result) -> str:
 
 
 def spread_cell(r: Result) -> str:
-    # Two digits: a spread is itself an estimate, good to about 10 % of its value.
+    """The IQR as % of the median (±IQR everywhere). Two digits: a spread is itself an
+    estimate, good to about 10 % of its value."""
     return fmt.pct(100 * r.measurement.rel_iqr, digits=2) if r.ok else fmt.DASH
 
 
@@ -110,7 +166,17 @@ def _precision_key(results: Iterable[Result]) -> str | None:
     return None
 
 
-def _best_rows(table: Table, results: list[Result], devices: list[str]) -> None:
+def _flags_cell(r: Result, notes: Footnotes) -> Alt:
+    """All flag words, or (short) the verdict's level and the footnotes saying why."""
+    refs = notes.refs(r)
+    words = flag_words(r)
+    if r.status in ("skipped", "wrong"):
+        return Alt(refs.strip(), refs.strip())  # the status is in the throughput column
+    judged = r.verdict is not None and r.verdict.level != "ok"
+    return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
+
+
+def _best_rows(table: FitTable, results: list[Result], devices: list[str]) -> None:
     """One row per device: the precision (with its other params) that ran fastest."""
     key = _precision_key(results)
     if key is None:
@@ -120,106 +186,96 @@ def _best_rows(table: Table, results: list[Result], devices: list[str]) -> None:
         if not mine:
             continue
         best = max(mine, key=lambda r: r.rate(r.headline) or 0.0)
-        others = {k: v for k, v in best.params.items() if k != key}
-        label = fmt.DTYPE_SHORT.get(str(best.params[key]), str(best.params[key]))
-        where = f"{best.variant} {fmt.params(others)}".strip()
-        add_row(
-            table,
-            f"best {key}: {label} ({where})",
+        table.row(
+            f"{INDENT}best: {fmt.case_label(best.variant, best.params)}",
             d,
             fmt.throughput(best),
             fmt.duration(best.median_s),
             spread_cell(best),
-            ceiling_cell(best),
-            "",
-            "",
+            Alt(ceiling_cell(best), ceiling_cell(best, short=True)),
         )
 
 
-def _spread_label(label: str, n_rows: int) -> list[str]:
-    """The case label wrapped over the case's device rows, so it adds no line of its own."""
-    lines = textwrap.wrap(label, CASE_WIDTH, break_on_hyphens=False) or [""]
-    if len(lines) > n_rows:
-        lines = [*lines[: n_rows - 1], " ".join(lines[n_rows - 1 :])]
-    return lines + [""] * (n_rows - len(lines))
-
-
-def results_table(record: RunRecord, notes: Footnotes | None = None) -> Table:
-    """One row per case and device, grouped by workload; GPUs show their speedup over the CPU."""
+def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """One row per case and device, grouped by workload; GPUs show their speedup over the
+    CPU. One device: its name is in the title rather than on every row."""
     notes = notes if notes is not None else Footnotes()
     devices = devices_of(record)
     title = f"run {record.run_id or '(unsaved)'}"
     if record.status != "complete":
         title += f" · {record.status}"
-    table = Table(
-        title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", expand=True
+    if len(devices) == 1:
+        title += f" · {reference.device_label(record, devices[0])}"
+    table = FitTable(
+        Col("case", wrap=14, spill=True),
+        Col("device", show=len(devices) > 1),
+        Col("throughput", justify="right"),
+        Col("median", justify="right", drop=3),
+        Col("±IQR", justify="right"),
+        Col("% of ceiling", justify="right", short_header="% ceiling", shorten=2, drop=5),
+        Col("vs CPU", justify="right", drop=4),
+        Col("flags", wrap=10, shorten=1),
+        title=title,
     )
-    table.add_column("case", width=CASE_WIDTH, overflow="fold")
-    table.add_column("device", no_wrap=True)
-    table.add_column("throughput", justify="right", no_wrap=True)
-    table.add_column("median", justify="right", no_wrap=True)
-    table.add_column("IQR", justify="right", no_wrap=True)
-    table.add_column("% of ceiling", justify="right", no_wrap=True)
-    table.add_column("vs CPU", justify="right", no_wrap=True)
-    table.add_column("flags", overflow="fold", ratio=1)
-
     by_case: dict[CaseKey, dict[str, Result]] = {}
     for r in record.results:
         by_case.setdefault(case_key(r), {})[r.device] = r
     workloads = list(dict.fromkeys(k[0] for k in by_case))
-    for w_i, workload in enumerate(workloads):
-        if w_i:
-            table.add_section()
-        add_row(table, Text(workload, style="bold"))
+    for workload in workloads:
+        table.row(Text(workload, style="bold"))
         for key, per_device in by_case.items():
             if key[0] != workload:
                 continue
             host = next((r for d, r in per_device.items() if is_host(d)), None)
             rows = [per_device[d] for d in devices if d in per_device]
-            label = f"{rows[0].variant} {fmt.params(rows[0].params)}".strip()
-            for r, case in zip(rows, _spread_label(label, len(rows)), strict=True):
-                add_row(
-                    table,
-                    case,
+            label = fmt.case_label(rows[0].variant, rows[0].params)
+            for i, r in enumerate(rows):
+                s = speedup(r, host)
+                table.row(
+                    INDENT + label if i == 0 else "",
                     r.device,
                     status_cell(r),
                     fmt.duration(r.median_s),
                     spread_cell(r),
-                    ceiling_cell(r),
-                    fmt.ratio(speedup(r, host)) if speedup(r, host) else "",
-                    ", ".join(flag_words(r)) + notes.refs(r),
+                    Alt(ceiling_cell(r), ceiling_cell(r, short=True)),
+                    fmt.ratio(s) if s else "",
+                    _flags_cell(r, notes),
                 )
         _best_rows(table, [r for r in record.results if r.workload == workload], devices)
     if not record.results:
-        add_row(table, "(no results)")
+        table.row("(no results)")
     return table
 
 
-def ceilings_table(record: RunRecord) -> Table:
-    table = Table(title="ceilings", box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
-    for name, justify in (
-        ("device", "left"),
-        ("ceiling", "left"),
-        ("measured", "right"),
-        ("theoretical", "right"),
-        ("% of theor.", "right"),
-        ("method", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name != "method")  # type: ignore[arg-type]
-    order = {d: i for i, d in enumerate(devices_of(record))}
-    for c in sorted(record.ceilings, key=lambda c: (order.get(c.device, 99), c.key)):
-        theo = fmt.ceiling_value(c, c.theoretical) if c.theoretical else fmt.DASH
-        add_row(
-            table,
-            c.device,
-            c.key,
-            fmt.ceiling_value(c),
-            theo,
-            fmt.pct(c.pct_of_theoretical),
-            c.method + (f" (theoretical: {c.theoretical_source})" if c.theoretical_source else ""),
+def ceilings_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """The measured ceilings; how each was measured is under the table with ``verbose``
+    (``run_tables``) and in the HTML report, where there is room for it."""
+    notes = notes if notes is not None else Footnotes()
+    rows = ceiling_rows(record)
+    devices = list(dict.fromkeys(r.device for r in rows))
+    title = "ceilings"
+    if len(devices) == 1:
+        title += f" · {reference.device_label(record, devices[0])}"
+    table = FitTable(
+        Col("device", show=len(devices) > 1),
+        Col("ceiling"),
+        Col("measured", justify="right"),
+        Col("theoretical", justify="right", drop=2),
+        Col("% of theor.", justify="right", drop=3),
+        Col("notes", wrap=8, drop=1),
+        title=title,
+    )
+    for row in rows:
+        table.row(
+            row.device,
+            row.key,
+            row.measured,
+            "" if row.theoretical == fmt.DASH else row.theoretical,
+            "" if row.pct == fmt.DASH else row.pct,
+            f"[{notes.ref(row.caveat)}]" if row.caveat else "",
         )
-    if not record.ceilings:
-        add_row(table, "(none measured)")
+    if not rows:
+        table.row("", "(none measured)")
     return table
 
 
@@ -250,19 +306,24 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
     return lines
 
 
-def run_tables(record: RunRecord) -> list[RenderableType]:
-    """What ``torchmark run`` prints at the end: results, seed-table placement, ceilings."""
+def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
+    """What ``torchmark run`` prints at the end: results, seed-table placement, ceilings.
+    ``verbose`` adds how each ceiling was measured (a paragraph each)."""
     footnotes = Footnotes()
     out: list[RenderableType] = [results_table(record, footnotes)]
-    if footnotes.reasons:
-        out.append(Group(*(Text(line) for line in footnotes.lines())))
+    if footnotes.templates:
+        out.append(lines(footnotes.lines()))
     notes = _notes(record)
     if notes:
-        out.append(Group(*(Text(n) for n in notes)))
-    out.append(ceilings_table(record))
+        out.append(lines(notes))
+    first = len(footnotes.templates) + 1
+    out.append(ceilings_table(record, footnotes))
+    methods = [f"{r.device} {r.key}: {r.method}" for r in ceiling_rows(record)] if verbose else []
+    if len(footnotes.templates) >= first or methods:
+        out.append(lines(footnotes.lines(first) + methods))
     placement = seed_placement(record)
     if placement:
-        out.append(Group(*(Text(line) for line in placement)))
+        out.append(lines(placement))
     return out
 
 
@@ -271,7 +332,7 @@ def _notes(record: RunRecord) -> list[str]:
     seen: dict[str, list[str]] = {}
     for r in record.results:
         for n in r.notes:
-            seen.setdefault(n, []).append(f"{r.workload}/{r.variant} {r.device}")
+            seen.setdefault(n, []).append(fmt.case_label(r.variant, {}, r.workload, r.device))
     return [f"note: {n} ({_where(w)})" for n, w in seen.items()]
 
 

@@ -82,7 +82,7 @@ def judge(result: Result) -> Verdict:
         elif half > TIMED_OUT_OK_PCT:
             v.add("warn", f"timed out before the median converged (known to ±{half:.1f} %)")
     if "few_samples" in flags:
-        v.add("warn", f"only {m.n} samples: the spread is not known")
+        v.add("warn", f"only {m.n} sample{_s(m.n)}: the spread is not known")
     first = _first_call(result)
     if first:
         v.add("warn", first)
@@ -164,9 +164,14 @@ def telemetry_reasons(t: dict[str, Any], excluded: int = 0) -> list[tuple[Level,
     return out
 
 
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
 def label(r: Result) -> str:
-    params = " ".join(f"{k}={v}" for k, v in r.params.items())
-    return " ".join(x for x in (f"{r.workload}/{r.variant}", params, "on", r.device) if x)
+    from torchmark.report.format import result_label  # the one way a case is named
+
+    return result_label(r)
 
 
 def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:
@@ -177,7 +182,8 @@ def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -
     """
     v = _Reasons()
     if record.status == "incomplete":
-        v.add("warn", f"run incomplete: interrupted after {len(record.results)} results")
+        n = len(record.results)
+        v.add("warn", f"run incomplete: interrupted after {n} result{_s(n)}")
     if record.results and not any(r.ok for r in record.results):
         v.add("warn", "no case could run: every result is skipped or wrong")
     for level, text in extra or []:

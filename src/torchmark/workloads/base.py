@@ -50,8 +50,9 @@ class Case:
 
     @property
     def label(self) -> str:
-        p = " ".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.workload}/{self.variant} {p} on {self.device.name}".replace("  ", " ")
+        from torchmark.report.format import case_label  # the one way a case is named
+
+        return case_label(self.variant, self.params, self.workload, self.device.name)
 
 
 @dataclass

@@ -1,0 +1,106 @@
+"""Progress of a run as it goes, for `run`, `model` and `tune` (the runner never formats).
+
+In a terminal: a progress bar (and, where asked, a line per finished case above it). When
+stdout is not a terminal (a CI log, `| tee`, a file): no bar, no colour, one plain line per
+finished case, so a log shows progress instead of minutes of silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from torchmark.report import format as fmt
+
+if TYPE_CHECKING:
+    from torchmark.devices import Device
+    from torchmark.results import Result
+    from torchmark.workloads import Case
+
+
+def case_line(case: Case, result: Result, done: int, total: int | None) -> str:
+    """``[3/10] simplenet/infer fp32 b=64 on cpu: 890 samples/s ±16 %, warn``."""
+    count = f"[{done}/{total}]" if total else f"[{done}]"
+    if result.status == "skipped":
+        what = f"skipped: {result.reason or 'no reason given'}"
+    elif result.status == "wrong":
+        what = f"WRONG: {result.reason or 'correctness check failed'}"
+    elif not result.ok:
+        what = "no samples"
+    else:
+        what = f"{fmt.throughput(result)} ±{fmt.pct(100 * result.measurement.rel_iqr, 2)}"
+        level = result.verdict.level if result.verdict is not None else "ok"
+        if level != "ok":
+            what += f", {level}"
+    return f"{count} {case.label}: {what}"
+
+
+class ProgressEvents:
+    """Runner events -> a progress bar in a terminal, a plain line per case otherwise.
+
+    ``lines``: also print a line per finished case in a terminal (model and tune, whose
+    results are worth seeing as they come); default: only when not a terminal."""
+
+    def __init__(self, console: Console, lines: bool | None = None) -> None:
+        self.console = console
+        self.terminal = console.is_terminal
+        self.lines = (not self.terminal) if lines is None else (lines or not self.terminal)
+        self.total: int | None = None
+        self.done = 0
+        self.progress: Progress | None = None
+        if self.terminal:
+            self.progress = Progress(
+                TextColumn("{task.description}", markup=False),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.progress.add_task("planning", total=None)
+
+    @contextmanager
+    def shown(self) -> Iterator[ProgressEvents]:
+        """The bar is live inside this block (nothing to start when piped)."""
+        if self.progress is None:
+            yield self
+            return
+        with self.progress:
+            yield self
+
+    def _say(self, line: str) -> None:
+        self.console.print(Text(line), soft_wrap=not self.terminal)
+
+    def planned(self, cases: Sequence[Case]) -> None:
+        devices = sorted({c.device.name for c in cases})
+        workloads = list(dict.fromkeys(c.workload for c in cases))
+        self.total = len(cases)
+        self._say(
+            f"Planned {fmt.plural(len(cases), 'case')} on {', '.join(devices) or 'no device'} "
+            f"({fmt.plural(len(workloads), 'workload')}: {', '.join(workloads)})"
+        )
+        if self.progress is not None:
+            self.progress.update(self.task, total=len(cases), description="ceilings")
+
+    def ceilings(self, device: Device, cached: bool) -> None:
+        what = "cached ceilings" if cached else "measuring ceilings"
+        if self.progress is not None:
+            self.progress.update(self.task, description=f"{what} on {device.name}")
+        elif not cached:
+            self._say(f"measuring ceilings on {device.name}")
+
+    def case_started(self, case: Case) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=case.label)
+
+    def case_done(self, case: Case, result: Result) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        if self.lines:
+            self._say(case_line(case, result, self.done, self.total))

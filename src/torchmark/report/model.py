@@ -1,0 +1,201 @@
+"""Terminal views of `torchmark model` (batch sweep, break-even, cost) and `torchmark tune`
+(ranked candidates, recommendation): pure functions of the stored RunRecord that fit the
+console's width (``report.layout``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark.report import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable, lines
+from torchmark.report.table import Footnotes, flag_words, spread_cell
+from torchmark.results import Result, RunRecord
+
+VIEWS = {
+    "e2e": "e2e = host tensors in and out",
+    "device": "device = inputs already on the device",
+}
+
+
+def _flags(r: Result, notes: Footnotes) -> Alt:
+    refs = notes.refs(r)
+    if not r.ok:
+        return Alt(refs.strip(), refs.strip())
+    words = flag_words(r)
+    judged = r.verdict is not None and r.verdict.level != "ok"
+    return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
+
+
+def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """One row per device, view and batch: median time per call, its spread, items/s,
+    energy and cost per item where measured."""
+    notes = notes if notes is not None else Footnotes()
+    cost_rows = {
+        (row["device"], row["batch"]): row for row in record.extra.get("cost", {}).get("rows", [])
+    }
+    devices = list(dict.fromkeys(r.device for r in record.results))
+    t = FitTable(
+        Col("device", show=len(devices) > 1),
+        Col("view"),
+        Col("batch", justify="right"),
+        Col("median", justify="right"),
+        Col("±IQR", justify="right"),
+        Col("items/s", justify="right"),
+        Col("J/item", justify="right", drop=2),
+        Col("cost/M items", justify="right", short_header="cost/M", drop=3),
+        Col("flags", wrap=10, shorten=1),
+        title="Batch sweep: median time per call"
+        + (f" on {devices[0]}" if len(devices) == 1 else ""),
+    )
+    for r in record.results:
+        b = r.params.get("batch")
+        energy = r.extra.get("energy") or {}
+        jpi = energy.get("j_per_item") if energy.get("available") else None
+        cost = ""
+        if cost_rows:
+            c = cost_rows.get((r.device, b))
+            cost = "no price" if c is None else fmt.sig(c["cost_per_million"], 4)
+        t.row(
+            r.device,
+            r.variant,
+            str(b),
+            fmt.duration(r.median_s) if r.ok else r.status,
+            spread_cell(r),
+            fmt.si(r.rate("items"), f"{r.work.item_unit}/s").removesuffix(f" {r.work.item_unit}/s")
+            if r.ok
+            else fmt.DASH,
+            "" if jpi is None else fmt.sig(jpi),
+            cost if r.ok else "",
+            _flags(r, notes),
+        )
+    return t
+
+
+def breakeven_table(record: RunRecord) -> FitTable | None:
+    from torchmark.user import breakeven
+
+    be: dict[str, Any] = record.extra.get("break_even") or {}
+    if not be:
+        return None
+    t = FitTable(
+        Col("GPU", shorten=1),
+        Col("end-to-end", wrap=10),
+        Col("device-only", wrap=10),
+        Col("batches tried", short_header="batches", justify="right", shorten=1),
+        Col("notes", wrap=12, drop=1),
+        title="Break-even: batch from which the GPU beats the CPU",
+    )
+    for gpu, e in be.items():
+        rng = e.get("range")
+        t.row(
+            Alt(f"{gpu} ({e.get('label', gpu)})", gpu),
+            breakeven.describe(e["e2e"]),
+            breakeven.describe(e["device"]),
+            f"{rng[0]}..{rng[1]}" if rng else fmt.DASH,
+            "; ".join(e.get("notes", [])),
+        )
+    return t
+
+
+def model_view(record: RunRecord) -> list[RenderableType]:
+    """What ``torchmark model`` prints: the sweep, its footnotes, energy, break-even, cost."""
+    notes = Footnotes()
+    out: list[RenderableType] = [sweep_table(record, notes)]
+    views = dict.fromkeys(r.variant for r in record.results)
+    said = [VIEWS[v] for v in views if v in VIEWS]
+    text = notes.lines() + (["view: " + "; ".join(said)] if said else [])
+    energy_reasons = {
+        r.device: (r.extra.get("energy") or {}).get("reason")
+        for r in record.results
+        if r.ok and not (r.extra.get("energy") or {}).get("available", True)
+    }
+    text += [
+        f"energy on {dev}: not available ({why})" for dev, why in energy_reasons.items() if why
+    ]
+    be = breakeven_table(record)
+    if be is None:
+        from torchmark.user.breakeven import NO_GPU
+
+        text.append(record.extra.get("break_even_note", NO_GPU))
+    out.append(lines(text))
+    if be is not None:
+        out.append(be)
+    cost = record.extra.get("cost")
+    if cost:
+        if cost["cheaper"]:
+            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost["cheaper"].items())
+            out.append(Text(f"Cheaper per item: {cheaper}"))
+        else:
+            out.append(Text("Cost: only one priced device measured; nothing to compare"))
+    return out
+
+
+STATUS_STYLE = {"faster": "green", "rejected": "red", "slower": "yellow"}
+
+
+def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """Candidates ranked per device: status, speedup over the baseline, latency, spread;
+    why a candidate was skipped or rejected is a footnote."""
+    notes = notes if notes is not None else Footnotes()
+    cands: list[dict[str, Any]] = record.extra.get("candidates", [])
+    devices = list(dict.fromkeys(c["device"] for c in cands))
+    t = FitTable(
+        Col("device", show=len(devices) > 1),
+        Col("candidate", wrap=14),
+        Col("status"),
+        Col("speedup", justify="right"),
+        Col("latency", justify="right"),
+        Col("±IQR", justify="right", drop=3),
+        Col("max error", justify="right", shorten=2, drop=4),
+        Col("notes", wrap=12),
+        title="Candidates, ranked (speedup over the baseline)"
+        + (f" on {devices[0]}" if len(devices) == 1 else ""),
+    )
+    for c in cands:
+        s = c["status"]
+        err = c.get("max_error")
+        why = [c["reason"]] if c.get("reason") else []
+        if c.get("compile_s"):
+            why.append(f"{c['name']}: torch.compile took {fmt.duration(c['compile_s'])}")
+        refs = sorted({notes.ref(w) for w in why})
+        note = f"[{','.join(map(str, refs))}]" if refs else ""
+        rel = c.get("rel_iqr")
+        lat = c.get("latency_ms")
+        t.row(
+            c["device"],
+            c["name"],
+            Text(s, style=STATUS_STYLE.get(s, "")),
+            fmt.ratio(c.get("speedup")) if c.get("speedup") is not None else fmt.DASH,
+            fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
+            fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
+            Alt(
+                f"{err:.2g} (tol {c.get('tolerance') or 0:g})" if err is not None else fmt.DASH,
+                f"{err:.2g}" if err is not None else fmt.DASH,
+            ),
+            note,
+        )
+    return t
+
+
+def tune_view(record: RunRecord) -> list[RenderableType]:
+    """What ``torchmark tune`` prints: the ranked candidates, notes, and per device the
+    recommendation with the code that applies it."""
+    notes = Footnotes()
+    out: list[RenderableType] = [tune_table(record, notes)]
+    said = notes.lines() + [f"note: {n}" for n in record.extra.get("notes", [])]
+    if said:
+        out.append(lines(said))
+    for dev, rec in record.extra.get("recommendation", {}).items():
+        sp = rec.get("speedup")
+        why = f" ({rec['reason']})" if rec.get("reason") else ""
+        head = Text.assemble(
+            "\n",
+            (f"Recommended on {dev}:", "bold"),
+            f" {rec['name']}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
+        )
+        out.append(head)
+        out.append(Text("\n".join(rec.get("code", []))))
+    return out

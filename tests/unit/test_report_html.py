@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,42 @@ def test_markdown_is_a_pasteable_table() -> None:
     row = "| NVIDIA H100 80GB HBM3 (cuda:0) | seed-add/as-published | 2,381 it/s | 420 µs |"
     assert any(line.startswith(row) for line in lines)
     assert all(line.count("|") == 8 for line in lines[header : header + 20])
+
+
+TEX = "$\\frac{a$"  # unbalanced TeX: matplotlib's mathtext raised ValueError on it
+
+
+def test_tex_in_names_is_drawn_as_written() -> None:
+    run = load("cpu-gpu")
+    for r in run.results:
+        r.workload = TEX
+    page = html.render([run])
+    assert page.count('<svg class="chart"') == 6
+    # svg.fonttype none keeps text as text: the label reached the SVG literally.
+    assert re.search(r"<text[^>]*>[^<]*\$\\frac\{a\$", page)
+
+
+def test_markdown_escapes_stored_html() -> None:
+    run = load("cpu-gpu")
+    run.results[0].workload = "<img src=x onerror=alert(1)>"
+    run.environment["host"] = "<b>host</b>"
+    run.command = "torchmark run --name `<x>`"
+    text = markdown.render([run])
+    assert "<img" not in text and "<b>" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text and "&lt;b&gt;host&lt;/b&gt;" in text
+    # In a code span HTML is inert and entities would show as typed: kept raw, fenced longer.
+    assert "`` torchmark run --name `<x>` ``" in text
+
+
+def test_matplotlib_loads_only_when_a_chart_is_drawn() -> None:
+    code = (
+        "import sys, pathlib\n"
+        "from torchmark.results import RunRecord\n"
+        "from torchmark.report import html\n"
+        f"p = pathlib.Path({str(RUNS)!r})\n"
+        "run = RunRecord.model_validate_json((p / 'cpu-only.json').read_text())\n"
+        "html.render([run])\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]

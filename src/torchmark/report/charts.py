@@ -6,23 +6,21 @@ nothing to draw. Pure functions of RunRecords: nothing here measures.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")  # no display, no GUI toolkit: reports render on headless machines
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from torchmark.devices import is_host
 from torchmark.report import format as fmt
 from torchmark.report.table import case_key, devices_of
 from torchmark.results import Result, RunRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WIDTH, HEIGHT = 8.0, 3.8  # inches; the page scales the SVG to its column width
 BATCH_KEYS = ("batch", "batch_size")
@@ -37,7 +35,22 @@ RC: Any = {  # matplotlib types rc keys as Literals; plain strings here
     "grid.alpha": 0.3,
     "legend.frameon": False,
     "legend.fontsize": 8,
+    # Names come from users ("$\\frac{a$" as a workload name crashed mathtext): every
+    # label is drawn as written, never parsed as TeX.
+    "text.parse_math": False,
+    "text.usetex": False,
 }
+
+
+@contextlib.contextmanager
+def _rc() -> Iterator[None]:
+    """matplotlib's settings for one chart. matplotlib (0.6-0.7 s to import here) loads on the
+    first chart drawn, so commands that draw none never pay for it."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display, no GUI toolkit: reports render on headless machines
+    with matplotlib.rc_context(RC):
+        yield
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,7 @@ class Chart:
 
 def _svg(fig: Figure) -> str:
     buf = io.StringIO()
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     # Natural size (width/height in pt) kept: charts show at one text size, and CSS
@@ -61,7 +74,9 @@ def _svg(fig: Figure) -> str:
 def _figure(
     nrows: int = 1, ncols: int = 1, height: float = HEIGHT, sharex: bool = False
 ) -> tuple[Figure, Any]:
-    with matplotlib.rc_context(RC):
+    from matplotlib.figure import Figure
+
+    with _rc():
         fig = Figure(figsize=(WIDTH, height))
         axes = fig.subplots(nrows, ncols, squeeze=False, sharex=sharex)
     return fig, axes
@@ -97,7 +112,7 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     series = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
     if not series:
         return Chart("batch", title, None, "no workload in these runs swept a batch size")
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         for label, pts in series.items():
@@ -134,7 +149,7 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
             "speedup", title, None, "no case was measured on both the CPU and an accelerator"
         )
     devices = sorted({d for v in bars.values() for d in v})
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         width = 0.8 / len(devices)
@@ -186,7 +201,7 @@ def break_even(runs: Sequence[RunRecord]) -> Chart:
     if not curves:
         why = "; ".join(notes) or "no user-model run with a CPU-vs-GPU batch sweep (break_even)"
         return Chart("break_even", title, None, why)
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         for label, pts in curves.items():
@@ -228,7 +243,7 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
                 panels.append((_run_prefix(runs, run) + d, run, pts))
     if not panels:
         return Chart("roofline", title, None, "no result declares both FLOPs and bytes")
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure(1, len(panels), height=HEIGHT + 0.4)
         for ax, (label, run, pts) in zip(axes[0], panels, strict=True):
             device = pts[0].device
@@ -298,7 +313,7 @@ def precision_bars(runs: Sequence[RunRecord]) -> Chart:
     if not groups:
         return Chart("precision", title, None, "no workload ran at more than one precision")
     precisions = sorted({p for v in groups.values() for p in v})
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure(height=max(2.0, 0.45 * len(groups) * len(precisions) / 2 + 1))
         ax: Axes = axes[0][0]
         h = 0.8 / len(precisions)
@@ -362,7 +377,7 @@ def telemetry_timeline(runs: Sequence[RunRecord]) -> Chart:
     ]
     if not present:
         return Chart("telemetry", title, None, "telemetry has no clock, temperature or power")
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure(len(present), 1, height=1.6 * len(present) + 0.6, sharex=True)
         for ax, (field, label) in zip(axes[:, 0], present, strict=True):
             for name, rows in series.items():

@@ -3,6 +3,8 @@ spreads and the ceiling each percentage is of."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 
 from torchmark.reference import device_label
@@ -11,8 +13,23 @@ from torchmark.report.table import ceiling_cell, flag_words, spread_cell, status
 from torchmark.results import RunRecord
 
 
+def _text(text: object) -> str:
+    """A stored string as Markdown text: GitHub and most renderers pass raw HTML through, so
+    a workload named ``<img src=x onerror=...>`` must arrive as text, not as markup."""
+    return html.escape(str(text), quote=False).replace("\n", " ")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _text(text).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """An inline code span that holds any text: HTML is inert there, and a backtick inside
+    gets a longer fence (CommonMark)."""
+    text = text.replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render(runs: Sequence[RunRecord]) -> str:
@@ -20,11 +37,11 @@ def render(runs: Sequence[RunRecord]) -> str:
     for run in runs:
         sw = run.environment.get("software", {})
         lines += [
-            f"### torchmark run {run.run_id or '(file)'} ({run.status})",
+            f"### torchmark run {_text(run.run_id or '(file)')} ({_text(run.status)})",
             "",
-            f"{run.created_utc:%Y-%m-%d %H:%M} UTC · host {run.environment.get('host', '?')} · "
-            f"torch {sw.get('torch', '?')} · torchmark {run.tool_version or '?'} · "
-            f"`{run.command or '?'}`",
+            f"{run.created_utc:%Y-%m-%d %H:%M} UTC · host "
+            f"{_text(run.environment.get('host', '?'))} · torch {_text(sw.get('torch', '?'))} · "
+            f"torchmark {_text(run.tool_version or '?')} · {_code(run.command or '?')}",
             "",
             "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |",
             "|---|---|---:|---:|---:|---:|---|",

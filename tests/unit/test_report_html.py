@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from torchmark.report import charts, html, markdown
-from torchmark.results import RunRecord
+from torchmark.results import RunRecord, Verdict
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -42,8 +42,9 @@ def test_every_chart_is_drawn_for_a_full_fixture(full_page: str) -> None:
 
 def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
     assert "2,381 it/s" in full_page and "95.9 % of bw" in full_page
-    assert "warn: 2 throttled samples set aside" in full_page
-    assert "skipped: out of memory at batch 1024" in full_page
+    assert '<div class="reason">2 throttled samples set aside</div>' in full_page
+    assert 'title="out of memory at batch 1024">skipped</span>' in full_page
+    assert '<div class="reason">out of memory at batch 1024</div>' in full_page
     assert "every call returns the same tensor" in full_page
     assert "rank 1 of 12 in the seed blog" in full_page
     assert "3.35 TB/s" in full_page  # theoretical next to the measured ceiling
@@ -61,7 +62,7 @@ def test_missing_data_gives_one_line_per_chart() -> None:
         "no result declares both FLOPs and bytes",
     ):
         assert f"No chart: {why}" in page
-    assert "WRONG: output differs" in page
+    assert ">WRONG</span>" in page and "output differs from the reference" in page
 
 
 def test_report_is_deterministic(full_page: str) -> None:
@@ -151,7 +152,7 @@ def test_markdown_escapes_stored_html() -> None:
 def test_matplotlib_loads_only_when_a_chart_is_drawn() -> None:
     code = (
         "import sys, pathlib\n"
-        "from torchmark.results import RunRecord\n"
+        "from torchmark.results import RunRecord, Verdict\n"
         "from torchmark.report import html\n"
         f"p = pathlib.Path({str(RUNS)!r})\n"
         "run = RunRecord.model_validate_json((p / 'cpu-only.json').read_text())\n"
@@ -160,3 +161,35 @@ def test_matplotlib_loads_only_when_a_chart_is_drawn() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False"]
+
+
+def test_one_pill_per_flag_with_its_reason_on_hover() -> None:
+    run = load("cpu-only")
+    r = next(x for x in run.results if x.ok and not x.flags)
+    r.extra_flags = ["competing_load", "short_warmup"]
+    r.verdict = Verdict(
+        level="warn",
+        reasons=[
+            "other processes used 1.3 of 2 cores during the run",
+            "first call 40x slower than steady state",
+        ],
+    )
+    pills, reasons = html._pills(r)
+    assert pills == [
+        {"text": "competing load", "title": "other processes used 1.3 of 2 cores during the run"},
+        {"text": "short warmup", "title": html.FLAG_HELP["short_warmup"]},
+    ]
+    # A reason no flag explains is shown once, as text; an explained one only on hover.
+    assert reasons == ["first call 40x slower than steady state"]
+    page = html.render([run])
+    assert page.count("other processes used 1.3 of 2 cores") == 1
+
+
+def test_why_a_number_is_invalid_is_shown_not_hidden() -> None:
+    run = load("cpu-only")
+    r = next(x for x in run.results if "above_ceiling" in x.flags)
+    why = "above 100 % of the measured ceiling (120 % of bandwidth): measurement error"
+    r.verdict = Verdict(level="invalid", reasons=[why])
+    pills, reasons = html._pills(r)
+    assert [p["text"] for p in pills] == ["invalid", "above ceiling"]
+    assert pills[1]["title"] == why and reasons == [why]

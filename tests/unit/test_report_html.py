@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from torchmark import reference
 from torchmark.report import charts, html, markdown
 from torchmark.results import RunRecord, Verdict
+from torchmark.user.breakeven import NO_GPU
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -34,8 +36,9 @@ def test_page_is_self_contained(full_page: str) -> None:
 
 
 def test_every_chart_is_drawn_for_a_full_fixture(full_page: str) -> None:
-    assert full_page.count('<svg class="chart"') == 6
-    assert "No chart:" not in full_page
+    # six across runs, % of ceiling, and the seed-table placement in the run's section
+    assert full_page.count('<svg class="chart"') == 8
+    assert 'id="not-drawn"' not in full_page
     # Text stays text (svg.fonttype none), so labels are searchable and scale crisply.
     assert "arithmetic intensity (FLOP/byte)" in full_page
 
@@ -52,17 +55,29 @@ def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
 
 def test_missing_data_gives_one_line_per_chart() -> None:
     page = html.render([load("cpu-only")])
-    assert '<svg class="chart"' not in page
-    for why in (
-        "no workload in these runs swept a batch size",
-        "no case was measured on both the CPU and an accelerator",
-        "no user-model run with a CPU-vs-GPU batch sweep",
-        "no workload ran at more than one precision",
-        "no telemetry recorded in these runs",
-        "no result declares both FLOPs and bytes",
+    # A CPU-only run still has its % of ceiling and its place in the seed table.
+    assert page.count('<svg class="chart"') == 2
+    assert 'id="chart-ceiling_pct"' in page and 'id="chart-seed_table"' in page
+    assert "Not drawn here:" in page
+    for key, why in (
+        ("batch", "no workload in these runs swept a batch size"),
+        ("speedup", "no case was measured on both the CPU and an accelerator"),
+        ("break_even", "no user-model run with a CPU-vs-GPU batch sweep"),
+        ("precision", "no workload ran at more than one precision"),
+        ("telemetry", "no telemetry recorded in these runs"),
+        ("roofline", "no result declares both its FLOPs and its bytes"),
     ):
-        assert f"No chart: {why}" in page
+        assert re.search(f'<li id="chart-{key}"><b>[^<]+</b>: {why}', page), key
     assert ">WRONG</span>" in page and "output differs from the reference" in page
+
+
+def test_a_run_with_nothing_to_draw_says_so_once() -> None:
+    run = load("cpu-only")
+    run.results, run.ceilings = [], []
+    page = html.render([run])
+    assert '<svg class="chart"' not in page
+    assert "No chart can be drawn from this run:" in page
+    assert page.count('<li id="chart-') == 7
 
 
 def test_report_is_deterministic(full_page: str) -> None:
@@ -79,7 +94,7 @@ def test_two_runs_label_their_series() -> None:
 def test_break_even_note_when_the_gpu_was_absent() -> None:
     run = load("cpu-only")
     run.extra["break_even"] = {}
-    run.extra["break_even_note"] = "no GPU on this machine: break-even not available"
+    run.extra["break_even_note"] = NO_GPU
     chart = charts.break_even([run])
     assert chart.svg is None and "no GPU on this machine" in chart.note
 
@@ -132,7 +147,7 @@ def test_tex_in_names_is_drawn_as_written() -> None:
     for r in run.results:
         r.workload = TEX
     page = html.render([run])
-    assert page.count('<svg class="chart"') == 6
+    assert page.count('<svg class="chart"') == 7  # all but the seed table: no seed-add left
     # svg.fonttype none keeps text as text: the label reached the SVG literally.
     assert re.search(r"<text[^>]*>[^<]*\$\\frac\{a\$", page)
 
@@ -152,10 +167,11 @@ def test_markdown_escapes_stored_html() -> None:
 def test_matplotlib_loads_only_when_a_chart_is_drawn() -> None:
     code = (
         "import sys, pathlib\n"
-        "from torchmark.results import RunRecord, Verdict\n"
+        "from torchmark.results import RunRecord\n"
         "from torchmark.report import html\n"
         f"p = pathlib.Path({str(RUNS)!r})\n"
         "run = RunRecord.model_validate_json((p / 'cpu-only.json').read_text())\n"
+        "run.results, run.ceilings = [], []\n"
         "html.render([run])\n"
         "print('matplotlib' in sys.modules)\n"
     )
@@ -193,3 +209,90 @@ def test_why_a_number_is_invalid_is_shown_not_hidden() -> None:
     pills, reasons = html._pills(r)
     assert [p["text"] for p in pills] == ["invalid", "above ceiling"]
     assert pills[1]["title"] == why and reasons == [why]
+
+
+def test_seed_table_chart_highlights_this_machine_among_the_blogs_rows() -> None:
+    chart = charts.seed_table(load("cpu-gpu"))
+    assert chart.svg is not None
+    # The blog's eleven rows and this run's two devices, each named once on the axis.
+    assert chart.svg.count("(this machine)") == 2
+    assert "▶ NVIDIA H100 80GB HBM3 (cuda:0) (this machine)" in chart.svg
+    for row in reference.load("seed-2023").rows:
+        assert row.hardware in chart.svg
+    assert "2,381 it/s" in chart.svg and "670 it/s" in chart.svg
+    # Same ranking as `compare --reference seed-2023`: the H100 first, the CPU tenth of 13.
+    assert chart.note.startswith("rank 10, 1 of 13.")
+
+
+def test_seed_table_chart_says_why_when_there_is_nothing_to_place() -> None:
+    run = load("cpu-gpu")
+    run.results = [r for r in run.results if r.workload != "seed-add"]
+    chart = charts.seed_table(run)
+    assert chart.svg is None and "no seed-add as-published result" in chart.note
+    assert 'id="chart-seed_table"' not in html.render([run])
+
+
+def test_ceiling_chart_flags_a_bar_above_the_ceiling() -> None:
+    chart = charts.ceiling_pct([load("cpu-only")])
+    assert chart.svg is not None
+    assert "105 % of bw  ABOVE CEILING: measurement error" in chart.svg
+    assert "22.4 % of bw" in chart.svg and ">100 %<" in chart.svg
+    # The WRONG triad has no percentage and no bar.
+    assert "triad" not in chart.svg
+
+
+def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
+    run = load("cpu-gpu")
+    for r in run.results:
+        if r.workload == "seed-add" and r.variant == "as-published":
+            r.work = r.work.model_copy(update={"flops": 12288.0**2})  # as seed-add now declares
+        if r.workload == "resnet50" and r.params.get("batch") == 1:
+            r.work = r.work.model_copy(update={"bytes": 0.0})  # a model that counts no bytes
+    chart = charts.roofline([run])
+    assert chart.svg is not None
+    assert chart.svg.count(">seed-add<") == 2  # one per device panel
+    # batch=32 on the roofline, batch=1 in the strip: each point says what tells it apart
+    assert chart.svg.count(">resnet50 precision=fp32<") == 4
+    assert "models:" in chart.svg and "bytes not counted" in chart.svg
+    assert "Not drawn, no FLOP count: seed-add intended · cpu" in chart.note
+
+
+def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
+    run = load("cpu-only")
+    run.kind = "tune"
+    run.extra["recommendation"] = {
+        "cpu": {
+            "name": "channels-last, threads=1",
+            "speedup": 1.31,
+            "config": {"variant": "fp32", "channels_last": True, "threads": 1, "batch": 1},
+            "code": ["model = model.to(memory_format=torch.channels_last)", "out = model(x) < 2"],
+        }
+    }
+    run.extra["candidates"] = [
+        {
+            "device": "cpu",
+            "name": "channels-last, threads=1",
+            "status": "faster",
+            "speedup": 1.31,
+            "latency_ms": 5.72,
+            "rel_iqr": 0.031,
+            "max_error": 0.0,
+            "tolerance": 1e-4,
+        },
+        {
+            "device": "cpu",
+            "name": "int8-dynamic",
+            "status": "skipped",
+            "speedup": None,
+            "latency_ms": None,
+            "reason": "time budget: 3 s left",
+        },
+    ]
+    page = html.render([run])
+    assert "<h2>Tune: recommendation</h2>" in page
+    assert page.index("Tune: recommendation") < page.index("<h2>Results")
+    assert "AMD EPYC 7B13 (cpu):</b> channels-last, threads=1, 1.31× the baseline" in page
+    assert "model = model.to(memory_format=torch.channels_last)\nout = model(x) &lt; 2" in page
+    assert "channels_last=True, threads=1" in page
+    assert '<tr class="st-faster"><td>cpu</td><td>channels-last, threads=1</td>' in page
+    assert "5.72 ms" in page and "3.1 %" in page and "time budget: 3 s left" in page

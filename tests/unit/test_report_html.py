@@ -221,7 +221,7 @@ def test_seed_table_chart_highlights_this_machine_among_the_blogs_rows() -> None
         assert row.hardware in chart.svg
     assert "2,381 it/s" in chart.svg and "670 it/s" in chart.svg
     # Same ranking as `compare --reference seed-2023`: the H100 first, the CPU tenth of 13.
-    assert chart.note.startswith("rank 10, 1 of 13.")
+    assert chart.note.startswith("rank 10, 1 of 13,")
 
 
 def test_seed_table_chart_says_why_when_there_is_nothing_to_place() -> None:

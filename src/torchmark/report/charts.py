@@ -292,7 +292,7 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
             mine = [r for r in run.results if r.device == d and r.ok]
             placed = [r for r in mine if r.work.flops > 0 and r.work.bytes > 0]
             strip = [r for r in mine if r.work.flops > 0 and not r.work.bytes > 0]
-            no_flops += [f"{_case(r)} · {d}" for r in mine if not r.work.flops > 0]
+            no_flops += [f"{case_words(r)} · {d}" for r in mine if not r.work.flops > 0]
             peak = any(c.device == d and c.key.startswith("matmul:") for c in run.ceilings)
             if placed or (strip and peak):  # FLOP/s alone, with no roof, is no roofline
                 panels.append((_run_prefix(runs, run) + d, run, placed, strip))
@@ -613,15 +613,14 @@ def seed_table(run: RunRecord) -> Chart:
         "seed_table",
         title,
         _svg(fig),
-        f"rank {', '.join(str(rows.index(m) + 1) for m in mine)} of {len(rows)}. One it/s of "
-        f"the blog's loop is one in-place add over a "
-        f"{fmt.si(ref.tensor_bytes, 'B') if ref.tensor_bytes else '?'} tensor ({per_it} "
-        "of memory traffic), so the bars are memory bandwidth; hatched rows cannot be taken "
-        "at face value: `torchmark compare --reference seed-2023` says why",
+        f"rank {', '.join(str(rows.index(m) + 1) for m in mine)} of {len(rows)}, log scale; "
+        f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; hatched "
+        "rows cannot be taken at face value (`torchmark compare --reference seed-2023` says "
+        "why)",
     )
 
 
-def _case(r: Result) -> str:
+def case_words(r: Result) -> str:
     """workload, variant and parameters, each said once (``scenario=infer`` repeats the
     variant ``infer``)."""
     rest = {k: v for k, v in r.params.items() if str(v) != r.variant}
@@ -641,7 +640,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
             q1, q3 = r.measurement.quartiles
             # a rate is work / time: the slow quartile (q3) gives the low percentage
             lo, hi = p * r.median_s / q3, p * r.median_s / q1 if q1 > 0 else p
-            label = f"{_run_prefix(runs, run)}{_case(r)} · {r.device}"
+            label = f"{_run_prefix(runs, run)}{case_words(r)} · {r.device}"
             bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
     if not bars:
         return Chart("ceiling_pct", title, None, "no result is held against a measured ceiling")

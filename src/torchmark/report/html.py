@@ -120,7 +120,7 @@ def _rows(run: RunRecord) -> list[dict[str, Any]]:
         out.append(
             {
                 "workload": r.workload,
-                "case": f"{r.variant} {fmt.params(r.params)}".strip(),
+                "case": charts_mod.case_words(r).removeprefix(r.workload).strip(),
                 "device": r.device,
                 "throughput": status_cell(r),
                 "median": fmt.duration(r.median_s),

@@ -296,3 +296,15 @@ def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
     assert "channels_last=True, threads=1" in page
     assert '<tr class="st-faster"><td>cpu</td><td>channels-last, threads=1</td>' in page
     assert "5.72 ms" in page and "3.1 %" in page and "time budget: 3 s left" in page
+
+
+def test_a_cpu_only_model_run_says_how_to_get_the_break_even_once() -> None:
+    run = load("cpu-only")
+    run.kind = "model"
+    run.extra["break_even"] = {}
+    run.extra["break_even_note"] = NO_GPU
+    page = html.render([run])
+    assert page.count("no GPU on this machine") == 1
+    assert '<p class="nochart" id="break-even-note">no GPU on this machine' in page
+    assert "run the same `torchmark model` command on a machine with a GPU" in page
+    assert "see the break-even note in the run&#39;s section above" in page

@@ -243,8 +243,18 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
+def _break_even_note(run: RunRecord) -> str | None:
+    """Why a user-model run has no break-even, and how to get one (``model`` on a CPU-only
+    machine): said in the run's section, where its reader looks for the answer."""
+    return None if run.extra.get("break_even") else run.extra.get("break_even_note")
+
+
 def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
     charts = [_chart(c) for c in charts_mod.all_charts(runs)]
+    if all(_break_even_note(r) for r in runs):  # each run's section says it: once is enough
+        for c in charts:
+            if c["key"] == "break_even" and c["svg"] is None:
+                c["note"] = "see the break-even note in the run's section above"
     return {
         "version": __version__,
         "runs": [
@@ -260,6 +270,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 # drawn only when there is something to place: the lines above say so
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
                 "tune": _tune(run),
+                "break_even_note": _break_even_note(run),
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }
             for run in runs

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from torchmark import reference
-from torchmark.report import charts, html, markdown
+from torchmark.report import charts, flags, html, markdown
 from torchmark.results import RunRecord, Verdict
 from torchmark.user.breakeven import NO_GPU
 
@@ -190,15 +190,18 @@ def test_one_pill_per_flag_with_its_reason_on_hover() -> None:
             "first call 40x slower than steady state",
         ],
     )
-    pills, reasons = html._pills(r)
+    pills, reasons = flags.pills(r)
     assert pills == [
         {"text": "competing load", "title": "other processes used 1.3 of 2 cores during the run"},
-        {"text": "short warmup", "title": html.FLAG_HELP["short_warmup"]},
+        {"text": "short warmup", "title": flags.FLAG_HELP["short_warmup"]},
     ]
     # A reason no flag explains is shown once, as text; an explained one only on hover.
     assert reasons == ["first call 40x slower than steady state"]
     page = html.render([run])
     assert page.count("other processes used 1.3 of 2 cores") == 1
+    # Markdown has no hover: the flags once, then only what no flag names.
+    row = next(x for x in markdown.render([run]).splitlines() if "competing load" in x)
+    assert row.endswith("| competing load, short warmup; first call 40x slower than steady state |")
 
 
 def test_why_a_number_is_invalid_is_shown_not_hidden() -> None:
@@ -206,7 +209,7 @@ def test_why_a_number_is_invalid_is_shown_not_hidden() -> None:
     r = next(x for x in run.results if "above_ceiling" in x.flags)
     why = "above 100 % of the measured ceiling (120 % of bandwidth): measurement error"
     r.verdict = Verdict(level="invalid", reasons=[why])
-    pills, reasons = html._pills(r)
+    pills, reasons = flags.pills(r)
     assert [p["text"] for p in pills] == ["invalid", "above ceiling"]
     assert pills[1]["title"] == why and reasons == [why]
 

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 from torchmark.reference import device_label
 from torchmark.report import format as fmt
-from torchmark.report.table import ceiling_cell, flag_words, spread_cell, status_cell
-from torchmark.results import RunRecord
+from torchmark.report.flags import pills
+from torchmark.report.table import ceiling_cell, spread_cell, status_cell
+from torchmark.results import Result, RunRecord
 
 
 def _text(text: object) -> str:
@@ -30,6 +31,15 @@ def _code(text: str) -> str:
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _flags(r: Result) -> str:
+    """Each flag once, then the reasons no flag names (``noisy, timed out; first call
+    40x slower than steady state``), as the HTML report shows them."""
+    marks, reasons = pills(r)
+    if r.status in ("skipped", "wrong"):
+        return f"{marks[0]['text']}: {reasons[0]}"
+    return "; ".join(x for x in (", ".join(p["text"] for p in marks), *reasons) if x)
 
 
 def render(runs: Sequence[RunRecord]) -> str:
@@ -59,7 +69,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                         fmt.duration(r.median_s),
                         spread_cell(r),
                         ceiling_cell(r),
-                        ", ".join(flag_words(r, verbose=True)),
+                        _flags(r),
                     )
                 )
                 + " |"

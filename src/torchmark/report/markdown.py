@@ -34,12 +34,14 @@ def _code(text: str) -> str:
 
 
 def _flags(r: Result) -> str:
-    """Each flag once, then the reasons no flag names (``noisy, timed out; first call
-    40x slower than steady state``), as the HTML report shows them."""
-    marks, reasons = pills(r)
+    """Each flag once, in words: its verdict reason where it has one (Markdown has no hover),
+    else its name; then the reasons no flag names."""
+    marks, rest = pills(r)
     if r.status in ("skipped", "wrong"):
-        return f"{marks[0]['text']}: {reasons[0]}"
-    return "; ".join(x for x in (", ".join(p["text"] for p in marks), *reasons) if x)
+        return f"{marks[0]['text']}: {rest[0]}"
+    reasons = set(r.verdict.reasons) if r.verdict is not None else set()
+    words = [p["title"] if p["title"] in reasons else p["text"] for p in marks]
+    return "; ".join(dict.fromkeys([*words, *rest]))
 
 
 def render(runs: Sequence[RunRecord]) -> str:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from torchmark.report import charts, html, markdown
-from torchmark.results import RunRecord
+from torchmark import reference
+from torchmark.report import charts, flags, html, markdown
+from torchmark.results import RunRecord, Verdict
+from torchmark.user.breakeven import NO_GPU
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -32,16 +36,18 @@ def test_page_is_self_contained(full_page: str) -> None:
 
 
 def test_every_chart_is_drawn_for_a_full_fixture(full_page: str) -> None:
-    assert full_page.count('<svg class="chart"') == 6
-    assert "No chart:" not in full_page
+    # six across runs, % of ceiling, and the seed-table placement in the run's section
+    assert full_page.count('<svg class="chart"') == 8
+    assert 'id="not-drawn"' not in full_page
     # Text stays text (svg.fonttype none), so labels are searchable and scale crisply.
     assert "arithmetic intensity (FLOP/byte)" in full_page
 
 
 def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
     assert "2,381 it/s" in full_page and "95.9 % of bw" in full_page
-    assert "warn: 2 throttled samples set aside" in full_page
-    assert "skipped: out of memory at batch 1024" in full_page
+    assert '<div class="reason">2 throttled samples set aside</div>' in full_page
+    assert 'title="out of memory at batch 1024">skipped</span>' in full_page
+    assert '<div class="reason">out of memory at batch 1024</div>' in full_page
     assert "every call returns the same tensor" in full_page
     assert "rank 1 of 12 in the seed blog" in full_page
     assert "3.35 TB/s" in full_page  # theoretical next to the measured ceiling
@@ -49,17 +55,29 @@ def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
 
 def test_missing_data_gives_one_line_per_chart() -> None:
     page = html.render([load("cpu-only")])
-    assert '<svg class="chart"' not in page
-    for why in (
-        "no workload in these runs swept a batch size",
-        "no case was measured on both the CPU and an accelerator",
-        "no user-model run with a CPU-vs-GPU batch sweep",
-        "no workload ran at more than one precision",
-        "no telemetry recorded in these runs",
-        "no result declares both FLOPs and bytes",
+    # A CPU-only run still has its % of ceiling and its place in the seed table.
+    assert page.count('<svg class="chart"') == 2
+    assert 'id="chart-ceiling_pct"' in page and 'id="chart-seed_table"' in page
+    assert "Not drawn here:" in page
+    for key, why in (
+        ("batch", "no workload in these runs swept a batch size"),
+        ("speedup", "no case was measured on both the CPU and an accelerator"),
+        ("break_even", "no user-model run with a CPU-vs-GPU batch sweep"),
+        ("precision", "no workload ran at more than one precision"),
+        ("telemetry", "no telemetry recorded in these runs"),
+        ("roofline", "no result declares both its FLOPs and its bytes"),
     ):
-        assert f"No chart: {why}" in page
-    assert "WRONG: output differs" in page
+        assert re.search(f'<li id="chart-{key}"><b>[^<]+</b>: {why}', page), key
+    assert ">WRONG</span>" in page and "output differs from the reference" in page
+
+
+def test_a_run_with_nothing_to_draw_says_so_once() -> None:
+    run = load("cpu-only")
+    run.results, run.ceilings = [], []
+    page = html.render([run])
+    assert '<svg class="chart"' not in page
+    assert "No chart can be drawn from this run:" in page
+    assert page.count('<li id="chart-') == 7
 
 
 def test_report_is_deterministic(full_page: str) -> None:
@@ -76,7 +94,7 @@ def test_two_runs_label_their_series() -> None:
 def test_break_even_note_when_the_gpu_was_absent() -> None:
     run = load("cpu-only")
     run.extra["break_even"] = {}
-    run.extra["break_even_note"] = "no GPU on this machine: break-even not available"
+    run.extra["break_even_note"] = NO_GPU
     chart = charts.break_even([run])
     assert chart.svg is None and "no GPU on this machine" in chart.note
 
@@ -119,3 +137,180 @@ def test_markdown_is_a_pasteable_table() -> None:
     row = "| NVIDIA H100 80GB HBM3 (cuda:0) | seed-add/as-published | 2,381 it/s | 420 µs |"
     assert any(line.startswith(row) for line in lines)
     assert all(line.count("|") == 8 for line in lines[header : header + 20])
+
+
+TEX = "$\\frac{a$"  # unbalanced TeX: matplotlib's mathtext raised ValueError on it
+
+
+def test_tex_in_names_is_drawn_as_written() -> None:
+    run = load("cpu-gpu")
+    for r in run.results:
+        r.workload = TEX
+    page = html.render([run])
+    assert page.count('<svg class="chart"') == 7  # all but the seed table: no seed-add left
+    # svg.fonttype none keeps text as text: the label reached the SVG literally.
+    assert re.search(r"<text[^>]*>[^<]*\$\\frac\{a\$", page)
+
+
+def test_markdown_escapes_stored_html() -> None:
+    run = load("cpu-gpu")
+    run.results[0].workload = "<img src=x onerror=alert(1)>"
+    run.environment["host"] = "<b>host</b>"
+    run.command = "torchmark run --name `<x>`"
+    text = markdown.render([run])
+    assert "<img" not in text and "<b>" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text and "&lt;b&gt;host&lt;/b&gt;" in text
+    # In a code span HTML is inert and entities would show as typed: kept raw, fenced longer.
+    assert "`` torchmark run --name `<x>` ``" in text
+
+
+def test_matplotlib_loads_only_when_a_chart_is_drawn() -> None:
+    code = (
+        "import sys, pathlib\n"
+        "from torchmark.results import RunRecord\n"
+        "from torchmark.report import html\n"
+        f"p = pathlib.Path({str(RUNS)!r})\n"
+        "run = RunRecord.model_validate_json((p / 'cpu-only.json').read_text())\n"
+        "run.results, run.ceilings = [], []\n"
+        "html.render([run])\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+
+
+def test_one_pill_per_flag_with_its_reason_on_hover() -> None:
+    run = load("cpu-only")
+    r = next(x for x in run.results if x.ok and not x.flags)
+    r.extra_flags = ["competing_load", "short_warmup"]
+    r.verdict = Verdict(
+        level="warn",
+        reasons=[
+            "other processes used 1.3 of 2 cores during the run",
+            "first call 40x slower than steady state",
+        ],
+    )
+    pills, reasons = flags.pills(r)
+    assert pills == [
+        {"text": "competing load", "title": "other processes used 1.3 of 2 cores during the run"},
+        {"text": "short warmup", "title": flags.FLAG_HELP["short_warmup"]},
+    ]
+    # A reason no flag explains is shown once, as text; an explained one only on hover.
+    assert reasons == ["first call 40x slower than steady state"]
+    page = html.render([run])
+    assert page.count("other processes used 1.3 of 2 cores") == 1
+    # Markdown has no hover: each flag once, by its reason where it has one.
+    row = next(x for x in markdown.render([run]).splitlines() if "first call 40x" in x)
+    assert row.endswith(
+        "| other processes used 1.3 of 2 cores during the run; short warmup; "
+        "first call 40x slower than steady state |"
+    )
+
+
+def test_why_a_number_is_invalid_is_shown_not_hidden() -> None:
+    run = load("cpu-only")
+    r = next(x for x in run.results if "above_ceiling" in x.flags)
+    why = "above 100 % of the measured ceiling (120 % of bandwidth): measurement error"
+    r.verdict = Verdict(level="invalid", reasons=[why])
+    pills, reasons = flags.pills(r)
+    assert [p["text"] for p in pills] == ["invalid", "above ceiling"]
+    assert pills[1]["title"] == why and reasons == [why]
+
+
+def test_seed_table_chart_highlights_this_machine_among_the_blogs_rows() -> None:
+    chart = charts.seed_table(load("cpu-gpu"))
+    assert chart.svg is not None
+    # The blog's eleven rows and this run's two devices, each named once on the axis.
+    assert chart.svg.count("(this machine)") == 2
+    assert "▶ NVIDIA H100 80GB HBM3 (cuda:0) (this machine)" in chart.svg
+    for row in reference.load("seed-2023").rows:
+        assert row.hardware in chart.svg
+    assert "2,381 it/s" in chart.svg and "670 it/s" in chart.svg
+    # Same ranking as `compare --reference seed-2023`: the H100 first, the CPU tenth of 13.
+    assert chart.note.startswith("rank 10, 1 of 13,")
+
+
+def test_seed_table_chart_says_why_when_there_is_nothing_to_place() -> None:
+    run = load("cpu-gpu")
+    run.results = [r for r in run.results if r.workload != "seed-add"]
+    chart = charts.seed_table(run)
+    assert chart.svg is None and "no seed-add as-published result" in chart.note
+    assert 'id="chart-seed_table"' not in html.render([run])
+
+
+def test_ceiling_chart_flags_a_bar_above_the_ceiling() -> None:
+    chart = charts.ceiling_pct([load("cpu-only")])
+    assert chart.svg is not None
+    assert "105 % of bw  ABOVE CEILING: measurement error" in chart.svg
+    assert "22.4 % of bw" in chart.svg and ">100 %<" in chart.svg
+    # The WRONG triad has no percentage and no bar.
+    assert "triad" not in chart.svg
+
+
+def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
+    run = load("cpu-gpu")
+    for r in run.results:
+        if r.workload == "seed-add" and r.variant == "as-published":
+            r.work = r.work.model_copy(update={"flops": 12288.0**2})  # as seed-add now declares
+        if r.workload == "resnet50" and r.params.get("batch") == 1:
+            r.work = r.work.model_copy(update={"bytes": 0.0})  # a model that counts no bytes
+    chart = charts.roofline([run])
+    assert chart.svg is not None
+    assert chart.svg.count(">seed-add<") == 2  # one per device panel
+    # batch=32 on the roofline, batch=1 in the strip: each point says what tells it apart
+    assert chart.svg.count(">resnet50 precision=fp32<") == 4
+    assert "models:" in chart.svg and "bytes not counted" in chart.svg
+    assert "Not drawn, no FLOP count: seed-add intended · cpu" in chart.note
+
+
+def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
+    run = load("cpu-only")
+    run.kind = "tune"
+    run.extra["recommendation"] = {
+        "cpu": {
+            "name": "channels-last, threads=1",
+            "speedup": 1.31,
+            "config": {"variant": "fp32", "channels_last": True, "threads": 1, "batch": 1},
+            "code": ["model = model.to(memory_format=torch.channels_last)", "out = model(x) < 2"],
+        }
+    }
+    run.extra["candidates"] = [
+        {
+            "device": "cpu",
+            "name": "channels-last, threads=1",
+            "status": "faster",
+            "speedup": 1.31,
+            "latency_ms": 5.72,
+            "rel_iqr": 0.031,
+            "max_error": 0.0,
+            "tolerance": 1e-4,
+        },
+        {
+            "device": "cpu",
+            "name": "int8-dynamic",
+            "status": "skipped",
+            "speedup": None,
+            "latency_ms": None,
+            "reason": "time budget: 3 s left",
+        },
+    ]
+    page = html.render([run])
+    assert "<h2>Tune: recommendation</h2>" in page
+    assert page.index("Tune: recommendation") < page.index("<h2>Results")
+    assert "AMD EPYC 7B13 (cpu):</b> channels-last, threads=1, 1.31× the baseline" in page
+    assert "model = model.to(memory_format=torch.channels_last)\nout = model(x) &lt; 2" in page
+    assert "channels_last=True, threads=1" in page
+    assert '<tr class="st-faster"><td>cpu</td><td>channels-last, threads=1</td>' in page
+    assert "5.72 ms" in page and "3.1 %" in page and "time budget: 3 s left" in page
+
+
+def test_a_cpu_only_model_run_says_how_to_get_the_break_even_once() -> None:
+    run = load("cpu-only")
+    run.kind = "model"
+    run.extra["break_even"] = {}
+    run.extra["break_even_note"] = NO_GPU
+    page = html.render([run])
+    assert page.count("no GPU on this machine") == 1
+    assert '<p class="nochart" id="break-even-note">no GPU on this machine' in page
+    assert "run the same `torchmark model` command on a machine with a GPU" in page
+    assert "see the break-even note in the run&#39;s section above" in page

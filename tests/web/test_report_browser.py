@@ -33,8 +33,12 @@ def browser():  # type: ignore[no-untyped-def]
         b.close()
 
 
-def open_report(browser, tmp_path: Path, names: list[str]):  # type: ignore[no-untyped-def]
-    runs = [RunRecord.model_validate_json((RUNS / f"{n}.json").read_text()) for n in names]
+def load(name: str) -> RunRecord:
+    return RunRecord.model_validate_json((RUNS / f"{name}.json").read_text())
+
+
+def open_report(browser, tmp_path: Path, names: list[str] | list[RunRecord]):  # type: ignore[no-untyped-def]
+    runs = [load(n) if isinstance(n, str) else n for n in names]
     page_file = tmp_path / "report.html"
     page_file.write_text(html.render(runs), encoding="utf-8")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -59,8 +63,11 @@ def test_charts_are_drawn_and_nothing_leaves_the_page(browser, tmp_path: Path) -
         "() => Array.from(document.querySelectorAll('svg.chart'))"
         ".map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })"
     )
-    assert len(sizes) == 6
+    assert len(sizes) == 8
     assert all(w > 100 and h > 100 for w, h in sizes), sizes
+    # The seed table: this machine's rows are drawn among the blog's, in the page's width.
+    mine = page.locator("#chart-seed_table svg text", has_text="(this machine)")
+    assert mine.count() == 2 and mine.first.is_visible()
     # Each chart draws marks: paths for lines, bars and points.
     paths = page.evaluate(
         "() => Array.from(document.querySelectorAll('svg.chart'))"
@@ -76,8 +83,32 @@ def test_charts_are_drawn_and_nothing_leaves_the_page(browser, tmp_path: Path) -
 
 def test_missing_charts_show_their_reason(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     page, outside = open_report(browser, tmp_path, ["cpu-only"])
-    notes = page.locator(".nochart").all_inner_texts()
+    # A CPU-only run: % of ceiling and the seed table are drawn; the rest say why, once each.
+    assert page.locator("svg.chart").count() == 2
+    notes = page.locator("#not-drawn li").all_inner_texts()
+    assert len(notes) == 6
     assert any("no telemetry recorded" in n for n in notes)
-    assert len(notes) == 6  # this CPU-only fixture has data for none of the charts
+    assert outside == []
+    page.close()
+
+
+def test_a_flag_explains_itself_on_hover(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    page, outside = open_report(browser, tmp_path, ["cpu-only"])
+    pill = page.locator(".badge", has_text="above ceiling").first
+    assert "measured ceiling" in (pill.get_attribute("title") or "")
+    pill.hover()  # the title is the browser's own tooltip: no script needed
+    assert outside == []
+    page.close()
+
+
+def test_tune_recommendation_reads_in_the_page(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run = load("cpu-only")
+    run.kind = "tune"
+    run.extra["recommendation"] = {
+        "cpu": {"name": "threads=1", "speedup": 1.2, "code": ["torch.set_num_threads(1)"]}
+    }
+    page, outside = open_report(browser, tmp_path, [run])
+    code = page.locator("pre.code")
+    assert code.is_visible() and code.inner_text() == "torch.set_num_threads(1)"
     assert outside == []
     page.close()

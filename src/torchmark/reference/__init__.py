@@ -214,3 +214,10 @@ def neighbours(
     faster = [r for r in others if r.value > value]
     slower = [r for r in others if r.value <= value]
     return (slower[0] if slower else None, faster[-1] if faster else None, len(faster) + 1)
+
+
+def placed(ref: ReferenceSet, mine: list[ReferenceRow]) -> list[ReferenceRow]:
+    """The rows ``mine`` are placed among, fastest first: the set's own rows, for a table
+    the committed reference runs too, and ``mine``."""
+    extra = [] if ref.kind == "run" else [r for s in runs() for r in s.rows]
+    return ranked([*ref.rows, *extra, *mine])

@@ -6,23 +6,22 @@ nothing to draw. Pure functions of RunRecords: nothing here measures.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display, no GUI toolkit: reports render on headless machines
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-
+from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report import format as fmt
 from torchmark.report.table import case_key, devices_of
 from torchmark.results import Result, RunRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WIDTH, HEIGHT = 8.0, 3.8  # inches; the page scales the SVG to its column width
 BATCH_KEYS = ("batch", "batch_size")
@@ -37,7 +36,22 @@ RC: Any = {  # matplotlib types rc keys as Literals; plain strings here
     "grid.alpha": 0.3,
     "legend.frameon": False,
     "legend.fontsize": 8,
+    # Names come from users ("$\\frac{a$" as a workload name crashed mathtext): every
+    # label is drawn as written, never parsed as TeX.
+    "text.parse_math": False,
+    "text.usetex": False,
 }
+
+
+@contextlib.contextmanager
+def _rc() -> Iterator[None]:
+    """matplotlib's settings for one chart. matplotlib (0.6-0.7 s to import here) loads on the
+    first chart drawn, so commands that draw none never pay for it."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display, no GUI toolkit: reports render on headless machines
+    with matplotlib.rc_context(RC):
+        yield
 
 
 @dataclass(frozen=True)
@@ -50,7 +64,7 @@ class Chart:
 
 def _svg(fig: Figure) -> str:
     buf = io.StringIO()
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     # Natural size (width/height in pt) kept: charts show at one text size, and CSS
@@ -61,10 +75,41 @@ def _svg(fig: Figure) -> str:
 def _figure(
     nrows: int = 1, ncols: int = 1, height: float = HEIGHT, sharex: bool = False
 ) -> tuple[Figure, Any]:
-    with matplotlib.rc_context(RC):
+    from matplotlib.figure import Figure
+
+    with _rc():
         fig = Figure(figsize=(WIDTH, height))
         axes = fig.subplots(nrows, ncols, squeeze=False, sharex=sharex)
     return fig, axes
+
+
+def _tick_text(x: float, base: int) -> str:
+    if base == 10 and x >= 1e3:
+        scale, prefix = next(sp for sp in fmt.SI_PREFIXES if x >= sp[0])
+        return f"{x / scale:g} {prefix}"
+    return f"{x:g}"
+
+
+def _log(ax: Axes, which: str, base: int = 10) -> None:
+    """A log axis labelled in plain text (100, 1 k, 10 G): matplotlib's default labels are
+    TeX ($10^{2}$), which chart text drawn as written would show raw."""
+    from matplotlib import ticker
+
+    class Plain(ticker.Formatter):
+        def __init__(self, minor: bool) -> None:
+            self.minor = minor
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            if self.minor:  # minor ticks named only where the axis spans under ~1.5 decades
+                lo, hi = sorted(self.axis.get_view_interval()) if self.axis else (0, 0)
+                if not (lo > 0 and hi / lo < 30):
+                    return ""
+            return _tick_text(x, base)
+
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_formatter(Plain(minor=False))
+    axis.set_minor_formatter(Plain(minor=True))
 
 
 def _run_prefix(runs: Sequence[RunRecord], run: RunRecord) -> str:
@@ -97,13 +142,13 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     series = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
     if not series:
         return Chart("batch", title, None, "no workload in these runs swept a batch size")
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         for label, pts in series.items():
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        _log(ax, "x", base=2)
+        _log(ax, "y")
         ax.set_xlabel("batch size")
         ax.set_ylabel(" / ".join(sorted(units)))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -134,7 +179,7 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
             "speedup", title, None, "no case was measured on both the CPU and an accelerator"
         )
     devices = sorted({d for v in bars.values() for d in v})
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         width = 0.8 / len(devices)
@@ -145,7 +190,7 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
             rects = ax.bar(xs, ys, width, label=d)
             ax.bar_label(rects, labels=[fmt.ratio(y) for y in ys], fontsize=8)
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_yscale("log")
+        _log(ax, "y")
         ax.set_xticks([i + width * (len(devices) - 1) / 2 for i in range(len(names))], names)
         ax.set_ylabel("× CPU throughput (geometric mean)")
         ax.legend()
@@ -186,7 +231,7 @@ def break_even(runs: Sequence[RunRecord]) -> Chart:
     if not curves:
         why = "; ".join(notes) or "no user-model run with a CPU-vs-GPU batch sweep (break_even)"
         return Chart("break_even", title, None, why)
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure()
         ax: Axes = axes[0][0]
         for label, pts in curves.items():
@@ -200,8 +245,8 @@ def break_even(runs: Sequence[RunRecord]) -> Chart:
             fontsize=8,
             va="bottom",
         )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        _log(ax, "x", base=2)
+        _log(ax, "y")
         ax.set_xlabel("batch size")
         ax.set_ylabel("GPU speedup over CPU")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -213,66 +258,185 @@ def _be_words(v: int | str) -> str:
     return f"from batch {v}" if isinstance(v, int) else str(v)
 
 
+def _point_labels(pts: Sequence[Result]) -> list[str]:
+    """Each point's workload, plus the variant and parameters that tell it from the same
+    workload's other points on the panel."""
+    out = []
+    for r in pts:
+        same = [x for x in pts if x.workload == r.workload]
+        # a user model is named by its spec: dir/file.py:factory reads as file.py:factory
+        words = [r.workload.rsplit("/", 1)[-1]]
+        if len({x.variant for x in same}) > 1:
+            words.append(r.variant)
+        varying = {
+            k: v
+            for k, v in r.params.items()
+            if len({str(x.params.get(k)) for x in same}) > 1 and str(v) != r.variant
+        }
+        words.append(fmt.params(varying))
+        out.append(" ".join(w for w in words if w))
+    return out
+
+
 def roofline(runs: Sequence[RunRecord]) -> Chart:
-    """Each result at its arithmetic intensity, under the measured bandwidth and compute roofs."""
+    """Each result at its arithmetic intensity, under the measured bandwidth and compute roofs.
+
+    Models count their FLOPs but (gpt2 decode aside) not their bytes, so their intensity is
+    unknown: they stand in a strip right of the roofline at their achieved FLOP/s, against
+    the same compute roofs."""
     title = "Roofline (measured ceilings)"
-    panels: list[tuple[str, RunRecord, list[Result]]] = []
+    panels: list[tuple[str, RunRecord, list[Result], list[Result]]] = []
+    no_flops: list[str] = []
     for run in runs:
         for d in devices_of(run):
-            pts = [
-                r
-                for r in run.results
-                if r.device == d and r.ok and r.work.flops > 0 and r.work.bytes > 0
-            ]
-            if pts:
-                panels.append((_run_prefix(runs, run) + d, run, pts))
+            mine = [r for r in run.results if r.device == d and r.ok]
+            placed = [r for r in mine if r.work.flops > 0 and r.work.bytes > 0]
+            strip = [r for r in mine if r.work.flops > 0 and not r.work.bytes > 0]
+            no_flops += [f"{case_words(r)} · {d}" for r in mine if not r.work.flops > 0]
+            peak = any(c.device == d and c.key.startswith("matmul:") for c in run.ceilings)
+            if placed or (strip and peak):  # FLOP/s alone, with no roof, is no roofline
+                panels.append((_run_prefix(runs, run) + d, run, placed, strip))
     if not panels:
-        return Chart("roofline", title, None, "no result declares both FLOPs and bytes")
-    with matplotlib.rc_context(RC):
-        fig, axes = _figure(1, len(panels), height=HEIGHT + 0.4)
-        for ax, (label, run, pts) in zip(axes[0], panels, strict=True):
-            device = pts[0].device
-            xs = [r.work.flops / r.work.bytes for r in pts]
-            ys = [r.rate("flops") or math.nan for r in pts]
+        return Chart(
+            "roofline",
+            title,
+            None,
+            "no result declares both its FLOPs and its bytes, nor stands against a measured "
+            "matmul peak",
+        )
+    workloads = list(dict.fromkeys(r.workload for p in panels for r in [*p[2], *p[3]]))
+    with _rc():
+        import matplotlib as mpl
+        from matplotlib.figure import Figure
+
+        cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+        colour = {w: cycle[i % len(cycle)] for i, w in enumerate(workloads)}
+        ratios: list[float] = []
+        for p in panels:
+            ratios += [4.0, 1.6] if p[3] else [4.0]
+        fig = Figure(figsize=(WIDTH * max(1, len(panels)) ** 0.5, HEIGHT + 0.6))
+        grid = fig.add_gridspec(1, len(ratios), width_ratios=ratios, wspace=0.2)
+        col = 0
+        for label, run, placed, strip in panels:
+            ax: Axes = fig.add_subplot(grid[0, col])
+            col += 1
+            device = (placed or strip)[0].device
             bw = run.ceiling(device, "bandwidth")
             peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
-            lo, hi = min(min(xs) / 4, 0.05), max(xs) * 4
+            xs = [r.work.flops / r.work.bytes for r in placed]
+            lo = min([*(x / 4 for x in xs), 0.05])
+            hi = max([*(4 * x for x in xs), 100.0])
             if bw is not None:
                 hi = max([hi, *(4 * c.value / bw.value for c in peaks)])
                 for c in peaks:
                     ridge = c.value / bw.value
-                    ax.plot(
-                        [lo, ridge, hi],
-                        [lo * bw.value, c.value, c.value],
-                        color="grey",
-                        linewidth=1,
-                    )
-                    label_c = f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}"
-                    ax.annotate(label_c, (hi, c.value), ha="right", va="bottom", fontsize=7)
+                    ax.plot([lo, ridge, hi], [lo * bw.value, c.value, c.value], color="grey", lw=1)
                 if not peaks:  # no compute ceiling measured: the bandwidth slope alone
                     ax.plot([lo, hi], [lo * bw.value, hi * bw.value], color="grey", linewidth=1)
+                # Along the slope below the first ridge, where the low-intensity points
+                # (elementwise work, ~0.1 FLOP/B) do not sit.
+                knee = min([c.value / bw.value for c in peaks] or [hi])
+                at = math.sqrt(max(lo, 0.5) * knee) if knee > 0.5 else lo * 1.5
                 ax.annotate(
                     f"bw {fmt.ceiling_value(bw)}",
-                    (lo * 1.5, lo * 1.5 * bw.value),
+                    (at, at * bw.value),
+                    xytext=(-3, 3),
+                    textcoords="offset points",
                     fontsize=7,
+                    ha="right",
                     va="bottom",
                 )
-            for w in dict.fromkeys(r.workload for r in pts):
-                sel = [(x, y) for x, y, r in zip(xs, ys, pts, strict=True) if r.workload == w]
-                ax.scatter([s[0] for s in sel], [s[1] for s in sel], label=w, zorder=3, s=18)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
+            else:
+                for c in peaks:
+                    ax.axhline(c.value, color="grey", linewidth=1)
+            for c in peaks:
+                ax.annotate(
+                    f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}",
+                    (hi, c.value),
+                    ha="right",
+                    va="bottom",
+                    fontsize=7,
+                )
+            ys = [r.rate("flops") or math.nan for r in placed]
+            span = [*ys, *(c.value for c in peaks)]
+            edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
+            for r, x, y, text, ty in zip(
+                placed, xs, ys, _point_labels(placed), _spread(ys, span), strict=True
+            ):
+                ax.scatter([x], [y], color=colour[r.workload], zorder=3, s=18)
+                left = math.log10(x) > edge  # near the right edge: label to the left
+                ax.annotate(
+                    text,
+                    (x, y),
+                    xytext=(x * (0.8 if left else 1.25), ty),
+                    fontsize=6.5,
+                    va="center",
+                    ha="right" if left else "left",
+                    arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
+                )
+            _log(ax, "x")
+            _log(ax, "y")
+            ax.set_xlim(lo, hi)
             ax.set_title(f"{label} {_model(run, device)}".strip(), fontsize=9)
             ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-        axes[0][0].set_ylabel("achieved FLOP/s (median)")
-        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1))
-    return Chart(
-        "roofline",
-        title,
-        _svg(fig),
+            if col == 1:
+                ax.set_ylabel("achieved FLOP/s (median)")
+            if not strip:
+                continue
+            side: Axes = fig.add_subplot(grid[0, col], sharey=ax)
+            col += 1
+            for c in peaks:
+                side.axhline(c.value, color="grey", linewidth=1, linestyle="--")
+            ys = [r.rate("flops") or math.nan for r in strip]
+            tops = [c.value for c in peaks] + [y for y in ys if math.isfinite(y)]
+            for r, y, text, ty in zip(
+                strip, ys, _point_labels(strip), _spread(ys, tops), strict=True
+            ):
+                side.scatter([0.12], [y], color=colour[r.workload], zorder=3, s=18, marker="D")
+                side.annotate(
+                    text,
+                    (0.12, y),
+                    xytext=(0.3, ty),
+                    fontsize=6.5,
+                    va="center",
+                    arrowprops={"arrowstyle": "-", "color": "#999", "lw": 0.5},
+                )
+            side.set_xlim(0, 1)
+            side.set_xticks([])
+            side.tick_params(axis="y", labelleft=False)
+            side.grid(axis="x", visible=False)
+            side.set_xlabel("models:\nbytes not counted")
+    note = (
         "grey lines: measured memory bandwidth × intensity, capped by each measured matmul "
-        "peak; a point's distance below its roof is the headroom",
+        "peak; a point's distance below its roof is the headroom. Diamonds: results that "
+        "count FLOPs but not bytes (models), at their achieved FLOP/s"
     )
+    if no_flops:
+        note += f". Not drawn, no FLOP count: {_listed(no_flops)}"
+    return Chart("roofline", title, _svg(fig), note)
+
+
+def _spread(ys: Sequence[float], span: Sequence[float]) -> list[float]:
+    """Label heights for points at ``ys`` on a log axis covering ``span``: in the points'
+    order, at least ~6 % of the axis apart, so stacked labels do not overprint."""
+    finite = [y for y in span if y > 0 and math.isfinite(y)]
+    if not finite:
+        return list(ys)
+    gap = max(0.08, 0.06 * (math.log10(max(finite)) - math.log10(min(finite))))
+    order = sorted(range(len(ys)), key=lambda i: ys[i] if math.isfinite(ys[i]) else 0.0)
+    out = list(ys)
+    last = -math.inf
+    for i in order:
+        if not (ys[i] > 0 and math.isfinite(ys[i])):
+            continue
+        at = max(math.log10(ys[i]), last + gap)
+        out[i], last = 10**at, at
+    return out
+
+
+def _listed(items: list[str], most: int = 4) -> str:
+    more = f" and {len(items) - most} more" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
 
 
 def _model(run: RunRecord, device: str) -> str:
@@ -298,7 +462,7 @@ def precision_bars(runs: Sequence[RunRecord]) -> Chart:
     if not groups:
         return Chart("precision", title, None, "no workload ran at more than one precision")
     precisions = sorted({p for v in groups.values() for p in v})
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure(height=max(2.0, 0.45 * len(groups) * len(precisions) / 2 + 1))
         ax: Axes = axes[0][0]
         h = 0.8 / len(precisions)
@@ -362,7 +526,7 @@ def telemetry_timeline(runs: Sequence[RunRecord]) -> Chart:
     ]
     if not present:
         return Chart("telemetry", title, None, "telemetry has no clock, temperature or power")
-    with matplotlib.rc_context(RC):
+    with _rc():
         fig, axes = _figure(len(present), 1, height=1.6 * len(present) + 0.6, sharex=True)
         for ax, (field, label) in zip(axes[:, 0], present, strict=True):
             for name, rows in series.items():
@@ -381,8 +545,173 @@ def telemetry_timeline(runs: Sequence[RunRecord]) -> Chart:
     )
 
 
+MINE = "#d9480f"  # this machine's rows and bars
+KIND_COLOURS = {"gpu": "#4c78a8", "cpu": "#72b7b2", "unknown": "#9aa0a6"}
+ABOVE = "#b3261e"  # above a measured ceiling: impossible, a measurement error
+
+
+def seed_table(run: RunRecord) -> Chart:
+    """This machine's ``seed-add as-published`` rate among the seed blog's 2023 rows (and
+    any committed reference runs): the ranking of ``compare --reference seed-2023``, drawn."""
+    title = "This machine in the seed blog's 2023 table"
+    ref = reference.load(reference.SEED_SET)
+    mine = reference.seed_rows(run)
+    if not mine:
+        return Chart(
+            "seed_table",
+            title,
+            None,
+            f"no {reference.SEED_WORKLOAD} {reference.SEED_VARIANT} result at the blog's size "
+            f"to place (`torchmark run --workload {reference.SEED_WORKLOAD}`)",
+        )
+    rows = reference.placed(ref, mine)
+    with _rc():
+        from matplotlib.patches import Patch
+
+        fig, axes = _figure(height=0.3 * len(rows) + 1.2)
+        ax: Axes = axes[0][0]
+        ys = range(len(rows))
+        colours = [MINE if r.this_machine else KIND_COLOURS.get(r.device_type) for r in rows]
+        bars = ax.barh(ys, [r.value for r in rows], color=colours, height=0.7)
+        for bar, r in zip(bars, rows, strict=True):
+            if r.implausible:
+                bar.set_hatch("///")
+                bar.set_alpha(0.45)
+        labels = [
+            f"{fmt.sig(r.value) if r.this_machine else f'{r.value:g}'} it/s"
+            + (f" · {fmt.si(r.implied_bytes_per_s, 'B/s')}" if r.implied_bytes_per_s else "")
+            + (" · implausible" if r.implausible else "")
+            for r in rows
+        ]
+        ax.bar_label(bars, labels=labels, fontsize=7.5, padding=3)
+        names = [
+            f"▶ {r.hardware} (this machine)"
+            if r.this_machine
+            else r.hardware + (f" [{r.source}]" if r.source != ref.name else "")
+            for r in rows
+        ]
+        ax.set_yticks(list(ys), names)
+        for tick, r in zip(ax.get_yticklabels(), rows, strict=True):
+            if r.this_machine:
+                tick.set_color(MINE)
+                tick.set_fontweight("bold")
+        ax.invert_yaxis()  # fastest at the top, as the ranking reads
+        _log(ax, "x")
+        lo, hi = min(r.value for r in rows), max(r.value for r in rows)
+        ax.set_xlim(lo / 2, hi * 6)  # room for the value labels right of the longest bar
+        ax.set_xlabel(f"{ref.unit} of the blog's loop (log scale)")
+        ax.grid(axis="y", visible=False)
+        handles = [
+            Patch(color=MINE, label="this machine"),
+            Patch(color=KIND_COLOURS["gpu"], label="GPU (published)"),
+            Patch(color=KIND_COLOURS["cpu"], label="CPU (published)"),
+            Patch(facecolor="white", edgecolor="grey", hatch="///", label="implausible"),
+        ]
+        ax.legend(handles=handles, loc="lower right")
+    per_it = fmt.si(ref.bytes_per_iteration, "B") if ref.bytes_per_iteration else "?"
+    return Chart(
+        "seed_table",
+        title,
+        _svg(fig),
+        f"rank {', '.join(str(rows.index(m) + 1) for m in mine)} of {len(rows)}, log scale; "
+        f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; hatched "
+        "rows cannot be taken at face value (`torchmark compare --reference seed-2023` says "
+        "why)",
+    )
+
+
+def case_words(r: Result) -> str:
+    """workload, variant and parameters, each said once (``scenario=infer`` repeats the
+    variant ``infer``)."""
+    rest = {k: v for k, v in r.params.items() if str(v) != r.variant}
+    return f"{r.workload} {r.variant} {fmt.params(rest)}".strip()
+
+
+def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
+    """Each result's median rate as % of the ceiling it is held against, quartiles as
+    whiskers, the 100 % line drawn: above it is a measurement error."""
+    title = "% of the measured ceiling, per case"
+    bars: list[tuple[str, float, float, float, str]] = []  # label, pct, lo, hi, ceiling
+    for run in runs:
+        for r in run.results:
+            p = r.pct_of_ceiling
+            if p is None or r.ceiling is None or not r.ok or not r.median_s:
+                continue
+            q1, q3 = r.measurement.quartiles
+            # a rate is work / time: the slow quartile (q3) gives the low percentage
+            lo, hi = p * r.median_s / q3, p * r.median_s / q1 if q1 > 0 else p
+            label = f"{_run_prefix(runs, run)}{case_words(r)} · {r.device}"
+            bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
+    if not bars:
+        return Chart("ceiling_pct", title, None, "no result is held against a measured ceiling")
+    kinds = list(dict.fromkeys(b[4] for b in bars))
+    with _rc():
+        import matplotlib as mpl
+        from matplotlib.patches import Patch
+
+        cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+        colour = {k: cycle[i % len(cycle)] for i, k in enumerate(kinds)}
+        fig, axes = _figure(height=0.26 * len(bars) + 1.3)
+        ax: Axes = axes[0][0]
+        ys = list(range(len(bars)))
+        top = max(100.0, *(b[3] for b in bars))
+        ps = [b[1] for b in bars]
+        above = [p > 100 for p in ps]
+        rects = ax.barh(
+            ys,
+            ps,
+            height=0.7,
+            color=[ABOVE if a else colour[b[4]] for a, b in zip(above, bars, strict=True)],
+            xerr=[[b[1] - b[2] for b in bars], [b[3] - b[1] for b in bars]],
+            error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#444"},
+        )
+        for rect, a in zip(rects, above, strict=True):
+            if a:
+                rect.set_hatch("xx")
+        for y, b, a in zip(ys, bars, above, strict=True):
+            ax.text(
+                max(b[1], b[3]) + top * 0.01,
+                y,
+                f"{fmt.pct(b[1])} of {b[4]}" + ("  ABOVE CEILING: measurement error" if a else ""),
+                fontsize=7.5,
+                va="center",
+                color=ABOVE if a else "black",
+            )
+        ax.set_yticks(ys, [b[0] for b in bars])
+        for tick, a in zip(ax.get_yticklabels(), above, strict=True):
+            if a:
+                tick.set_color(ABOVE)
+                tick.set_fontweight("bold")
+        ax.invert_yaxis()
+        ax.axvline(100, color="black", linewidth=1, linestyle="--")
+        ax.set_xlim(0, top * 1.45)  # room for the value labels
+        ax.annotate(
+            "100 %",
+            (100, 1.0),
+            xycoords=("data", "axes fraction"),
+            fontsize=8,
+            ha="center",
+            va="bottom",
+        )
+        ax.set_xlabel("% of this machine's measured ceiling (median; whiskers: quartiles)")
+        ax.grid(axis="y", visible=False)
+        handles = [Patch(color=colour[k], label=k) for k in kinds]
+        if any(above):
+            handles.append(Patch(facecolor=ABOVE, hatch="xx", label="above ceiling"))
+        ax.legend(handles=handles, loc="lower right")
+    return Chart(
+        "ceiling_pct",
+        title,
+        _svg(fig),
+        "bw: memory bandwidth; peak: matmul FLOP/s at that precision, both measured on this "
+        "machine in this run; 100 % is the best any kernel here reached, so a bar past it is "
+        "a measurement error, never a fast machine",
+    )
+
+
 def all_charts(runs: Sequence[RunRecord]) -> list[Chart]:
     return [
+        ceiling_pct(runs),
         throughput_vs_batch(runs),
         speedup_per_workload(runs),
         break_even(runs),

@@ -13,15 +13,15 @@ from markupsafe import Markup
 
 from torchmark import __version__
 from torchmark.devices import is_host
-from torchmark.reference import device_label
+from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report import format as fmt
+from torchmark.report.flags import pills as _pills
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import (
     case_key,
     ceiling_cell,
     devices_of,
-    flag_words,
     seed_placement,
     speedup,
     spread_cell,
@@ -62,6 +62,7 @@ def _rows(run: RunRecord) -> list[dict[str, Any]]:
     out = []
     for r in results:
         s = speedup(r, hosts.get(case_key(r)))
+        pills, reasons = _pills(r)
         out.append(
             {
                 "workload": r.workload,
@@ -73,7 +74,8 @@ def _rows(run: RunRecord) -> list[dict[str, Any]]:
                 "n": r.n or "",
                 "ceiling": ceiling_cell(r),
                 "speedup": fmt.ratio(s) if s else "",
-                "flags": flag_words(r, verbose=True),
+                "pills": pills,
+                "reasons": reasons,
                 "level": _level(r),
                 "notes": r.notes,
             }
@@ -134,11 +136,70 @@ def _ceilings(run: RunRecord) -> list[dict[str, str]]:
     ]
 
 
-def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
-    charts = [
-        {"key": c.key, "title": c.title, "svg": Markup(c.svg) if c.svg else None, "note": c.note}
-        for c in charts_mod.all_charts(runs)
+def _chart(c: charts_mod.Chart) -> dict[str, Any]:
+    # The SVG is matplotlib's own output with every text escaped by it: safe to inline.
+    return {"key": c.key, "title": c.title, "svg": Markup(c.svg) if c.svg else None, "note": c.note}
+
+
+def _num(x: Any, spec: str, suffix: str = "") -> str:
+    return fmt.DASH if not isinstance(x, int | float) else f"{x:{spec}}{suffix}"
+
+
+def _tune(run: RunRecord) -> dict[str, Any] | None:
+    """``tune``'s recommendation per device (its code as printed) and the ranked candidates."""
+    recs = run.extra.get("recommendation")
+    cands = run.extra.get("candidates")
+    if not recs and not cands:
+        return None
+    recommendations = [
+        {
+            "device": device_label(run, dev),
+            "name": str(rec.get("name", "?")),
+            "speedup": _num(rec.get("speedup"), ".2f", "×"),
+            "reason": str(rec.get("reason") or ""),
+            "config": _kv({k: v for k, v in (rec.get("config") or {}).items() if v is not None}),
+            "code": "\n".join(map(str, rec.get("code") or [])),
+        }
+        for dev, rec in (recs or {}).items()
+        if isinstance(rec, dict)
     ]
+    candidates = [
+        {
+            "device": str(c.get("device", "")),
+            "name": str(c.get("name", "")),
+            "status": str(c.get("status", "")),
+            "speedup": _num(c.get("speedup"), ".2f", "×"),
+            "latency": _num(c.get("latency_ms"), ".3g", " ms"),
+            "spread": fmt.DASH
+            if not isinstance(c.get("rel_iqr"), int | float)
+            else fmt.pct(100 * c["rel_iqr"], digits=2),
+            "error": ""
+            if c.get("max_error") is None
+            else f"{c['max_error']:.2g} (tol {c.get('tolerance') or 0:g})",
+            "notes": str(c.get("reason") or ""),
+        }
+        for c in cands or []
+        if isinstance(c, dict)
+    ]
+    return {
+        "recommendations": recommendations,
+        "candidates": candidates,
+        "notes": [str(n) for n in run.extra.get("notes", [])],
+    }
+
+
+def _break_even_note(run: RunRecord) -> str | None:
+    """Why a user-model run has no break-even, and how to get one (``model`` on a CPU-only
+    machine): said in the run's section, where its reader looks for the answer."""
+    return None if run.extra.get("break_even") else run.extra.get("break_even_note")
+
+
+def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
+    charts = [_chart(c) for c in charts_mod.all_charts(runs)]
+    if all(_break_even_note(r) for r in runs):  # each run's section says it: once is enough
+        for c in charts:
+            if c["key"] == "break_even" and c["svg"] is None:
+                c["note"] = "see the break-even note in the run's section above"
     return {
         "version": __version__,
         "runs": [
@@ -151,6 +212,10 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "ceilings": _ceilings(run),
                 "rows": _rows(run),
                 "placement": seed_placement(run),
+                # drawn only when there is something to place: the lines above say so
+                "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
+                "tune": _tune(run),
+                "break_even_note": _break_even_note(run),
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }
             for run in runs

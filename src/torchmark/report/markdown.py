@@ -3,17 +3,46 @@ spreads and the ceiling each percentage is of."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 
 from torchmark.reference import device_label
 from torchmark.report import format as fmt
+from torchmark.report.flags import pills
 from torchmark.report.rows import ceiling_rows
-from torchmark.report.table import ceiling_cell, flag_words, spread_cell, status_cell
-from torchmark.results import RunRecord
+from torchmark.report.table import ceiling_cell, spread_cell, status_cell
+from torchmark.results import Result, RunRecord
+
+
+def _text(text: object) -> str:
+    """A stored string as Markdown text: GitHub and most renderers pass raw HTML through, so
+    a workload named ``<img src=x onerror=...>`` must arrive as text, not as markup."""
+    return html.escape(str(text), quote=False).replace("\n", " ")
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _text(text).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """An inline code span that holds any text: HTML is inert there, and a backtick inside
+    gets a longer fence (CommonMark)."""
+    text = text.replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _flags(r: Result) -> str:
+    """Each flag once, in words: its verdict reason where it has one (Markdown has no hover),
+    else its name; then the reasons no flag names."""
+    marks, rest = pills(r)
+    if r.status in ("skipped", "wrong"):
+        return f"{marks[0]['text']}: {rest[0]}"
+    reasons = set(r.verdict.reasons) if r.verdict is not None else set()
+    words = [p["title"] if p["title"] in reasons else p["text"] for p in marks]
+    return "; ".join(dict.fromkeys([*words, *rest]))
 
 
 def render(runs: Sequence[RunRecord]) -> str:
@@ -21,11 +50,11 @@ def render(runs: Sequence[RunRecord]) -> str:
     for run in runs:
         sw = run.environment.get("software", {})
         lines += [
-            f"### torchmark run {run.run_id or '(file)'} ({run.status})",
+            f"### torchmark run {_text(run.run_id or '(file)')} ({_text(run.status)})",
             "",
-            f"{run.created_utc:%Y-%m-%d %H:%M} UTC · host {run.environment.get('host', '?')} · "
-            f"torch {sw.get('torch', '?')} · torchmark {run.tool_version or '?'} · "
-            f"`{run.command or '?'}`",
+            f"{run.created_utc:%Y-%m-%d %H:%M} UTC · host "
+            f"{_text(run.environment.get('host', '?'))} · torch {_text(sw.get('torch', '?'))} · "
+            f"torchmark {_text(run.tool_version or '?')} · {_code(run.command or '?')}",
             "",
             "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |",
             "|---|---|---:|---:|---:|---:|---|",
@@ -43,7 +72,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                         fmt.duration(r.median_s),
                         spread_cell(r),
                         ceiling_cell(r),
-                        ", ".join(flag_words(r, verbose=True)),
+                        _flags(r),
                     )
                 )
                 + " |"
@@ -54,7 +83,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                 + (f" ({c.pct} of datasheet)" if c.theoretical != fmt.DASH else "")
                 for c in ceiling_rows(run)
             ]
-            lines += ["", "Measured ceilings: " + "; ".join(parts) + "."]
+            lines += ["", "Measured ceilings: " + _text("; ".join(parts)) + "."]
         lines.append("")
     lines.append(
         "Throughput uses the median sample; spread is the interquartile range relative to the "

@@ -15,7 +15,14 @@ from torchmark.report.compare import judge
 from torchmark.results import Result
 
 MODES = ("e2e", "device")
-NO_GPU = "no GPU on this machine: break-even not available"
+# `compare` cannot stand in: it pairs results of the same device, so a CPU-only run set
+# against a GPU run shares no case with it.
+NO_GPU = (
+    "no GPU on this machine, so no break-even here. To get it, run the same `torchmark "
+    "model` command on a machine with a GPU: it measures that machine's CPU and GPU batch "
+    "by batch and prints the batch from which the GPU wins. `torchmark export` that run "
+    "and `torchmark import` it here to keep it beside this one."
+)
 
 
 def gpu_faster(gpu: Result, cpu: Result) -> tuple[bool, str]:

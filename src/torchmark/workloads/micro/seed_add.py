@@ -175,7 +175,8 @@ class SeedAdd(Workload):
                 state["z0"] += zz
 
         if found.aliased:
-            work = Work(bytes=2 * tensor, items=1, item_unit="it")
+            # one add per element (as the add workload counts), so it has a roofline place
+            work = Work(flops=float(n * n), bytes=2 * tensor, items=1, item_unit="it")
             ceiling, parts = "bandwidth", {"self_add_read_write": 2 * tensor}
             notes = [
                 f"every call returns the same constant-folded tensor, so one iteration is one "

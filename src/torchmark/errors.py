@@ -5,7 +5,8 @@
     │   ├── UnknownNameError       a registry name that does not exist; lists the valid ones
     │   └── InputError             a file, spec or option value that cannot be used
     ├── StoreError                 the results store cannot be opened, read or written (exit 1)
-    │   └── RunNotFoundError       a run id that is not in the store
+    │   ├── RunNotFoundError       a run id that is not in the store
+    │   └── StoreUnavailable       a write kept failing past its retry time (lock, disk, server)
     ├── RunInterrupted             Ctrl-C mid-run: carries the run measured so far (exit 130)
     ├── CaseSkipped                a case cannot run here (OOM, unsupported dtype); run goes on
     │   └── OutOfMemory            it did not fit: the rest of its sweep is skipped too
@@ -45,6 +46,11 @@ class StoreError(TorchmarkError):
 
 class RunNotFoundError(StoreError):
     pass
+
+
+class StoreUnavailable(StoreError):
+    """The store kept failing for a passing reason (a held lock, a full disk, a server
+    restart) past the retry time; the message names the real cause."""
 
 
 class RunInterrupted(TorchmarkError):

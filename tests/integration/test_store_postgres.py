@@ -111,12 +111,12 @@ def test_incremental_writes_and_lookup(store: SQLStore, pg_url: str) -> None:
     store.add_result(run_id, run.results[1])
     older = store.save(make_run(-1))
     reopened = open_store(pg_url)  # a second connection sees what the first committed
-    got = reopened.load("latest")
+    got = reopened.load(run_id)
     assert (got.run_id, got.status) == (run_id, "running")
     assert [x.hex() for x in got.results[0].samples_s] == [x.hex() for x in SAMPLES]
     assert [(r.run_id, r.n_results, r.n_ok) for r in reopened.list_runs()] == [
+        (older, 2, 1),  # stored last: newest in this store, whatever its date
         (run_id, 2, 1),
-        (older, 2, 1),
     ]
     reopened.close()
     with pytest.raises(RunNotFoundError, match="torchmark history"):

@@ -158,18 +158,24 @@ def test_run_ids_are_readable_and_sortable(store: SQLStore) -> None:
     assert sorted([second, first]) == [first, second]
 
 
-def test_latest_and_list_are_newest_first(store: SQLStore) -> None:
-    # Stored out of time order: "newest" means by the run's time, not by insertion.
+def test_latest_is_the_newest_finished_run_by_insertion(store: SQLStore) -> None:
+    # Stored out of time order: "newest" is what this store received last, so an imported
+    # run dated 9999 does not win for ever, and a run still measuring is not "latest".
     mid = store.begin_run(record(T0 + timedelta(hours=1)))
     new = store.begin_run(record(T0 + timedelta(hours=2), host="other"))
-    old = store.begin_run(record(T0))
     store.add_result(new, result(device="cuda:0"))
-    assert store.load("latest").run_id == new
+    with pytest.raises(RunNotFoundError, match=rf"no finished run .*run {new} is still running"):
+        store.load("latest")
+    future = store.save(record(datetime(9999, 1, 1, tzinfo=timezone.utc), status="complete"))
+    store.finish_run(mid, record(T0 + timedelta(hours=1), status="complete"))
+    old = store.save(record(T0, status="incomplete"))
+    running = store.begin_run(record(T0 + timedelta(hours=3)))
+    assert store.load("latest").run_id == old
     runs = store.list_runs()
-    assert [r.run_id for r in runs] == [new, mid, old]
-    assert runs[0].devices == ["cpu", "cuda:0"]  # a device seen only in results joins
-    assert runs[0].host == "other"
-    assert [r.run_id for r in store.list_runs(limit=2)] == [new, mid]
+    assert [r.run_id for r in runs] == [running, old, future, new, mid]
+    assert runs[3].devices == ["cpu", "cuda:0"]  # a device seen only in results joins
+    assert runs[3].host == "other"
+    assert [r.run_id for r in store.list_runs(limit=2)] == [running, old]
 
 
 def test_unknown_run_names_the_history_command(store: SQLStore) -> None:
@@ -203,6 +209,7 @@ def test_save_is_one_transaction(store: SQLStore, monkeypatch: pytest.MonkeyPatc
         real(self, conn, run_id, res)
 
     monkeypatch.setattr(SQLStore, "_insert_result", failing)
+    store.retry_s = 0  # one try: the retry is tested on its own
     with pytest.raises(StoreError, match="disk I/O error"):
         store.save(record(T0 + timedelta(days=1), results=[result(), result("triad")]))
     monkeypatch.undo()
@@ -327,7 +334,7 @@ def test_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         s.close()
         assert path.is_file(), url
     mem = open_store(":memory:")
-    run_id = mem.begin_run(record())
+    run_id = mem.save(record(status="complete"))
     assert mem.load("latest").run_id == run_id
 
 
@@ -376,14 +383,15 @@ def test_database_migration_steps_run_in_order(db: Path, monkeypatch: pytest.Mon
         conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     seen: list[str] = []
     monkeypatch.setitem(mig.DB_STEPS, 0, lambda conn: seen.append("0->1"))
+    monkeypatch.setitem(mig.DB_STEPS, 1, lambda conn: seen.append("1->2"))
     open_store(str(db)).close()
-    assert seen == ["0->1"]
+    assert seen == ["0->1", "1->2"]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-            "1",
+            str(mig.DB_SCHEMA_VERSION),
         )
     open_store(str(db)).close()
-    assert seen == ["0->1"]  # already current: no step runs again
+    assert seen == ["0->1", "1->2"]  # already current: no step runs again
 
 
 def test_newer_database_is_refused(db: Path) -> None:

@@ -661,6 +661,7 @@ class SQLStore(ResultStore):
                     f"readable JSON) and cannot be read; the other runs are unaffected"
                 )
             doc["run_id"] = run_id
+            doc["status"] = row.status  # the column: what history shows and marking changes
             doc["ceilings"] = []
             if ceilings:
                 parsed = _json_or_none(ceilings)

@@ -13,7 +13,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -51,6 +51,9 @@ def as_server_user() -> list[str]:
     return [runuser, "-u", "postgres", "--"]
 
 
+CLUSTER: dict[str, Callable[[], None]] = {}
+
+
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     initdb, pg_ctl = pg_program("initdb"), pg_program("pg_ctl")
@@ -71,6 +74,10 @@ def pg_url() -> Iterator[str]:
     sh(initdb, "-D", str(data), "-A", "trust", "-U", "tm", "--no-sync", "-E", "UTF8")
     opts = f"-k {root} -c listen_addresses='' -F"  # socket only, no fsync: a test cluster
     sh(pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    CLUSTER["stop"] = lambda: sh(pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop")
+    CLUSTER["start"] = lambda: sh(
+        pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"
+    )
     try:
         yield f"postgresql://tm@/postgres?host={root}"
     finally:
@@ -374,4 +381,22 @@ def test_a_version_1_database_is_migrated(url: str) -> None:
     assert store.save(run) == "x" * 80
     assert store.load("latest").command == LONG_SPEC
     assert store.load("20250101-000000-bbbb").status == "complete"
+    store.close()
+
+
+def test_a_write_survives_a_server_restart(pg_url: str) -> None:
+    # Before: a PostgreSQL restart mid-run ended it ("cannot finish a run"), results dropped.
+    import threading
+
+    url = new_database(pg_url)
+    store = open_store(url)
+    run_id = store.begin_run(make_run().model_copy(update={"results": []}))
+    CLUSTER["stop"]()
+    restart = threading.Timer(3.0, CLUSTER["start"])  # the server is away for ~3 s
+    restart.start()
+    try:
+        store.add_result(run_id, make_run().results[0])  # retried until the server is back
+    finally:
+        restart.join()
+    assert len(store.load(run_id).results) == 1
     store.close()

@@ -176,7 +176,8 @@ _NEVER_PASSING = (
     "permission denied",
     "not a database",
     "malformed",
-    "no such ",
+    "no such table",
+    "no such column",
     "syntax error",
 )
 

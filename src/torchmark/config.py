@@ -107,7 +107,8 @@ def ignored_options(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]])
         values = getattr(cfg, name)
         if not values:
             continue
-        without = by_workload(plan(replace(cfg, **{name: ()})))
+        cleared: dict[str, Any] = {name: ()}
+        without = by_workload(plan(replace(cfg, **cleared)))
         ignoring = sorted(w for w, keys in asked.items() if without.get(w) == keys)
         if not ignoring:
             continue

@@ -252,6 +252,8 @@ def test_values_measured_here_are_not_rechecked() -> None:
 def test_export_never_writes_nan_or_infinity() -> None:
     # Before: `NaN` / `Infinity` in the output, which is not JSON.
     run = make_run()
+    # A sample stored before imports were checked, and sensor gaps in telemetry.
+    run.results[0] = run.results[0].model_copy(update={"samples_s": [*SAMPLES, math.nan]})
     run.results[0].telemetry = {"power_w": [math.nan, 30.0], "temp_c": math.inf}
     run.extra["ratio"] = -math.inf
     text = export_run(run)
@@ -260,9 +262,12 @@ def test_export_never_writes_nan_or_infinity() -> None:
         raise AssertionError(f"non-standard JSON constant {name}")
 
     doc = json.loads(text, parse_constant=refuse)
+    assert doc["results"][0]["samples_s"][-1] is None
     assert doc["results"][0]["telemetry"] == {"power_w": [None, 30.0], "temp_c": None}
     assert doc["extra"]["ratio"] is None
-    assert parse_run(text).results[0].samples_s == SAMPLES  # still importable
+    with pytest.raises(InputError, match=r"results\.0\.samples_s\.6: "):
+        parse_run(text)  # the damaged sample is named on import, not taken for a time
+    assert parse_run(export_run(make_run())).results[0].samples_s == SAMPLES
 
 
 @pytest.mark.parametrize("bad_id", ["latest", "runs/one", "old.json", "C:\\runs\\x", " "])

@@ -92,7 +92,8 @@ runs_t = sa.Table(
     # possibly far-future) date.
     sa.Column("stored_seq", sa.Integer),
     # JSON {host, pid, started} of the measuring process, so a later open can tell a run whose
-    # process died (SIGKILL, power loss) from one still measuring; NULL for imports.
+    # process died (SIGKILL, power loss) from one still measuring; NULL for imports and
+    # schema-1 rows, which are judged by the header's pid and the run's time instead.
     sa.Column("writer", sa.Text),
 )
 results_t = sa.Table(
@@ -827,7 +828,7 @@ def _writer_of(run: RunRecord) -> str:
 def _gone_note(writer: str | None, header: str, created_utc: str) -> str | None:
     """Why a `running` run is orphaned, or None while its process lives (or it cannot be
     told: another host, an import)."""
-    if writer is None:  # stored before schema 2: the header's pid and the run's time
+    if writer is None:  # an import or a schema-1 row: the header's pid and the run's time
         env = (_json_or_none(header) or {}).get("environment") or {}
         host, pid = env.get("host"), env.get("pid")
         try:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import PlanOptions, Suite
+
+if TYPE_CHECKING:
+    from torchmark.workloads.base import Case
 
 SUITES: tuple[Suite, ...] = ("quick", "standard", "full")
 TIMINGS = ("device", "e2e")
@@ -46,15 +51,75 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise InputError(f"unknown timing {cfg.timing!r}; valid: {', '.join(TIMINGS)}")
     if cfg.threads is not None and cfg.threads < 1:
         raise InputError(f"--threads must be >= 1, got {cfg.threads}")
+    cores = available_cores()
+    if cfg.threads is not None and cfg.threads > cores:
+        # More threads than cores only time the scheduler: each thread waits its turn.
+        raise InputError(
+            f"--threads {cfg.threads} is more than the {cores} cores this process may use; "
+            f"pass --threads {cores} or fewer"
+        )
     bad = [b for b in cfg.batches if b < 1]
     if bad:
         raise InputError(f"batch sizes must be >= 1, got {bad[0]}")
+    bad = [n for n in cfg.sizes if n < 1]
+    if bad:  # a size of 0 plans cases that measure nothing and still "complete"
+        raise InputError(f"--size takes sizes >= 1, got {bad[0]}")
     if cfg.rule is not None:
         try:
             preset(cfg.rule)  # the presets' own list names the valid choices
         except UnknownNameError as e:
             raise InputError(str(e)) from None
     return cfg
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity: a Slurm or taskset limit counts)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+# Options a workload may ignore: (flag, RunConfig field).
+OPTIONAL_AXES = (
+    ("--precision", "precisions"),
+    ("--batch", "batches"),
+    ("--size", "sizes"),
+    ("--scenario", "scenarios"),
+)
+
+
+def ignored_options(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> list[str]:
+    """What the user asked for that planned workloads do not use, one line each (say it
+    before measuring; the caller may refuse when no workload uses an option at all).
+
+    ``plan(cfg)`` gives the cases for a config. A workload ignores an option when its cases
+    are the same with and without it (`add` with --precision bf16 still times float32)."""
+
+    def by_workload(cases: Sequence[Case]) -> dict[str, set[tuple[object, ...]]]:
+        out: dict[str, set[tuple[object, ...]]] = {}
+        for c in cases:
+            out.setdefault(c.workload, set()).add((c.variant, c.device.name, c.params))
+        return out
+
+    asked = by_workload(plan(cfg))
+    notes = []
+    for flag, name in OPTIONAL_AXES:
+        values = getattr(cfg, name)
+        if not values:
+            continue
+        cleared: dict[str, Any] = {name: ()}
+        without = by_workload(plan(replace(cfg, **cleared)))
+        ignoring = sorted(w for w, keys in asked.items() if without.get(w) == keys)
+        if not ignoring:
+            continue
+        shown = ",".join(str(v) for v in values)
+        if len(ignoring) == len(asked):
+            notes.append(
+                f"{flag} {shown} is not used by any planned workload ({', '.join(ignoring)})"
+            )
+        else:
+            notes.append(f"{flag} {shown} is ignored by {', '.join(ignoring)}")
+    return notes
 
 
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...]:

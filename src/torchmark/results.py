@@ -11,7 +11,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
 
 from torchmark.timing.stats import Measurement
 
@@ -25,6 +25,24 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+# Checks for documents from outside (import, a JSON file given to report/compare): pass
+# ``context=IMPORTED`` to ``model_validate``. Values measured here are not re-checked: a run
+# must never be lost to a check on its own numbers.
+IMPORTED = {"imported": True}
+# One call taking over 11 days is not a measurement: 1e308 s would overflow the statistics.
+MAX_SAMPLE_S = 1e6
+
+
+def _imported(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("imported"))
+
+
+def _amount(value: float, info: ValidationInfo) -> float:
+    if _imported(info) and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{value!r} is not a finite amount >= 0")
+    return value
+
+
 class Work(BaseModel):
     """What one call does: FLOPs, compulsory bytes moved, items processed."""
 
@@ -33,6 +51,8 @@ class Work(BaseModel):
     bytes: float = 0.0
     items: float = 1.0
     item_unit: str = "it"
+
+    _check = field_validator("flops", "bytes", "items")(_amount)
 
 
 class Throughput(BaseModel):
@@ -52,6 +72,13 @@ class Ceiling(BaseModel):
     theoretical: float | None = None  # datasheet or clock-derived, same unit
     theoretical_source: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)  # per-kernel figures, samples
+
+    _check = field_validator("value")(_amount)
+
+    @field_validator("theoretical")
+    @classmethod
+    def _check_theoretical(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return None if value is None else _amount(value, info)
 
     @property
     def pct_of_theoretical(self) -> float | None:
@@ -90,6 +117,50 @@ class Result(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)  # peak memory, compile time, errors...
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
+
+    @field_validator("samples_s")
+    @classmethod
+    def _check_samples(cls, samples: list[float], info: ValidationInfo) -> list[float]:
+        if _imported(info):
+            for i, x in enumerate(samples):
+                if not (math.isfinite(x) and 0 < x <= MAX_SAMPLE_S):
+                    raise ValueError(
+                        f"sample {i} is {x!r}; a time must be a finite number of seconds, "
+                        f"> 0 and <= {MAX_SAMPLE_S:g}"
+                    )
+        return samples
+
+    @field_validator("calls_per_sample")
+    @classmethod
+    def _check_calls(cls, n: int, info: ValidationInfo) -> int:
+        if _imported(info) and n < 1:
+            raise ValueError(f"{n} calls per sample; a sample times at least 1 call")
+        return n
+
+    @field_validator("warmup_calls")
+    @classmethod
+    def _check_warmup(cls, n: int, info: ValidationInfo) -> int:
+        if _imported(info) and n < 0:
+            raise ValueError(f"{n} warm-up calls; must be >= 0")
+        return n
+
+    @field_validator("first_call_s")
+    @classmethod
+    def _check_first(cls, t: float | None, info: ValidationInfo) -> float | None:
+        if _imported(info) and t is not None and not (math.isfinite(t) and t >= 0):
+            raise ValueError(f"{t!r} is not a finite time >= 0")
+        return t
+
+    @field_validator("excluded")
+    @classmethod
+    def _check_excluded(cls, idx: list[int], info: ValidationInfo) -> list[int]:
+        n = len(info.data.get("samples_s") or [])
+        if _imported(info) and "samples_s" in info.data:  # else samples_s failed already
+            bad = [i for i in idx if not 0 <= i < n]
+            if bad or len(set(idx)) != len(idx):
+                what = f"index {bad[0]}" if bad else "a repeated index"
+                raise ValueError(f"{what}; excluded holds distinct sample indices 0..{n - 1}")
+        return idx
 
     @functools.cached_property
     def measurement(self) -> Measurement:

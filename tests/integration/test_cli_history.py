@@ -263,3 +263,35 @@ def test_history_prints_commands_as_written_not_as_markup(tmp_path: Path) -> Non
     console = Console(width=200, record=True, color_system=None)
     console.print(history_table(store.list_runs(), "x"))
     assert "--tag [nightly]" in console.export_text()
+
+
+def test_history_and_export_read_a_store_on_a_read_only_mount(tmp_path: Path) -> None:
+    # Before: "cannot write the results store ... (unable to open database file)" for
+    # history and export alike. A real read-only bind mount, in a private mount namespace.
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a read-only mount")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    db = ro / "results.db"
+    [run_id] = seed(str(db), make_run())
+    before = {p.name: p.read_bytes() for p in ro.iterdir()}
+    tm = f"{sys.executable} -m torchmark"
+    script = (
+        f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} || exit 77; "
+        f"{tm} history --db {db} --json && {tm} export latest --db {db} && "
+        f"{tm} import {tmp_path / 'none.json'} --db {db}"
+    )
+    (tmp_path / "none.json").write_text(export_run(make_run(1)))
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120
+    )
+    if done.returncode == 77:
+        pytest.skip("no permission to mount here")
+    history, _, exported = done.stdout.partition("]\n")
+    assert json.loads(history + "]")[0]["run_id"] == run_id
+    assert json.loads(exported)["run_id"] == run_id
+    assert done.returncode == 1  # the import: a write, refused in one line
+    assert done.stderr.count("\n") == 1 and "cannot write the results store" in done.stderr
+    assert {p.name: p.read_bytes() for p in ro.iterdir()} == before

@@ -13,7 +13,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -51,6 +51,9 @@ def as_server_user() -> list[str]:
     return [runuser, "-u", "postgres", "--"]
 
 
+CLUSTER: dict[str, Callable[[], None]] = {}
+
+
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     initdb, pg_ctl = pg_program("initdb"), pg_program("pg_ctl")
@@ -71,6 +74,10 @@ def pg_url() -> Iterator[str]:
     sh(initdb, "-D", str(data), "-A", "trust", "-U", "tm", "--no-sync", "-E", "UTF8")
     opts = f"-k {root} -c listen_addresses='' -F"  # socket only, no fsync: a test cluster
     sh(pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    CLUSTER["stop"] = lambda: sh(pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop")
+    CLUSTER["start"] = lambda: sh(
+        pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"
+    )
     try:
         yield f"postgresql://tm@/postgres?host={root}"
     finally:
@@ -111,12 +118,12 @@ def test_incremental_writes_and_lookup(store: SQLStore, pg_url: str) -> None:
     store.add_result(run_id, run.results[1])
     older = store.save(make_run(-1))
     reopened = open_store(pg_url)  # a second connection sees what the first committed
-    got = reopened.load("latest")
+    got = reopened.load(run_id)
     assert (got.run_id, got.status) == (run_id, "running")
     assert [x.hex() for x in got.results[0].samples_s] == [x.hex() for x in SAMPLES]
     assert [(r.run_id, r.n_results, r.n_ok) for r in reopened.list_runs()] == [
+        (older, 2, 1),  # stored last: newest in this store, whatever its date
         (run_id, 2, 1),
-        (older, 2, 1),
     ]
     reopened.close()
     with pytest.raises(RunNotFoundError, match="torchmark history"):
@@ -136,6 +143,7 @@ def test_save_is_one_transaction(store: SQLStore, monkeypatch: pytest.MonkeyPatc
         raise sa_exc.OperationalError("INSERT", {}, Exception("server went away"))
 
     monkeypatch.setattr(SQLStore, "_insert_result", failing)
+    store.retry_s = 0  # a dropped connection is retried; one try here
     with pytest.raises(StoreError, match="server went away"):
         store.save(make_run())
     monkeypatch.undo()
@@ -152,3 +160,243 @@ def test_ceiling_cache(store: SQLStore) -> None:
 def test_missing_database_is_a_store_error(pg_url: str) -> None:
     with pytest.raises(StoreError, match='database "nope" does not exist'):
         open_store(pg_url.replace("/postgres?", "/nope?"))
+
+
+# -- both back ends: the same documents and faults on SQLite and PostgreSQL ---------------
+
+_made = iter(range(10**6))
+
+
+def new_database(pg_url: str) -> str:
+    """A fresh, empty database on the test cluster: its URL."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{next(_made)}"
+    dsn = pg_url.replace("postgresql://", "postgresql://", 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_url.replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store's URL on each back end (PostgreSQL skipped where it is missing)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'results.db'}"
+    return new_database(request.getfixturevalue("pg_url"))
+
+
+LONG_SPEC = "/home/someone/projects/" + "deeply_nested_directory/" * 6 + "my_model_spec.py:build"
+
+
+def test_long_texts_are_stored_whole(url: str) -> None:
+    # Before: PostgreSQL said "value too long for type character varying(128)" for a
+    # 168-character model spec path, and refused ids > 40 and names > 64 characters.
+    assert len(LONG_SPEC) >= 168
+    store = open_store(url)
+    long_name = "w" * 300
+    run = make_run()
+    run.command = f"torchmark model {LONG_SPEC}"
+    run.results[0] = run.results[0].model_copy(
+        update={"workload": LONG_SPEC, "variant": long_name, "device": "cpu:" + "x" * 90}
+    )
+    run_id = store.begin_run(run.model_copy(update={"results": []}))
+    store.add_result(run_id, run.results[0])
+    assert store.load(run_id).results[0].workload == LONG_SPEC
+    doc = make_run().model_copy(update={"run_id": "i" * 100, "kind": "k" * 64})
+    doc.environment["host"] = "h" * 300
+    doc.fingerprint = "f" * 200
+    imported = store.save(import_run(export_run(doc)))
+    assert imported == "i" * 100
+    assert export_run(store.load(imported)) == export_run(doc)
+    store.cache_ceilings("f" * 200, "d" * 100, doc.ceilings)
+    assert store.cached_ceilings("f" * 200, "d" * 100) == doc.ceilings
+    store.close()
+
+
+def _open_and_begin(url: str) -> str:
+    try:
+        s = open_store(url)
+        s.begin_run(RunRecord())
+        s.close()
+        return "ok"
+    except Exception as e:  # reported, not raised: the parent counts the failures
+        return f"{type(e).__name__}: {e}"
+
+
+def test_concurrent_first_opens_all_succeed(url: str) -> None:
+    # Before: 4 of 40 concurrent first opens failed on SQLite ("no readable schema version",
+    # "table meta already exists"), 3 of 18 on PostgreSQL ("type meta already exists").
+    import multiprocessing
+
+    n = 12  # bounded: 2 cores here; each process opens once, at the same moment
+    # fork: each child starts at once (an import of torchmark costs seconds on a busy box)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(n) as pool:
+        outcomes = pool.map(_open_and_begin, [url] * n, chunksize=1)
+    assert [o for o in outcomes if o != "ok"] == []
+    store = open_store(url)
+    assert len(store.list_runs()) == n
+    store.close()
+
+
+def test_a_store_write_retries_a_passing_failure(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection through the store: the first writes fail as a held lock / a dropped
+    connection would; the write is retried with growing waits, then stored once."""
+    store = open_store(url)
+    assert isinstance(store, SQLStore)
+    run_id = store.begin_run(make_run().model_copy(update={"results": []}))
+    clock = [0.0]
+    waits: list[float] = []
+
+    def sleep(s: float) -> None:
+        waits.append(s)
+        clock[0] += s
+
+    store._sleep, store._clock = sleep, lambda: clock[0]
+    real = SQLStore._insert_result
+    failures = iter(["database is locked", "disk I/O error"])
+
+    def flaky(self, conn, rid, res):  # type: ignore[no-untyped-def]
+        why = next(failures, None)
+        if why is not None:
+            raise sa_exc.OperationalError("INSERT", {}, Exception(why))
+        real(self, conn, rid, res)
+
+    monkeypatch.setattr(SQLStore, "_insert_result", flaky)
+    store.add_result(run_id, make_run().results[0])
+    assert len(waits) == 2 and waits[1] > waits[0] > 0
+    assert len(store.load(run_id).results) == 1  # stored once, not twice
+    store.close()
+
+
+def test_a_store_that_stays_away_raises_store_unavailable(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.errors import StoreUnavailable
+
+    store = open_store(url)
+    assert isinstance(store, SQLStore)
+    run_id = store.begin_run(make_run().model_copy(update={"results": []}))
+    clock = [0.0]
+    waits: list[float] = []
+
+    def sleep(s: float) -> None:
+        waits.append(s)
+        clock[0] += s
+
+    store._sleep, store._clock, store.retry_s = sleep, lambda: clock[0], 60.0
+
+    def full(self, conn, rid, res):  # type: ignore[no-untyped-def]
+        raise sa_exc.OperationalError("INSERT", {}, Exception("database or disk is full"))
+
+    monkeypatch.setattr(SQLStore, "_insert_result", full)
+    with pytest.raises(
+        StoreUnavailable, match=r"could not store a result for 60 s \(database or disk is full\)"
+    ):
+        store.add_result(run_id, make_run().results[0])
+    assert sum(waits) == pytest.approx(60.0) and max(waits) <= 5.0
+    assert isinstance(StoreUnavailable("x"), StoreError)
+    monkeypatch.undo()
+    # When the store is back, the session puts everything it kept in memory there at once.
+    run = make_run().model_copy(update={"run_id": run_id, "status": "incomplete"})
+    assert store.sync_run(run) == run_id
+    got = store.load(run_id)
+    assert (got.status, len(got.results)) == ("incomplete", 2)
+    assert store.sync_run(run) == run_id and len(store.load(run_id).results) == 2  # idempotent
+    lost = make_run().model_copy(update={"run_id": None})  # begin_run never got through
+    new_id = store.sync_run(lost)
+    assert len(store.load(new_id).results) == 2
+    store.close()
+
+
+def test_damaged_rows_are_skipped_and_named(url: str) -> None:
+    # Before: one damaged row gave JSONDecodeError tracebacks in export, report, latest and
+    # all of history.
+    store = open_store(url)
+    assert isinstance(store, SQLStore)
+    good, bad_result, bad_header = (
+        store.save(make_run(h).model_copy(update={"status": "complete"})) for h in range(3)
+    )
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE runs SET header = '{{\"oops' WHERE run_id = '{bad_header}'")
+        conn.exec_driver_sql(
+            f"UPDATE results SET doc = 'not json' WHERE run_id = '{bad_result}' AND seq = 1"
+        )
+    runs = {r.run_id: r.status for r in store.list_runs()}
+    assert runs == {good: "complete", bad_result: "complete", bad_header: "damaged"}
+    assert store.load("latest").run_id == bad_result  # the damaged newer one is skipped
+    with pytest.raises(StoreError, match=f"run {bad_header} in .* is damaged"):
+        store.load(bad_header)
+    partial = store.load(bad_result)
+    assert [r.workload for r in partial.results] == ["add"]
+    assert partial.verdict is not None
+    assert "stored result 1 is damaged (not JSON) and was left out" in partial.verdict.reasons
+    json_text = export_run(partial)
+    assert "damaged" in json_text
+    store.close()
+
+
+V1_DDL = """
+CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (run_id VARCHAR(40) PRIMARY KEY, kind VARCHAR(32) NOT NULL,
+  created_utc VARCHAR(40) NOT NULL, finished_utc VARCHAR(40), status VARCHAR(16) NOT NULL,
+  schema_version INTEGER NOT NULL, tool_version VARCHAR(64) NOT NULL,
+  fingerprint VARCHAR(128) NOT NULL, host VARCHAR(255) NOT NULL, devices TEXT NOT NULL,
+  command TEXT NOT NULL, header TEXT NOT NULL);
+CREATE TABLE results (run_id VARCHAR(40) REFERENCES runs(run_id) ON DELETE CASCADE,
+  seq INTEGER, workload VARCHAR(128) NOT NULL, variant VARCHAR(128) NOT NULL,
+  device VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, doc TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq));
+CREATE TABLE run_ceilings (run_id VARCHAR(40) PRIMARY KEY REFERENCES runs(run_id)
+  ON DELETE CASCADE, doc TEXT NOT NULL);
+CREATE TABLE ceiling_cache (id INTEGER PRIMARY KEY, fingerprint VARCHAR(128) NOT NULL,
+  device VARCHAR(64) NOT NULL, created_utc VARCHAR(40) NOT NULL,
+  schema_version INTEGER NOT NULL, tool_version VARCHAR(64) NOT NULL, doc TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO runs VALUES ('20260101-000000-aaaa', 'run', '2026-01-01T00:00:00.000000+00:00',
+  NULL, 'complete', 1, '0.1.0', 'fp', 'box', '["cpu"]', 'torchmark run', '{"schema_version": 1}');
+INSERT INTO runs VALUES ('20250101-000000-bbbb', 'run', '2025-01-01T00:00:00.000000+00:00',
+  NULL, 'complete', 1, '0.1.0', 'fp', 'box', '["cpu"]', 'torchmark run', '{"schema_version": 1}');
+"""
+
+
+def test_a_version_1_database_is_migrated(url: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:
+        for statement in V1_DDL.split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+    engine.dispose()
+    store = open_store(url)
+    assert [r.run_id for r in store.list_runs()] == [  # insertion order guessed from time
+        "20260101-000000-aaaa",
+        "20250101-000000-bbbb",
+    ]
+    run = make_run().model_copy(
+        update={"run_id": "x" * 80, "command": LONG_SPEC, "status": "complete"}
+    )
+    assert store.save(run) == "x" * 80
+    assert store.load("latest").command == LONG_SPEC
+    assert store.load("20250101-000000-bbbb").status == "complete"
+    store.close()
+
+
+def test_a_write_survives_a_server_restart(pg_url: str) -> None:
+    # Before: a PostgreSQL restart mid-run ended it ("cannot finish a run"), results dropped.
+    import threading
+
+    url = new_database(pg_url)
+    store = open_store(url)
+    run_id = store.begin_run(make_run().model_copy(update={"results": []}))
+    CLUSTER["stop"]()
+    restart = threading.Timer(3.0, CLUSTER["start"])  # the server is away for ~3 s
+    restart.start()
+    try:
+        store.add_result(run_id, make_run().results[0])  # retried until the server is back
+    finally:
+        restart.join()
+    assert len(store.load(run_id).results) == 1
+    store.close()

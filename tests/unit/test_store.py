@@ -158,18 +158,24 @@ def test_run_ids_are_readable_and_sortable(store: SQLStore) -> None:
     assert sorted([second, first]) == [first, second]
 
 
-def test_latest_and_list_are_newest_first(store: SQLStore) -> None:
-    # Stored out of time order: "newest" means by the run's time, not by insertion.
+def test_latest_is_the_newest_finished_run_by_insertion(store: SQLStore) -> None:
+    # Stored out of time order: "newest" is what this store received last, so an imported
+    # run dated 9999 does not win for ever, and a run still measuring is not "latest".
     mid = store.begin_run(record(T0 + timedelta(hours=1)))
     new = store.begin_run(record(T0 + timedelta(hours=2), host="other"))
-    old = store.begin_run(record(T0))
     store.add_result(new, result(device="cuda:0"))
-    assert store.load("latest").run_id == new
+    with pytest.raises(RunNotFoundError, match=rf"no finished run .*run {new} is still running"):
+        store.load("latest")
+    future = store.save(record(datetime(9999, 1, 1, tzinfo=timezone.utc), status="complete"))
+    store.finish_run(mid, record(T0 + timedelta(hours=1), status="complete"))
+    old = store.save(record(T0, status="incomplete"))
+    running = store.begin_run(record(T0 + timedelta(hours=3)))
+    assert store.load("latest").run_id == old
     runs = store.list_runs()
-    assert [r.run_id for r in runs] == [new, mid, old]
-    assert runs[0].devices == ["cpu", "cuda:0"]  # a device seen only in results joins
-    assert runs[0].host == "other"
-    assert [r.run_id for r in store.list_runs(limit=2)] == [new, mid]
+    assert [r.run_id for r in runs] == [running, old, future, new, mid]
+    assert runs[3].devices == ["cpu", "cuda:0"]  # a device seen only in results joins
+    assert runs[3].host == "other"
+    assert [r.run_id for r in store.list_runs(limit=2)] == [running, old]
 
 
 def test_unknown_run_names_the_history_command(store: SQLStore) -> None:
@@ -203,6 +209,7 @@ def test_save_is_one_transaction(store: SQLStore, monkeypatch: pytest.MonkeyPatc
         real(self, conn, run_id, res)
 
     monkeypatch.setattr(SQLStore, "_insert_result", failing)
+    store.retry_s = 0  # one try: the retry is tested on its own
     with pytest.raises(StoreError, match="disk I/O error"):
         store.save(record(T0 + timedelta(days=1), results=[result(), result("triad")]))
     monkeypatch.undo()
@@ -327,7 +334,7 @@ def test_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         s.close()
         assert path.is_file(), url
     mem = open_store(":memory:")
-    run_id = mem.begin_run(record())
+    run_id = mem.save(record(status="complete"))
     assert mem.load("latest").run_id == run_id
 
 
@@ -376,14 +383,15 @@ def test_database_migration_steps_run_in_order(db: Path, monkeypatch: pytest.Mon
         conn.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     seen: list[str] = []
     monkeypatch.setitem(mig.DB_STEPS, 0, lambda conn: seen.append("0->1"))
+    monkeypatch.setitem(mig.DB_STEPS, 1, lambda conn: seen.append("1->2"))
     open_store(str(db)).close()
-    assert seen == ["0->1"]
+    assert seen == ["0->1", "1->2"]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-            "1",
+            str(mig.DB_SCHEMA_VERSION),
         )
     open_store(str(db)).close()
-    assert seen == ["0->1"]  # already current: no step runs again
+    assert seen == ["0->1", "1->2"]  # already current: no step runs again
 
 
 def test_newer_database_is_refused(db: Path) -> None:
@@ -399,3 +407,170 @@ def test_newer_database_is_refused(db: Path) -> None:
 def test_migrate_database_without_step_is_an_error() -> None:
     with pytest.raises(StoreError, match="cannot be migrated"):
         migrate_database(None, 0, where="x.db", target=1, steps={})  # type: ignore[arg-type]
+
+
+# -- creation, locks, foreign files, orphaned runs (issue 10) -----------------------------
+
+
+def test_creating_the_schema_is_one_transaction(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: a kill between CREATE TABLE and the meta insert left a file that was for ever
+    # "not a usable torchmark database". A failure there now leaves no table at all.
+    from torchmark.store import sql
+
+    def killed(t: datetime) -> str:
+        raise RuntimeError("killed between CREATE TABLE and the meta insert")
+
+    monkeypatch.setattr(sql, "iso_utc", killed)
+    with pytest.raises(RuntimeError):
+        open_store(str(db))
+    monkeypatch.undo()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
+    store = open_store(str(db))
+    assert store.begin_run(record())
+    store.close()
+
+
+def test_a_half_made_database_of_an_older_build_is_completed(db: Path) -> None:
+    with sqlite3.connect(db) as conn:  # what a kill after CREATE TABLE meta left behind
+        conn.execute("CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("CREATE TABLE runs (run_id VARCHAR(40) PRIMARY KEY, kind VARCHAR(32))")
+    store = open_store(str(db))
+    run_id = store.begin_run(record())
+    assert store.load(run_id).run_id == run_id
+    store.close()
+
+
+def test_another_programs_meta_table_is_recognised_before_any_change(tmp_path: Path) -> None:
+    # Before: "no such column: meta.value", after switching the file's journal to WAL.
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE meta (name TEXT, val TEXT)")
+        conn.execute("INSERT INTO meta VALUES ('owner', 'someone else')")
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match=r"database of another program \(tables: meta\)"):
+        open_store(str(other))
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+    with sqlite3.connect(other) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_a_held_lock_is_waited_out_then_named(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from torchmark.errors import StoreUnavailable
+    from torchmark.store import sql
+
+    monkeypatch.setattr(sql, "SQLITE_BUSY_S", 0.2)
+    store = open_store(str(db))
+    assert isinstance(store, SQLStore)
+    run_id = store.begin_run(record())
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    store.retry_s = 1.0
+    t0 = time.monotonic()
+    with pytest.raises(
+        StoreUnavailable, match=r"could not store a result for 1 s \(database is locked\)"
+    ):
+        store.add_result(run_id, result())
+    assert time.monotonic() - t0 < 10
+    store.retry_s = 30.0
+    threading.Timer(1.0, other.rollback).start()  # the other writer finishes after 1 s
+    store.add_result(run_id, result())
+    other.close()
+    assert len(store.load(run_id).results) == 1
+    store.close()
+
+
+BEGIN_AND_DIE = """
+import os, sys
+from torchmark.results import RunRecord
+from torchmark.store import open_store
+s = open_store(sys.argv[1])
+print(s.begin_run(RunRecord(command="killed")), flush=True)
+os._exit(9)  # like SIGKILL: nothing runs after this
+"""
+
+
+def test_runs_whose_process_died_are_marked_incomplete_on_the_next_open(db: Path) -> None:
+    # Before: "process gone" was shown by history only; the store said `running` for ever.
+    import subprocess
+
+    dead = subprocess.run(
+        [sys.executable, "-c", BEGIN_AND_DIE, str(db)], capture_output=True, text=True
+    ).stdout.strip()
+    store = open_store(str(db))
+    assert isinstance(store, SQLStore)
+    assert store.marked_gone == [dead]  # found on the first open after the kill
+    alive = store.begin_run(record())  # this process: alive
+    reused = store.begin_run(record(command="pid reused"))
+    assert isinstance(store, SQLStore)
+    with store.engine.begin() as conn:  # same pid and host, another process start time
+        conn.exec_driver_sql(
+            "UPDATE runs SET writer = json_set(writer, '$.started', 1.0) WHERE run_id = ?",
+            (reused,),
+        )
+    store.close()
+    reopened = open_store(str(db))
+    assert isinstance(reopened, SQLStore)
+    assert reopened.marked_gone == [reused]
+    got = reopened.load(dead)
+    assert got.status == "incomplete"
+    assert got.verdict is not None and "ended without finishing the run" in got.verdict.reasons[-1]
+    assert reopened.load(alive).status == "running"
+    assert {r.run_id: r.status for r in reopened.list_runs()}[reused] == "incomplete"
+    reopened.close()
+
+
+def test_postgres_server_that_never_answers_times_out(tmp_path: Path) -> None:
+    # Before: 135 s of silence. A loopback socket that accepts and never answers.
+    import socket
+    import time
+
+    pytest.importorskip("psycopg")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match=r"no answer from the server .*connect_timeout"):
+            open_store(f"postgresql://u@127.0.0.1:{port}/db?connect_timeout=2")
+        assert time.monotonic() - t0 < 15
+    finally:
+        server.close()
+
+
+def test_postgres_gets_a_default_connect_timeout() -> None:
+    pytest.importorskip("psycopg")
+    from torchmark.store import sql
+
+    captured = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_store(engine, where, *a, **kw):  # type: ignore[no-untyped-def]
+        captured["url"] = engine.url
+        raise Stop
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(sql, "SQLStore", fake_store), pytest.raises(Stop):
+        open_store("postgresql://u@localhost/db")
+    assert captured["url"].query["connect_timeout"] == "10"
+    with unittest.mock.patch.object(sql, "SQLStore", fake_store), pytest.raises(Stop):
+        open_store("postgresql://u@localhost/db?connect_timeout=3")
+    assert captured["url"].query["connect_timeout"] == "3"
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u@[::1:5432/db", "postgresql://u:secret@host:port/db"]
+)
+def test_malformed_postgres_url_is_one_line(url: str) -> None:
+    # Before: a ValueError traceback.
+    with pytest.raises(InputError, match=r"bad results store URL .*postgresql://USER") as e:
+        open_store(url)
+    assert "secret" not in str(e.value) and "\n" not in str(e.value)

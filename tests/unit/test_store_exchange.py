@@ -202,3 +202,97 @@ def test_older_document_is_migrated_on_import(monkeypatch: pytest.MonkeyPatch) -
     back = parse_run(json.dumps(old))
     assert back.schema_version == 1
     assert export_run(back, "json") == export_run(make_run(), "json")
+
+
+# -- impossible numbers, non-standard JSON, ids and paths (issue 10) ----------------------
+
+
+def _with(path: str, value: object) -> str:
+    """make_run() as exported JSON with one field replaced (path: dotted, ints index)."""
+    doc = json.loads(export_run(make_run()))
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    target = doc
+    for p in parents:
+        target = target[p]
+    target[last] = value
+    return json.dumps(doc)  # writes NaN / Infinity literally, as a careless tool would
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        ("results.0.samples_s.1", -0.5, "results.0.samples_s: sample 1 is -0.5"),
+        ("results.0.samples_s.0", 0.0, "results.0.samples_s: sample 0 is 0.0"),
+        ("results.0.samples_s.2", math.nan, "results.0.samples_s: sample 2 is nan"),
+        ("results.0.samples_s.2", math.inf, "results.0.samples_s: sample 2 is inf"),
+        ("results.0.samples_s.0", 1e308, "results.0.samples_s: sample 0 is 1e+308"),
+        ("results.0.work.bytes", -1.0, "results.0.work.bytes: -1.0 is not a finite amount"),
+        ("results.0.work.flops", math.nan, "results.0.work.flops: nan is not a finite amount"),
+        ("results.0.excluded", [6], "results.0.excluded: index 6; excluded holds"),
+        ("results.0.excluded", [-1], "results.0.excluded: index -1"),
+        ("results.0.calls_per_sample", 0, "results.0.calls_per_sample: 0 calls per sample"),
+        ("results.0.first_call_s", -2.0, "results.0.first_call_s: -2.0 is not a finite time"),
+        ("ceilings.0.value", math.inf, "ceilings.0.value: inf is not a finite amount"),
+    ],
+)
+def test_import_refuses_impossible_numbers(path: str, value: object, named: str) -> None:
+    # Before: each of these was imported as a complete run.
+    with pytest.raises(InputError) as e:
+        parse_run(_with(path, value), "run.json")
+    assert str(e.value).startswith(f"run.json is not a torchmark run: {named}")
+    assert "\n" not in str(e.value)
+
+
+def test_values_measured_here_are_not_rechecked() -> None:
+    # The checks guard imports; a run being measured must never be lost to them.
+    r = Result(workload="a", variant="b", device="cpu", samples_s=[0.0, 1.0], excluded=[9])
+    assert r.samples_s == [0.0, 1.0]
+
+
+def test_export_never_writes_nan_or_infinity() -> None:
+    # Before: `NaN` / `Infinity` in the output, which is not JSON.
+    run = make_run()
+    # A sample stored before imports were checked, and sensor gaps in telemetry.
+    run.results[0] = run.results[0].model_copy(update={"samples_s": [*SAMPLES, math.nan]})
+    run.results[0].telemetry = {"power_w": [math.nan, 30.0], "temp_c": math.inf}
+    run.extra["ratio"] = -math.inf
+    text = export_run(run)
+
+    def refuse(name: str) -> float:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    doc = json.loads(text, parse_constant=refuse)
+    assert doc["results"][0]["samples_s"][-1] is None
+    assert doc["results"][0]["telemetry"] == {"power_w": [None, 30.0], "temp_c": None}
+    assert doc["extra"]["ratio"] is None
+    with pytest.raises(InputError, match=r"results\.0\.samples_s\.6: "):
+        parse_run(text)  # the damaged sample is named on import, not taken for a time
+    assert parse_run(export_run(make_run())).results[0].samples_s == SAMPLES
+
+
+@pytest.mark.parametrize("bad_id", ["latest", "runs/one", "old.json", "C:\\runs\\x", " "])
+def test_imported_ids_that_read_as_paths_get_fresh_ones(bad_id: str) -> None:
+    store = open_store(":memory:")
+    run = make_run().model_copy(update={"run_id": bad_id})
+    new = store.save(run)
+    assert new != bad_id and new.startswith("20261121-083012-")
+    store.close()
+
+
+def test_a_run_id_is_never_read_as_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: a file in the current directory named like a run id was read instead of the run.
+    from torchmark.cli.report import load_runs
+    from torchmark.store.exchange import is_file_spec
+
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    store = open_store(db)
+    run_id = store.save(make_run())
+    store.close()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / run_id).write_text("not a run")
+    (tmp_path / "latest").write_text("not a run either")
+    assert [r.run_id for r in load_runs([run_id, "latest"], db)] == [run_id, run_id]
+    (tmp_path / "mine.json").write_text(export_run(make_run()))
+    assert [r.run_id for r in load_runs(["mine.json"], db)] == [make_run().run_id]
+    assert is_file_spec("./x") and is_file_spec("a/b") and is_file_spec("X.JSON")
+    assert not is_file_spec(run_id) and not is_file_spec("latest")

@@ -24,7 +24,9 @@ RUN_HELP = "Run ids from `torchmark history`, `latest`, or exported JSON files."
 
 
 def _is_file(spec: str) -> bool:
-    return spec.lower().endswith(".json") or Path(spec).is_file()
+    from torchmark.store.exchange import is_file_spec  # by spelling: ids and paths never clash
+
+    return is_file_spec(spec)
 
 
 def load_runs(specs: Sequence[str], db: str | None) -> list[RunRecord]:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import platformdirs
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import StaticPool
 
 from torchmark.errors import InputError, StoreError
 from torchmark.store.base import ResultStore, RunSummary
-from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore
+from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore, postgres_store, sqlite_store
 
 __all__ = ["ResultStore", "RunSummary", "SQLStore", "default_path", "open_store"]
 
@@ -86,11 +85,7 @@ def _open_sqlite(path: Path) -> SQLStore:
                 f"{path} is not a usable torchmark database (file is not a database); "
                 f"move it aside or pass --db sqlite:///other.db"
             )
-    # timeout: a second writer (the web app, a parallel run) waits up to 30 s for the lock
-    # instead of failing at once.
-    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
-    _foreign_keys_on(engine)
-    return SQLStore(engine, str(path), path)
+    return sqlite_store(path)
 
 
 def _foreign_keys_on(engine: sa.Engine) -> None:
@@ -102,16 +97,4 @@ def _foreign_keys_on(engine: sa.Engine) -> None:
 
 
 def _open_postgres(url: str) -> SQLStore:
-    parsed = sa.make_url(url)
-    if parsed.drivername in POSTGRES_SCHEMES:
-        parsed = parsed.set(drivername="postgresql+psycopg")  # the [postgres] extra's driver
-    shown = parsed.render_as_string(hide_password=True)
-    try:
-        engine = sa.create_engine(parsed, pool_pre_ping=True)
-    except ImportError as e:
-        raise StoreError(
-            f"the PostgreSQL driver is not installed ({e}); run: pip install 'torchmark[postgres]'"
-        ) from None
-    except sa_exc.ArgumentError as e:
-        raise InputError(f"bad results store URL {shown} ({e})") from None
-    return SQLStore(engine, shown)
+    return postgres_store(url)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from torchmark.errors import InputError, UnknownNameError
-from torchmark.results import Result, RunRecord
+from torchmark.results import IMPORTED, Result, RunRecord
 from torchmark.store.migrations import migrate_document
 
 Format = Literal["json", "csv"]
@@ -49,16 +50,39 @@ CSV_COLUMNS = (
 )
 
 
+def is_file_spec(spec: str) -> bool:
+    """Whether a run argument names a JSON file (else a stored run id, or ``latest``).
+
+    By its spelling only, never by what exists on disk: a file that happens to be named
+    like a run id must not be read in its place. A file is ``*.json`` or has a directory
+    part (``./run``); stored run ids never look like that (``usable_run_id``)."""
+    return spec.lower().endswith(".json") or "/" in spec or "\\" in spec
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with NaN and infinities as null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def export_run(record: RunRecord, fmt: str = "json") -> str:
     if fmt == "json":
-        return json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
+        doc = finite_json(record.model_dump(mode="json"))
+        return json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if fmt == "csv":
         return _to_csv(record)
     raise UnknownNameError("format", fmt, FORMATS)
 
 
 def _num(x: float | int | None) -> str:
-    return "" if x is None else repr(x)  # repr: the shortest text that reads back exactly
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    return repr(x)  # repr: the shortest text that reads back exactly
 
 
 def _csv_row(record: RunRecord, r: Result) -> dict[str, Any]:
@@ -139,11 +163,12 @@ def parse_run(text: str, label: str = "the input") -> RunRecord:
         raise InputError(f"{label} is not a torchmark run: no {missing[0]!r} field")
     doc = migrate_document(doc, what=label)
     try:
-        return RunRecord.model_validate(doc)
+        return RunRecord.model_validate(doc, context=IMPORTED)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise InputError(f"{label} is not a torchmark run: {where}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise InputError(f"{label} is not a torchmark run: {where}: {msg}") from None
 
 
 def _json_kind(value: object) -> str:

@@ -16,20 +16,48 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from torchmark.errors import InputError, StoreError
 from torchmark.results import SCHEMA_VERSION
 
-DB_SCHEMA_VERSION = 1
+DB_SCHEMA_VERSION = 2
 
 Doc = dict[str, Any]
 DocStep = Callable[[Doc], Doc]
 DbStep = Callable[[Connection], None]
 
-# Version 1 is the first: no steps yet. Add ``DOC_STEPS[1] = _v1_to_v2`` with version 2.
+# Columns version 1 declared VARCHAR(n): PostgreSQL enforced the widths (a 168-character
+# model spec path could not be stored), SQLite ignored them.
+_V1_BOUNDED = {
+    "meta": ("key",),
+    "runs": ("run_id", "kind", "created_utc", "finished_utc", "status", "tool_version",
+             "fingerprint", "host"),
+    "results": ("run_id", "workload", "variant", "device", "status"),
+    "run_ceilings": ("run_id",),
+    "ceiling_cache": ("fingerprint", "device", "created_utc", "tool_version"),
+}  # fmt: skip
+
+
+def _db_v1_to_v2(conn: Connection) -> None:
+    """Unbounded text; runs get their local insertion order and their writer process."""
+    if conn.dialect.name == "postgresql":
+        for table, columns in _V1_BOUNDED.items():
+            alters = ", ".join(f"ALTER COLUMN {c} TYPE TEXT" for c in columns)
+            conn.exec_driver_sql(f"ALTER TABLE {table} {alters}")
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN stored_seq INTEGER")
+    conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN writer TEXT")
+    # Version 1 kept no insertion order: the runs' own times are the best guess.
+    ids = conn.execute(sa.text("SELECT run_id FROM runs ORDER BY created_utc, run_id")).scalars()
+    update = sa.text("UPDATE runs SET stored_seq = :seq WHERE run_id = :id")
+    rows = [{"seq": seq, "id": run_id} for seq, run_id in enumerate(ids, 1)]
+    if rows:
+        conn.execute(update, rows)
+
+
 DOC_STEPS: dict[int, DocStep] = {}
-DB_STEPS: dict[int, DbStep] = {}
+DB_STEPS: dict[int, DbStep] = {1: _db_v1_to_v2}
 
 
 class NewerSchemaError(InputError):

@@ -1,80 +1,115 @@
 """SQLStore: the one ResultStore implementation, on SQLAlchemy Core, for SQLite and PostgreSQL.
 
-Layout (``DB_SCHEMA_VERSION`` 1)::
+Layout (``DB_SCHEMA_VERSION`` 2)::
 
     meta           key -> value            schema_version, created_utc, tool_version
-    runs           one row per run         id, kind, times, status, who/where + header JSON
+    runs           one row per run         id, kind, times, status, who/where + header JSON,
+                                           stored_seq (local insertion order), writer
     results        one row per result      (run_id, seq) + indexed names + doc JSON
     run_ceilings   one row per run         the ceilings the run's percentages used (JSON)
     ceiling_cache  one row per measurement ceilings per (machine fingerprint, device)
 
+Every text column is unbounded TEXT: PostgreSQL enforces widths that SQLite ignores, and a
+width on a path, an id or a name only turns a long one into a lost run.
+
 The JSON documents are the pydantic dumps of ``RunRecord`` / ``Result`` / ``Ceiling``: the
 raw samples live there, written with ``repr`` precision, so a load is bit-identical. Columns
 beside them only serve listing and filtering. Each write is its own transaction, so a run
-interrupted between two results keeps every result already added.
+interrupted between two results keeps every result already added; a write that fails for a
+passing reason (a lock held by another writer, a full disk, a restarting server) is retried
+with backoff for ``retry_s`` seconds before ``StoreUnavailable`` says why.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import secrets
-from collections.abc import Iterator
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.pool import NullPool
 
 from torchmark import __version__
-from torchmark.errors import InputError, RunNotFoundError, StoreError
+from torchmark.errors import InputError, RunNotFoundError, StoreError, StoreUnavailable
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# Total time a write keeps retrying a passing failure: a PostgreSQL restart takes ~20 s, a
+# competing SQLite writer holds its lock for one transaction (milliseconds); 60 s covers both
+# while a run that cannot store still ends within a minute (and keeps its results in memory).
+RETRY_S = 60.0
+# Each SQLite attempt waits this long for a lock before the retry loop sees "locked".
+SQLITE_BUSY_S = 10.0
+# libpq would wait for ever on a server that accepts and never answers (135 s measured, in
+# silence); ?connect_timeout= in the URL overrides this.
+PG_CONNECT_TIMEOUT_S = 10
+# pg_advisory_xact_lock key: concurrent first opens create the tables one at a time.
+_PG_SCHEMA_LOCK = 0x746F7263686D61  # "torchma"
+_BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 5.0
+
+T = TypeVar("T")
 
 metadata = sa.MetaData()
 meta_t = sa.Table(
     "meta",
     metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
 runs_t = sa.Table(
     "runs",
     metadata,
-    sa.Column("run_id", sa.String(40), primary_key=True),
-    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, nullable=False),
     # ISO 8601 in UTC with fixed width: sorts as text the same on SQLite and PostgreSQL.
-    sa.Column("created_utc", sa.String(40), nullable=False, index=True),
-    sa.Column("finished_utc", sa.String(40)),
-    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_utc", sa.Text, nullable=False, index=True),
+    sa.Column("finished_utc", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
     sa.Column("schema_version", sa.Integer, nullable=False),
-    sa.Column("tool_version", sa.String(64), nullable=False),
-    sa.Column("fingerprint", sa.String(128), nullable=False),
-    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("tool_version", sa.Text, nullable=False),
+    sa.Column("fingerprint", sa.Text, nullable=False),
+    sa.Column("host", sa.Text, nullable=False),
     sa.Column("devices", sa.Text, nullable=False),  # JSON list
     sa.Column("command", sa.Text, nullable=False),
     sa.Column("header", sa.Text, nullable=False),  # RunRecord JSON without results/ceilings
+    # Local insertion order: `latest` and history follow it, not the run's own (importable,
+    # possibly far-future) date.
+    sa.Column("stored_seq", sa.Integer),
+    # JSON {host, pid, started} of the measuring process, so a later open can tell a run whose
+    # process died (SIGKILL, power loss) from one still measuring; NULL for imports and
+    # schema-1 rows, which are judged by the header's pid and the run's time instead.
+    sa.Column("writer", sa.Text),
 )
 results_t = sa.Table(
     "results",
     metadata,
     sa.Column(
         "run_id",
-        sa.String(40),
+        sa.Text,
         sa.ForeignKey("runs.run_id", ondelete="CASCADE"),
         primary_key=True,
     ),
     sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("workload", sa.String(128), nullable=False),
-    sa.Column("variant", sa.String(128), nullable=False),
-    sa.Column("device", sa.String(64), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("workload", sa.Text, nullable=False),
+    sa.Column("variant", sa.Text, nullable=False),
+    sa.Column("device", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
     sa.Column("doc", sa.Text, nullable=False),
 )
 run_ceilings_t = sa.Table(
@@ -82,7 +117,7 @@ run_ceilings_t = sa.Table(
     metadata,
     sa.Column(
         "run_id",
-        sa.String(40),
+        sa.Text,
         sa.ForeignKey("runs.run_id", ondelete="CASCADE"),
         primary_key=True,
     ),
@@ -92,11 +127,11 @@ ceiling_cache_t = sa.Table(
     "ceiling_cache",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("fingerprint", sa.String(128), nullable=False),
-    sa.Column("device", sa.String(64), nullable=False),
-    sa.Column("created_utc", sa.String(40), nullable=False),
+    sa.Column("fingerprint", sa.Text, nullable=False),
+    sa.Column("device", sa.Text, nullable=False),
+    sa.Column("created_utc", sa.Text, nullable=False),
     sa.Column("schema_version", sa.Integer, nullable=False),
-    sa.Column("tool_version", sa.String(64), nullable=False),
+    sa.Column("tool_version", sa.Text, nullable=False),
     sa.Column("doc", sa.Text, nullable=False),
     sa.Index("ix_ceiling_cache_key", "fingerprint", "device"),
 )
@@ -130,76 +165,191 @@ def _devices_of(run: RunRecord) -> list[str]:
     return found + [d for d in dict.fromkeys(r.device for r in run.results) if d not in found]
 
 
-class SQLStore(ResultStore):
-    """Runs, results and the ceiling cache in one SQL database (SQLite or PostgreSQL)."""
+# Failures that pass: another writer holds the lock, the disk filled up (and may be cleared),
+# the server restarts or dropped the connection. Everything else (a read-only file, a missing
+# database, bad credentials, a damaged file) fails at once: waiting would not change it.
+_SQLITE_PASSING = ("locked", "busy", "disk is full", "disk i/o error")
+_NEVER_PASSING = (
+    "does not exist",
+    "authentication",
+    "readonly",
+    "read-only",
+    "permission denied",
+    "not a database",
+    "malformed",
+    "no such table",
+    "no such column",
+    "syntax error",
+)
 
-    def __init__(self, engine: Engine, where: str, path: Path | None = None) -> None:
+
+def is_passing(e: BaseException, dialect: str) -> bool:
+    """A store failure worth retrying (see above)."""
+    if isinstance(e, sa_exc.DBAPIError) and e.connection_invalidated:
+        return True
+    if not isinstance(e, (sa_exc.OperationalError, sa_exc.InterfaceError)):
+        return False
+    why = _reason(e).lower()
+    if any(m in why for m in _NEVER_PASSING):
+        return False
+    return dialect != "sqlite" or any(m in why for m in _SQLITE_PASSING)
+
+
+class SQLStore(ResultStore):
+    """Runs, results and the ceiling cache in one SQL database (SQLite or PostgreSQL).
+
+    ``read_only``: open without changing anything (a read-only file, directory or mount);
+    ``retry_s``: how long a write retries a passing failure before ``StoreUnavailable``.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        where: str,
+        path: Path | None = None,
+        *,
+        read_only: bool = False,
+        retry_s: float = RETRY_S,
+    ) -> None:
         self.engine, self.where, self.path = engine, where, path
         self.url = where if path is None else f"sqlite:///{path}"
-        self._prepare()
+        self.read_only, self.retry_s = read_only, retry_s
+        self.marked_gone: list[str] = []  # runs this open found orphaned and marked incomplete
+        self._sleep: Callable[[float], None] = time.sleep
+        self._clock: Callable[[], float] = time.monotonic
+        self._dialect = engine.dialect.name
+        if self._dialect == "sqlite":
+            _sqlite_transactions(engine)
+        self._writer_engine = engine.execution_options(tm_write=True)
+        try:
+            self._prepare()
+        except BaseException:
+            engine.dispose()  # no connection left open behind a refused store
+            raise
 
     # -- opening -----------------------------------------------------------------------
 
+    def _look(self, conn: Connection) -> tuple[set[str], str | None]:
+        """Our view of the database without changing it: its tables and schema version."""
+        inspector = sa.inspect(conn)
+        tables = set(inspector.get_table_names())
+        if "meta" not in tables:
+            return tables, None
+        columns = {c["name"] for c in inspector.get_columns("meta")}
+        if not {"key", "value"} <= columns:
+            # Another program's `meta` table: reading ours from it would fail or lie.
+            raise self._foreign(tables)
+        raw = conn.execute(
+            sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")
+        ).scalar()
+        return tables, raw
+
+    def _foreign(self, tables: set[str]) -> StoreError:
+        names = ", ".join(sorted(tables)[:5])
+        return StoreError(
+            f"{self.where} is a database of another program (tables: {names}), not a "
+            f"torchmark results store; {FIX}"
+        )
+
+    def _check_ours(self, tables: set[str], raw: str | None) -> int | None:
+        """The schema version, or None for a database still to be created; refuses others'."""
+        if raw is None:
+            if self.path is not None:
+                others = tables - OUR_TABLES
+            else:  # a shared server: only our own table names can collide
+                others = set() if "meta" in tables else tables & OUR_TABLES
+            if others:
+                raise self._foreign(others)
+            return None
+        try:
+            version = int(raw)
+        except ValueError:
+            version = -1
+        if version < 0:
+            raise StoreError(
+                f"{self.where} has no readable schema version ({raw!r}); it is not a "
+                f"usable torchmark database; {FIX}"
+            )
+        return version
+
     def _prepare(self) -> None:
-        """Check the database is ours (or empty), create or migrate the schema."""
+        """Check the database is ours (or empty) before changing anything; create or migrate
+        the schema in one transaction; mark runs whose process died as incomplete."""
         try:
             with self.engine.connect() as conn:
-                tables = set(sa.inspect(conn).get_table_names())
+                version = self._check_ours(*self._look(conn))
         except sa_exc.SQLAlchemyError as e:
             raise self._write_error(e, "open it") from None
-        foreign = tables - OUR_TABLES if self.path is not None else tables & OUR_TABLES
-        if "meta" not in tables and foreign:
-            # Somebody else's database: writing our tables into it could damage it.
-            names = ", ".join(sorted(foreign)[:5])
-            raise StoreError(
-                f"{self.where} is a database of another program (tables: {names}), not a "
-                f"torchmark results store; {FIX}"
-            )
-        if self.path is not None:
+        if version != DB_SCHEMA_VERSION:
+            if self.read_only:
+                what = "has no torchmark tables" if version is None else f"is at schema {version}"
+                raise StoreError(
+                    f"{self.where} {what} and is read-only, so it cannot be set up; {FIX}"
+                )
+            if self.path is not None:
+                self._set_wal()
+            try:
+                with self._writer_engine.begin() as conn:
+                    self._create_or_migrate(conn)
+            except sa_exc.SQLAlchemyError as e:
+                raise self._write_error(e, "create the results tables") from None
+        elif self.path is not None and not self.read_only:
             self._set_wal()
-        try:
-            with self.engine.begin() as conn:
-                if "meta" not in tables:
-                    metadata.create_all(conn)
-                    conn.execute(
-                        meta_t.insert(),
-                        [
-                            {"key": "schema_version", "value": str(DB_SCHEMA_VERSION)},
-                            {"key": "created_utc", "value": iso_utc(utcnow())},
-                            {"key": "tool_version", "value": __version__},
-                        ],
-                    )
-                    return
-                raw = conn.execute(
-                    sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")
-                ).scalar()
-                try:
-                    version = int(raw) if raw is not None else -1
-                except ValueError:
-                    version = -1
-                if version < 0:
+        if not self.read_only:
+            self.marked_gone = self._mark_gone_runs()
+
+    def _create_or_migrate(self, conn: Connection) -> None:
+        """Inside one write transaction that holds the schema lock: whoever comes second
+        sees the first one's tables, never half of them."""
+        if self._dialect == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
+        tables, raw = self._look(conn)
+        version = self._check_ours(tables, raw)
+        if version is None:
+            # Empty, or a layout an older build left half-made (killed between CREATE TABLE
+            # and the meta insert): nothing is stored in it, so it is rebuilt.
+            inspector = sa.inspect(conn)
+            present, stale = [], False
+            for name in sorted(tables & OUR_TABLES):
+                table = metadata.tables[name]
+                if conn.execute(sa.select(sa.func.count()).select_from(table)).scalar():
                     raise StoreError(
-                        f"{self.where} has no readable schema version ({raw!r}); it is not a "
-                        f"usable torchmark database; {FIX}"
+                        f"{self.where} holds torchmark tables with data but no schema "
+                        f"version; it is not a usable torchmark database; {FIX}"
                     )
-                if version != DB_SCHEMA_VERSION:
-                    new = migrate_database(conn, version, where=self.where)
-                    conn.execute(
-                        meta_t.update()
-                        .where(meta_t.c.key == "schema_version")
-                        .values(value=str(new))
-                    )
-        except sa_exc.SQLAlchemyError as e:
-            raise self._write_error(e, "create the results tables") from None
+                present.append(table)
+                stale |= {c["name"] for c in inspector.get_columns(name)} != set(table.c.keys())
+            if stale:  # an older layout, all of it empty: made again
+                metadata.drop_all(conn, tables=present)
+            metadata.create_all(conn)
+            conn.execute(
+                meta_t.insert(),
+                [
+                    {"key": "schema_version", "value": str(DB_SCHEMA_VERSION)},
+                    {"key": "created_utc", "value": iso_utc(utcnow())},
+                    {"key": "tool_version", "value": __version__},
+                ],
+            )
+        elif version != DB_SCHEMA_VERSION:
+            new = migrate_database(conn, version, where=self.where)
+            conn.execute(
+                meta_t.update().where(meta_t.c.key == "schema_version").values(value=str(new))
+            )
 
     def _set_wal(self) -> None:
-        # WAL lets `torchmark history` or the web app read while a run writes. A read-only
-        # file cannot switch modes; reading still works, so that is not an error here.
+        # WAL lets `torchmark history` or the web app read while a run writes. Only ever
+        # called once the file is known to be ours (or empty): it changes the file.
+        # Outside any transaction (SQLite cannot switch modes inside one): the raw connection.
         try:
-            with self.engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-        except sa_exc.OperationalError:
+            raw = self.engine.raw_connection()
+        except sa_exc.SQLAlchemyError:
+            return
+        try:
+            raw.cursor().execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error:
             pass
+        finally:
+            raw.close()
 
     def _unusable(self, e: BaseException) -> StoreError:
         if self.path is None:
@@ -218,16 +368,32 @@ class SQLStore(ResultStore):
             m in lowered for m in ("not a database", "malformed", "disk image", "encrypted")
         ):
             return self._unusable(e)
+        if self._dialect == "postgresql" and "timeout" in lowered:
+            return StoreError(
+                f"results store {self.where}: no answer from the server ({why}); check that "
+                f"it is up and reachable, or wait longer with ?connect_timeout=SECONDS"
+            )
         return StoreError(f"results store {self.where}: cannot {action} ({why})")
 
-    @contextmanager
-    def _tx(self, action: str) -> Iterator[Connection]:
-        """One transaction: all of it is stored, or none of it."""
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except sa_exc.SQLAlchemyError as e:
-            raise self._write_error(e, action) from None
+    def _write(self, action: str, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one write transaction; retry a passing failure with backoff."""
+        deadline = self._clock() + self.retry_s
+        delay = _BACKOFF_FIRST_S
+        while True:
+            try:
+                with self._writer_engine.begin() as conn:
+                    return work(conn)
+            except sa_exc.SQLAlchemyError as e:
+                if not is_passing(e, self._dialect):
+                    raise self._write_error(e, action) from None
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise StoreUnavailable(
+                        f"results store {self.where}: could not {action} for "
+                        f"{self.retry_s:g} s ({_reason(e)})"
+                    ) from None
+                self._sleep(min(delay, left))
+                delay = min(2 * delay, _BACKOFF_MAX_S)
 
     @contextmanager
     def _read(self, action: str) -> Iterator[Connection]:
@@ -240,10 +406,61 @@ class SQLStore(ResultStore):
     def close(self) -> None:
         self.engine.dispose()
 
+    # -- runs whose process died ---------------------------------------------------------
+
+    def _mark_gone_runs(self) -> list[str]:
+        """Runs still `running` whose measuring process on this host is gone become
+        `incomplete`, with a note; returns their ids. Reads first: writes only if needed."""
+        query = sa.select(
+            runs_t.c.run_id, runs_t.c.created_utc, runs_t.c.writer, runs_t.c.header
+        ).where(runs_t.c.status == "running")
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(query).all()
+        except sa_exc.SQLAlchemyError:
+            return []  # best effort: history still shows "process gone" by itself
+        gone = {}
+        for row in rows:
+            note = _gone_note(row.writer, row.header, row.created_utc)
+            if note:
+                gone[row.run_id] = note
+        if not gone:
+            return []
+
+        def mark(conn: Connection) -> list[str]:
+            done = []
+            for run_id, note in gone.items():
+                header = conn.execute(
+                    sa.select(runs_t.c.header).where(
+                        runs_t.c.run_id == run_id, runs_t.c.status == "running"
+                    )
+                ).scalar()
+                if header is None:
+                    continue  # finished meanwhile
+                try:
+                    doc = json.loads(header)
+                except ValueError:
+                    doc = None
+                values: dict[str, Any] = {"status": "incomplete"}
+                if isinstance(doc, dict):
+                    doc["status"] = "incomplete"
+                    doc["verdict"] = _with_reason(doc.get("verdict"), note)
+                    values["header"] = dumps(doc)
+                conn.execute(runs_t.update().where(runs_t.c.run_id == run_id).values(**values))
+                done.append(run_id)
+            return done
+
+        try:
+            return self._write("mark orphaned runs incomplete", mark)
+        except StoreError:
+            return []
+
     # -- writing -----------------------------------------------------------------------
 
     def _free_id(self, conn: Connection, run: RunRecord, wanted: str | None) -> str:
         taken = sa.select(runs_t.c.run_id).where(runs_t.c.run_id == sa.bindparam("id"))
+        if wanted is not None and not usable_run_id(wanted):
+            wanted = None  # an id that reads as a file path or `latest` would be ambiguous
         candidate = wanted or new_run_id(run.created_utc)
         while conn.execute(taken, {"id": candidate}).first() is not None:
             candidate = new_run_id(run.created_utc)
@@ -268,8 +485,17 @@ class SQLStore(ResultStore):
             "header": dumps(self._header(run)),
         }
 
-    def _insert_run(self, conn: Connection, run: RunRecord, run_id: str) -> None:
-        conn.execute(runs_t.insert().values(run_id=run_id, **self._run_row(run)))
+    def _insert_run(
+        self, conn: Connection, run: RunRecord, run_id: str, writer: str | None
+    ) -> None:
+        seq = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.max(runs_t.c.stored_seq), 0) + 1)
+        ).scalar_one()
+        conn.execute(
+            runs_t.insert().values(
+                run_id=run_id, stored_seq=seq, writer=writer, **self._run_row(run)
+            )
+        )
         if run.ceilings:
             self._put_ceilings(conn, run_id, run.ceilings)
         for result in run.results:
@@ -305,16 +531,23 @@ class SQLStore(ResultStore):
         ).scalar()
         if devices is None:
             raise self._not_found(run_id)
-        return list(json.loads(devices))
+        try:
+            return list(json.loads(devices))
+        except ValueError:
+            return []
 
     def begin_run(self, run: RunRecord) -> str:
-        with self._tx("start a run") as conn:
+        writer = _writer_of(run)
+
+        def work(conn: Connection) -> str:
             run_id = self._free_id(conn, run, None)
-            self._insert_run(conn, run, run_id)
-        return run_id
+            self._insert_run(conn, run, run_id, writer)
+            return run_id
+
+        return self._write("start a run", work)
 
     def add_result(self, run_id: str, result: Result) -> None:
-        with self._tx("store a result") as conn:
+        def work(conn: Connection) -> None:
             devices = self._require(conn, run_id)
             self._insert_result(conn, run_id, result)
             if result.device not in devices:
@@ -324,13 +557,17 @@ class SQLStore(ResultStore):
                     .values(devices=dumps([*devices, result.device]))
                 )
 
+        self._write("store a result", work)
+
     def set_ceilings(self, run_id: str, ceilings: list[Ceiling]) -> None:
-        with self._tx("store ceilings") as conn:
+        def work(conn: Connection) -> None:
             self._require(conn, run_id)
             self._put_ceilings(conn, run_id, ceilings)
 
+        self._write("store ceilings", work)
+
     def finish_run(self, run_id: str, run: RunRecord) -> None:
-        with self._tx("finish a run") as conn:
+        def work(conn: Connection) -> None:
             stored = self._require(conn, run_id)
             row = self._run_row(run)
             row["devices"] = dumps(stored + [d for d in _devices_of(run) if d not in stored])
@@ -338,11 +575,42 @@ class SQLStore(ResultStore):
             if run.ceilings:
                 self._put_ceilings(conn, run_id, run.ceilings)
 
+        self._write("finish a run", work)
+
+    def sync_run(self, run: RunRecord) -> str:
+        """Make the store hold exactly ``run`` (header, ceilings, every result), in one
+        transaction: for a run whose writes failed while the store was away. Keeps
+        ``run.run_id`` if stored already (its stored results are replaced by ``run.results``);
+        otherwise stores it under a free id. Returns the run id."""
+
+        def work(conn: Connection) -> str:
+            run_id = run.run_id
+            exists = run_id is not None and (
+                conn.execute(sa.select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
+                is not None
+            )
+            if not exists or run_id is None:
+                run_id = self._free_id(conn, run, run_id)
+                self._insert_run(conn, run, run_id, _writer_of(run))
+                return run_id
+            row = self._run_row(run)
+            conn.execute(runs_t.update().where(runs_t.c.run_id == run_id).values(**row))
+            conn.execute(results_t.delete().where(results_t.c.run_id == run_id))
+            for result in run.results:
+                self._insert_result(conn, run_id, result)
+            if run.ceilings:
+                self._put_ceilings(conn, run_id, run.ceilings)
+            return run_id
+
+        return self._write("store the run again", work)
+
     def save(self, run: RunRecord) -> str:
-        with self._tx("import a run") as conn:
+        def work(conn: Connection) -> str:
             run_id = self._free_id(conn, run, run.run_id)
-            self._insert_run(conn, run, run_id)
-        return run_id
+            self._insert_run(conn, run, run_id, None)
+            return run_id
+
+        return self._write("import a run", work)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -351,22 +619,32 @@ class SQLStore(ResultStore):
             f"no run {run_id!r} in {self.where}; `torchmark history` lists the stored run ids"
         )
 
-    def _newest_id(self, conn: Connection) -> str | None:
-        return conn.execute(
-            sa.select(runs_t.c.run_id)
-            .order_by(runs_t.c.created_utc.desc(), runs_t.c.run_id.desc())
-            .limit(1)
-        ).scalar()
+    def _latest_id(self, conn: Connection) -> str:
+        """The newest finished run stored here (insertion order), skipping damaged ones."""
+        rows = conn.execute(
+            sa.select(runs_t.c.run_id, runs_t.c.header, runs_t.c.status).order_by(
+                runs_t.c.stored_seq.desc(), runs_t.c.run_id.desc()
+            )
+        )
+        running = None
+        for row in rows:
+            if row.status == "running":
+                running = running or row.run_id
+                continue
+            if _json_or_none(row.header) is not None:
+                return str(row.run_id)
+        if running is not None:
+            raise RunNotFoundError(
+                f"no finished run in {self.where} yet (run {running} is still running; "
+                f"name it to read it as it is)"
+            )
+        raise RunNotFoundError(f"no runs stored in {self.where} yet; `torchmark run` makes one")
 
     def load(self, run_id: str) -> RunRecord:
+        damage: list[str] = []
         with self._read("read a run") as conn:
             if run_id == "latest":
-                newest = self._newest_id(conn)
-                if newest is None:
-                    raise RunNotFoundError(
-                        f"no runs stored in {self.where} yet; `torchmark run` makes one"
-                    )
-                run_id = newest
+                run_id = self._latest_id(conn)
             row = conn.execute(sa.select(runs_t).where(runs_t.c.run_id == run_id)).first()
             if row is None:
                 raise self._not_found(run_id)
@@ -374,19 +652,51 @@ class SQLStore(ResultStore):
                 sa.select(run_ceilings_t.c.doc).where(run_ceilings_t.c.run_id == run_id)
             ).scalar()
             results = conn.execute(
-                sa.select(results_t.c.doc)
+                sa.select(results_t.c.seq, results_t.c.doc)
                 .where(results_t.c.run_id == run_id)
                 .order_by(results_t.c.seq)
-            ).scalars()
-            doc = json.loads(row.header)
+            ).all()
+            doc = _json_or_none(row.header)
+            if not isinstance(doc, dict):
+                raise StoreError(
+                    f"run {run_id} in {self.where} is damaged (its stored header is not "
+                    f"readable JSON) and cannot be read; the other runs are unaffected"
+                )
             doc["run_id"] = run_id
-            doc["ceilings"] = json.loads(ceilings) if ceilings else []
-            doc["results"] = [json.loads(r) for r in results]
+            doc["status"] = row.status  # the column: what history shows and marking changes
+            doc["ceilings"] = []
+            if ceilings:
+                parsed = _json_or_none(ceilings)
+                if isinstance(parsed, list):
+                    doc["ceilings"] = parsed
+                else:
+                    damage.append("its stored ceilings are damaged and were left out")
+            kept: list[tuple[int, Any]] = []
+            for seq, text in results:
+                parsed = _json_or_none(text)
+                if isinstance(parsed, dict):
+                    kept.append((seq, parsed))
+                else:
+                    damage.append(f"stored result {seq} is damaged (not JSON) and was left out")
+            doc["results"] = [r for _, r in kept]
         doc = migrate_document(doc, what=f"run {run_id} in {self.where}")
+        valid = []
+        for (seq, _), r in zip(kept, doc["results"], strict=True):
+            try:
+                valid.append(Result.model_validate(r))
+            except ValueError:
+                damage.append(f"stored result {seq} is damaged and was left out")
+        for note in damage:
+            doc["verdict"] = _with_reason(doc.get("verdict"), note)
         try:
-            return RunRecord.model_validate(doc)
+            record = RunRecord.model_validate({**doc, "results": []})
         except ValueError as e:
-            raise StoreError(f"run {run_id} in {self.where} cannot be read ({e})") from None
+            raise StoreError(
+                f"run {run_id} in {self.where} is damaged and cannot be read "
+                f"({' '.join(str(e).splitlines()[:3])})"
+            ) from None
+        record.results = valid
+        return record
 
     def list_runs(self, limit: int | None = None) -> list[RunSummary]:
         if limit is not None and limit < 1:
@@ -403,27 +713,12 @@ class SQLStore(ResultStore):
         query = (
             sa.select(runs_t, counts.c.n, counts.c.ok)
             .select_from(runs_t.outerjoin(counts, counts.c.run_id == runs_t.c.run_id))
-            .order_by(runs_t.c.created_utc.desc(), runs_t.c.run_id.desc())
+            .order_by(runs_t.c.stored_seq.desc(), runs_t.c.run_id.desc())
             .limit(limit)
         )
         with self._read("list runs") as conn:
             rows = conn.execute(query).all()
-        return [
-            RunSummary(
-                run_id=r.run_id,
-                kind=r.kind,
-                created_utc=datetime.fromisoformat(r.created_utc),
-                status=r.status,
-                devices=json.loads(r.devices),
-                n_results=int(r.n or 0),
-                n_ok=int(r.ok or 0),
-                tool_version=r.tool_version,
-                command=r.command,
-                host=r.host,
-                pid=_pid(r.header) if r.status == "running" else None,
-            )
-            for r in rows
-        ]
+        return [_summary(r) for r in rows]
 
     # -- ceiling cache -------------------------------------------------------------------
 
@@ -452,19 +747,181 @@ class SQLStore(ResultStore):
             return None  # an unreadable cache entry is a miss: the ceilings get re-measured
 
     def cache_ceilings(self, fingerprint: str, device: str, ceilings: list[Ceiling]) -> None:
-        with self._tx("cache ceilings") as conn:
-            conn.execute(
-                ceiling_cache_t.insert().values(
-                    fingerprint=fingerprint,
-                    device=device,
-                    created_utc=iso_utc(utcnow()),
-                    schema_version=SCHEMA_VERSION,
-                    tool_version=__version__,
-                    doc=dumps([c.model_dump(mode="json") for c in ceilings]),
-                )
-            )
+        row = {
+            "fingerprint": fingerprint,
+            "device": device,
+            "created_utc": iso_utc(utcnow()),
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": __version__,
+            "doc": dumps([c.model_dump(mode="json") for c in ceilings]),
+        }
+        self._write("cache ceilings", lambda conn: conn.execute(ceiling_cache_t.insert(), row))
 
 
-def _pid(header: str) -> int | None:
-    pid = json.loads(header).get("environment", {}).get("pid")
-    return pid if isinstance(pid, int) else None
+# -- helpers -----------------------------------------------------------------------------
+
+RESERVED_IDS = ("latest",)
+
+
+def usable_run_id(run_id: str) -> bool:
+    """An id that can never be read as a file path (see ``exchange.is_file_spec``)."""
+    return bool(run_id.strip()) and run_id == run_id.strip() and not (
+        run_id in RESERVED_IDS or "/" in run_id or "\\" in run_id
+        or run_id.lower().endswith(".json")
+    )  # fmt: skip
+
+
+def _json_or_none(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _with_reason(verdict: Any, note: str) -> dict[str, Any]:
+    """A verdict dict that also says ``note``: at least `warn`, reasons kept."""
+    v = verdict if isinstance(verdict, dict) else {}
+    reasons = [r for r in v.get("reasons", []) if isinstance(r, str)]
+    level = v.get("level") if v.get("level") in ("warn", "invalid") else "warn"
+    return {"level": level, "reasons": [*reasons, note] if note not in reasons else reasons}
+
+
+def _summary(r: Any) -> RunSummary:
+    header = _json_or_none(r.header)
+    devices = _json_or_none(r.devices)
+    damaged = not isinstance(header, dict) or not isinstance(devices, list)
+    pid = (header.get("environment") or {}).get("pid") if isinstance(header, dict) else None
+    return RunSummary(
+        run_id=r.run_id,
+        kind=r.kind,
+        created_utc=datetime.fromisoformat(r.created_utc),
+        status="damaged" if damaged else r.status,
+        devices=[str(d) for d in devices] if isinstance(devices, list) else [],
+        n_results=int(r.n or 0),
+        n_ok=int(r.ok or 0),
+        tool_version=r.tool_version,
+        command=r.command,
+        host=r.host,
+        pid=pid if isinstance(pid, int) and r.status == "running" else None,
+    )
+
+
+def _process_started(pid: int) -> float | None:
+    import psutil  # here, not at import: `history` startup does not pay for it
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def _writer_of(run: RunRecord) -> str:
+    """Who measures this run: this host, the run's process (its pid, else ours) and that
+    process's start time, so a reused pid is not taken for the measuring process."""
+    pid = run.environment.get("pid")
+    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else os.getpid()
+    return dumps({"host": socket.gethostname(), "pid": pid, "started": _process_started(pid)})
+
+
+def _gone_note(writer: str | None, header: str, created_utc: str) -> str | None:
+    """Why a `running` run is orphaned, or None while its process lives (or it cannot be
+    told: another host, an import)."""
+    if writer is None:  # an import or a schema-1 row: the header's pid and the run's time
+        env = (_json_or_none(header) or {}).get("environment") or {}
+        host, pid = env.get("host"), env.get("pid")
+        try:
+            started_before = datetime.fromisoformat(created_utc).timestamp() + 1
+        except ValueError:
+            return None
+        w: dict[str, Any] = {"host": host, "pid": pid, "before": started_before}
+    else:
+        w = _json_or_none(writer) or {}
+    host, pid = w.get("host"), w.get("pid")
+    if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    now = _process_started(pid)
+    if now is not None:
+        started = w.get("started")
+        if "before" in w and now <= w["before"]:
+            return None
+        if isinstance(started, (int, float)) and math.isclose(now, started, abs_tol=1.0):
+            return None
+    return (
+        f"marked incomplete on {utcnow():%Y-%m-%d %H:%M} UTC: its process {pid} on {host} "
+        f"ended without finishing the run (killed or lost power)"
+    )
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """Real SQLite transactions, DDL included: the sqlite3 module would commit a CREATE
+    TABLE on its own, so a kill between two of them left a half-made database. Writes take
+    the lock at BEGIN (IMMEDIATE): two writers queue instead of one failing at once when a
+    read lock cannot be upgraded."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn):  # type: ignore[no-untyped-def]
+        write = conn.get_execution_options().get("tm_write")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def sqlite_store(path: Path, *, retry_s: float = RETRY_S) -> SQLStore:
+    """A SQLite file store; read-only (nothing changed, writes refused) where the file or
+    its directory cannot be written: a read-only mount or a shared results directory."""
+    exists = path.exists()
+    writable = os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
+    if not exists or writable:
+        engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": SQLITE_BUSY_S})
+        return SQLStore(engine, str(path), path, retry_s=retry_s)
+
+    def connect() -> sqlite3.Connection:
+        # mode=ro reads a WAL file only where its -shm can be made; a file in a read-only
+        # place cannot change under us, so it is read as immutable instead.
+        base = f"file:{quote(str(path))}?mode=ro"
+        try:
+            conn = sqlite3.connect(base, uri=True, timeout=SQLITE_BUSY_S, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            return sqlite3.connect(f"{base}&immutable=1", uri=True, check_same_thread=False)
+
+    engine = sa.create_engine("sqlite://", creator=connect, poolclass=NullPool)
+    return SQLStore(engine, str(path), path, read_only=True, retry_s=retry_s)
+
+
+def _hide_password(url: str) -> str:
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def postgres_store(url: str, *, retry_s: float = RETRY_S) -> SQLStore:
+    """A PostgreSQL store; a connect timeout (default 10 s) unless the URL sets one."""
+    try:
+        parsed = sa.make_url(url)
+        parsed.port  # noqa: B018  (parsed lazily: a bad port or [host] raises here)
+    except (sa_exc.ArgumentError, ValueError) as e:
+        raise InputError(
+            f"bad results store URL {_hide_password(url)} ({e}); expected "
+            f"postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")  # the [postgres] extra's driver
+    if "connect_timeout" not in parsed.query:
+        parsed = parsed.update_query_dict({"connect_timeout": str(PG_CONNECT_TIMEOUT_S)})
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        engine = sa.create_engine(parsed, pool_pre_ping=True)
+    except ImportError as e:
+        raise StoreError(
+            f"the PostgreSQL driver is not installed ({e}); run: pip install 'torchmark[postgres]'"
+        ) from None
+    except (sa_exc.ArgumentError, ValueError) as e:
+        raise InputError(f"bad results store URL {shown} ({e})") from None
+    return SQLStore(engine, shown, retry_s=retry_s)

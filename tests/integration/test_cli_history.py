@@ -290,7 +290,7 @@ def test_history_and_export_read_a_store_on_a_read_only_mount(tmp_path: Path) ->
     if done.returncode == 77:
         pytest.skip("no permission to mount here")
     history, _, exported = done.stdout.partition("]\n")
-    assert json.loads(history + "]")[0]["run_id"] == run_id
+    assert json.loads(history + "]")[0]["id"] == run_id
     assert json.loads(exported)["run_id"] == run_id
     assert done.returncode == 1  # the import: a write, refused in one line
     assert done.stderr.count("\n") == 1 and "cannot write the results store" in done.stderr

@@ -15,6 +15,8 @@ from torchmark.store.exchange import export_run
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 PWN = "[bold red]pwn[/]"
+# A run id may not contain "/" (ids and file paths are never ambiguous): markup without one.
+PWN_ID = "[bold red]pwn[red]"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -47,18 +49,18 @@ def test_an_imported_run_id_with_markup_is_echoed_as_written(
 ) -> None:
     record = RunRecord.model_validate_json((RUNS / "cpu-only.json").read_text())
     doc = json.loads(export_run(record, "json"))
-    doc["run_id"] = PWN
+    doc["run_id"] = PWN_ID
     exported = tmp_path / "run.json"
     exported.write_text(json.dumps(doc))
     db = f"sqlite:///{tmp_path / 'x[/x].db'}"  # a path with markup: no crash either
     code, out, err = cli(capsys, "import", str(exported), "--db", db)
     assert code == 0, err
-    assert out.strip() == PWN
+    assert out.strip() == PWN_ID
     code, out, err = cli(capsys, "history", "--db", db)
     assert code == 0, err
-    assert PWN in out and "x[/x].db" in out
+    assert PWN_ID in out and "x[/x].db" in out
     code, out, err = cli(capsys, "history", "--db", db, "--json")
-    assert code == 0 and json.loads(out)[0]["id"] == PWN
+    assert code == 0 and json.loads(out)[0]["id"] == PWN_ID
 
 
 def test_an_empty_store_with_markup_in_its_path(

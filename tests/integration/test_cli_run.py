@@ -167,7 +167,8 @@ def test_a_soak_stopped_with_ctrl_c_is_stored_incomplete_and_exits_130(tmp_path:
         from torchmark.store import open_store
 
         store = open_store(url)
-        return bool(store.list_runs() and store.load("latest").extra.get("soak", {}).get("windows"))
+        runs = store.list_runs()  # `latest` is the newest *finished* run: name the running one
+        return bool(runs and store.load(runs[0].run_id).extra.get("soak", {}).get("windows"))
 
     t0 = time.monotonic()
     rc, _, err = _stop_after_first_result(args, db, signal.SIGINT, tmp_path, a_window_stored)

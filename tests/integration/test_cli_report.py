@@ -146,6 +146,34 @@ def test_reference_defaults_to_latest_and_needs_seed_add(
     assert code == 2 and "no seed-add as-published result" in err
 
 
+def test_reference_takes_the_newest_run_with_a_seed_result_not_latest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store_fixture("cpu-only")  # has seed-add as-published
+    doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
+    doc.results = [r for r in doc.results if r.workload != "seed-add"]
+    doc.run_id, doc.kind = "a-tune-run", "tune"
+    doc.created_utc = doc.created_utc.replace(year=2026)  # newer: `latest` would be this one
+    store = open_store(os.environ["TORCHMARK_DB"])
+    store.save(doc)
+    assert store.load("latest").run_id == "a-tune-run"
+    store.close()
+    code, out, err = cli(capsys, "compare", "--reference", "seed-2023")
+    assert code == 0, err
+    assert "AMD EPYC 7B13 (cpu)" in out and "this machine" in out
+
+
+def test_reference_with_no_placeable_run_names_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
+    doc.results = [r for r in doc.results if r.workload != "seed-add"]
+    store = open_store(os.environ["TORCHMARK_DB"])
+    store.save(doc)
+    store.close()
+    code, _, err = cli(capsys, "compare", "--reference", "seed-2023")
+    assert code == 2 and "no stored run has a seed-add as-published result" in err
+    assert "torchmark run --workload seed-add" in err
+
+
 def test_unknown_reference_set_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "compare", "--reference", "blog", fixture("cpu-only"))
     assert code == 2 and "seed-2023" in err

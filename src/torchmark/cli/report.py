@@ -71,8 +71,8 @@ def compare(
         str | None,
         typer.Option(
             "--reference",
-            help="Place RUN (default: latest) in a reference set, e.g. seed-2023 "
-            "(the seed blog's 2023 table).",
+            help="Place RUN in a reference set, e.g. seed-2023 (the seed blog's 2023 table); "
+            "default: the newest stored run with a seed-add as-published result.",
         ),
     ] = None,
     fail_on_regression: Annotated[
@@ -103,10 +103,13 @@ def compare(
     records: list[RunRecord]
     if ref is not None:
         if len(specs) > 1:
-            raise InputError("--reference places one run; give at most one RUN (default: latest)")
+            raise InputError(
+                "--reference places one run; give at most one RUN (default: the newest "
+                "with a seed-add result)"
+            )
         refset = reference.load(ref)
-        (mine,) = load_runs(specs or ["latest"], db)
-        for part in cmp_mod.placement_renderables(refset, mine):
+        mine = load_runs(specs, db)[0] if specs else _newest_placeable(db)
+        for part in cmp_mod.placement_renderables(refset, mine, console.width):
             console.print(part)
         if refset.run is None:
             return
@@ -124,6 +127,14 @@ def compare(
         console.print(part)
     if fail_on_regression is not None:
         _gate(result, fail_on_regression)
+
+
+def _newest_placeable(db: str | None) -> RunRecord:
+    store = open_store(db)
+    try:
+        return reference.newest_placeable(store)
+    finally:
+        store.close()
 
 
 def _gate(result: cmp_mod.Comparison, pct: float) -> None:

@@ -205,8 +205,11 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     return [*parts, Text(RULE, style="dim")]
 
 
-def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceRow]) -> Table:
-    """The reference rows and this machine's rows, fastest first, with what each measured."""
+def placement_table(
+    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow], width: int = 120
+) -> tuple[Table, list[str]]:
+    """The reference rows and this machine's rows, fastest first, with what each measured;
+    caveats that do not fit beside the rows become numbered notes under the table."""
     extra = [] if ref.kind == "run" else [r for s in reference.runs() for r in s.rows]
     rows = reference.ranked([*ref.rows, *extra, *mine])
     table = Table(
@@ -214,21 +217,33 @@ def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceR
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         title_justify="left",
-        expand=True,
     )
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("hardware", overflow="fold", ratio=2)
-    table.add_column(ref.unit, justify="right", no_wrap=True)
-    table.add_column("implied", justify="right", no_wrap=True)
-    table.add_column("% of datasheet bw", justify="right", no_wrap=True)
-    table.add_column("caveat", overflow="fold", ratio=3)
-    for rank, r in enumerate(rows, start=1):
+    names, caveats = [], []
+    for r in rows:
         name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
         if r.source not in (ref.name, "this machine"):
             name += f"  [{r.source}]"
-        caveat = "; ".join(
-            x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
+        names.append(name)
+        caveats.append(
+            "; ".join(
+                x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
+            )
         )
+    # rank, it/s, implied and % columns take ~45 columns with their gaps
+    beside = max(map(len, names), default=0) + 45 + MIN_WHY <= width
+    table.add_column("#", justify="right", no_wrap=True)
+    # a hardware name wraps only when even the notes layout leaves it too little room
+    longest = max(map(len, names), default=8)
+    table.add_column("hardware", overflow="fold", min_width=min(longest, max(width - 54, 12)))
+    table.add_column(ref.unit, justify="right", no_wrap=True)
+    table.add_column("implied", justify="right", no_wrap=True)
+    table.add_column("% of datasheet bw", justify="right", no_wrap=True)
+    table.add_column("caveat" if beside else "note", overflow="fold", min_width=4)
+    notes: list[str] = []
+    for rank, (r, name, caveat) in enumerate(zip(rows, names, caveats, strict=True), start=1):
+        if caveat and not beside:
+            notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
+            caveat = f"[{len(notes)}]"
         add_row(
             table,
             str(rank),
@@ -238,10 +253,12 @@ def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceR
             fmt.pct(r.pct_of_datasheet),
             caveat,
         )
-    return table
+    return table, notes
 
 
-def placement_renderables(ref: reference.ReferenceSet, record: RunRecord) -> list[RenderableType]:
+def placement_renderables(
+    ref: reference.ReferenceSet, record: RunRecord, width: int = 120
+) -> list[RenderableType]:
     mine = reference.seed_rows(record)
     if not mine:
         raise InputError(
@@ -255,8 +272,10 @@ def placement_renderables(ref: reference.ReferenceSet, record: RunRecord) -> lis
         if ref.bytes_per_iteration
         else ""
     )
+    table, notes = placement_table(ref, mine, width)
     return [
-        placement_table(ref, mine),
+        table,
+        *([Text("\n".join(notes))] if notes else []),
         Text(f"source: {ref.provenance}"),
         Text(f"what it measured: {ref.what} {per_it}".strip()),
     ]

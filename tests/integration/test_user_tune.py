@@ -39,7 +39,7 @@ def test_tune_checks_every_candidate_and_rejects_past_tolerance(
     assert bf16["status"] == "rejected" and bf16["max_error"] > 1e-9
     assert "max error" in bf16["reason"]
     cl = cands["channels-last"]
-    assert cl["status"] in ("faster", "same", "slower") and cl["max_error"] < 1e-4
+    assert cl["status"] in ("faster", "same", "slower", "unclear") and cl["max_error"] < 1e-4
     assert cl["speedup"] > 0
     assert cands["cuda-graphs"]["status"] == "skipped"
     assert len(store.runs[rec.run_id].results) == len(rec.results)

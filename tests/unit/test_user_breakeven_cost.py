@@ -127,8 +127,12 @@ def test_cost_per_million_and_cheaper_device() -> None:
 
 
 def test_paired_verdict() -> None:
-    assert paired_verdict([2.0, 2.1, 1.9, 2.2, 2.0, 1.8]) == "faster"
-    assert paired_verdict([0.5] * 6) == "slower"
-    assert paired_verdict([1.01, 0.99, 1.0, 1.01, 0.99, 1.0]) == "same"
-    assert paired_verdict([3.0, 0.2, 5.0, 0.3, 4.0, 0.25]) == "same"  # drift both ways
-    assert paired_verdict([2.0, 2.0]) == "same"  # too few rounds to tell
+    base = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+    assert paired_verdict(base, [b / 2 for b in base]) == "faster"
+    assert paired_verdict(base, [b * 2 for b in base]) == "slower"
+    steady = [1.0 + 0.001 * ((i * 7) % 5 - 2) for i in range(20)]  # ±0.2 %, 20 rounds
+    assert paired_verdict(steady, steady) == "same"
+    assert paired_verdict(base, base) == "unclear"  # 6 rounds: the CI spans ±4 %
+    # drift both ways: the medians differ 2x but the rounds disagree: can't tell, not "same"
+    assert paired_verdict([3.0, 0.2, 5.0, 0.3, 4.0, 0.25], [1.0] * 6) == "unclear"
+    assert paired_verdict([2.0, 2.0], [1.0, 1.0]) == "unclear"  # too few rounds to tell

@@ -78,6 +78,7 @@ def test_speedup_is_the_ratio_of_the_latencies_shown(monkeypatch: pytest.MonkeyP
     assert cl["speedup"] == pytest.approx(7.5 / 1.4) and cl["status"] == "faster"
     assert cl["baseline_ms"] == pytest.approx(7.5) and cl["latency_ms"] == pytest.approx(1.4)
     assert rec.extra["recommendation"]["cpu"]["baseline_rel_iqr"] > 0  # the spread is shown
+    assert any(n.startswith("cpu: baseline 7.5 ms, spread (IQR) ") for n in rec.extra["notes"])
 
 
 def test_a_baseline_too_noisy_stops_the_search_with_the_reason(

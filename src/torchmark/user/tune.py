@@ -698,6 +698,13 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
                 }
             )
         recommendation[t.device.name] = _recommend(t)
+        base = t.baseline
+        if base is not None and base.result.ok:
+            record.extra.setdefault("notes", []).append(
+                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
+                f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
+                "baseline's median over that candidate's own rounds divided by its latency"
+            )
     record.extra["candidates"] = candidates
     record.extra["recommendation"] = recommendation
 

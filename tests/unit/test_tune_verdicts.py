@@ -37,7 +37,7 @@ def run(**kw: Any) -> Any:
         "devices": "cpu",
         "batch": 1,
         "budget_s": 60,
-        "per_candidate_s": 0.0,  # MIN_ROUNDS rounds each: the samples are fixed anyway
+        "per_candidate_s": 0.0,  # the fewest rounds each: the samples are fixed anyway
         "try_compile": False,
     }
     args.update(kw)
@@ -61,6 +61,7 @@ def issue_like(config: dict[str, Any]) -> list[float]:
 def test_speedup_is_the_ratio_of_the_latencies_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_timing(monkeypatch, issue_like)
     monkeypatch.setattr(tune_mod, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
+    monkeypatch.setattr(tune_mod, "BASELINE_MIN_ROUNDS", 60)
     rec = run()
     rows = [c for c in rec.extra["candidates"] if c["latency_ms"] is not None]
     assert len(rows) >= 4, rec.extra["candidates"]

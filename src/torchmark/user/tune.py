@@ -66,6 +66,9 @@ ONE_SAMPLE = cast(StoppingRule, Fixed(samples=1))
 # matters in the 6-500 rounds a candidate gets: the search stops and says so. (Seen here:
 # 1022 % on a 2-core machine with other jobs, every speedup then read 4-53x at random.)
 BASELINE_MAX_REL_IQR = 0.5
+# The spread that decides it needs more than 6 rounds: with 6, one preempted sample moves
+# the IQR by half (20 rounds of >= 2 ms cost ~40 ms).
+BASELINE_MIN_ROUNDS = 20
 MAX_ROUNDS = 500
 PER_CANDIDATE_S = 3.0
 CANDIDATE_RESERVE_S = 4.0
@@ -335,7 +338,8 @@ class Tuner:
                 base_rounds.append(float(np.median(got[id(base)])))
                 mine.append(float(np.median(got[id(prep)])))
                 spent = time.perf_counter() - t0
-                if len(mine) >= MIN_ROUNDS and (spent > self.per_candidate_s or self.left_s() < 0):
+                least = BASELINE_MIN_ROUNDS if is_base else MIN_ROUNDS
+                if len(mine) >= least and (spent > self.per_candidate_s or self.left_s() < 0):
                     break
         except CaseSkipped as e:
             return skipped(case, str(e))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,17 @@ FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 
 
 @pytest.fixture
-def one_thread() -> Iterator[None]:
-    """These tests check guards and the batch search, not speed: a one-thread baseline keeps
-    its spread under tune's 50 % stop on a loaded 2-core machine (two threads there read
-    0.2 or 300 ms from one round to the next)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def any_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the guards and the batch search on a real model, not the stop on a
+    noisy baseline (tests/unit/test_tune_verdicts.py, on fixed samples): on this loaded
+    2-core machine a baseline read 149 % spread with 0.6 other cores busy, and the search
+    they check would not run."""
+    from torchmark.user import tune as tune_mod
+
+    monkeypatch.setattr(tune_mod, "BASELINE_MAX_REL_IQR", float("inf"))
 
 
-@pytest.mark.usefixtures("one_thread")
+@pytest.mark.usefixtures("any_baseline")
 def test_tune_checks_every_candidate_and_rejects_past_tolerance(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -102,7 +99,7 @@ def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
     assert any("other processes used 1.6 cores during the search" in n for n in rec.extra["notes"])
 
 
-@pytest.mark.usefixtures("one_thread")
+@pytest.mark.usefixtures("any_baseline")
 def test_max_latency_finds_the_largest_batch_in_budget() -> None:
     # Linear(8, 4) takes microseconds even at batch 1024: every doubled batch fits 100 ms
     # and carries more items per call, so the search must move past --batch

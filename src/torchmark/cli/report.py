@@ -28,14 +28,6 @@ class CannotJudge(TorchmarkError):
     exit_code = 3
 
 
-# Exit codes of `compare --fail-on-regression`, as its help and the README state them.
-GATE_CODES = (
-    "Exit codes: 0 no regression; 1 a case SLOWER beyond PCT; 2 bad input; 3 cannot judge "
-    "(a case UNCLEAR, too noisy to tell, with its median time grown beyond PCT, or a case "
-    "measured in the first run that did not run in a later one)."
-)
-
-
 RUN_HELP = "Run ids from `torchmark history`, `latest`, or exported JSON files."
 
 
@@ -81,8 +73,8 @@ def compare(
             "--fail-on-regression",
             metavar="PCT",
             help="Exit 1 when a case is SLOWER than in the first run by more than PCT % "
-            "of its median time; exit 3 when a case is UNCLEAR (too noisy to tell) with its "
-            "median beyond PCT, or did not run in a later run. " + GATE_CODES,
+            "of its median time; exit 3 (cannot judge) when a case is UNCLEAR, too noisy to "
+            "tell, with its median beyond PCT, or did not run in a later run.",
         ),
     ] = None,
     db: DbOption = None,

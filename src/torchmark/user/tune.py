@@ -415,7 +415,8 @@ class Tuner:
             f"the baseline is too noisy to compare against: its spread (IQR) is "
             f"{spread:.0%} of its {(base.result.median_s or 0) * 1e3:.3g} ms median "
             f"(limit {BASELINE_MAX_REL_IQR:.0%}); search stopped. Tune on a quiet machine, "
-            "or with fewer threads than cores when other processes run"
+            "or, when other processes run, with fewer threads than cores (OMP_NUM_THREADS=1 "
+            "torchmark tune ...)"
         )
 
     def search(self, batch: int, compile_ok: bool) -> Measured | None:

@@ -108,8 +108,12 @@ def test_help_says_loading_runs_code(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_tune_command_prints_ranked_table_and_code(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from torchmark.user import tune as tune_mod
+
+    # the table and code, not the noisy-baseline stop (tests/unit/test_tune_verdicts.py)
+    monkeypatch.setattr(tune_mod, "BASELINE_MAX_REL_IQR", float("inf"))
     out = tmp_path / "tune.json"
     code = run(
         [

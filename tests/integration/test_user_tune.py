@@ -16,6 +16,18 @@ from torchmark.user.tune import Candidate, code_lines, tune
 FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 
 
+@pytest.fixture
+def any_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check the guards and the batch search on a real model, not the stop on a
+    noisy baseline (tests/unit/test_tune_verdicts.py, on fixed samples): on this loaded
+    2-core machine a baseline read 149 % spread with 0.6 other cores busy, and the search
+    they check would not run."""
+    from torchmark.user import tune as tune_mod
+
+    monkeypatch.setattr(tune_mod, "BASELINE_MAX_REL_IQR", float("inf"))
+
+
+@pytest.mark.usefixtures("any_baseline")
 def test_tune_checks_every_candidate_and_rejects_past_tolerance(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -32,6 +44,7 @@ def test_tune_checks_every_candidate_and_rejects_past_tolerance(
         try_compile=False,
         store=store,
     )
+    assert rec.extra["recommendation"]["cpu"]["name"] != "no recommendation", rec.extra
     # stages after the thread counts carry the best one in their name ("channels-last, threads=1")
     cands = {c["name"].split(", threads=")[0]: c for c in rec.extra["candidates"]}
     assert cands["baseline (fp32, no_grad)"]["status"] == "baseline"
@@ -39,7 +52,7 @@ def test_tune_checks_every_candidate_and_rejects_past_tolerance(
     assert bf16["status"] == "rejected" and bf16["max_error"] > 1e-9
     assert "max error" in bf16["reason"]
     cl = cands["channels-last"]
-    assert cl["status"] in ("faster", "same", "slower") and cl["max_error"] < 1e-4
+    assert cl["status"] in ("faster", "same", "slower", "unclear") and cl["max_error"] < 1e-4
     assert cl["speedup"] > 0
     assert cands["cuda-graphs"]["status"] == "skipped"
     assert len(store.runs[rec.run_id].results) == len(rec.results)
@@ -86,6 +99,7 @@ def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
     assert any("other processes used 1.6 cores during the search" in n for n in rec.extra["notes"])
 
 
+@pytest.mark.usefixtures("any_baseline")
 def test_max_latency_finds_the_largest_batch_in_budget() -> None:
     # Linear(8, 4) takes microseconds even at batch 1024: every doubled batch fits 100 ms
     # and carries more items per call, so the search must move past --batch

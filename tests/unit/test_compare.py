@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 from rich.console import Console
 
+from torchmark.comparison import cannot_judge, paired
 from torchmark.errors import InputError
 from torchmark.report.compare import compare, comparison_renderables, judge, regressions
 from torchmark.results import Result, RunRecord, Work
@@ -48,7 +50,7 @@ def test_significant_but_tiny_change_is_same() -> None:
     c = judge(res(spread(1.0, 0.002)), res(spread(1.01, 0.002)))
     assert c.p_value is not None and c.p_value < 0.01
     assert c.verdict == "SAME"
-    assert "threshold" in c.why
+    assert "within ±2%" in c.why
 
 
 def test_change_within_the_noise_is_not_a_verdict() -> None:
@@ -132,3 +134,105 @@ def test_one_sample_a_side_is_unclear_not_a_regression() -> None:
     a12 = Result(workload="w", variant="v", device="cpu", samples_s=[1.00] * 12)
     b12 = Result(workload="w", variant="v", device="cpu", samples_s=[1.10] * 12)
     assert judge(a12, b12).verdict == "SLOWER"
+
+
+# The issue's case: 45.5 M -> 12.4 M samples/s (0.272x) with samples snapped to scheduler
+# slices: Mann-Whitney is sure the runs differ, but the spread dwarfs the change.
+CLUSTERED_A = [22e-9] * 12 + [24e-9] * 4 + [64e-9] * 4
+CLUSTERED_B = [22e-9] * 5 + [81e-9] * 8 + [250e-9] * 7
+
+
+def test_a_slowdown_within_the_noise_is_unclear_never_same() -> None:
+    c = judge(res(CLUSTERED_A), res(CLUSTERED_B))
+    assert c.speed == pytest.approx(0.2716, abs=1e-4)
+    assert c.p_value is not None and c.p_value < 0.01
+    assert c.verdict == "UNCLEAR"
+    assert "within the noise" in c.why and "too noisy to tell" in c.why
+    cmp = compare([RunRecord(results=[res(CLUSTERED_A)]), RunRecord(results=[res(CLUSTERED_B)])])
+    assert regressions(cmp, 10) == []
+    assert [ch.verdict for _, ch in cannot_judge(cmp, 10)] == ["UNCLEAR"]
+    assert cannot_judge(cmp, 300) == []  # +268 % is within a 300 % limit
+
+
+def test_same_needs_a_ratio_ci_within_two_percent() -> None:
+    # 0.5 % apart, 3 % spread, 8 samples: the medians agree but the CI spans ±5 %+
+    c = judge(res(spread(1.0, 0.03, n=8)), res(spread(1.005, 0.03, n=8)))
+    assert c.verdict == "UNCLEAR" and "wider than ±2%" in c.why
+
+
+def test_a_zero_or_empty_timing_is_not_comparable_and_does_not_divide_by_zero() -> None:
+    zero = res([0.0] * 12)
+    c = judge(res(spread(1.0, 0.01)), zero)
+    assert c.verdict is None and c.speed is None and "no timing to compare" in c.why
+    cmp = compare([RunRecord(results=[res(spread(1.0, 0.01))]), RunRecord(results=[zero])])
+    assert [ch.why for _, ch in cannot_judge(cmp, 5)] == [c.why]
+    both = compare([RunRecord(results=[zero]), RunRecord(results=[zero])])
+    out = io.StringIO()
+    for part in comparison_renderables(both, 80):
+        Console(file=out, width=80, color_system=None).print(part)
+    assert "n/a" in out.getvalue()
+
+
+def test_paired_speed_is_the_ratio_of_the_medians_shown() -> None:
+    # clustered rounds: per-round ratios mostly pair a slow baseline with a fast candidate
+    base = [1.4e-3, 20e-3, 20e-3, 20e-3, 1.4e-3, 20e-3, 7.5e-3, 7.5e-3, 7.6e-3, 7.4e-3]
+    cand = [20e-3, 1.4e-3, 1.4e-3, 1.3e-3, 20e-3, 1.4e-3, 1.4e-3, 1.5e-3, 1.4e-3, 1.4e-3]
+    j = paired(base, cand)
+    assert j.speed == pytest.approx(float(np.median(base) / np.median(cand)))
+    slower = paired(cand, base)  # the same rounds, roles swapped
+    assert slower.speed < 1 and slower.verdict != "FASTER"
+
+
+def test_paired_verdicts() -> None:
+    rng = np.random.default_rng(1)
+    base = 1e-3 * (1 + 0.01 * rng.standard_normal(20))
+    assert paired(base, base / 1.3).verdict == "FASTER"
+    assert paired(base, base * 1.3).verdict == "SLOWER"
+    assert paired(base, base * 1.001).verdict == "SAME"
+    assert paired(base[:4], base[:4] / 2).verdict == "UNCLEAR"  # 4 rounds: p >= 2/16
+    # a batch-2 candidate taking 1.5x as long per call is 1.33x faster per item
+    j = paired(base, base * 1.5, items=2)
+    assert j.verdict == "FASTER" and j.speed == pytest.approx(2 / 1.5, rel=1e-9)
+
+
+GOLDEN = RUNS / "golden"
+PAIRS = {
+    "slower": ("cpu-gpu", "cpu-gpu-slower"),
+    "noisy": ("cpu-only", "cpu-only-noisy"),
+    "three": ("cpu-only", "cpu-only-noisy", "cpu-gpu"),
+}
+
+
+def render_comparison(names: tuple[str, ...], width: int) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, force_terminal=False)
+    for part in comparison_renderables(compare([load(n) for n in names]), console.width):
+        console.print(part)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_comparison_matches_golden_text(pair: str, width: int) -> None:
+    """Regenerate with TORCHMARK_UPDATE_GOLDEN=1 and read the diff."""
+    text = render_comparison(PAIRS[pair], width)
+    golden = GOLDEN / f"compare-{pair}-{width}.txt"
+    if os.environ.get("TORCHMARK_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_essential_cells_are_never_cut(pair: str, width: int) -> None:
+    text = render_comparison(PAIRS[pair], width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    cmp = compare([load(n) for n in PAIRS[pair]])
+    rows = [line for line in text.splitlines() if "×" in line or " n/a" in line]
+    for changes in cmp.changes:
+        for change in changes:
+            case = f"{change.a.workload}/{change.a.variant}"
+            speed = "—" if change.speed is None else f"{change.speed:.3g}"
+            assert any(
+                case in row and speed in row and (change.verdict or "n/a") in row for row in rows
+            ), (case, speed, change.verdict)

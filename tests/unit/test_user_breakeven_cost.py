@@ -26,20 +26,33 @@ def res(device: str, variant: str, batch: int, median_s: float, spread: float = 
     )
 
 
-def test_gpu_faster_respects_noise() -> None:
+def test_gpu_verdict_respects_noise() -> None:
     cpu = res("cpu", "e2e", 1, 2e-3)
-    assert breakeven.gpu_faster(res("g", "e2e", 1, 1e-3), cpu) == (True, "faster")
-    assert breakeven.gpu_faster(res("g", "e2e", 1, 4e-3), cpu)[0] is False
-    assert breakeven.gpu_faster(res("g", "e2e", 1, 1.99e-3), cpu)[0] is False  # 0.5 %: same
+    assert breakeven.gpu_verdict(res("g", "e2e", 1, 1e-3), cpu) == ("FASTER", "faster")
+    assert breakeven.gpu_verdict(res("g", "e2e", 1, 4e-3), cpu)[0] == "SLOWER"
+    assert breakeven.gpu_verdict(res("g", "e2e", 1, 1.99e-3), cpu)[0] != "FASTER"  # 0.5 %
+    # ~23 % relative IQR a side (33 % combined): a 1.2x GPU is within it, UNCLEAR
+    noisy = breakeven.gpu_verdict(res("g", "e2e", 1, 1.67e-3, 0.3), res("cpu", "e2e", 1, 2e-3, 0.3))
+    assert noisy[0] == "UNCLEAR"
 
 
 def test_crossing_cases() -> None:
-    assert breakeven.crossing({1: True, 8: True}) == ("always", None)
-    assert breakeven.crossing({1: False, 8: False}) == ("never", None)
-    assert breakeven.crossing({1: False, 4: True, 8: True}) == (4, None)
-    value, note = breakeven.crossing({1: False, 4: True, 8: False})
+    assert breakeven.crossing({1: "FASTER", 8: "FASTER"}) == ("always", None)
+    assert breakeven.crossing({1: "SLOWER", 8: "SAME"}) == ("never", None)
+    assert breakeven.crossing({1: "SLOWER", 4: "FASTER", 8: "FASTER"}) == (4, None)
+    value, note = breakeven.crossing({1: "SLOWER", 4: "FASTER", 8: "SLOWER"})
     assert value == 4 and note and "only at batch 4" in note
     assert breakeven.crossing({}) == ("not measured", None)
+
+
+def test_unclear_batches_are_not_never() -> None:
+    # the GPU cannot be told apart from the CPU at batch 8: "never" would be a guess
+    value, note = breakeven.crossing({1: "SLOWER", 4: "SLOWER", 8: "UNCLEAR"})
+    assert value == "unclear" and note
+    assert "batch 8" in note and "never in the range tried or from batch 8" in note
+    assert breakeven.describe(value) == "can't tell (too noisy)"
+    # an UNCLEAR batch that does not change the answer leaves it as it is
+    assert breakeven.crossing({1: "UNCLEAR", 2: "SLOWER", 4: "FASTER"}) == (4, None)
 
 
 def two_device_sweep() -> list[Result]:
@@ -114,8 +127,12 @@ def test_cost_per_million_and_cheaper_device() -> None:
 
 
 def test_paired_verdict() -> None:
-    assert paired_verdict([2.0, 2.1, 1.9, 2.2, 2.0, 1.8]) == "faster"
-    assert paired_verdict([0.5] * 6) == "slower"
-    assert paired_verdict([1.01, 0.99, 1.0, 1.01, 0.99, 1.0]) == "same"
-    assert paired_verdict([3.0, 0.2, 5.0, 0.3, 4.0, 0.25]) == "same"  # drift both ways
-    assert paired_verdict([2.0, 2.0]) == "same"  # too few rounds to tell
+    base = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+    assert paired_verdict(base, [b / 2 for b in base]) == "faster"
+    assert paired_verdict(base, [b * 2 for b in base]) == "slower"
+    steady = [1.0 + 0.001 * ((i * 7) % 5 - 2) for i in range(20)]  # ±0.2 %, 20 rounds
+    assert paired_verdict(steady, steady) == "same"
+    assert paired_verdict(base, base) == "unclear"  # 6 rounds: the CI spans ±4 %
+    # drift both ways: the medians differ 2x but the rounds disagree: can't tell, not "same"
+    assert paired_verdict([3.0, 0.2, 5.0, 0.3, 4.0, 0.25], [1.0] * 6) == "unclear"
+    assert paired_verdict([2.0, 2.0], [1.0, 1.0]) == "unclear"  # too few rounds to tell

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
@@ -182,3 +183,58 @@ def test_run_verdict_is_the_worst_with_labelled_reasons() -> None:
     assert judge_run(RunRecord(results=[ok], status="complete")) == Verdict()
     extra = judge_run(RunRecord(results=[ok], status="complete"), extra=[("warn", "fell")])
     assert extra == Verdict(level="warn", reasons=["fell"])
+
+
+def cpu_result(samples: list[float], other: float, threads: int) -> Result:
+    telemetry = {
+        "accelerator": False,
+        "other_cores": other,
+        "logical_cores": 2,
+        "torch_threads": threads,
+        "sample_tags": [[] for _ in samples],
+    }
+    return Result(
+        workload="linear10",
+        variant="infer",
+        device="cpu",
+        samples_s=samples,
+        work=Work(items=1000),
+        telemetry=telemetry,
+    )
+
+
+# The case: Linear(10,1) on (1000,10), 17 µs alone, read ~8 ms with one other busy
+# process on 2 cores, its samples snapped to scheduler slices.
+SNAPPED = [17e-6] * 6 + [8e-3] * 8 + [16e-3] * 3 + [64e-3] * 3
+
+
+def test_clustered_samples_under_competing_load_are_invalid_with_the_fix() -> None:
+    from torchmark.telemetry.verdict import clusters
+
+    fast, slow, share = clusters(SNAPPED) or (0, 0, 0)
+    assert fast == pytest.approx(17e-6) and slow == pytest.approx(8e-3) and share == 0.7
+    v = judge(cpu_result(SNAPPED, other=1.0, threads=2))
+    assert v.level == "invalid"
+    assert v.reasons[0] == (
+        "samples split into two clusters, 17 µs and 8 ms (70% slow), while other processes "
+        "used 1.0 of 2 cores: a scheduler artefact of 2 threads competing for the cores, not "
+        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+    )
+
+
+def test_clusters_need_competing_load_and_more_than_one_thread_to_be_invalid() -> None:
+    assert judge(cpu_result(SNAPPED, other=0.1, threads=2)).level != "invalid"  # quiet
+    one = judge(cpu_result(SNAPPED, other=1.0, threads=1))
+    assert one.level == "warn" and any("one thread descheduled" in r for r in one.reasons)
+
+
+def test_unimodal_noise_is_not_a_cluster() -> None:
+    from torchmark.telemetry.verdict import clusters
+
+    rng = np.random.default_rng(3)
+    for spread in (0.02, 0.1, 0.3):
+        samples = 1e-3 * np.exp(spread * rng.standard_normal(200))
+        assert clusters(samples) is None, spread
+    # a few outliers (< 5 % of samples) are outliers, not a cluster
+    assert clusters([1e-3] * 40 + [9e-3]) is None
+    assert judge(cpu_result([1e-3 * (1 + 0.01 * i) for i in range(20)], 1.0, 2)).level == "warn"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,6 +19,13 @@ from torchmark.results import RunRecord
 
 class RegressionFound(TorchmarkError):
     """--fail-on-regression tripped: exit 1, the cases are listed above the error line."""
+
+
+class CannotJudge(TorchmarkError):
+    """--fail-on-regression cannot pass what it cannot judge: a case UNCLEAR with its median
+    time grown beyond the limit, or measured in the baseline only (exit 3)."""
+
+    exit_code = 3
 
 
 RUN_HELP = "Run ids from `torchmark history`, `latest`, or exported JSON files."
@@ -57,8 +65,8 @@ def compare(
         str | None,
         typer.Option(
             "--reference",
-            help="Place RUN (default: latest) in a reference set, e.g. seed-2023 "
-            "(the seed blog's 2023 table).",
+            help="Place RUN in a reference set, e.g. seed-2023 (the seed blog's 2023 table); "
+            "default: the newest stored run with a seed-add as-published result.",
         ),
     ] = None,
     fail_on_regression: Annotated[
@@ -67,22 +75,35 @@ def compare(
             "--fail-on-regression",
             metavar="PCT",
             help="Exit 1 when a case is SLOWER than in the first run by more than PCT % "
-            "of its median time.",
+            "of its median time; exit 3 (cannot judge) when a case is UNCLEAR, too noisy to "
+            "tell, with its median beyond PCT, or did not run in a later run.",
         ),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise)."""
+    """Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise).
+
+    SAME only when the data rule out a change of 2 % or more; a change within the noise is
+    UNCLEAR. Exit codes with --fail-on-regression: 0 no regression, 1 a regression,
+    2 bad input, 3 cannot judge (UNCLEAR beyond the limit, or a case that no longer runs).
+    """
     specs = list(runs or [])
-    if fail_on_regression is not None and fail_on_regression < 0:
-        raise InputError(f"--fail-on-regression takes a percentage >= 0, not {fail_on_regression}")
+    if fail_on_regression is not None and not (
+        math.isfinite(fail_on_regression) and fail_on_regression >= 0
+    ):
+        raise InputError(
+            f"--fail-on-regression takes a percentage >= 0 (e.g. 10), not {fail_on_regression}"
+        )
     records: list[RunRecord]
     if ref is not None:
         if len(specs) > 1:
-            raise InputError("--reference places one run; give at most one RUN (default: latest)")
+            raise InputError(
+                "--reference places one run; give at most one RUN (default: the newest "
+                "with a seed-add result)"
+            )
         refset = reference.load(ref)
-        (mine,) = load_runs(specs or ["latest"], db)
-        for part in cmp_mod.placement_renderables(refset, mine):
+        mine = load_runs(specs, db)[0] if specs else _newest_placeable(db)
+        for part in cmp_mod.placement_renderables(refset, mine, console.width):
             console.print(part)
         if refset.run is None:
             return
@@ -96,24 +117,55 @@ def compare(
             )
         records = load_runs(specs, db)
     result = cmp_mod.compare(records)
-    for part in cmp_mod.comparison_renderables(result):
+    for part in cmp_mod.comparison_renderables(result, console.width):
         console.print(part)
     if fail_on_regression is not None:
-        bad = cmp_mod.regressions(result, fail_on_regression)
-        for i, c in bad:
-            a = c.a
-            case = f"{a.workload}/{a.variant} {fmt.params(a.params)}".strip()
-            err_console.print(
-                f"regression: {case} on {a.device} takes {c.time_change or 0:.1%} longer in "
-                f"{cmp_mod.letter(i)} than in A (limit {fail_on_regression:g} %)",
-                soft_wrap=True,
-            )
-        if bad:
-            raise RegressionFound(
-                f"{len(bad)} case(s) slower than the {fail_on_regression:g} % limit "
-                "(--fail-on-regression)"
-            )
-        console.print(f"no case slower than {fail_on_regression:g} % (with a SLOWER verdict)")
+        _gate(result, fail_on_regression)
+
+
+def _newest_placeable(db: str | None) -> RunRecord:
+    store = open_store(db)
+    try:
+        return reference.newest_placeable(store)
+    finally:
+        store.close()
+
+
+def _gate(result: cmp_mod.Comparison, pct: float) -> None:
+    """--fail-on-regression: one line per failing case on stderr, then the exit code."""
+    bad = cmp_mod.regressions(result, pct)
+    unsure = cmp_mod.cannot_judge(result, pct)
+    for i, c in bad:
+        err_console.print(
+            f"regression: {_case(c)} takes {c.time_change or 0:.1%} longer in "
+            f"{cmp_mod.letter(i)} than in A (limit {pct:g} %)",
+            soft_wrap=True,
+            markup=False,
+        )
+    for i, c in unsure:
+        what = (
+            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, but {c.why}"
+            if c.verdict
+            else c.why
+        )
+        err_console.print(f"cannot judge: {_case(c)}: {what}", soft_wrap=True, markup=False)
+    if bad:
+        raise RegressionFound(
+            f"{len(bad)} case(s) slower than the {pct:g} % limit (--fail-on-regression)"
+            + (f"; {len(unsure)} more cannot be judged" if unsure else "")
+        )
+    if unsure:
+        raise CannotJudge(
+            f"{len(unsure)} case(s) cannot be judged against the {pct:g} % limit "
+            "(--fail-on-regression): measure them again on a quiet machine (not --quick), "
+            "or fix the case that no longer runs"
+        )
+    console.print(f"no case slower than {pct:g} % (every case judged)")
+
+
+def _case(c: cmp_mod.Change) -> str:
+    a = c.a
+    return f"{a.workload}/{a.variant} {fmt.params(a.params)} on {a.device}".replace("  ", " ")
 
 
 @app.command()

@@ -140,6 +140,22 @@ def seed_results(record: RunRecord) -> list[Result]:
     ]
 
 
+def newest_placeable(store: Any) -> RunRecord:
+    """The newest finished run with a result ``seed_results`` can place: what ``compare
+    --reference`` takes when no run is named. Not ``latest``: that may be a tune or model
+    run, and telling the user to run seed-add again when one is stored is wrong."""
+    for summary in store.list_runs():
+        if summary.status == "running" or not summary.n_ok:
+            continue
+        record = store.load(summary.run_id)
+        if seed_results(record):
+            return record
+    raise InputError(
+        f"no stored run has a {SEED_WORKLOAD} {SEED_VARIANT} result at the blog's size to "
+        f"place; run `torchmark run --workload {SEED_WORKLOAD}` first (or name a run)"
+    )
+
+
 def _is_accelerator(device: str) -> bool:
     from torchmark.devices import is_host
 

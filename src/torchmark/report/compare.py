@@ -1,181 +1,52 @@
-"""Compare runs case by case: FASTER / SLOWER / SAME / UNCLEAR relative to measured noise.
+"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.comparison`.
 
-The rule (METHOD.md §2.12), for a case measured in a baseline run A and another run B:
-
-    speed   = median_A / median_B          (> 1: B is faster)
-    noise   = max(2 %, hypot(rel IQR of A, rel IQR of B))
-    p       = Mann-Whitney U, two-sided, on the kept raw samples of A and B
-    ci      = [lo_A / hi_B, hi_A / lo_B]   (95 % order-statistic CIs of both medians:
-                                            conservative, coverage >= 90 %)
-    if p < 0.01:  FASTER / SLOWER if |speed - 1| >= noise, else SAME (real but too small to matter)
-    else:         SAME if ci lies inside 1 ± noise (the data rule out a change that matters),
-                  else UNCLEAR (too noisy or too few samples to tell)
-
-A bare ratio is never a verdict: two 5-sample runs 8 % apart with 15 % spread are UNCLEAR.
+The table fits the width it is given (an 80-column terminal, a CI log, a wide screen): the
+essential columns (case, each run's throughput, the speed ratio, the verdict) are never cut;
+the reasons move under the table when they do not fit beside it, and the device joins the
+case cell before a case has to wrap.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 from rich import box
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from scipy.stats import mannwhitneyu
 
 from torchmark import reference
+from torchmark.comparison import (
+    INDEPENDENT_RULE,
+    Change,
+    Comparison,
+    Key,
+    Verdict,
+    cannot_judge,
+    compare,
+    judge,
+    regressions,
+    run_name,
+)
 from torchmark.errors import InputError
 from torchmark.report import format as fmt
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
 
-ALPHA = 0.01
-MIN_CHANGE = 0.02  # below 2 % no change matters in practice, whatever the test says
-Verdict = Literal["FASTER", "SLOWER", "SAME", "UNCLEAR"]
-Key = tuple[str, str, str, tuple[tuple[str, str], ...]]
-RULE = (
-    f"verdict rule: Mann-Whitney U on the raw samples (p < {ALPHA}) and a practical "
-    f"threshold of max({MIN_CHANGE:.0%}, combined relative IQR); not significant is SAME only "
-    "when the ratio's 95 % CI lies within that threshold, else UNCLEAR"
-)
-
-
-@dataclass(frozen=True)
-class Change:
-    """B against A for one case. ``speed`` > 1 means B is faster."""
-
-    key: Key
-    a: Result
-    b: Result
-    verdict: Verdict | None  # None: not comparable (a side skipped or wrong)
-    speed: float | None = None
-    ci: tuple[float, float] = (math.nan, math.nan)
-    p_value: float | None = None
-    threshold: float | None = None
-    why: str = ""
-
-    @property
-    def time_change(self) -> float | None:
-        """Relative change of the median time, B vs A (+0.10: B takes 10 % longer)."""
-        return None if self.speed is None else 1 / self.speed - 1
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Baseline ``runs[0]`` against each later run."""
-
-    runs: tuple[RunRecord, ...]
-    changes: tuple[tuple[Change, ...], ...]  # one tuple per later run, in key order
-    only_in: dict[int, list[Result]] = field(default_factory=dict)  # run index -> unmatched
-
-    @property
-    def shared_keys(self) -> list[Key]:
-        return [c.key for c in self.changes[0]] if self.changes else []
-
-
-def judge(a: Result, b: Result) -> Change:
-    """The verdict for one case measured in A (baseline) and B."""
-    if not (a.ok and b.ok):
-        side = "A" if not a.ok else "B"
-        r = a if not a.ok else b
-        return Change(a.key, a, b, None, why=f"{r.status} in {side}: {r.reason or ''}".strip())
-    xa, xb = a.measurement.kept, b.measurement.kept
-    ma, mb = a.measurement.median, b.measurement.median
-    speed = ma / mb
-    threshold = max(MIN_CHANGE, math.hypot(a.measurement.rel_iqr, b.measurement.rel_iqr))
-    lo_a, hi_a = a.measurement.ci
-    lo_b, hi_b = b.measurement.ci
-    ci = (lo_a / hi_b, hi_a / lo_b) if lo_b > 0 and hi_b > 0 else (math.nan, math.nan)
-    if xa.size < 2 or xb.size < 2:
-        # one sample has no noise estimate: no test can call it faster or slower
-        return Change(
-            a.key,
-            a,
-            b,
-            "UNCLEAR",
-            speed,
-            ci,
-            None,
-            threshold,
-            f"too few samples to compare (n={xa.size}, {xb.size})",
-        )
-    if min(min(xa), min(xb)) == max(max(xa), max(xb)):
-        p = 1.0  # every value identical: nothing to rank (Mann-Whitney is undefined)
-    else:
-        p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-    change = abs(speed - 1)
-    verdict: Verdict
-    if p < ALPHA:
-        if change >= threshold:
-            verdict = "FASTER" if speed > 1 else "SLOWER"
-            why = f"p={p:.2g}, {change:.1%} beyond the {threshold:.1%} threshold"
-        else:
-            verdict = "SAME"
-            why = f"significant (p={p:.2g}) but {change:.1%} < {threshold:.1%} threshold"
-    else:
-        tight = math.isfinite(ci[0]) and 1 - threshold <= ci[0] and ci[1] <= 1 + threshold
-        verdict = "SAME" if tight else "UNCLEAR"
-        why = (
-            f"p={p:.2g}; ratio CI {ci[0]:.3g}-{ci[1]:.3g} within ±{threshold:.1%}"
-            if tight
-            else f"p={p:.2g}; ratio CI {_ci_text(ci)} wider than ±{threshold:.1%}: "
-            f"too noisy or too few samples (n={xa.size}, {xb.size})"
-        )
-    return Change(a.key, a, b, verdict, speed, ci, p, threshold, why)
-
-
-def _ci_text(ci: tuple[float, float]) -> str:
-    if not all(math.isfinite(x) for x in ci):
-        return "unbounded"
-    return f"{ci[0]:.3g}-{ci[1]:.3g}"
-
-
-def _name(record: RunRecord, i: int) -> str:
-    return record.run_id or f"run {i + 1}"
-
-
-def compare(runs: Sequence[RunRecord]) -> Comparison:
-    """Every case the baseline ``runs[0]`` shares with each later run, and the leftovers."""
-    if len(runs) < 2:
-        raise InputError("compare needs at least two runs (or --reference NAME and one run)")
-    indexed = [{r.key: r for r in run.results} for run in runs]
-    base = indexed[0]
-    shared = [k for k in base if all(k in other for other in indexed[1:])]
-    if not shared:
-        names = ", ".join(_name(r, i) for i, r in enumerate(runs))
-        what = "; ".join(
-            f"{_name(r, i)}: {', '.join(sorted({x.workload for x in r.results})) or 'no results'}"
-            for i, r in enumerate(runs)
-        )
-        raise InputError(
-            f"runs {names} have no case in common ({what}); compare runs of the same "
-            "workloads, sizes and devices"
-        )
-    changes = tuple(tuple(judge(base[k], other[k]) for k in shared) for other in indexed[1:])
-    only = {
-        i: [r for k, r in idx.items() if k not in shared]
-        for i, idx in enumerate(indexed)
-        if any(k not in shared for k in idx)
-    }
-    return Comparison(tuple(runs), changes, only)
-
-
-def regressions(cmp: Comparison, pct: float) -> list[tuple[int, Change]]:
-    """SLOWER cases whose median time grew by more than ``pct`` % (run index from 1)."""
-    out = []
-    for i, changes in enumerate(cmp.changes, start=1):
-        for c in changes:
-            tc = c.time_change
-            if c.verdict == "SLOWER" and tc is not None and tc * 100 > pct:
-                out.append((i, c))
-    return out
-
-
-# ---- rendering -------------------------------------------------------------------------
+RULE = INDEPENDENT_RULE
+__all__ = [
+    "RULE",
+    "Change",
+    "Comparison",
+    "Key",
+    "Verdict",
+    "cannot_judge",
+    "compare",
+    "comparison_renderables",
+    "judge",
+    "regressions",
+]
+_name = run_name
 
 
 def letter(i: int) -> str:
@@ -198,29 +69,98 @@ def run_legend(runs: Sequence[RunRecord]) -> list[str]:
     return lines
 
 
-def comparison_table(cmp: Comparison) -> Table:
-    """Baseline A, then per later run: its throughput, speed relative to A, verdict."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", expand=True)
-    table.add_column("case", overflow="fold", ratio=2)
-    table.add_column("device", no_wrap=True)
-    table.add_column("A", justify="right", no_wrap=True)
-    for i in range(1, len(cmp.runs)):
-        x = letter(i)
-        table.add_column(x, justify="right", no_wrap=True)
-        table.add_column(f"{x}/A speed", justify="right", no_wrap=True)
-        table.add_column(f"{x} vs A", no_wrap=True)
-    if len(cmp.runs) == 2:
-        table.add_column("why", overflow="fold", ratio=3)
+# Column gaps of box.SIMPLE_HEAD with pad_edge=False: one space each side of a separator.
+GAP = 2
+# A reason narrower than this reads one word a line: it goes under the table instead.
+MIN_WHY = 28
+# A case column narrower than this wraps a case over 3+ lines: split the runs into pairs.
+MIN_CASE = 24
+
+
+def _case(r: Result) -> str:
+    return f"{r.workload}/{r.variant} {fmt.params(r.params)}".strip()
+
+
+def _rows(cmp: Comparison) -> list[list[str]]:
+    rows = []
     for j in range(len(cmp.shared_keys)):
         a = cmp.changes[0][j].a
-        row = [f"{a.workload}/{a.variant} {fmt.params(a.params)}".strip(), a.device, _cell(a)]
+        row = [_case(a), a.device, _cell(a)]
         for changes in cmp.changes:
             c = changes[j]
-            row += [_cell(c.b), fmt.ratio(c.speed), c.verdict or fmt.DASH]
-        if len(cmp.runs) == 2:
-            row.append(cmp.changes[0][j].why)
-        add_row(table, *row)
-    return table
+            row += [_cell(c.b), fmt.ratio(c.speed), c.verdict or "n/a"]
+        rows.append(row)
+    return rows
+
+
+def _headers(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
+    out = ["case", "device", "A"]
+    for i in range(1, len(cmp.runs)):
+        x = letter(ids[i] if ids else i)
+        out += [x, f"{x}/A", f"{x} vs A"]
+    return out
+
+
+def layout(cmp: Comparison, width: int) -> tuple[bool, bool] | None:
+    """(reasons beside the cases, device in a column of its own) for ``width`` columns:
+    the widest layout whose essential columns print whole; None when even the narrowest
+    leaves the case column under ``MIN_CASE`` (many runs side by side: print them a pair
+    at a time)."""
+    headers, rows = _headers(cmp), _rows(cmp)
+    natural = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
+    numbers = sum(natural[2:]) + GAP * (len(natural) - 2)
+    case_dev = natural[0] + GAP + natural[1]
+    why = len(cmp.runs) == 2 and bool(rows)
+    if why and case_dev + GAP + numbers + GAP + MIN_WHY <= width:
+        return True, True
+    if case_dev + GAP + numbers <= width:
+        return False, True
+    if width - numbers - GAP < MIN_CASE and len(cmp.runs) > 2:
+        return None
+    return False, False
+
+
+def comparison_table(
+    cmp: Comparison, width: int = 120, ids: Sequence[int] | None = None
+) -> tuple[Table, list[str]]:
+    """Baseline A, then per later run: its throughput, speed relative to A, verdict; and
+    the reasons that did not fit beside the cases (UNCLEAR and not comparable: one line
+    each, under the table; FASTER / SLOWER / SAME follow the rule printed below it)."""
+    with_why, with_device = layout(cmp, width) or (False, False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    headers = _headers(cmp, ids)
+    table.add_column("case" if with_device else "case (device)", overflow="fold")
+    if with_device:
+        table.add_column("device", no_wrap=True)
+    for h in headers[2:]:
+        verdict = h.endswith(" vs A")
+        table.add_column(h, justify="left" if verdict else "right", no_wrap=True)
+    if with_why:
+        table.add_column("why", overflow="fold", min_width=MIN_WHY)
+    notes: list[str] = []
+    for j, row in enumerate(_rows(cmp)):
+        case, device, rest = row[0], row[1], row[2:]
+        cells = [case, device, *rest] if with_device else [f"{case} ({device})", *rest]
+        if with_why:
+            cells.append(cmp.changes[0][j].why)
+        else:
+            for i, changes in enumerate(cmp.changes, start=1):
+                c = changes[j]
+                if c.verdict in (None, "UNCLEAR"):
+                    vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
+                    vs = f" in {letter(ids[i])}" if ids else vs
+                    said = c.verdict or "not comparable"
+                    notes.append(f"{case} on {device}{vs}: {said}, {c.why}")
+        add_row(table, *cells)
+    return table, notes
+
+
+def pairs(cmp: Comparison) -> list[tuple[Comparison, tuple[int, int]]]:
+    """Each later run against A on its own, with the two runs' indices (C stays C)."""
+    return [
+        (Comparison((cmp.runs[0], cmp.runs[i]), (changes,)), (0, i))
+        for i, changes in enumerate(cmp.changes, start=1)
+    ]
 
 
 def _cell(r: Result) -> str:
@@ -240,9 +180,10 @@ def only_lines(cmp: Comparison) -> list[str]:
     return lines
 
 
-def summary_lines(cmp: Comparison) -> list[str]:
+def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
     lines = []
     for i, changes in enumerate(cmp.changes, start=1):
+        i = ids[i] if ids else i
         counts: dict[str, int] = {}
         for c in changes:
             v = c.verdict or "not comparable"
@@ -252,17 +193,23 @@ def summary_lines(cmp: Comparison) -> list[str]:
     return lines
 
 
-def comparison_renderables(cmp: Comparison) -> list[RenderableType]:
-    return [
-        Text("\n".join(run_legend(cmp.runs))),
-        comparison_table(cmp),
-        Text("\n".join([*summary_lines(cmp), *only_lines(cmp)])),
-        Text(RULE, style="dim"),
-    ]
+def comparison_renderables(cmp: Comparison, width: int = 120) -> list[RenderableType]:
+    """What ``compare`` prints, laid out for a ``width``-column terminal or log."""
+    parts: list[RenderableType] = [Text("\n".join(run_legend(cmp.runs)))]
+    views = [(cmp, None)] if layout(cmp, width) is not None else pairs(cmp)
+    for sub, ids in views:
+        table, notes = comparison_table(sub, width, ids)
+        parts += [table, Text("\n".join([*notes, *summary_lines(sub, ids)]))]
+    if only_lines(cmp):
+        parts.append(Text("\n".join(only_lines(cmp))))
+    return [*parts, Text(RULE, style="dim")]
 
 
-def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceRow]) -> Table:
-    """The reference rows and this machine's rows, fastest first, with what each measured."""
+def placement_table(
+    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow], width: int = 120
+) -> tuple[Table, list[str]]:
+    """The reference rows and this machine's rows, fastest first, with what each measured;
+    caveats that do not fit beside the rows become numbered notes under the table."""
     extra = [] if ref.kind == "run" else [r for s in reference.runs() for r in s.rows]
     rows = reference.ranked([*ref.rows, *extra, *mine])
     table = Table(
@@ -270,21 +217,33 @@ def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceR
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         title_justify="left",
-        expand=True,
     )
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("hardware", overflow="fold", ratio=2)
-    table.add_column(ref.unit, justify="right", no_wrap=True)
-    table.add_column("implied", justify="right", no_wrap=True)
-    table.add_column("% of datasheet bw", justify="right", no_wrap=True)
-    table.add_column("caveat", overflow="fold", ratio=3)
-    for rank, r in enumerate(rows, start=1):
+    names, caveats = [], []
+    for r in rows:
         name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
         if r.source not in (ref.name, "this machine"):
             name += f"  [{r.source}]"
-        caveat = "; ".join(
-            x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
+        names.append(name)
+        caveats.append(
+            "; ".join(
+                x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
+            )
         )
+    # rank, it/s, implied and % columns take ~45 columns with their gaps
+    beside = max(map(len, names), default=0) + 45 + MIN_WHY <= width
+    table.add_column("#", justify="right", no_wrap=True)
+    # a hardware name wraps only when even the notes layout leaves it too little room
+    longest = max(map(len, names), default=8)
+    table.add_column("hardware", overflow="fold", min_width=min(longest, max(width - 54, 12)))
+    table.add_column(ref.unit, justify="right", no_wrap=True)
+    table.add_column("implied", justify="right", no_wrap=True)
+    table.add_column("% of datasheet bw", justify="right", no_wrap=True)
+    table.add_column("caveat" if beside else "note", overflow="fold", min_width=4)
+    notes: list[str] = []
+    for rank, (r, name, caveat) in enumerate(zip(rows, names, caveats, strict=True), start=1):
+        if caveat and not beside:
+            notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
+            caveat = f"[{len(notes)}]"
         add_row(
             table,
             str(rank),
@@ -294,10 +253,12 @@ def placement_table(ref: reference.ReferenceSet, mine: list[reference.ReferenceR
             fmt.pct(r.pct_of_datasheet),
             caveat,
         )
-    return table
+    return table, notes
 
 
-def placement_renderables(ref: reference.ReferenceSet, record: RunRecord) -> list[RenderableType]:
+def placement_renderables(
+    ref: reference.ReferenceSet, record: RunRecord, width: int = 120
+) -> list[RenderableType]:
     mine = reference.seed_rows(record)
     if not mine:
         raise InputError(
@@ -311,8 +272,10 @@ def placement_renderables(ref: reference.ReferenceSet, record: RunRecord) -> lis
         if ref.bytes_per_iteration
         else ""
     )
+    table, notes = placement_table(ref, mine, width)
     return [
-        placement_table(ref, mine),
+        table,
+        *([Text("\n".join(notes))] if notes else []),
         Text(f"source: {ref.provenance}"),
         Text(f"what it measured: {ref.what} {per_it}".strip()),
     ]

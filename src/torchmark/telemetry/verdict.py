@@ -8,7 +8,10 @@ is the worst of its results plus what concerns the run as a whole.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
+
+import numpy as np
 
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
@@ -50,6 +53,60 @@ class _Reasons:
 
 
 TIMED_OUT_OK_PCT = 2.0
+# Two clusters of samples, the slow one's median >= 3x the fast one's, split by a gap of
+# >= 1.5x between neighbouring sorted samples: under competing load that is the scheduler
+# (on this 2-core machine with one other busy process, Linear(10,1) on (1000,10) read
+# 7.99 ms instead of 17 µs, samples snapping to 8 / 16 / 64 ms). Unimodal timing noise,
+# even at 30 % spread, leaves no 1.5x gap between neighbours past the outer 5 %.
+CLUSTER_RATIO = 3.0
+CLUSTER_GAP = 1.5
+CLUSTER_MIN_SHARE = 0.05
+
+
+def clusters(samples: Sequence[float] | np.ndarray) -> tuple[float, float, float] | None:
+    """(fast median, slow median, share of slow samples) when the samples split in two
+    clusters ``CLUSTER_RATIO`` apart; None when they do not."""
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    k = max(2, math.ceil(CLUSTER_MIN_SHARE * n))  # each cluster at least this many samples
+    if n < 2 * k or not x[0] > 0:
+        return None
+    logs = np.log(x)
+    gaps = logs[k : n - k + 1] - logs[k - 1 : n - k]  # gap before x[i], i = k .. n-k
+    i = k + int(np.argmax(gaps))
+    fast, slow = float(np.median(x[:i])), float(np.median(x[i:]))
+    if x[i] < CLUSTER_GAP * x[i - 1] or slow < CLUSTER_RATIO * fast:
+        return None
+    return fast, slow, (n - i) / n
+
+
+def _scheduler_artefact(result: Result) -> tuple[Level, str] | None:
+    """A CPU result under competing load whose samples split into clusters: the time is
+    the scheduler's. Invalid with more threads than free cores (the fix: fewer threads);
+    a warning for one thread (a descheduled thread, and the median is still its own)."""
+    t = result.telemetry or {}
+    if t.get("accelerator") or not competing(t, False):
+        return None
+    found = clusters(result.measurement.kept)
+    if found is None:
+        return None
+    fast, slow, share = found
+    other = float(t.get("other_cores") or 0.0)
+    cores = t.get("logical_cores")
+    threads = t.get("torch_threads") or result.params.get("threads")
+    free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
+    what = (
+        f"samples split into two clusters, {_dur(fast)} and {_dur(slow)} ({share:.0%} slow), "
+        f"while other processes used {other:.1f}{f' of {cores}' if cores else ''} cores"
+    )
+    if threads is not None and int(threads) <= 1:
+        return ("warn", f"{what}: one thread descheduled now and then; use a quiet machine")
+    return (
+        "invalid",
+        f"{what}: a scheduler artefact of {threads or 'several'} threads competing for the "
+        f"cores, not the hardware; measure again with --threads {free} (the free cores) or "
+        "on a quiet machine",
+    )
 
 
 def judge(result: Result) -> Verdict:
@@ -87,6 +144,9 @@ def judge(result: Result) -> Verdict:
     if first:
         v.add("warn", first)
     if result.telemetry:
+        artefact = _scheduler_artefact(result)
+        if artefact:
+            v.add(*artefact)
         for level, text in telemetry_reasons(result.telemetry, len(result.excluded)):
             v.add(level, text)
     return v.verdict()
@@ -111,8 +171,10 @@ def _dur(s: float) -> str:
     if s >= 1:
         return f"{s:.1f} s"
     if s >= 1e-3:
-        return f"{s * 1e3:.0f} ms"
-    return f"{s * 1e6:.0f} µs"
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} µs"
+    return f"{s * 1e9:.3g} ns"
 
 
 def _pct_of(tags: list[list[str]], words: frozenset[str]) -> float:

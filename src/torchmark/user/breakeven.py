@@ -3,7 +3,8 @@
 Pure functions of Results: the runner measures, these only read. For each accelerator and
 each view of time (``e2e``: host tensors in, host results out; ``device``: inputs resident),
 the break-even batch is the smallest batch from which the accelerator is faster than the
-CPU at every larger batch tried; ``"always"`` / ``"never"`` when it is faster at all / none.
+CPU at every larger batch tried; ``"always"`` / ``"never"`` when it is faster at all / none;
+``"unclear"`` when the batches judged UNCLEAR (too noisy to tell) decide the answer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchmark.report.compare import judge
+from torchmark.comparison import Verdict, judge
 from torchmark.results import Result
 
 MODES = ("e2e", "device")
@@ -25,11 +26,11 @@ NO_GPU = (
 )
 
 
-def gpu_faster(gpu: Result, cpu: Result) -> tuple[bool, str]:
-    """Whether the GPU result beats the CPU's beyond the noise of both (report.compare's
-    rule: Mann-Whitney plus a practical threshold), and the verdict in words."""
+def gpu_verdict(gpu: Result, cpu: Result) -> tuple[Verdict | None, str]:
+    """The GPU result against the CPU's beyond the noise of both (``comparison.judge``:
+    Mann-Whitney plus a practical threshold), and the verdict in words."""
     change = judge(cpu, gpu)  # B (the GPU) against A (the CPU)
-    return change.verdict == "FASTER", (change.verdict or "n/a").lower()
+    return change.verdict, (change.verdict or "n/a").lower()
 
 
 def by_batch(results: Sequence[Result], device: str, variant: str) -> dict[int, Result]:
@@ -41,12 +42,8 @@ def by_batch(results: Sequence[Result], device: str, variant: str) -> dict[int, 
     }
 
 
-def crossing(faster: Mapping[int, bool]) -> tuple[int | str, str | None]:
-    """Smallest batch from which every larger batch is faster, and a note when the sweep
-    is not monotone (faster in the middle of the range only)."""
+def _crossing(faster: Mapping[int, bool]) -> tuple[int | str, str | None]:
     bs = sorted(faster)
-    if not bs:
-        return "not measured", None
     if all(faster[b] for b in bs):
         return "always", None
     if not any(faster[b] for b in bs):
@@ -56,6 +53,28 @@ def crossing(faster: Mapping[int, bool]) -> tuple[int | str, str | None]:
             return b, None
     wins = [b for b in bs if faster[b]]
     return wins[0], f"faster only at batch {', '.join(map(str, wins))} of the range tried"
+
+
+def crossing(verdicts: Mapping[int, Verdict | None]) -> tuple[int | str, str | None]:
+    """Smallest batch from which every larger batch is FASTER, and a note when the sweep
+    is not monotone (faster in the middle of the range only) or cannot be told.
+
+    An UNCLEAR batch is neither faster nor not: the crossing is read both ways, and when
+    the two readings differ the answer is ``"unclear"`` ("never" would claim what the
+    noise hides).
+    """
+    bs = sorted(verdicts)
+    if not bs:
+        return "not measured", None
+    hopeful = _crossing({b: verdicts[b] in ("FASTER", "UNCLEAR") for b in bs})
+    doubtful = _crossing({b: verdicts[b] == "FASTER" for b in bs})
+    if hopeful == doubtful:
+        return doubtful
+    unclear = [b for b in bs if verdicts[b] == "UNCLEAR"]
+    return "unclear", (
+        f"too noisy to tell at batch {', '.join(map(str, unclear))}: the break-even is "
+        f"{describe(doubtful[0])} or {describe(hopeful[0])}; measure again on a quiet machine"
+    )
 
 
 def break_even(
@@ -80,9 +99,9 @@ def break_even(
             rows = by_batch(results, gpu, mode)
             common = sorted(set(rows) & set(cpu_rows))
             tried |= set(common)
-            faster: dict[int, bool] = {}
+            faster: dict[int, Verdict | None] = {}
             for b in common:
-                faster[b], v = gpu_faster(rows[b], cpu_rows[b])
+                faster[b], v = gpu_verdict(rows[b], cpu_rows[b])
                 per_batch.append(
                     {
                         "batch": b,
@@ -113,6 +132,8 @@ def describe(value: int | str) -> str:
         return "always (at every batch tried)"
     if value == "never":
         return "never in the range tried"
+    if value == "unclear":
+        return "can't tell (too noisy)"
     if isinstance(value, int):
         return f"from batch {value}"
     return str(value)

@@ -10,8 +10,10 @@ Per device, a staged search (each stage starts from the best of the previous one
     batch      with --max-latency-ms: the largest batch whose latency stays in the budget
 
 Every candidate's output is checked against the fp32 reference (``variants.check``
-tolerance); a candidate past it is *rejected* with the error measured. A speedup counts
-only when it is beyond the noise of both measurements (``breakeven.verdict``).
+tolerance); a candidate past it is *rejected* with the error measured. Each candidate is
+timed in rounds interleaved with the baseline; its speedup is the baseline's median over
+those rounds divided by the candidate's (the two latencies shown), and it counts only when
+``comparison.paired`` calls it FASTER (Wilcoxon on the rounds, 2 % practical threshold).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import Any, cast
 import numpy as np
 import psutil
 import torch
-from scipy import stats as sps
 from torch import nn
 
 from torchmark import variants
+from torchmark.comparison import MIN_ROUNDS, Judgement, paired
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, UnknownNameError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
@@ -60,10 +62,14 @@ COMPILE_RESERVE_S = 60.0
 # keeps it under 0.1 %; short rounds let both sides see the same machine load.
 # The Wilcoxon test on the per-round ratios needs >= 6 rounds for p < 0.05 (2 / 2**6 = 3 %).
 ROUND_SAMPLE_S = 0.002
-ALPHA = 0.05
-PRACTICAL = 0.02  # below 2 % no speedup matters in practice (as report.compare)
 ONE_SAMPLE = cast(StoppingRule, Fixed(samples=1))
-MIN_ROUNDS = 6
+# A baseline whose IQR is half its median cannot pin a candidate's speedup to the 2 % that
+# matters in the 6-500 rounds a candidate gets: the search stops and says so. (Seen here:
+# 1022 % on a 2-core machine with other jobs, every speedup then read 4-53x at random.)
+BASELINE_MAX_REL_IQR = 0.5
+# The spread that decides it needs more than 6 rounds: with 6, one preempted sample moves
+# the IQR by half (20 rounds of >= 2 ms cost ~40 ms).
+BASELINE_MIN_ROUNDS = 20
 MAX_ROUNDS = 500
 PER_CANDIDATE_S = 3.0
 CANDIDATE_RESERVE_S = 4.0
@@ -187,26 +193,32 @@ def positional(inputs: Inputs) -> Inputs:
 
 @dataclass
 class Measured:
+    """One candidate. ``speedup`` = ``items`` x ``baseline_s`` / the result's median: the
+    baseline's and the candidate's median per-call times over the same rounds."""
+
     cand: Candidate
     result: Result
     speedup: float | None = None
-    status: str = "skipped"  # faster | same | slower | rejected | skipped | over-budget
+    # baseline | faster | same | slower | unclear | rejected | skipped | over-budget
+    status: str = "skipped"
     max_error: float | None = None
     tolerance: float | None = None
+    baseline_s: float | None = None  # the baseline's median over this candidate's rounds
+    items: float = 1.0  # items per call over the baseline's (batch stage: 2, 4, ...)
+    judgement: Judgement | None = None
+
+    @property
+    def latency_s(self) -> float | None:
+        return self.result.median_s if self.result.ok else None
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.judgement is None else self.judgement.verdict
 
 
-def paired_verdict(ratios: Sequence[float], practical: float = PRACTICAL) -> str:
-    """faster / slower / same from per-round baseline/candidate time ratios (> 1: faster)."""
-    logs = np.log(np.asarray(ratios, dtype=float))
-    if logs.size < MIN_ROUNDS:
-        return "same"
-    med = float(np.median(logs))
-    if abs(med) < np.log1p(practical):
-        return "same"
-    # every round agreeing is significant on its own; wilcoxon would warn on zero spread
-    if np.ptp(logs) > 0 and float(sps.wilcoxon(logs).pvalue) >= ALPHA:
-        return "same"
-    return "faster" if med > 0 else "slower"
+def paired_verdict(base: Sequence[float], cand: Sequence[float], items: float = 1.0) -> str:
+    """faster / slower / same / unclear (``comparison.paired``) in tune's lower case."""
+    return paired(base, cand, items).verdict.lower()
 
 
 class Tuner:
@@ -215,9 +227,13 @@ class Tuner:
     A loaded machine drifts: on this project's 2-core CPU the same call took 0.2 ms or
     86 ms depending on what else ran (two OpenMP threads spin against any other process).
     So each candidate is measured *interleaved* with the baseline, in rounds
-    (baseline, candidate, candidate, baseline, ...), each round a short ``measure`` of both;
-    the speedup is the median of the per-round ratios and it counts only when the Wilcoxon
-    signed-rank test on those ratios says so (plus a 2 % practical threshold).
+    (baseline, candidate, candidate, baseline, ...), each round a short ``measure`` of both.
+    The speedup is the baseline's median over those rounds divided by the candidate's:
+    the very latencies a table shows, so the two can never contradict each other. The
+    median of the per-round ratios is not used for it: under load samples snap to
+    scheduler slices and that median lands in whichever pairing of clusters is most common
+    (53x beside medians 5.3x apart was printed). The Wilcoxon signed-rank test on the
+    rounds only decides whether the speedup is beyond the noise (``comparison.paired``).
     """
 
     def __init__(
@@ -234,6 +250,7 @@ class Tuner:
         self.max_latency_s, self.per_candidate_s = max_latency_s, per_candidate_s
         self.measured: list[Measured] = []
         self.baseline: Measured | None = None
+        self.stopped: str | None = None  # why the search stopped after the baseline
         self._base: dict[int, Prepared] = {}
         self._calls: dict[int, int] = {}  # id(prepared) -> calls per sample
 
@@ -311,23 +328,21 @@ class Tuner:
             # the baseline is measured at --batch only; batch_search candidates at 2x, 4x, ...
             # are paired with it (their speedup is per item, see `items` below)
             base = prep if is_base else self._base[self._baseline_batch()]
-            mine: list[float] = []
-            ratios: list[float] = []
-            base_all: list[float] = []
+            mine: list[float] = []  # one per-call time per round, each side
+            base_rounds: list[float] = []
             t0 = time.perf_counter()
-            while len(ratios) < MAX_ROUNDS:
-                order = [(base, None), (prep, cand.threads)]
-                if len(ratios) % 2:
+            while len(mine) < MAX_ROUNDS:
+                # the baseline's own rounds: one sample each (sampling it twice would only
+                # keep the second)
+                order = [(base, None)] if is_base else [(base, None), (prep, cand.threads)]
+                if len(mine) % 2:
                     order.reverse()  # ABBA: neither side always runs first
                 got = {id(p): self._sample(p, th) for p, th in order}
-                b, c = got[id(base)], got[id(prep)]
-                mine += c
-                base_all += b
-                ratios.append(float(np.median(b)) / float(np.median(c)))
+                base_rounds.append(float(np.median(got[id(base)])))
+                mine.append(float(np.median(got[id(prep)])))
                 spent = time.perf_counter() - t0
-                if len(ratios) >= MIN_ROUNDS and (
-                    spent > self.per_candidate_s or self.left_s() < 0
-                ):
+                least = BASELINE_MIN_ROUNDS if is_base else MIN_ROUNDS
+                if len(mine) >= least and (spent > self.per_candidate_s or self.left_s() < 0):
                     break
         except CaseSkipped as e:
             return skipped(case, str(e))
@@ -340,11 +355,15 @@ class Tuner:
             return skipped(case, f"the model raised {one_line(e)} under {cand.name}")
         if is_base:
             self._base[cand.batch] = prep
-        items = cand.batch / (self.baseline.cand.batch if self.baseline else cand.batch)
-        m.speedup = float(np.median(ratios)) * items
         # per item: a batch_search candidate at 4x the batch takes longer per call yet wins
         # when it takes under 4x as long (items = 1 for every other stage)
-        m.status = "baseline" if is_base else paired_verdict([r * items for r in ratios])
+        m.items = cand.batch / (self.baseline.cand.batch if self.baseline else cand.batch)
+        m.baseline_s = float(np.median(base_rounds))
+        if is_base:
+            m.speedup, m.status = 1.0, "baseline"
+        else:
+            m.judgement = paired(base_rounds, mine, m.items)
+            m.speedup, m.status = m.judgement.speed, m.judgement.verdict.lower()
         if self.max_latency_s is not None and float(np.median(mine)) > self.max_latency_s:
             m.status = "over-budget"
         return Result(
@@ -354,16 +373,16 @@ class Tuner:
             params=case.param_dict,
             samples_s=mine,
             calls_per_sample=1,
-            stop_reason=f"{len(ratios)} interleaved rounds",
-            rule=f"interleaved(rounds={len(ratios)}, sample >= {ROUND_SAMPLE_S * 1e3:g} ms)",
+            stop_reason=f"{len(mine)} interleaved rounds",
+            rule=f"interleaved(rounds={len(mine)}, sample >= {ROUND_SAMPLE_S * 1e3:g} ms)",
             timing="device" if self.device.is_accelerator else "e2e",
             work=prep.work,
-            notes=prep.notes,
+            notes=prep.notes + ([m.judgement.why] if m.judgement else []),
             extra={
                 **prep.extra,
-                "round_ratios": ratios,
-                "baseline_samples_s": base_all,
+                "baseline_samples_s": base_rounds,
                 "speedup": m.speedup,
+                "verdict": m.verdict,
             },
         )
 
@@ -372,19 +391,51 @@ class Tuner:
             raise CaseSkipped("the baseline did not run: nothing to compare with")
         return self.baseline.cand.batch
 
+    def fits(self, m: Measured) -> bool:
+        """Inside --max-latency-ms (always, without one)."""
+        lat = m.latency_s
+        return self.max_latency_s is None or (lat is not None and lat <= self.max_latency_s)
+
     def best(self, among: Sequence[Measured]) -> Measured | None:
-        wins = [m for m in among if m.status == "faster" and m.speedup]
+        """The fastest candidate judged FASTER (and inside the budget). With a baseline over
+        the budget, any correct candidate inside it wins over the baseline, which does not
+        fit: the fastest of those."""
+        wins = [m for m in among if m.verdict == "FASTER" and self.fits(m) and m.speedup]
+        if not wins and self.baseline is not None and not self.fits(self.baseline):
+            wins = [
+                m
+                for m in among
+                if m is not self.baseline and m.result.ok and m.speedup and self.fits(m)
+            ]
         return max(wins, key=lambda m: m.speedup or 0) if wins else None
+
+    def too_noisy(self, base: Measured) -> str | None:
+        """Why the baseline cannot be compared against, or None."""
+        spread = base.result.measurement.rel_iqr
+        if spread < BASELINE_MAX_REL_IQR:
+            return None
+        return (
+            f"the baseline is too noisy to compare against: its spread (IQR) is "
+            f"{spread:.0%} of its {(base.result.median_s or 0) * 1e3:.3g} ms median "
+            f"(limit {BASELINE_MAX_REL_IQR:.0%}); search stopped. Tune on a quiet machine, "
+            "or, when other processes run, with fewer threads than cores (OMP_NUM_THREADS=1 "
+            "torchmark tune ...)"
+        )
 
     def search(self, batch: int, compile_ok: bool) -> Measured | None:
         base = self.run(
             Candidate("baseline (fp32, no_grad)", grad="no_grad", batch=batch, stage="baseline")
         )
-        if base.status != "baseline":
+        if base.status not in ("baseline", "over-budget") or not base.result.ok:
             return None  # the baseline itself could not run: nothing to compare with
         self.baseline = base
+        self.stopped = self.too_noisy(base)
+        if self.stopped:
+            base.result.notes.append(self.stopped)
+            return None
         lat = base.result.median_s or 0
         if self.max_latency_s is not None and lat > self.max_latency_s:
+            # the search goes on: a faster setting or a smaller batch may fit the budget
             base.result.notes.append(
                 f"baseline latency {lat * 1e3:.3g} ms is over the "
                 f"{self.max_latency_s * 1e3:g} ms budget"
@@ -417,7 +468,7 @@ class Tuner:
 
     def combine(self, singles: Sequence[Measured]) -> Candidate | None:
         """The winning precision and optimisations as one variant, when they combine."""
-        wins = {m.cand.variant for m in singles if m.status == "faster"}
+        wins = {m.cand.variant for m in singles if m.verdict == "FASTER"}
         precision = next((p for p in PRECISION_ORDER if p in wins), None)
         opts = [o for o in variants.OPTIMISATIONS if o in wins]
         parts = ([precision] if precision else []) + opts
@@ -433,15 +484,27 @@ class Tuner:
         return Candidate(f"combined: {v.name}", variant=v.name, stage="combined")
 
     def batch_search(self, best: Candidate) -> Measured | None:
-        """The largest batch, doubling from --batch, whose median latency fits the budget."""
+        """The largest batch whose median latency fits --max-latency-ms: doubling from
+        ``best``'s batch while it fits, halving from it while it does not."""
         assert self.max_latency_s is not None
+        if self.stopped:
+            return None  # the baseline was too noisy: no batch can be judged against it
+        start = next((m for m in self.measured if m.cand == best), None)
+        if start is not None and not self.fits(start):
+            b = best.batch // 2
+            while b >= 1:
+                m = self.run(replace(best, name=f"{best.name} @ batch {b}", batch=b, stage="batch"))
+                if m.result.ok and self.fits(m):
+                    return m
+                b //= 2
+            return None
         fits: Measured | None = None
         b = best.batch * 2
         while b <= MAX_TUNE_BATCH:
             m = self.run(replace(best, name=f"{best.name} @ batch {b}", batch=b, stage="batch"))
-            if not m.result.ok or (m.result.median_s or 0) > self.max_latency_s:
+            if not m.result.ok or not self.fits(m):
                 break
-            if m.status == "faster":
+            if m.verdict == "FASTER":
                 fits = m
             b *= 2
         return fits
@@ -590,15 +653,23 @@ BUSY_CORES = 0.5
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
-    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device."""
-    rank = {"baseline": 1, "faster": 0, "same": 2, "slower": 3, "over-budget": 4}
+    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device.
+
+    Each candidate's ``speedup`` is ``items * baseline_ms / latency_ms`` of the same row:
+    ``baseline_ms`` is the baseline's median over that candidate's own rounds (under drift
+    it differs from the baseline row's latency, measured in rounds of its own)."""
+    rank = {
+        "baseline": 1,
+        "faster": 0,
+        "same": 2,
+        "unclear": 3,
+        "slower": 4,
+        "over-budget": 5,
+    }
     candidates: list[dict[str, Any]] = []
     recommendation: dict[str, Any] = {}
     for t in tuners:
-        rows = sorted(
-            t.measured,
-            key=lambda m: (rank.get(m.status, 5), -(m.speedup or 0)),
-        )
+        rows = sorted(t.measured, key=lambda m: (rank.get(m.status, 6), -(m.speedup or 0)))
         for m in rows:
             r = m.result
             candidates.append(
@@ -608,34 +679,73 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
                     "stage": m.cand.stage,
                     "config": m.cand.config(),
                     "status": m.status,
+                    "verdict": m.verdict,
                     "speedup": m.speedup,
                     "max_error": m.max_error,
                     "tolerance": m.tolerance,
-                    "latency_ms": None if r.median_s is None else r.median_s * 1e3,
+                    "latency_ms": None if m.latency_s is None else m.latency_s * 1e3,
+                    "baseline_ms": None if m.baseline_s is None else m.baseline_s * 1e3,
+                    "items_ratio": m.items,
                     "items_per_s": r.rate("items"),
                     "rel_iqr": r.measurement.rel_iqr if r.ok else None,
                     "compile_s": r.extra.get("compile_s")
                     if variants.parse(m.cand.variant).compile
                     else None,
+                    "why": m.judgement.why if m.judgement else None,
                     "reason": r.reason,
                 }
             )
-        best = t.best(t.measured)
-        if best is None:
-            recommendation[t.device.name] = {
-                "name": "keep the baseline",
-                "speedup": 1.0,
-                "reason": "no candidate was faster beyond the noise and correct",
-                "config": t.baseline.cand.config() if t.baseline else None,
-                "code": code_lines(t.baseline.cand, t.device) if t.baseline else [],
-            }
-        else:
-            recommendation[t.device.name] = {
-                "name": best.cand.name,
-                "speedup": best.speedup,
-                "max_error": best.max_error,
-                "config": best.cand.config(),
-                "code": code_lines(best.cand, t.device),
-            }
+        recommendation[t.device.name] = _recommend(t)
+        base = t.baseline
+        if base is not None and base.result.ok:
+            record.extra.setdefault("notes", []).append(
+                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
+                f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
+                "baseline's median over that candidate's own rounds divided by its latency"
+            )
     record.extra["candidates"] = candidates
     record.extra["recommendation"] = recommendation
+
+
+def _recommend(t: Tuner) -> dict[str, Any]:
+    base = t.baseline
+    spread: dict[str, Any] = {}
+    if base is not None and base.result.ok:
+        spread = {
+            "baseline_ms": (base.result.median_s or 0) * 1e3,
+            "baseline_rel_iqr": base.result.measurement.rel_iqr,
+        }
+    if t.stopped:
+        return {"name": "no recommendation", "speedup": None, "reason": t.stopped, **spread}
+    best = t.best(t.measured)
+    if best is not None:
+        return {
+            "name": best.cand.name,
+            "speedup": best.speedup,
+            "max_error": best.max_error,
+            "config": best.cand.config(),
+            "code": code_lines(best.cand, t.device),
+            **spread,
+        }
+    if base is not None and t.max_latency_s is not None and not t.fits(base):
+        return {
+            "name": "nothing fits the budget",
+            "speedup": None,
+            "reason": f"no correct configuration measured runs within "
+            f"{t.max_latency_s * 1e3:g} ms (the baseline takes "
+            f"{(base.latency_s or 0) * 1e3:.3g} ms); raise --max-latency-ms or try a "
+            "faster device",
+            **spread,
+        }
+    unclear = sum(m.status == "unclear" for m in t.measured)
+    why = "no candidate was faster beyond the noise and correct"
+    if unclear:
+        why += f" ({unclear} too noisy to tell: UNCLEAR)"
+    return {
+        "name": "keep the baseline",
+        "speedup": 1.0,
+        "reason": why,
+        "config": base.cand.config() if base else None,
+        "code": code_lines(base.cand, t.device) if base else [],
+        **spread,
+    }

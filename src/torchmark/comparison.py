@@ -1,0 +1,310 @@
+"""Is B faster than A? FASTER / SLOWER / SAME / UNCLEAR relative to the measured noise.
+
+One vocabulary, two tests, chosen by how the samples were taken (METHOD.md §2.12):
+
+- ``independent(a, b)``: two runs measured apart (``compare``, the CPU-vs-GPU break-even).
+  Their samples are unpaired, so Mann-Whitney U (two-sided, ``ALPHA_INDEPENDENT`` = 1 %).
+  Runs taken at different times see different machine load, which no test on the samples
+  can tell from a real change; so a change counts only beyond the combined relative IQR of
+  both runs (``noise``) as well as the practical 2 %.
+- ``paired(base, cand)``: rounds interleaved on one machine (``tune``): round i holds one
+  sample of each side, taken back to back, so load drifts hit both. The Wilcoxon
+  signed-rank test on the per-round log ratios (``ALPHA_PAIRED`` = 5 %, >= 6 rounds)
+  decides significance only; the speed itself is the ratio of the two medians, the very
+  numbers a table shows beside it.
+
+The decision, for ``speed`` = median time of A / median time of B (> 1: B is faster) and
+``ci`` = [lo_A / hi_B, hi_A / lo_B] from the 95 % order-statistic CIs of both medians
+(conservative: coverage >= 90 %)::
+
+    SAME           ci lies inside 1 ± PRACTICAL: the data rule out any change that matters
+    FASTER/SLOWER  the test says p < alpha, |speed - 1| >= the threshold (PRACTICAL, and
+                   for independent runs their noise), and ci excludes 1
+    UNCLEAR        anything else: too noisy or too few samples to tell, never "same"
+
+Pure functions of samples (scipy is imported on first use: `compare` starts without it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from torchmark.errors import InputError
+from torchmark.results import Result, RunRecord
+from torchmark.timing.stats import Measurement
+
+Verdict = Literal["FASTER", "SLOWER", "SAME", "UNCLEAR"]
+VERDICTS: tuple[Verdict, ...] = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
+PRACTICAL = 0.02  # below 2 % no change matters in practice, whatever a test says
+ALPHA_INDEPENDENT = 0.01
+ALPHA_PAIRED = 0.05
+# Wilcoxon's smallest two-sided p with n rounds all agreeing is 2 / 2**n: n >= 6 for 5 %.
+MIN_ROUNDS = 6
+# Below 2 samples a side nothing estimates the noise; Mann-Whitney cannot reach 1 % below 4.
+MIN_SAMPLES = 2
+
+INDEPENDENT_RULE = (
+    f"verdict rule: SAME when the 95 % CI of the speed ratio lies within ±{PRACTICAL:.0%}; "
+    f"FASTER/SLOWER when Mann-Whitney U on the raw samples gives p < {ALPHA_INDEPENDENT} and "
+    f"the change exceeds max({PRACTICAL:.0%}, combined relative IQR); else UNCLEAR "
+    "(too noisy to tell)"
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """B against A. ``speed`` > 1 means B is faster (median time A / median time B)."""
+
+    verdict: Verdict
+    speed: float
+    ci: tuple[float, float]
+    p_value: float | None
+    threshold: float  # the smallest change this comparison may call FASTER/SLOWER
+    why: str
+
+    @property
+    def time_change(self) -> float:
+        """Relative change of the median time, B vs A (+0.10: B takes 10 % longer)."""
+        return 1 / self.speed - 1
+
+
+def _ratio_ci(a: Measurement, b: Measurement) -> tuple[float, float]:
+    lo_a, hi_a = a.ci
+    lo_b, hi_b = b.ci
+    if not (lo_b > 0 and hi_b > 0) or not all(math.isfinite(x) for x in (lo_a, hi_a, lo_b, hi_b)):
+        return (math.nan, math.nan)
+    return (lo_a / hi_b, hi_a / lo_b)
+
+
+def ci_text(ci: tuple[float, float]) -> str:
+    if not all(math.isfinite(x) for x in ci):
+        return "unbounded (too few samples)"
+    return f"{ci[0]:.3g}-{ci[1]:.3g}"
+
+
+def _within(ci: tuple[float, float], practical: float) -> bool:
+    return math.isfinite(ci[0]) and 1 - practical <= ci[0] and ci[1] <= 1 + practical
+
+
+def _excludes_one(ci: tuple[float, float], speed: float) -> bool:
+    if not all(math.isfinite(x) for x in ci):
+        return False
+    return ci[0] > 1 if speed > 1 else ci[1] < 1
+
+
+def _decide(
+    speed: float,
+    ci: tuple[float, float],
+    p: float | None,
+    alpha: float,
+    threshold: float,
+    practical: float,
+    noise: float | None,
+    n: str,
+) -> Judgement:
+    change = abs(speed - 1)
+    if _within(ci, practical):
+        why = f"ratio CI {ci_text(ci)} within ±{practical:.0%}"
+        return Judgement("SAME", speed, ci, p, threshold, why)
+    p_text = "p n/a" if p is None else f"p={p:.2g}"
+    if p is not None and p < alpha and change >= threshold and _excludes_one(ci, speed):
+        verdict: Verdict = "FASTER" if speed > 1 else "SLOWER"
+        why = f"{p_text}, {change:.1%} beyond the {threshold:.1%} threshold"
+        return Judgement(verdict, speed, ci, p, threshold, why)
+    if p is not None and p < alpha and noise is not None and change < threshold:
+        why = (
+            f"{p_text} but the {change:.1%} change is within the noise ({noise:.1%} combined "
+            f"IQR): too noisy to tell"
+        )
+    elif p is None or p >= alpha:
+        why = f"{p_text}; ratio CI {ci_text(ci)} wider than ±{practical:.0%}: too noisy to tell"
+    else:
+        why = f"{p_text}; ratio CI {ci_text(ci)} includes 1: too noisy to tell"
+    return Judgement("UNCLEAR", speed, ci, p, threshold, f"{why} ({n})")
+
+
+def independent(
+    a: Measurement, b: Measurement, practical: float = PRACTICAL, alpha: float = ALPHA_INDEPENDENT
+) -> Judgement | str:
+    """B against A for two separately measured runs; a string says why they cannot be
+    compared (a median time that is zero or not finite: nothing to divide by)."""
+    xa, xb = a.kept, b.kept
+    ma, mb = a.median, b.median
+    if not (math.isfinite(ma) and math.isfinite(mb) and ma > 0 and mb > 0):
+        side = "A" if not (math.isfinite(ma) and ma > 0) else "B"
+        return f"median time {ma if side == 'A' else mb:g} s in {side}: no timing to compare"
+    speed = ma / mb
+    noise = math.hypot(a.rel_iqr, b.rel_iqr)
+    threshold = max(practical, noise)
+    ci = _ratio_ci(a, b)
+    n = f"n={xa.size}, {xb.size}"
+    if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES:
+        # one sample has no noise estimate: no test can call it anything
+        why = f"too few samples to compare ({n})"
+        return Judgement("UNCLEAR", speed, ci, None, threshold, why)
+    if min(xa.min(), xb.min()) == max(xa.max(), xb.max()):
+        p = 1.0  # every value identical: nothing to rank (Mann-Whitney is undefined)
+    else:
+        from scipy.stats import mannwhitneyu
+
+        p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    return _decide(speed, ci, p, alpha, threshold, practical, noise, n)
+
+
+def paired(
+    base: Sequence[float],
+    cand: Sequence[float],
+    items: float = 1.0,
+    practical: float = PRACTICAL,
+    alpha: float = ALPHA_PAIRED,
+) -> Judgement:
+    """A candidate against the baseline over interleaved rounds: ``base[i]`` and ``cand[i]``
+    are per-call times taken back to back. ``items``: candidate items per call over the
+    baseline's (a batch-2x candidate at the same per-call time is 2x faster per item).
+
+    ``speed`` = items * median(base) / median(cand): the latencies shown beside it, divided.
+    The median of the per-round ratios is *not* the speed: under competing load samples
+    snap to scheduler slices (one round 1.4 ms, the next 20 ms), and a median of ratios of
+    such a mixture lands in whichever cluster pairing is most common (53x was printed
+    beside medians 5.3x apart). It only has to agree in direction.
+    """
+    xb = np.asarray(base, dtype=float)
+    xc = np.asarray(cand, dtype=float)
+    if xb.size != xc.size:
+        raise ValueError(f"paired rounds differ in length: {xb.size} vs {xc.size}")
+    mb, mc = Measurement(tuple(xb)), Measurement(tuple(xc))
+    if xb.size == 0 or not (mb.median > 0 and mc.median > 0):
+        return Judgement("UNCLEAR", math.nan, (math.nan, math.nan), None, practical, "no rounds")
+    speed = items * mb.median / mc.median
+    lo, hi = _ratio_ci(mb, mc)
+    ci = (items * lo, items * hi)
+    n = f"{xb.size} rounds"
+    if xb.size < MIN_ROUNDS:
+        why = f"too few rounds to compare ({n}, need {MIN_ROUNDS})"
+        return Judgement("UNCLEAR", speed, ci, None, practical, why)
+    logs = np.log(items * xb / xc)
+    if np.ptp(logs) == 0:
+        # every round agreeing exactly: wilcoxon is undefined (and would warn)
+        p = 0.0 if logs[0] != 0 else 1.0
+    else:
+        from scipy.stats import wilcoxon
+
+        p = float(wilcoxon(logs).pvalue)
+    per_round = float(np.exp(np.median(logs)))
+    if (per_round > 1) != (speed > 1) and abs(speed - 1) >= practical:
+        why = (
+            f"the median time ratio ({speed:.3g}x) and the median per-round ratio "
+            f"({per_round:.3g}x) disagree in direction: clustered samples, too noisy to tell"
+        )
+        return Judgement("UNCLEAR", speed, ci, p, practical, f"{why} ({n})")
+    return _decide(speed, ci, p, alpha, practical, practical, None, n)
+
+
+# ---- runs, case by case ----------------------------------------------------------------
+
+Key = tuple[str, str, str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True)
+class Change:
+    """B against A for one case. ``verdict`` None: not comparable (a side skipped, wrong,
+    or with no timing); ``why`` says which."""
+
+    key: Key
+    a: Result
+    b: Result
+    verdict: Verdict | None
+    speed: float | None = None
+    ci: tuple[float, float] = (math.nan, math.nan)
+    p_value: float | None = None
+    threshold: float | None = None
+    why: str = ""
+
+    @property
+    def time_change(self) -> float | None:
+        """Relative change of the median time, B vs A (+0.10: B takes 10 % longer)."""
+        return None if self.speed is None or not self.speed > 0 else 1 / self.speed - 1
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Baseline ``runs[0]`` against each later run."""
+
+    runs: tuple[RunRecord, ...]
+    changes: tuple[tuple[Change, ...], ...]  # one tuple per later run, in key order
+    only_in: dict[int, list[Result]] = field(default_factory=dict)  # run index -> unmatched
+
+    @property
+    def shared_keys(self) -> list[Key]:
+        return [c.key for c in self.changes[0]] if self.changes else []
+
+
+def judge(a: Result, b: Result) -> Change:
+    """The verdict for one case measured in A (baseline) and B (``independent``)."""
+    if not (a.ok and b.ok):
+        side = "A" if not a.ok else "B"
+        r = a if not a.ok else b
+        return Change(a.key, a, b, None, why=f"{r.status} in {side}: {r.reason or ''}".strip())
+    j = independent(a.measurement, b.measurement)
+    if isinstance(j, str):
+        return Change(a.key, a, b, None, why=j)
+    return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, j.why)
+
+
+def run_name(record: RunRecord, i: int) -> str:
+    return record.run_id or f"run {i + 1}"
+
+
+def compare(runs: Sequence[RunRecord]) -> Comparison:
+    """Every case the baseline ``runs[0]`` shares with each later run, and the leftovers."""
+    if len(runs) < 2:
+        raise InputError("compare needs at least two runs (or --reference NAME and one run)")
+    indexed = [{r.key: r for r in run.results} for run in runs]
+    base = indexed[0]
+    shared = [k for k in base if all(k in other for other in indexed[1:])]
+    if not shared:
+        names = ", ".join(run_name(r, i) for i, r in enumerate(runs))
+        what = "; ".join(
+            f"{run_name(r, i)}: "
+            f"{', '.join(sorted({x.workload for x in r.results})) or 'no results'}"
+            for i, r in enumerate(runs)
+        )
+        raise InputError(
+            f"runs {names} have no case in common ({what}); compare runs of the same "
+            "workloads, sizes and devices"
+        )
+    changes = tuple(tuple(judge(base[k], other[k]) for k in shared) for other in indexed[1:])
+    only = {
+        i: [r for k, r in idx.items() if k not in shared]
+        for i, idx in enumerate(indexed)
+        if any(k not in shared for k in idx)
+    }
+    return Comparison(tuple(runs), changes, only)
+
+
+def regressions(cmp: Comparison, pct: float) -> list[tuple[int, Change]]:
+    """SLOWER cases whose median time grew by more than ``pct`` % (run index from 1)."""
+    return [
+        (i, c)
+        for i, changes in enumerate(cmp.changes, start=1)
+        for c in changes
+        if c.verdict == "SLOWER" and (c.time_change or 0) * 100 > pct
+    ]
+
+
+def cannot_judge(cmp: Comparison, pct: float) -> list[tuple[int, Change]]:
+    """Cases a regression gate cannot pass: UNCLEAR with a median time grown by more than
+    ``pct`` %, or measured in A but not in the later run (skipped, wrong, no timing)."""
+    out = []
+    for i, changes in enumerate(cmp.changes, start=1):
+        for c in changes:
+            unclear = c.verdict == "UNCLEAR" and (c.time_change or 0) * 100 > pct
+            lost = c.verdict is None and c.a.ok
+            if unclear or lost:
+                out.append((i, c))
+    return out

@@ -74,7 +74,7 @@ def test_tune_table_matches_golden_text(width: str, monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("COLUMNS", raising=False)
     text = printed(tune_view(load("tune-cpu")), WIDTHS[width])
     check(text, f"tune-{width}.txt", width)
-    assert "CUDA graphs need CUDA" in text and "1.50×" in text and "2.1 %" in text
+    assert "CUDA graphs need CUDA" in text and "1.48×" in text and "2.1 %" in text
     assert "model = torch.compile(model)" in text
 
 
@@ -165,3 +165,24 @@ def test_one_case_label_says_each_parameter_once() -> None:
 
 def test_plural() -> None:
     assert (fmt.plural(1, "sample"), fmt.plural(4, "sample")) == ("1 sample", "4 samples")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_tune_speedup_is_the_latency_ratio_printed_on_its_row(width: int) -> None:
+    """speedup = baseline / latency of the same printed row, at every width (issue: a row
+    read `faster 53.21x 1.41 ms` against a 7.51 ms baseline)."""
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(tune_view(load("tune-cpu"))[0])
+    checked = 0
+    for line in console.export_text().splitlines():
+        cells = line.split()
+        if "×" not in line or "ms" not in line:
+            continue
+        ratio = next(c for c in cells if c.endswith("×"))
+        ms = [float(cells[i - 1]) for i, c in enumerate(cells) if c == "ms"]
+        if len(ms) < 2:
+            continue
+        latency, baseline = ms[0], ms[1]
+        assert float(ratio.rstrip("×")) == pytest.approx(baseline / latency, rel=0.01), line
+        checked += 1
+    assert checked == 4  # compile, inference_mode, the baseline itself, threads=1

@@ -142,12 +142,16 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     notes = notes if notes is not None else Footnotes()
     cands: list[dict[str, Any]] = record.extra.get("candidates", [])
     devices = list(dict.fromkeys(c["device"] for c in cands))
+    paired = any(c.get("baseline_ms") is not None for c in cands)
     t = FitTable(
         Col("device", show=len(devices) > 1),
         Col("candidate", wrap=14),
         Col("status"),
         Col("speedup", justify="right"),
         Col("latency", justify="right"),
+        # the baseline's median over the candidate's own interleaved rounds: the speedup is
+        # baseline / latency of the same row (under drift it differs from the baseline row's)
+        Col("baseline", justify="right", short_header="base", show=paired),
         Col("±IQR", justify="right", drop=3),
         Col("max error", justify="right", shorten=2, drop=4),
         Col("notes", wrap=12),
@@ -158,6 +162,12 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         s = c["status"]
         err = c.get("max_error")
         why = [c["reason"]] if c.get("reason") else []
+        items = c.get("items_ratio") or 1
+        if items != 1 and c.get("speedup") is not None:
+            why.append(
+                f"{c['name']}: {items:g}x the batch per call, so the speedup is per item: "
+                f"{items:g} x baseline / latency"
+            )
         if c.get("compile_s"):
             why.append(f"{c['name']}: torch.compile took {fmt.duration(c['compile_s'])}")
         refs = sorted({notes.ref(w) for w in why})
@@ -170,6 +180,7 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
             Text(s, style=STATUS_STYLE.get(s, "")),
             fmt.ratio(c.get("speedup")) if c.get("speedup") is not None else fmt.DASH,
             fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
+            fmt.duration(c["baseline_ms"] / 1e3) if c.get("baseline_ms") else fmt.DASH,
             fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
             Alt(
                 f"{err:.2g} (tol {c.get('tolerance') or 0:g})" if err is not None else fmt.DASH,

@@ -308,6 +308,11 @@ def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
     return folder / name
 
 
+# A store write that failed has already retried for its own bound (60 s by default in the SQL
+# store): trying again on every result would add that wait to each case of a long run.
+STORE_RETRY_AFTER_S = 60.0
+
+
 class Session:
     """One run's record from begin to finish; see the module docstring.
 
@@ -334,6 +339,8 @@ class Session:
         self.json_path, self.clock, self.host_clock = json_path, clock, host_clock
         self.store_error: str | None = None  # the last store failure, in words
         self.store_failures = 0
+        self._next_try = 0.0  # time.monotonic() before which a failed store is not tried
+        self.store_retry_after_s = STORE_RETRY_AFTER_S
         self._stored = 0  # results already in the store
         self._ceilings_stored = True
         self._old: dict[int, Any] = {}
@@ -386,7 +393,7 @@ class Session:
             rec.extra.setdefault("notes", []).append(gap)
         rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
         rec.finished_utc = self.clock()
-        if self._sync() and self.store is not None and rec.run_id is not None:
+        if self._sync(force=True) and self.store is not None and rec.run_id is not None:
             self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
         if self.store_error is not None:
             rec.extra["not_stored"] = self.store_error
@@ -435,14 +442,17 @@ class Session:
         except StoreError as e:
             self.store_error = str(e)
             self.store_failures += 1
+            self._next_try = time.monotonic() + self.store_retry_after_s
             return False
         return True
 
-    def _sync(self) -> bool:
+    def _sync(self, force: bool = False) -> bool:
         """Push everything the store has not got yet; False while it is down."""
         store, rec = self.store, self.record
         if store is None:
             return False
+        if not force and self.store_error is not None and time.monotonic() < self._next_try:
+            return False  # it just failed after its own retries: measure on, try again later
         if rec.run_id is None:
             header = rec.model_copy(update={"results": [], "ceilings": []})
             ok = self._write(lambda: setattr(rec, "run_id", store.begin_run(header)))

@@ -228,3 +228,17 @@ def test_a_store_that_stays_down_leaves_a_rescue_file_naming_the_cause(
         all(r["n"] > 0 for r in doc["results"])
         and "database is locked" in doc["extra"]["not_stored"]
     )
+
+
+def test_an_option_no_planned_workload_uses_is_refused_before_measuring(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = cli(capsys, "run", "--device", "cpu", "--workload", "add", "--precision", "bf16")
+    assert code == 2 and "--precision bf16 is not used by any planned workload (add)" in err
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []  # refused before anything was measured
+    code, out, err = cli(
+        capsys, "run", "-d", "cpu", "-w", "add", "-w", "matmul", "--precision", "bf16", "--dry-run"
+    )
+    assert code == 0, err
+    assert "note: --precision bf16 is ignored by add" in out

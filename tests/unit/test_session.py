@@ -101,6 +101,7 @@ def test_a_store_down_mid_run_loses_nothing_and_is_resynced() -> None:
     store = FlakyStore(down_for=0)
     w, cases, s = planned([0.001, 0.002, 0.003, 0.004], store)
     w.actions[1] = lambda: setattr(store, "down_for", 3) if store.down_for == 0 else None
+    s.store_retry_after_s = 0.0  # try the store again on every write
     # case 1 takes the store down for 3 writes: cases 1-2 are kept, case 3's write re-syncs
     record = runner.run_planned(s, cases, {"timed": w}, CFG)
     assert len(record.results) == 4 and record.status == "complete"
@@ -109,6 +110,28 @@ def test_a_store_down_mid_run_loses_nothing_and_is_resynced() -> None:
     assert stored.status == "complete"
     assert any("store failed" in n and "kept in memory" in n for n in record.extra["notes"])
     assert "not_stored" not in record.extra
+
+
+class CountingStore(FlakyStore):
+    def __init__(self, down_for: int) -> None:
+        super().__init__(down_for)
+        self.attempts = 0
+
+    def _maybe_fail(self) -> None:
+        self.attempts += 1
+        super()._maybe_fail()
+
+
+def test_a_failed_store_is_not_retried_on_every_result() -> None:
+    """Each failed write already retried for the store's bound (60 s): a long run with the
+    store down must not pay that per case. One try, then none until the retry interval
+    passes, then one last try at the end."""
+    store = CountingStore(down_for=-1)
+    w, cases, s = planned([0.001] * 6, store)
+    with pytest.raises(RunNotStored) as info:
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert len(info.value.record.results) == 6  # type: ignore[attr-defined]
+    assert store.attempts == 2  # begin_run at the start, begin_run again at the end
 
 
 def test_a_store_that_never_comes_back_hands_the_whole_run_back() -> None:

@@ -154,6 +154,7 @@ def run(
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
     )
+    unused(cfg, runner.planned)
     if dry_run:
         show_plan(runner.planned(cfg))
         return
@@ -163,6 +164,19 @@ def run(
     with shown_even_if_interrupted(show, json_path), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path)
     finish(record, show, json_path, store.url)
+
+
+def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
+    """An option no planned workload uses is an error (it would be silently ignored); one that
+    only some ignore is said before anything is measured."""
+    from torchmark.config import OPTIONAL_AXES, ignored_options
+
+    if not any(getattr(cfg, name) for _, name in OPTIONAL_AXES):
+        return  # planning twice costs model builds: only when an option was given
+    for line in ignored_options(cfg, plan):
+        if "not used by any planned workload" in line:
+            raise InputError(f"{line}: drop it, or choose a --workload that uses it")
+        console.print(f"note: {line}")
 
 
 def show_plan(cases: Sequence[Case]) -> None:

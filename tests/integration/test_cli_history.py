@@ -12,8 +12,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from clitest import cli
 
-from torchmark.cli import COMMAND_MODULES, main
+from torchmark.cli import COMMAND_MODULES
 from torchmark.results import Ceiling, Result, RunRecord, Work
 from torchmark.store import open_store
 from torchmark.store.exchange import export_run
@@ -21,17 +22,6 @@ from torchmark.store.exchange import export_run
 T0 = datetime(2026, 11, 21, 8, 30, 12, tzinfo=timezone.utc)
 FIELDS = ("workload", "variant", "device", "params", "median_s", "iqr_s", "n", "samples_s",
           "throughput", "pct_of_ceiling", "flags")  # fmt: skip
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def make_run(hours: int = 0, status: str = "complete", host: str = "box") -> RunRecord:

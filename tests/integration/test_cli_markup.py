@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from clitest import cli
 
-from torchmark.cli import main
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
@@ -17,17 +17,6 @@ RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 PWN = "[bold red]pwn[/]"
 # A run id may not contain "/" (ids and file paths are never ambiguous): markup without one.
 PWN_ID = "[bold red]pwn[red]"
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_error_line_prints_markup_as_written(

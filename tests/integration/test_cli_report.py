@@ -11,23 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
+from clitest import cli
 
-from torchmark.cli import main
 from torchmark.results import RunRecord
 from torchmark.store import open_store
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def fixture(name: str) -> str:

@@ -12,18 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from torchmark.cli import main
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from clitest import cli
 
 
 def test_unknown_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,14 +151,21 @@ class Region:
                 f"region {region_s:.2f} s < {SHORT_REGION_S:.0f} s: counter refresh steps "
                 "are a visible share of it"
             )
-        return {
-            "available": True,
-            "source": self.counter.source,
-            "joules": joules,
-            "region_s": region_s,
-            "mean_power_w": joules / region_s if region_s > 0 else None,
-            "calls": calls,
-            "items": items,
-            "j_per_item": joules / items if items else None,
-            "notes": notes,
-        }
+        return per_item(self.counter.source, joules, region_s, calls, items, notes)
+
+
+def per_item(
+    source: str, joules: float, region_s: float, calls: int, items: float, notes: list[str]
+) -> dict[str, Any]:
+    """The stored energy figures of one case: joules over a timed region and per item."""
+    return {
+        "available": True,
+        "source": source,
+        "joules": joules,
+        "region_s": region_s,
+        "mean_power_w": joules / region_s if region_s > 0 else None,
+        "calls": calls,
+        "items": items,
+        "j_per_item": joules / items if items else None,
+        "notes": notes,
+    }

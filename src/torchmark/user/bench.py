@@ -299,18 +299,8 @@ def _trace_energy(result: Result, batch: int) -> dict[str, Any]:
         return {"available": False, "reason": "no NVML energy counter in the telemetry"}
     calls = len(result.samples_s) * result.calls_per_sample
     region_s = sum(result.samples_s) * result.calls_per_sample
-    items = calls * batch
-    return {
-        "available": True,
-        "source": "NVML total energy of the board (telemetry readings around the samples)",
-        "joules": joules,
-        "region_s": region_s,
-        "mean_power_w": joules / region_s if region_s > 0 else None,
-        "calls": calls,
-        "items": items,
-        "j_per_item": joules / items if items else None,
-        "notes": [],
-    }
+    source = "NVML total energy of the board (telemetry readings around the samples)"
+    return energy.per_item(source, joules, region_s, calls, calls * batch, [])
 
 
 def _factory(example_inputs: Any) -> tuple[InputFactory, int | None]:

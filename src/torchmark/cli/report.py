@@ -11,7 +11,6 @@ import typer
 from torchmark import reference
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, TorchmarkError
-from torchmark.report import compare as cmp_mod
 from torchmark.report import format as fmt
 from torchmark.results import RunRecord
 
@@ -71,6 +70,8 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise)."""
+    from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
+
     specs = list(runs or [])
     if fail_on_regression is not None and fail_on_regression < 0:
         raise InputError(f"--fail-on-regression takes a percentage >= 0, not {fail_on_regression}")
@@ -127,7 +128,6 @@ def report(
     db: DbOption = None,
 ) -> None:
     """A report of stored runs: HTML with charts, or a Markdown table for an issue."""
-    from torchmark.report import html as html_report
     from torchmark.report import markdown as md_mod
 
     records = load_runs(runs, db)
@@ -141,6 +141,8 @@ def report(
             _write(markdown, text)
             console.print(f"wrote {markdown}")
     if html is not None:
+        from torchmark.report import html as html_report  # matplotlib (~0.7 s) for the charts
+
         _write(html, html_report.render(records))
         console.print(f"wrote {html}")
 

@@ -397,15 +397,26 @@ class _NoInitOnMeta(TorchFunctionMode):
     matter, and normal_ / erfinv_ / clamp_ have no meta kernel, so their Python fallback
     imported torch._dynamo (~1.2 s CPU) just to plan a run."""
 
+    # nn.init's own functions dispatch as torch functions too, and a mode handling one does
+    # not see the tensor methods it calls: both are listed.
     SKIP = frozenset(
-        getattr(torch.Tensor, name)
-        for name in ("normal_", "erfinv_", "clamp_", "exponential_", "log_normal_", "cauchy_")
+        [
+            getattr(torch.Tensor, name)
+            for name in ("normal_", "erfinv_", "clamp_", "exponential_", "log_normal_", "cauchy_")
+        ]
+        + [
+            getattr(nn.init, name)
+            for name in ("normal_", "trunc_normal_", "kaiming_normal_", "xavier_normal_")
+        ]
     )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        if func in self.SKIP and args and getattr(args[0], "is_meta", False):
-            return args[0]
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if func in self.SKIP:
+            t = args[0] if args else kwargs.get("tensor")  # nn.init passes tensor=
+            if getattr(t, "is_meta", False):
+                return t
+        return func(*args, **kwargs)
 
 
 def _build_on_meta(w: ModelWorkload, sizes: Sizes) -> nn.Module:

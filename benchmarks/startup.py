@@ -19,6 +19,7 @@ import argparse
 import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -134,18 +135,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ids = seed(tmp / "runs.db", tmp)
-        env = {**os.environ, "TORCHMARK_DB": f"sqlite:///{tmp / 'runs.db'}", "COLUMNS": "120"}
         trees = {"after": SRC} | ({"before": args.before} if args.before else {})
+        # one copy of the store per tree: a newer tree may migrate the file on opening it
+        envs = {}
+        for tree in trees:
+            shutil.copy(tmp / "runs.db", tmp / f"{tree}.db")
+            envs[tree] = {
+                **os.environ,
+                "TORCHMARK_DB": f"sqlite:///{tmp / f'{tree}.db'}",
+                "COLUMNS": "120",
+            }
         cmds = {k: v for k, v in commands(ids, tmp).items() if not args.only or k in args.only}
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for label, argv in cmds.items():
             for _ in range(args.runs):  # interleaved: both trees see the same load
                 for tree, src in trees.items():
                     times.setdefault((label, tree), []).append(
-                        once(src, argv, env, tree == "after")
+                        once(src, argv, envs[tree], tree == "after")
                     )
         imports = {
-            (k, t): heavy_imports(s, v, env) for k, v in cmds.items() for t, s in trees.items()
+            (k, t): heavy_imports(s, v, envs[t]) for k, v in cmds.items() for t, s in trees.items()
         }
 
     missed = []

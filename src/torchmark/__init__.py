@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("torchmark")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+unknown"
+import importlib
+from typing import TYPE_CHECKING
 
 from torchmark.errors import TorchmarkError
-from torchmark.results import Ceiling, Result, RunRecord, Work
-from torchmark.timing import Measurement, measure
+
+if TYPE_CHECKING:
+    from torchmark.results import Ceiling, Result, RunRecord, Work
+    from torchmark.timing import Measurement, measure
+    from torchmark.user.bench import benchmark_model
+
+    __version__: str
 
 __all__ = [
     "Ceiling",
@@ -26,6 +27,18 @@ __all__ = [
     "open_store",
 ]
 
+# Public names imported on first use: `measure` pulls in torch (~2 s) and the results
+# model pydantic, and `import torchmark.cli` must not pay for them before parsing argv.
+_LAZY = {
+    "Ceiling": "torchmark.results",
+    "Result": "torchmark.results",
+    "RunRecord": "torchmark.results",
+    "Work": "torchmark.results",
+    "Measurement": "torchmark.timing.stats",
+    "measure": "torchmark.timing.loop",
+    "benchmark_model": "torchmark.user.bench",
+}
+
 
 def open_store(url: str | None = None):  # type: ignore[no-untyped-def]
     """Open the results store at ``url`` (default: SQLite in the user data directory)."""
@@ -34,10 +47,27 @@ def open_store(url: str | None = None):  # type: ignore[no-untyped-def]
     return _open(url)
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    # benchmark_model pulls in the runner and telemetry: imported on first use only
-    if name == "benchmark_model":
-        from torchmark.user.bench import benchmark_model
+def _version() -> str:
+    # importlib.metadata costs ~30 ms to import; only --version and stored runs need it.
+    from importlib.metadata import PackageNotFoundError, version
 
-        return benchmark_model
-    raise AttributeError(f"module 'torchmark' has no attribute {name!r}")
+    try:
+        return version("torchmark")
+    except PackageNotFoundError:  # running from a source tree
+        return "0.0.0+unknown"
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchmark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

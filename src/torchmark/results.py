@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import math
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
 
-from torchmark.timing.stats import Measurement
+if TYPE_CHECKING:
+    from torchmark.timing.stats import Measurement
 
 SCHEMA_VERSION = 1
 
@@ -164,6 +165,10 @@ class Result(BaseModel):
 
     @functools.cached_property
     def measurement(self) -> Measurement:
+        # numpy (~0.1 s to import) only when a statistic is asked for: `history` lists runs
+        # without one.
+        from torchmark.timing.stats import Measurement
+
         return Measurement(
             samples_s=tuple(self.samples_s),
             calls_per_sample=self.calls_per_sample,

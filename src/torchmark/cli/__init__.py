@@ -1,19 +1,78 @@
 """Command-line interface: thin commands (parse -> config -> library call -> render).
 
-Each module below adds its commands to ``app``; ``load_commands`` imports them all.
+Each command lives in one module below, which adds it to ``app`` when imported. The table
+here names every command with its one-line help, so ``torchmark --help`` lists them and
+``torchmark history`` parses its argv without importing the other modules (``run`` needs
+torch, ~2 s; ``history`` must start in well under a second).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
 from torchmark.cli.app import app, main
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
 
-COMMAND_MODULES = ("run", "history", "doctor", "report", "model")
+
+class CommandEntry(NamedTuple):
+    module: str  # torchmark.cli.<module> defines the command
+    help: str  # the first line of its docstring (a test keeps the two equal)
+
+
+RUNS_CODE = (  # as in cli/model.py
+    "WARNING: loading SPEC imports or runs the named Python file and calls its factory; "
+    "only load models you trust."
+)
+COMMANDS: dict[str, CommandEntry] = {
+    "run": CommandEntry(
+        "run", "Measure every workload on every device, against the machine's measured ceilings."
+    ),
+    "list": CommandEntry(
+        "run", "Workloads (with their facts) and the devices found on this machine."
+    ),
+    "env": CommandEntry(
+        "run",
+        "The environment record stored with every run: versions, devices, threads, flags, load.",
+    ),
+    "history": CommandEntry("history", "List stored runs, newest first."),
+    "export": CommandEntry(
+        "history",
+        "Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets).",
+    ),
+    "import": CommandEntry(
+        "history", "Store a run exported as JSON (keeps its id unless that id is already taken)."
+    ),
+    "doctor": CommandEntry(
+        "doctor", "Check the install and the machine: each check ok / warn / fail with its fix."
+    ),
+    "soak": CommandEntry(
+        "doctor",
+        "Repeat a heavy workload and show throughput over time with clocks, heat and power.",
+    ),
+    "compare": CommandEntry(
+        "report",
+        "Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise).",
+    ),
+    "report": CommandEntry(
+        "report", "A report of stored runs: HTML with charts, or a Markdown table for an issue."
+    ),
+    "model": CommandEntry(
+        "model",
+        "Benchmark your own model over a batch sweep on every device: latency, throughput, "
+        "CPU/GPU break-even, energy and cost per item. " + RUNS_CODE,
+    ),
+    "tune": CommandEntry(
+        "model",
+        "Find the settings that make your model faster on each device, each one checked "
+        "against the fp32 output, and print the code that applies the best. " + RUNS_CODE,
+    ),
+}
+COMMAND_MODULES = tuple(dict.fromkeys(e.module for e in COMMANDS.values()))
 
 
 def load_commands() -> None:
+    """Import every command module (docs, tests); the CLI itself loads one on demand."""
     for name in COMMAND_MODULES:
         importlib.import_module(f"torchmark.cli.{name}")

@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from torchmark import reference
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, TorchmarkError
-from torchmark.report import compare as cmp_mod
 from torchmark.report import format as fmt
 from torchmark.results import RunRecord
+
+if TYPE_CHECKING:
+    from torchmark.comparison import Change, Comparison
 
 
 class RegressionFound(TorchmarkError):
@@ -87,6 +89,8 @@ def compare(
     UNCLEAR. Exit codes with --fail-on-regression: 0 no regression, 1 a regression,
     2 bad input, 3 cannot judge (UNCLEAR beyond the limit, or a case that no longer runs).
     """
+    from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
+
     specs = list(runs or [])
     if fail_on_regression is not None and not (
         math.isfinite(fail_on_regression) and fail_on_regression >= 0
@@ -131,8 +135,10 @@ def _newest_placeable(db: str | None) -> RunRecord:
         store.close()
 
 
-def _gate(result: cmp_mod.Comparison, pct: float) -> None:
+def _gate(result: Comparison, pct: float) -> None:
     """--fail-on-regression: one line per failing case on stderr, then the exit code."""
+    from torchmark.report import compare as cmp_mod
+
     bad = cmp_mod.regressions(result, pct)
     unsure = cmp_mod.cannot_judge(result, pct)
     for i, c in bad:
@@ -163,9 +169,8 @@ def _gate(result: cmp_mod.Comparison, pct: float) -> None:
     console.print(f"no case slower than {pct:g} % (every case judged)")
 
 
-def _case(c: cmp_mod.Change) -> str:
-    a = c.a
-    return f"{a.workload}/{a.variant} {fmt.params(a.params)} on {a.device}".replace("  ", " ")
+def _case(c: Change) -> str:
+    return fmt.result_label(c.a)
 
 
 @app.command()
@@ -181,7 +186,6 @@ def report(
     db: DbOption = None,
 ) -> None:
     """A report of stored runs: HTML with charts, or a Markdown table for an issue."""
-    from torchmark.report import html as html_report
     from torchmark.report import markdown as md_mod
 
     records = load_runs(runs, db)
@@ -195,6 +199,8 @@ def report(
             _write(markdown, text)
             console.print(f"wrote {markdown}")
     if html is not None:
+        from torchmark.report import html as html_report  # matplotlib (~0.7 s) for the charts
+
         _write(html, html_report.render(records))
         console.print(f"wrote {html}")
 

@@ -5,15 +5,17 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import torch
-
-from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
-from torchmark.devices.cpu import CPUDevice
-from torchmark.devices.cuda import CUDADevice
-from torchmark.devices.other import MPSDevice, XPUDevice
 from torchmark.errors import InputError
+
+if TYPE_CHECKING:
+    from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
+    from torchmark.devices.cpu import CPUDevice
+    from torchmark.devices.cuda import CUDADevice
+    from torchmark.devices.other import MPSDevice, XPUDevice
 
 __all__ = [
     "CPUDevice",
@@ -30,8 +32,37 @@ __all__ = [
 ]
 
 
+# The classes need torch (~2 s to import); views of stored runs only call is_host, so the
+# names below are imported on first use.
+_HOME = {
+    "Device": "base",
+    "HostTimer": "base",
+    "SampleTimer": "base",
+    "TimingMode": "base",
+    "CPUDevice": "cpu",
+    "CUDADevice": "cuda",
+    "MPSDevice": "other",
+    "XPUDevice": "other",
+}
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchmark.devices' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"torchmark.devices.{module}"), name)
+    globals()[name] = value
+    return value
+
+
 def available() -> list[Device]:
     """Every device this process can use: the CPU first, then each accelerator."""
+    import torch
+
+    from torchmark.devices.cpu import CPUDevice
+    from torchmark.devices.cuda import CUDADevice
+    from torchmark.devices.other import MPSDevice, XPUDevice
+
     found: list[Device] = [CPUDevice()]
     if torch.cuda.is_available():
         found += [CUDADevice(i) for i in range(torch.cuda.device_count())]
@@ -79,4 +110,4 @@ def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None
 def is_host(name: str) -> bool:
     """Whether a stored device name (``cpu``, ``cuda:0`` in a RunRecord) is the host CPU:
     reports use it to compute each accelerator's speedup over the CPU."""
-    return name.partition(":")[0] == CPUDevice.kind
+    return name.partition(":")[0] == "cpu"  # CPUDevice.kind, without importing torch

@@ -1,8 +1,14 @@
 """Measure (loop), stop (rules), summarise (Measurement)."""
 
-from torchmark.timing.loop import measure
-from torchmark.timing.stats import Measurement, median_ci
-from torchmark.timing.stopping import RULES, Adaptive, Fixed, StoppingRule, preset
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchmark.timing.loop import measure
+    from torchmark.timing.stats import Measurement, median_ci
+    from torchmark.timing.stopping import RULES, Adaptive, Fixed, StoppingRule, preset
 
 __all__ = [
     "RULES",
@@ -14,3 +20,26 @@ __all__ = [
     "median_ci",
     "preset",
 ]
+
+# `measure` needs the devices, hence torch (~2 s): `from torchmark.timing.stats import
+# Measurement` (results, stored-run views) must not load it, so the package's names are
+# looked up on first use.
+_HOME = {
+    "measure": "torchmark.timing.loop",
+    "Measurement": "torchmark.timing.stats",
+    "median_ci": "torchmark.timing.stats",
+    "RULES": "torchmark.timing.stopping",
+    "Adaptive": "torchmark.timing.stopping",
+    "Fixed": "torchmark.timing.stopping",
+    "StoppingRule": "torchmark.timing.stopping",
+    "preset": "torchmark.timing.stopping",
+}
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchmark.timing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
 
 # METHOD.md §2.7: relative IQR thresholds for the noise flags.
 NOISY_REL_IQR = 0.10
@@ -28,6 +27,10 @@ def _ci_ranks(n: int, confidence: float) -> tuple[int, int]:
     stopping rule would pay after every sample. The ranks depend only on n (~70 µs of
     scipy.stats.binom, cached); the two order statistics are then an O(n) partition.
     """
+    # scipy.stats costs ~1 s to import: only measuring and comparing need it, never a
+    # listing of stored runs.
+    from scipy import stats as sps
+
     a = (1 - confidence) / 2
     return int(sps.binom.ppf(a, n, 0.5)) - 1, int(sps.binom.isf(a, n, 0.5))
 

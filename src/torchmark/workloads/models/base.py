@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from torchmark import variants
@@ -390,10 +391,41 @@ class _MetaDevice(Device):
         return {"kind": "meta"}
 
 
+class _NoInitOnMeta(TorchFunctionMode):
+    """Skip random initialisers on meta tensors while a model is built there: only shapes
+    matter, and normal_ / erfinv_ / clamp_ have no meta kernel, so their Python fallback
+    imported torch._dynamo (~1.2 s CPU) just to plan a run."""
+
+    # nn.init's own functions dispatch as torch functions too, and a mode handling one does
+    # not see the tensor methods it calls: both are listed.
+    SKIP = frozenset(
+        [
+            getattr(torch.Tensor, name)
+            for name in ("normal_", "erfinv_", "clamp_", "exponential_", "log_normal_", "cauchy_")
+        ]
+        + [
+            getattr(nn.init, name)
+            for name in ("normal_", "trunc_normal_", "kaiming_normal_", "xavier_normal_")
+        ]
+    )
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func in self.SKIP:
+            t = args[0] if args else kwargs.get("tensor")  # nn.init passes tensor=
+            if getattr(t, "is_meta", False):
+                return t
+        return func(*args, **kwargs)
+
+
+def _build_on_meta(w: ModelWorkload, sizes: Sizes) -> nn.Module:
+    with torch.device("meta"), _NoInitOnMeta():
+        return w.make_model(sizes)
+
+
 @functools.cache
 def _meta_model(cls: type[ModelWorkload], sizes: Sizes) -> nn.Module:
-    with torch.device("meta"):
-        return cls().make_model(sizes)
+    return _build_on_meta(cls(), sizes)
 
 
 @functools.cache
@@ -401,8 +433,7 @@ def _count_flops(cls: type[ModelWorkload], scenario: str, sizes: Sizes) -> float
     """Counted on the meta device: shapes only, no memory, instant even for GPT-2."""
     w = cls()
     meta = _MetaDevice(is_accelerator=False)
-    with torch.device("meta"):
-        model = w.make_model(sizes)
+    model = _build_on_meta(w, sizes)
     module, inputs, loss_fn = w.runnable(model, scenario, sizes, meta, torch.Generator())
     inputs = tuple(t.to("meta") for t in inputs)
     train = scenario == "train"

@@ -1,0 +1,72 @@
+"""How long `torchmark run --quick` takes on a fresh database, this tree against another.
+
+    python benchmarks/run_quick.py --before /work/main/src --rounds 3
+
+Each round runs both trees one after the other (the order flips every round), each on a
+fresh SQLite store, so ceilings are measured every time. Per run: wall time and CPU time
+(user + sys of the process and its children). On a shared machine compare the paired
+ratios printed here, never absolute times across sessions.
+
+Target (issue 9): <= 45 s wall on a quiet 2-core machine (58.9 s measured there before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def once(src: Path, db: Path) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "200"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-m", "torchmark", "run", "--quick", "--db", f"sqlite:///{db}"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"run --quick with {src} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", type=Path, required=True, help="the other tree's src/")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    trees = {"after": SRC, "before": args.before}
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(args.rounds):
+            order = list(trees) if i % 2 == 0 else list(reversed(trees))
+            for name in order:
+                got[name].append(once(trees[name], Path(d) / f"{name}-{i}.db"))
+            (wa, ca), (wb, cb) = got["after"][-1], got["before"][-1]
+            print(
+                f"round {i + 1}: after {wa:6.1f} s wall {ca:6.1f} s cpu | before {wb:6.1f} s "
+                f"wall {cb:6.1f} s cpu | ratio wall {wa / wb:.2f} cpu {ca / cb:.2f}",
+                flush=True,
+            )
+    wall = statistics.median(a[0] / b[0] for a, b in zip(got["after"], got["before"], strict=True))
+    cpu = statistics.median(a[1] / b[1] for a, b in zip(got["after"], got["before"], strict=True))
+    print(f"median ratio after/before: wall {wall:.2f}, cpu {cpu:.2f}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""How long each command takes to start: fresh `python -m torchmark ...` processes.
+
+    python benchmarks/startup.py                       # this tree, 7 runs per command
+    python benchmarks/startup.py --before /work/main/src --runs 9
+
+Each command runs against a temporary SQLite store holding two small runs. Figures per
+command: median wall time and median CPU time (user + sys of the child; on a shared machine
+the wall clock also counts waiting for a core, CPU time does not), and which heavy libraries
+the process imported. With --before, the other source tree's command runs right after this
+tree's, round by round, so both see the same load, and the ratio after/before is printed.
+
+Targets (issue 9): `torchmark --help` and `torchmark history` <= 0.4 s wall. Exits 1 when
+a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+HEAVY = ("torch", "scipy", "matplotlib", "sqlalchemy", "numpy", "pydantic")
+TARGET_S = {"--help": 0.4, "history": 0.4}
+
+
+def seed(db: Path, out: Path) -> list[str]:
+    """Two stored runs (a few results each) and one of them exported as JSON."""
+    sys.path.insert(0, str(SRC))
+    from torchmark.results import Ceiling, Result, RunRecord, Work
+    from torchmark.store import open_store
+    from torchmark.store.exchange import export_run
+
+    t0 = datetime(2026, 11, 21, 8, 30, tzinfo=timezone.utc)
+    bw = Ceiling(device="cpu", key="bandwidth", value=4.5e10, unit="B/s", method="mul_")
+    runs = []
+    for i, scale in enumerate((1.0, 1.5)):
+        results = [
+            Result(
+                workload="seed_add",
+                variant="fp32",
+                device="cpu",
+                params={"numel": n},
+                samples_s=[scale * n * 1e-9 * (1 + 0.01 * k) for k in range(12)],
+                work=Work(bytes=12.0 * n),
+                headline="bytes",
+                ceiling=bw,
+            )
+            for n in (2**16, 2**20, 2**24)
+        ]
+        runs.append(
+            RunRecord(
+                tool_version="0.1.0",
+                created_utc=t0 + timedelta(hours=i),
+                status="complete",
+                command="torchmark run --quick",
+                environment={"host": "bench", "devices": {"cpu": {}}},
+                fingerprint="fp",
+                ceilings=[bw],
+                results=results,
+            )
+        )
+    store = open_store(f"sqlite:///{db}")
+    try:
+        ids = [store.save(r) for r in runs]
+        (out / "run.json").write_text(export_run(store.load(ids[0]), "json"))
+    finally:
+        store.close()
+    return ids
+
+
+def commands(ids: list[str], tmp: Path) -> dict[str, list[str]]:
+    a, b = ids
+    return {
+        "--help": ["--help"],
+        "--version": ["--version"],
+        "history": ["history"],
+        "export": ["export", a],
+        "import": ["import", str(tmp / "run.json"), "--db", f"sqlite:///{tmp / 'imp.db'}"],
+        "compare": ["compare", a, b],
+        "report --markdown": ["report", a, "--markdown", "-"],
+        "report --html": ["report", a, "--html", str(tmp / "r.html")],
+        "list": ["list"],
+    }
+
+
+def once(src: Path, argv: list[str], env: dict[str, str], strict: bool) -> tuple[float, float]:
+    """(wall s, child CPU s) of one fresh process; NaN where it fails and not ``strict``
+    (the tree before may lack a command, such as --version)."""
+    env = {**env, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-m", "torchmark", *argv], env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0 and not strict:
+        return math.nan, math.nan
+    if p.returncode != 0:
+        raise SystemExit(f"torchmark {' '.join(argv)} exited {p.returncode}:\n{p.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def heavy_imports(src: Path, argv: list[str], env: dict[str, str]) -> list[str]:
+    env = {**env, "PYTHONPATH": str(src)}
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "torchmark", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()}
+    return [m for m in HEAVY if m in loaded]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7, help="fresh processes per command")
+    ap.add_argument("--before", type=Path, help="another source tree (src/) to compare")
+    ap.add_argument("--only", nargs="*", help="command labels to time (default: all)")
+    args = ap.parse_args()
+
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        ids = seed(tmp / "runs.db", tmp)
+        trees = {"after": SRC} | ({"before": args.before} if args.before else {})
+        # one copy of the store per tree: a newer tree may migrate the file on opening it
+        envs = {}
+        for tree in trees:
+            shutil.copy(tmp / "runs.db", tmp / f"{tree}.db")
+            envs[tree] = {
+                **os.environ,
+                "TORCHMARK_DB": f"sqlite:///{tmp / f'{tree}.db'}",
+                "COLUMNS": "120",
+            }
+        cmds = {k: v for k, v in commands(ids, tmp).items() if not args.only or k in args.only}
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for label, argv in cmds.items():
+            for _ in range(args.runs):  # interleaved: both trees see the same load
+                for tree, src in trees.items():
+                    times.setdefault((label, tree), []).append(
+                        once(src, argv, envs[tree], tree == "after")
+                    )
+        imports = {
+            (k, t): heavy_imports(s, v, envs[t]) for k, v in cmds.items() for t, s in trees.items()
+        }
+
+    missed = []
+    head = f"{'command':<18} {'wall s':>7} {'cpu s':>6}  heavy imports"
+    if args.before:
+        head = (
+            f"{'command':<18} {'wall s':>7} {'cpu s':>6} {'before':>7} {'ratio':>6}  heavy imports"
+        )
+    print(f"\nmedian of {args.runs} fresh processes each (python -m torchmark ...)\n{head}")
+    for label in cmds:
+        wall = statistics.median(w for w, _ in times[(label, "after")])
+        cpu = statistics.median(c for _, c in times[(label, "after")])
+        line = f"{label:<18} {wall:>7.2f} {cpu:>6.2f}"
+        if args.before:
+            was = statistics.median(w for w, _ in times[(label, "before")])
+            line += f" {was:>7.2f} {wall / was:>6.2f}"
+        line += "  " + (", ".join(imports[(label, "after")]) or "-")
+        target = TARGET_S.get(label)
+        if target is not None:
+            ok = wall <= target
+            line += f"   target <= {target} s: {'met' if ok else 'MISSED'}"
+            if not ok:
+                missed.append(label)
+        print(line)
+    if args.before:
+        print("\nbefore, heavy imports:")
+        for label in cmds:
+            print(f"  {label:<18} {', '.join(imports[(label, 'before')]) or '-'}")
+    print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Commands start at once: each imports only what it needs (no torch to list stored runs),
+the command table matches the commands, and exit codes pass through main()."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from torchmark.cli import COMMANDS, main
+
+HEAVY = ("torch", "scipy", "matplotlib", "sqlalchemy", "numpy")
+
+# Runs torchmark's main() in a fresh interpreter, then writes the heavy top-level packages
+# it imported (even when main() exits through SystemExit).
+DRIVER = """
+import json, sys
+try:
+    from torchmark.cli import main
+    main(sys.argv[2:])
+finally:
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[1])))
+    sys.stderr.write("HEAVY=" + json.dumps(loaded) + "\\n")
+"""
+
+
+def heavy_after(*argv: str, env: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(HEAVY), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    line = next(x for x in p.stderr.splitlines() if x.startswith("HEAVY="))
+    return p.returncode, json.loads(line.removeprefix("HEAVY=")), p.stdout
+
+
+def test_import_cli_loads_no_torch() -> None:
+    code = "import sys, torchmark.cli; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "torchmark" in out.stdout
+    assert not set(json.loads(out.stdout.replace("'", '"'))) & set(HEAVY)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], list[str], Path]:
+    """A store with two small runs (made in this process) and one run exported as JSON."""
+    from torchmark.results import Ceiling, Result, RunRecord, Work
+    from torchmark.store import open_store
+    from torchmark.store.exchange import export_run
+
+    bw = Ceiling(device="cpu", key="bandwidth", value=4.5e10, unit="B/s", method="mul_")
+
+    def run(hours: int, scale: float) -> RunRecord:
+        return RunRecord(
+            tool_version="0.1.0",
+            created_utc=datetime(2026, 11, 21, tzinfo=timezone.utc) + timedelta(hours=hours),
+            status="complete",
+            command="torchmark run --quick",
+            environment={"host": "box", "devices": {"cpu": {}}},
+            fingerprint="fp",
+            ceilings=[bw],
+            results=[
+                Result(workload="add", variant="fp32", device="cpu", params={"numel": 1024},
+                       samples_s=[scale * (0.30 + 0.01 * k) for k in range(8)],
+                       work=Work(bytes=1.2e10), headline="bytes", ceiling=bw),
+                Result(workload="matmul", variant="int8", device="cpu", status="skipped",
+                       reason="no int8 kernel"),
+            ],
+        )  # fmt: skip
+
+    tmp = tmp_path_factory.mktemp("startup")
+    db = f"sqlite:///{tmp / 'runs.db'}"
+    store = open_store(db)
+    try:
+        ids = [store.save(run(0, 1.0)), store.save(run(1, 1.5))]
+        (tmp / "run.json").write_text(export_run(store.load(ids[0]), "json"))
+    finally:
+        store.close()
+    return {**os.environ, "TORCHMARK_DB": db}, ids, tmp
+
+
+@pytest.mark.parametrize(
+    ("argv", "allowed"),
+    [
+        (["--help"], ()),
+        (["-h"], ()),
+        (["--version"], ()),
+        (["history", "--help"], ("sqlalchemy",)),  # its module imports the store
+        (["history"], ("sqlalchemy",)),
+        (["history", "--json"], ("sqlalchemy",)),
+        # JSON carries each result's derived statistics, the median's CI from scipy.stats
+        (["export", "{a}"], ("sqlalchemy", "numpy", "scipy")),
+        (["export", "{a}", "--format", "csv"], ("sqlalchemy", "numpy", "scipy")),
+        (["import", "{tmp}/run.json", "--db", "sqlite:///{tmp}/imported.db"],
+         ("sqlalchemy", "numpy", "scipy")),
+        # the Mann-Whitney test of each pair of cases is scipy's
+        (["compare", "{a}", "{b}"], ("sqlalchemy", "numpy", "scipy")),
+        (["report", "{a}", "--markdown", "-"], ("sqlalchemy", "numpy")),
+        # charts are drawn with matplotlib
+        (["report", "{a}", "--html", "{tmp}/r.html"], ("sqlalchemy", "numpy", "matplotlib")),
+    ],
+    ids=lambda v: " ".join(v).replace("{", "").replace("}", "") if isinstance(v, list) else "",
+)  # fmt: skip
+def test_views_of_stored_runs_import_no_torch(
+    stored: tuple[dict[str, str], list[str], Path], argv: list[str], allowed: tuple[str, ...]
+) -> None:
+    env, (a, b), tmp = stored
+    args = [x.format(a=a, b=b, tmp=tmp) for x in argv]
+    code, heavy, out = heavy_after(*args, env=env)
+    assert code == 0, out
+    assert set(heavy) <= set(allowed), f"torchmark {' '.join(argv)} imported {heavy}"
+    assert "torch" not in heavy
+
+
+def test_help_lists_every_command_and_version_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["-h"])  # exit 0: main() returns
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+    assert "--version" in out
+
+    main(["--version"])
+    from torchmark import __version__
+
+    assert capsys.readouterr().out.strip() == f"torchmark {__version__}"
+
+
+def test_command_table_matches_the_commands() -> None:
+    """The table's help line is each command's own; every registered command is listed."""
+    import typer
+
+    from torchmark.cli import app, load_commands
+
+    load_commands()
+    group = typer.main.get_command(app)
+    registered = set()
+    for info in app.registered_commands:
+        cmd = typer.main.get_command_from_info(
+            info, pretty_exceptions_short=False, rich_markup_mode=app.rich_markup_mode
+        )
+        assert cmd.name in COMMANDS, f"{cmd.name} is missing from torchmark.cli.COMMANDS"
+        assert COMMANDS[cmd.name].help == (cmd.help or "").split("\n\n")[0].replace("\n", " ")
+        assert info.callback is not None
+        assert info.callback.__module__ == f"torchmark.cli.{COMMANDS[cmd.name].module}"
+        registered.add(cmd.name)
+    assert registered == set(COMMANDS)
+    assert group.name is not None
+
+
+def test_unknown_command_suggests_the_near_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["histroy"])
+    assert e.value.code == 2
+    assert "Did you mean 'history'?" in capsys.readouterr().err
+
+
+def test_failing_doctor_exits_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchmark import doctor
+
+    monkeypatch.setattr(doctor, "gather", lambda: None)
+    monkeypatch.setattr(
+        doctor, "run_checks", lambda facts: [doctor.Check("faked", "fail", "broken", "mend it")]
+    )
+    with pytest.raises(SystemExit) as e:
+        main(["doctor"])
+    assert e.value.code == 1
+    assert "broken" in capsys.readouterr().out
+
+    monkeypatch.setattr(
+        doctor, "run_checks", lambda facts: [doctor.Check("faked", "warn", "meh", "mend it")]
+    )
+    main(["doctor"])  # warnings alone exit 0: no SystemExit
+
+
+def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """click turns a KeyboardInterrupt into Exit(130), which main() used to swallow (exit 0)."""
+    import torchmark.cli.history as history
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(history, "open_store", interrupted)
+    with pytest.raises(SystemExit) as e:
+        main(["history", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert e.value.code == 130

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console, RenderableType
 
-from torchmark.report import format as fmt
+from torchmark import format as fmt
 from torchmark.report.table import run_tables, seed_placement, speedup
 from torchmark.results import Result, RunRecord, Work
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 from test_report_table import WIDTHS, matches_golden, printed
 
-from torchmark.report import format as fmt
+from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.report.model import model_view, tune_view
 from torchmark.results import RunRecord

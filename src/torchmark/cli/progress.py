@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from torchmark.report import format as fmt
+from torchmark import format as fmt
 
 if TYPE_CHECKING:
     from torchmark.devices import Device

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from torchmark import format as fmt
 from torchmark import reference
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, TorchmarkError
-from torchmark.report import format as fmt
 from torchmark.results import RunRecord
 
 if TYPE_CHECKING:

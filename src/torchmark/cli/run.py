@@ -180,7 +180,7 @@ def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
 
 
 def show_plan(cases: Sequence[Case]) -> None:
-    from torchmark.report import format as fmt
+    from torchmark import format as fmt
     from torchmark.report.layout import Col, FitTable
 
     devices = list(dict.fromkeys(c.device.name for c in cases))

@@ -1,7 +1,7 @@
 """Reports: pure functions of stored runs (terminal tables, compare, HTML, Markdown).
 
-Nothing here measures; every figure is derived from a RunRecord. Submodules load on use,
-so ``torchmark.report.format`` (case labels, numbers) costs no table or chart import.
+Nothing here measures; every figure is derived from a RunRecord. Submodules load on use.
+Numbers and case labels come from ``torchmark.format``, which library code uses too.
 """
 
 from __future__ import annotations

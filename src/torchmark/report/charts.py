@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from torchmark import format as fmt
 from torchmark import reference
 from torchmark.devices import is_host
-from torchmark.report import format as fmt
 from torchmark.report.table import case_key, devices_of
 from torchmark.results import Result, RunRecord
 

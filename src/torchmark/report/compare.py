@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from torchmark import format as fmt
 from torchmark import reference
 from torchmark.comparison import (
     INDEPENDENT_RULE,
@@ -29,7 +30,6 @@ from torchmark.comparison import (
     run_name,
 )
 from torchmark.errors import InputError
-from torchmark.report import format as fmt
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
 

@@ -12,10 +12,10 @@ import jinja2
 from markupsafe import Markup
 
 from torchmark import __version__
+from torchmark import format as fmt
 from torchmark.devices import is_host
 from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
-from torchmark.report import format as fmt
 from torchmark.report.flags import pills as _pills
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import (

@@ -7,8 +7,8 @@ import html
 import re
 from collections.abc import Sequence
 
+from torchmark import format as fmt
 from torchmark.reference import device_label
-from torchmark.report import format as fmt
 from torchmark.report.flags import pills
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.text import Text
 
-from torchmark.report import format as fmt
+from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.table import Footnotes, flag_words, spread_cell
 from torchmark.results import Result, RunRecord

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchmark import format as fmt
 from torchmark.devices import is_host
-from torchmark.report import format as fmt
 from torchmark.results import Ceiling, RunRecord
 
 

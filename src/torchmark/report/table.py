@@ -14,9 +14,9 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from torchmark import format as fmt
 from torchmark import reference
 from torchmark.devices import is_host
-from torchmark.report import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.rows import ceiling_rows, devices_of
 from torchmark.results import Result, RunRecord

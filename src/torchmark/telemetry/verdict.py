@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from torchmark.format import result_label
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
 from torchmark.telemetry.trace import MIN_KEPT_SAMPLES, competing
@@ -231,9 +232,7 @@ def _s(n: int) -> str:
 
 
 def label(r: Result) -> str:
-    from torchmark.report.format import result_label  # the one way a case is named
-
-    return result_label(r)
+    return result_label(r)  # the one way a case is named
 
 
 def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:

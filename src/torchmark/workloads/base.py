@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from torchmark.devices.base import Device, TimingMode
+from torchmark.format import case_label  # the one way a case is named
 from torchmark.registry import Registry
 from torchmark.results import Headline, Work
 from torchmark.timing.stats import Measurement
@@ -50,8 +51,6 @@ class Case:
 
     @property
     def label(self) -> str:
-        from torchmark.report.format import case_label  # the one way a case is named
-
         return case_label(self.variant, self.params, self.workload, self.device.name)
 
 

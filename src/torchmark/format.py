@@ -1,5 +1,6 @@
-"""Number formatting for every report: three significant digits, SI prefixes, durations,
-and the one way a case is named (``case_label``)."""
+"""Numbers and names as people read them: three significant digits, SI prefixes, durations,
+and the one way a case is named (``case_label``). Pure text, no view layer: reports, the
+CLI and library code (case labels, verdict reasons) share it."""
 
 from __future__ import annotations
 

@@ -231,3 +231,23 @@ def test_an_option_no_planned_workload_uses_is_refused_before_measuring(
     )
     assert code == 0, err
     assert "note: --precision bf16 is ignored by add" in out
+
+
+def test_verbose_says_how_each_ceiling_was_measured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark import runner
+    from torchmark.results import RunRecord
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "cpu-only.json"
+    record = RunRecord.model_validate_json(fixture.read_text())
+    monkeypatch.setattr(runner, "run", lambda *a, **k: record)
+    method = "best of a 1024-4096 square sweep"
+    code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "add", "--db", str(tmp_path / "v.db"))
+    assert code == 0, err
+    assert method not in out  # the table stays narrow: methods are not in it by default
+    code, out, err = cli(
+        capsys, "run", "-d", "cpu", "-w", "add", "-v", "--db", str(tmp_path / "v.db")
+    )
+    assert code == 0, err
+    assert method in " ".join(out.split())  # wrapped at the console's width

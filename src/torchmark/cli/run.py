@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -78,10 +79,10 @@ def finish(
         write_json(record, json_path)
 
 
-def show(record: RunRecord) -> None:
+def show(record: RunRecord, verbose: bool = False) -> None:
     from torchmark.report.table import run_tables
 
-    for renderable in run_tables(record):
+    for renderable in run_tables(record, verbose=verbose):
         console.print(renderable)
 
 
@@ -133,6 +134,10 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List the planned cases and exit.")
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also say how each ceiling was measured."),
+    ] = False,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -161,9 +166,10 @@ def run(
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)
-    with shown_even_if_interrupted(show, json_path), events.shown():
+    render = functools.partial(show, verbose=verbose)
+    with shown_even_if_interrupted(render, json_path), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path)
-    finish(record, show, json_path, store.url)
+    finish(record, render, json_path, store.url)
 
 
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:

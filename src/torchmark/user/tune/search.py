@@ -1,59 +1,36 @@
-"""``torchmark tune``: measure the settings that matter for the user's model and recommend.
-
-Per device, a staged search (each stage starts from the best of the previous one):
-
-    baseline   the user's way: fp32, eval, torch.no_grad(), default threads, --batch
-    settings   inference_mode; CPU thread counts (1, physical cores, logical cores)
-    variants   channels_last, TF32, fp16 / bf16 autocast, int8 dynamic (CPU), CUDA graphs,
-               torch.compile (only while the time budget allows: its compile is measured)
-    combined   the winning variants together, when they combine
-    batch      with --max-latency-ms: the largest batch whose latency stays in the budget
-
-Every candidate's output is checked against the fp32 reference (``variants.check``
-tolerance); a candidate past it is *rejected* with the error measured. Each candidate is
-timed in rounds interleaved with the baseline; its speedup is the baseline's median over
-those rounds divided by the candidate's (the two latencies shown), and it counts only when
-``comparison.paired`` calls it FASTER (Wilcoxon on the rounds, 2 % practical threshold).
-"""
+"""The staged search on one device: each candidate interleaved with the baseline in rounds,
+its speedup the ratio of the two medians, its verdict the paired test's (see ``Tuner``)."""
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any, cast
+from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import psutil
 import torch
-from torch import nn
 
 from torchmark import variants
 from torchmark.comparison import MIN_ROUNDS, Judgement, paired
-from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, InputError, UnknownNameError, WrongResultError
-from torchmark.results import Result, RunRecord, Work
-from torchmark.runner import new_record
+from torchmark.devices import Device
+from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
+from torchmark.results import Result
 from torchmark.session import (
     CALL_TIMED_OUT,
     MIN_CALL_BOUND_S,
     CallTimedOut,
-    Events,
     Session,
     skipped,
 )
-from torchmark.store.base import ResultStore
-from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import Fixed, StoppingRule, measure
-from torchmark.user.bench import _as_model, _eval, _factory, _host_alloc_failed, count_flops
-from torchmark.user.inputs import InputFactory, Inputs, one_line
-from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+from torchmark.user.bench import _host_alloc_failed
+from torchmark.user.inputs import one_line
+from torchmark.user.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
+from torchmark.user.tune.workload import TuneWorkload
+from torchmark.workloads.base import Case, Prepared
 
-# Precisions and optimisations tried one at a time; variants.applies() skips what cannot run.
-SINGLE_VARIANTS = ("channels-last", "tf32", "amp-bf16", "amp-fp16", "int8-dynamic", "cuda-graphs")
-PRECISION_ORDER = ("int8-dynamic", "amp-fp16", "amp-bf16", "tf32")
-DEFAULT_BUDGET_S = 150.0
 # torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds
 # C++ with g++); on a GPU box ~20-60 s. Compile is tried only with this much budget left.
 COMPILE_RESERVE_S = 60.0
@@ -74,121 +51,6 @@ MAX_ROUNDS = 500
 PER_CANDIDATE_S = 3.0
 CANDIDATE_RESERVE_S = 4.0
 MAX_TUNE_BATCH = 1024
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration to measure. ``grad``: ``no_grad`` (baseline) or ``inference_mode``."""
-
-    name: str
-    variant: str = "fp32"
-    grad: str = "inference_mode"
-    threads: int | None = None  # None: torch's default for this process
-    batch: int = 1
-    compile_mode: str | None = None
-    stage: str = "variant"
-
-    def config(self) -> dict[str, Any]:
-        d = asdict(self)
-        del d["name"], d["stage"]
-        return d
-
-
-class TuneWorkload(Workload):
-    """Builds each candidate (untimed: quantize, compile, capture) and guards its output."""
-
-    name = "tune"
-    summary = "optimisation advisor for your model"
-    group = "user"
-
-    def __init__(self, label: str, model: nn.Module, factory: InputFactory, rule: str) -> None:
-        self.label, self.model, self.factory, self.rule = label, model, factory, rule
-        self.candidates: dict[str, Candidate] = {}
-        self.errors: dict[tuple[str, str], float] = {}  # (device, candidate) -> max error
-        self.build_s: dict[tuple[str, str], float] = {}
-        self._refs: dict[tuple[str, int], tuple[tuple[Any, ...], Any]] = {}
-        self.flops_per_item = 0.0
-
-    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        return []  # tune plans stage by stage, see tune()
-
-    def case(self, cand: Candidate, device: Device) -> Case:
-        self.candidates[cand.name] = cand
-        params = (("batch", cand.batch), ("threads", cand.threads or torch.get_num_threads()))
-        return Case(self.label, cand.name, device, params)
-
-    def args_and_reference(self, device: Device, batch: int) -> tuple[tuple[Any, ...], Any]:
-        """Positional inputs on the device and the fp32 (IEEE) reference output for them."""
-        key = (device.name, batch)
-        if key not in self._refs:
-            self._refs.clear()  # one batch at a time: the stages move forward
-            args = positional(self.factory(batch)).to(device.torch_device).args
-            model = _eval(copy.deepcopy(self.model).to(device.torch_device))
-            ref, flops = count_flops(lambda: variants.reference(model, args, device, "infer"))
-            self.flops_per_item = self.flops_per_item or flops / batch
-            self._refs[key] = (args, ref)
-        return self._refs[key]
-
-    def prepare(self, case: Case) -> Prepared:
-        cand, device = self.candidates[case.variant], case.device
-        args, ref = self.args_and_reference(device, cand.batch)
-        model = _eval(copy.deepcopy(self.model).to(device.torch_device))
-        notes: list[str] = []
-        extra: dict[str, Any] = {"config": cand.config()}
-        t0 = time.perf_counter()
-        if cand.grad == "no_grad":
-
-            def step() -> Any:
-                with torch.no_grad():
-                    return model(*args)
-
-            output = step()
-            tolerance = variants.TOLERANCE["fp32"]
-        else:
-            built = variants.build(
-                cand.variant, model, args, device, "infer", compile_mode=cand.compile_mode
-            )
-            step, output, tolerance = built.step, built.output, built.variant.tolerance
-            notes += built.notes
-            extra["compile_s"] = built.compile_s
-            extra["first_call_s"] = built.first_call_s
-        self.build_s[(device.name, cand.name)] = time.perf_counter() - t0
-
-        def check() -> list[str]:
-            err = variants.max_error(output, ref)
-            self.errors[(device.name, cand.name)] = err
-            if err > tolerance:
-                raise WrongResultError(
-                    f"max error {err:.3g} > tolerance {tolerance:.3g} (relative to the fp32 "
-                    "output scale)"
-                )
-            return [f"max error {err:.2g} vs fp32 reference (tolerance {tolerance:g})"]
-
-        return Prepared(
-            fn=step,
-            work=Work(flops=self.flops_per_item * cand.batch, items=cand.batch, item_unit="item"),
-            check=check,
-            timing="device",
-            rule=self.rule,
-            notes=notes,
-            extra=extra,
-        )
-
-
-class _Keywords(nn.Module):
-    """Calls a keyword-argument model positionally (variants build and call positionally)."""
-
-    def __init__(self, model: nn.Module, n_args: int, names: Sequence[str]) -> None:
-        super().__init__()
-        self.model, self.n_args, self.names = model, n_args, tuple(names)
-
-    def forward(self, *args: Any) -> Any:
-        kw = dict(zip(self.names, args[self.n_args :], strict=True))
-        return self.model(*args[: self.n_args], **kw)
-
-
-def positional(inputs: Inputs) -> Inputs:
-    return Inputs(inputs.args + tuple(inputs.kwargs.values()))
 
 
 @dataclass
@@ -508,244 +370,3 @@ class Tuner:
                 fits = m
             b *= 2
         return fits
-
-
-def code_lines(c: Candidate, device: Device) -> list[str]:
-    """The few lines of PyTorch that apply ``c`` to ``model`` and input ``x``."""
-    v = variants.parse(c.variant)
-    lines = ["import torch", "", "model.eval()"]
-    if c.threads:
-        lines.append(f"torch.set_num_threads({c.threads})")
-    lines.append(f'model = model.to("{device.torch_device}")')
-    if v.precision == "tf32":
-        lines += [
-            "torch.backends.cuda.matmul.allow_tf32 = True",
-            "torch.backends.cudnn.allow_tf32 = True",
-        ]
-    if v.precision == "int8-dynamic":
-        lines.append(
-            "model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, "
-            "dtype=torch.qint8)"
-        )
-    if v.channels_last:
-        lines += [
-            "model = model.to(memory_format=torch.channels_last)",
-            "x = x.contiguous(memory_format=torch.channels_last)",
-        ]
-    if v.compile:
-        mode = f', mode="{c.compile_mode}"' if c.compile_mode else ""
-        lines.append(f"model = torch.compile(model{mode})  # compiles on the first call")
-    ctx = "torch.no_grad()" if c.grad == "no_grad" else "torch.inference_mode()"
-    if v.amp_dtype is not None:
-        dt = str(v.amp_dtype).removeprefix("torch.")
-        ctx += f', torch.autocast("{device.torch_device.type}", dtype=torch.{dt})'
-    if c.batch > 1:
-        lines.append(f"# feed {c.batch} inputs per call (x has batch dimension {c.batch})")
-    if v.cuda_graphs:
-        lines += [
-            "static_x = x.clone()",
-            "g = torch.cuda.CUDAGraph()",
-            f"with {ctx}:",
-            "    for _ in range(3):  # warm up before capture",
-            "        model(static_x)",
-            "    with torch.cuda.graph(g):",
-            "        static_out = model(static_x)",
-            "# per call: static_x.copy_(x); g.replay(); out = static_out",
-        ]
-        return lines
-    lines += [f"with {ctx}:", "    out = model(x)"]
-    return lines
-
-
-def tune(
-    model: nn.Module | str,
-    example_inputs: Any,
-    *,
-    devices: Sequence[str] | str | None = None,
-    batch: int = 1,
-    max_latency_ms: float | None = None,
-    budget_s: float = DEFAULT_BUDGET_S,
-    per_candidate_s: float = PER_CANDIDATE_S,
-    try_compile: bool = True,
-    store: ResultStore | None = None,
-    events: Events | None = None,
-    name: str | None = None,
-    config: dict[str, Any] | None = None,
-) -> RunRecord:
-    """Search the settings of ``model`` per device; the RunRecord's ``extra`` holds
-    ``candidates`` (each with speedup, max_error, status) and ``recommendation``."""
-    module, label = _as_model(model)
-    label = name or label
-    _eval(module)
-    if batch < 1:
-        raise InputError(f"--batch must be >= 1, got {batch}")
-    if max_latency_ms is not None and not max_latency_ms > 0:
-        raise InputError(f"--max-latency-ms must be > 0, got {max_latency_ms}")
-    factory, _ = _factory(example_inputs)
-    probe = factory(batch)
-    if probe.kwargs:
-        module = _Keywords(module, len(probe.args), list(probe.kwargs))
-    devs = resolve(devices)
-    record = new_record(
-        "tune",
-        {
-            "model": label,
-            "batch": batch,
-            "devices": [d.name for d in devs],
-            "max_latency_ms": max_latency_ms,
-            "budget_s": budget_s,
-            "per_candidate_s": per_candidate_s,
-            **(config or {}),
-        },
-        devs,
-    )
-    wl = TuneWorkload(label, module, factory, "quick")
-    tuners: list[Tuner] = []
-    load = OtherLoad()
-
-    def analyse(rec: RunRecord) -> None:  # complete or not: what was measured is summarised
-        load.stop()
-        if load.cores is not None and load.cores > BUSY_CORES:
-            # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
-            rec.extra.setdefault("notes", []).append(
-                f"other processes used {load.cores:.1f} cores during the search: speedups, "
-                "threads above all, may reflect that load; tune again on a quiet machine"
-            )
-        summarise(rec, tuners)
-
-    session = Session(record, store, events, analyse=analyse)
-    start = time.perf_counter()
-    # builds set TF32 flags; the user's come back
-    with variants.preserved_flags(), session:
-        load.start()
-        for i, dev in enumerate(devs):
-            # each device gets an equal share of what is left of the budget
-            share = (budget_s - (time.perf_counter() - start)) / (len(devs) - i)
-            tuner = Tuner(
-                wl,
-                dev,
-                session,
-                time.perf_counter() + share,
-                None if max_latency_ms is None else max_latency_ms / 1e3,
-                per_candidate_s,
-            )
-            tuners.append(tuner)
-            compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
-            best = tuner.search(batch, compile_ok)
-            if not compile_ok:
-                record.extra.setdefault("notes", []).append(
-                    f"{dev.name}: torch.compile not tried: "
-                    + (
-                        "--no-compile"
-                        if not try_compile
-                        else f"a {share:.0f} s budget share leaves too little for its compile "
-                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
-                    )
-                )
-            if max_latency_ms is not None and tuner.baseline is not None:
-                start_from = best.cand if best else tuner.baseline.cand
-                tuner.batch_search(start_from)
-    return session.record
-
-
-# Other processes using more than this many cores during tune: its speedups are suspect.
-BUSY_CORES = 0.5
-
-
-def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
-    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device.
-
-    Each candidate's ``speedup`` is ``items * baseline_ms / latency_ms`` of the same row:
-    ``baseline_ms`` is the baseline's median over that candidate's own rounds (under drift
-    it differs from the baseline row's latency, measured in rounds of its own)."""
-    rank = {
-        "baseline": 1,
-        "faster": 0,
-        "same": 2,
-        "unclear": 3,
-        "slower": 4,
-        "over-budget": 5,
-    }
-    candidates: list[dict[str, Any]] = []
-    recommendation: dict[str, Any] = {}
-    for t in tuners:
-        rows = sorted(t.measured, key=lambda m: (rank.get(m.status, 6), -(m.speedup or 0)))
-        for m in rows:
-            r = m.result
-            candidates.append(
-                {
-                    "device": t.device.name,
-                    "name": m.cand.name,
-                    "stage": m.cand.stage,
-                    "config": m.cand.config(),
-                    "status": m.status,
-                    "verdict": m.verdict,
-                    "speedup": m.speedup,
-                    "max_error": m.max_error,
-                    "tolerance": m.tolerance,
-                    "latency_ms": None if m.latency_s is None else m.latency_s * 1e3,
-                    "baseline_ms": None if m.baseline_s is None else m.baseline_s * 1e3,
-                    "items_ratio": m.items,
-                    "items_per_s": r.rate("items"),
-                    "rel_iqr": r.measurement.rel_iqr if r.ok else None,
-                    "compile_s": r.extra.get("compile_s")
-                    if variants.parse(m.cand.variant).compile
-                    else None,
-                    "why": m.judgement.why if m.judgement else None,
-                    "reason": r.reason,
-                }
-            )
-        recommendation[t.device.name] = _recommend(t)
-        base = t.baseline
-        if base is not None and base.result.ok:
-            record.extra.setdefault("notes", []).append(
-                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
-                f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
-                "baseline's median over that candidate's own rounds divided by its latency"
-            )
-    record.extra["candidates"] = candidates
-    record.extra["recommendation"] = recommendation
-
-
-def _recommend(t: Tuner) -> dict[str, Any]:
-    base = t.baseline
-    spread: dict[str, Any] = {}
-    if base is not None and base.result.ok:
-        spread = {
-            "baseline_ms": (base.result.median_s or 0) * 1e3,
-            "baseline_rel_iqr": base.result.measurement.rel_iqr,
-        }
-    if t.stopped:
-        return {"name": "no recommendation", "speedup": None, "reason": t.stopped, **spread}
-    best = t.best(t.measured)
-    if best is not None:
-        return {
-            "name": best.cand.name,
-            "speedup": best.speedup,
-            "max_error": best.max_error,
-            "config": best.cand.config(),
-            "code": code_lines(best.cand, t.device),
-            **spread,
-        }
-    if base is not None and t.max_latency_s is not None and not t.fits(base):
-        return {
-            "name": "nothing fits the budget",
-            "speedup": None,
-            "reason": f"no correct configuration measured runs within "
-            f"{t.max_latency_s * 1e3:g} ms (the baseline takes "
-            f"{(base.latency_s or 0) * 1e3:.3g} ms); raise --max-latency-ms or try a "
-            "faster device",
-            **spread,
-        }
-    unclear = sum(m.status == "unclear" for m in t.measured)
-    why = "no candidate was faster beyond the noise and correct"
-    if unclear:
-        why += f" ({unclear} too noisy to tell: UNCLEAR)"
-    return {
-        "name": "keep the baseline",
-        "speedup": 1.0,
-        "reason": why,
-        "config": base.cand.config() if base else None,
-        "code": code_lines(base.cand, t.device) if base else [],
-        **spread,
-    }

@@ -113,3 +113,16 @@ def test_nothing_inside_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> N
     rec = run(batch=1, max_latency_ms=25.0)
     best = rec.extra["recommendation"]["cpu"]
     assert best["name"] == "nothing fits the budget" and "25 ms" in best["reason"]
+
+
+def test_each_candidate_is_judged_like_every_other_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.telemetry import judge
+
+    fake_timing(monkeypatch, issue_like)
+    rec = run()
+    ok = [r for r in rec.results if r.ok]
+    assert ok
+    for r in ok:  # built by session.measured, as run/model/soak results are
+        assert r.verdict is not None and r.verdict == judge(r), r.variant
+        assert r.stop_reason == f"{len(r.samples_s)} interleaved rounds"
+        assert len(r.extra["baseline_samples_s"]) == len(r.samples_s)

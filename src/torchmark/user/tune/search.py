@@ -22,9 +22,11 @@ from torchmark.session import (
     MIN_CALL_BOUND_S,
     CallTimedOut,
     Session,
+    measured,
     skipped,
 )
 from torchmark.timing import Fixed, StoppingRule, measure
+from torchmark.timing.stats import Measurement
 from torchmark.user.bench import _host_alloc_failed
 from torchmark.user.inputs import one_line
 from torchmark.user.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
@@ -228,24 +230,18 @@ class Tuner:
             m.speedup, m.status = m.judgement.speed, m.judgement.verdict.lower()
         if self.max_latency_s is not None and float(np.median(mine)) > self.max_latency_s:
             m.status = "over-budget"
-        return Result(
-            workload=case.workload,
-            variant=case.variant,
-            device=self.device.name,
-            params=case.param_dict,
-            samples_s=mine,
-            calls_per_sample=1,
+        rounds = Measurement(
+            tuple(mine),
             stop_reason=f"{len(mine)} interleaved rounds",
             rule=f"interleaved(rounds={len(mine)}, sample >= {ROUND_SAMPLE_S * 1e3:g} ms)",
             timing="device" if self.device.is_accelerator else "e2e",
-            work=prep.work,
-            notes=prep.notes + ([m.judgement.why] if m.judgement else []),
-            extra={
-                **prep.extra,
-                "baseline_samples_s": base_rounds,
-                "speedup": m.speedup,
-                "verdict": m.verdict,
-            },
+        )
+        return measured(
+            case,
+            rounds,
+            prep,
+            notes=[m.judgement.why] if m.judgement else [],
+            extra={"baseline_samples_s": base_rounds, "speedup": m.speedup, "verdict": m.verdict},
         )
 
     def _baseline_batch(self) -> int:

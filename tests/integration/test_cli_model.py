@@ -113,7 +113,7 @@ def test_tune_command_prints_ranked_table_and_code(
     from torchmark.user import tune as tune_mod
 
     # the table and code, not the noisy-baseline stop (tests/unit/test_tune_verdicts.py)
-    monkeypatch.setattr(tune_mod, "BASELINE_MAX_REL_IQR", float("inf"))
+    monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
     out = tmp_path / "tune.json"
     code = run(
         [

@@ -24,7 +24,7 @@ def any_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
     they check would not run."""
     from torchmark.user import tune as tune_mod
 
-    monkeypatch.setattr(tune_mod, "BASELINE_MAX_REL_IQR", float("inf"))
+    monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
 
 
 @pytest.mark.usefixtures("any_baseline")
@@ -163,8 +163,8 @@ def test_a_hung_forward_cannot_outlast_the_budget(monkeypatch: pytest.MonkeyPatc
 
     from torchmark.user import tune as tune_mod
 
-    monkeypatch.setattr(tune_mod, "MIN_CALL_BOUND_S", 0.0)
-    monkeypatch.setattr(tune_mod, "COMPILE_RESERVE_S", 1.0)  # budget 5 s + 1 s: bound ~6 s
+    monkeypatch.setattr(tune_mod.search, "MIN_CALL_BOUND_S", 0.0)
+    monkeypatch.setattr(tune_mod.search, "COMPILE_RESERVE_S", 1.0)  # budget 5 s + 1 s: bound ~6 s
     t0 = time.perf_counter()
     store = MemoryStore()
     rec = tune(

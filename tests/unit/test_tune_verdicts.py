@@ -60,8 +60,8 @@ def issue_like(config: dict[str, Any]) -> list[float]:
 
 def test_speedup_is_the_ratio_of_the_latencies_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_timing(monkeypatch, issue_like)
-    monkeypatch.setattr(tune_mod, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
-    monkeypatch.setattr(tune_mod, "BASELINE_MIN_ROUNDS", 60)
+    monkeypatch.setattr(tune_mod.search, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
+    monkeypatch.setattr(tune_mod.search, "BASELINE_MIN_ROUNDS", 60)
     rec = run()
     rows = [c for c in rec.extra["candidates"] if c["latency_ms"] is not None]
     assert len(rows) >= 4, rec.extra["candidates"]
@@ -86,7 +86,7 @@ def test_a_baseline_too_noisy_stops_the_search_with_the_reason(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     wild = [1e-3, 9e-3, 2e-3, 30e-3, 1.5e-3, 12e-3]
-    assert Measurement(tuple(wild)).rel_iqr > tune_mod.BASELINE_MAX_REL_IQR
+    assert Measurement(tuple(wild)).rel_iqr > tune_mod.search.BASELINE_MAX_REL_IQR
     fake_timing(monkeypatch, lambda config: wild)
     rec = run(max_latency_ms=5.0)
     assert [c["stage"] for c in rec.extra["candidates"]] == ["baseline"]
@@ -113,3 +113,16 @@ def test_nothing_inside_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> N
     rec = run(batch=1, max_latency_ms=25.0)
     best = rec.extra["recommendation"]["cpu"]
     assert best["name"] == "nothing fits the budget" and "25 ms" in best["reason"]
+
+
+def test_each_candidate_is_judged_like_every_other_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.telemetry import judge
+
+    fake_timing(monkeypatch, issue_like)
+    rec = run()
+    ok = [r for r in rec.results if r.ok]
+    assert ok
+    for r in ok:  # built by session.measured, as run/model/soak results are
+        assert r.verdict is not None and r.verdict == judge(r), r.variant
+        assert r.stop_reason == f"{len(r.samples_s)} interleaved rounds"
+        assert len(r.extra["baseline_samples_s"]) == len(r.samples_s)

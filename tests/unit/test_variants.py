@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 
 from torchmark import variants
-from torchmark.devices import CPUDevice
+from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.variants import builder, flags
@@ -161,6 +163,35 @@ def test_build_train_updates_weights_and_first_output_is_pre_update() -> None:
 def test_build_refuses_variant_that_does_not_apply() -> None:
     with pytest.raises(CaseSkipped, match="CUDA graphs need CUDA"):
         variants.build("cuda-graphs", mlp(), (torch.randn(2, 16),), CPUDevice(), "infer")
+
+
+@pytest.mark.parametrize("device", [CPUDevice(), FakeDevice(FakeClock())], ids=["cpu", "fake"])
+def test_graph_capture_is_not_available_without_cuda_and_says_why(device: Device) -> None:
+    with pytest.raises(CaseSkipped, match=r"not available on (cpu|fake:0): CUDA graphs need CUDA"):
+        device.capture_graph(lambda: None)
+
+
+class GraphDevice(FakeDevice):
+    """A fake accelerator that 'captures' by calling the step once and replaying its output."""
+
+    captured = 0
+
+    def supports_graphs(self) -> str | None:
+        return None
+
+    def capture_graph(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        self.captured += 1
+        static_out = step()
+        return lambda: static_out
+
+
+def test_cuda_graphs_variant_captures_through_the_device() -> None:
+    dev = GraphDevice(FakeClock())
+    built = variants.build("cuda-graphs", mlp(), (torch.randn(2, 16),), dev, "infer")
+    assert dev.captured == 1
+    assert built.step() is built.step()  # the replay's static output, as a CUDA graph's
+    assert any("CUDA graph replay" in n for n in built.notes)
+    built.teardown()
 
 
 def test_fp32_context_turns_tf32_off_and_restores() -> None:

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
+from torchmark.errors import CaseSkipped
+
 TimingMode = Literal["device", "e2e"]
 
 
@@ -101,6 +103,12 @@ class Device(ABC):
     def supports_graphs(self) -> str | None:
         """None when whole steps can be captured and replayed as a graph (CUDA graphs)."""
         return "CUDA graphs need CUDA"
+
+    def capture_graph(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        """``step`` (already warmed up) captured once as a graph; the replay it returns is
+        the new step. Raises CaseSkipped with the reason where graphs cannot be captured."""
+        reason = self.supports_graphs() or "it cannot capture graphs"
+        raise CaseSkipped(f"graph capture is not available on {self.name}: {reason}")
 
     def supports_compile(self) -> str | None:
         """None when ``torch.compile`` (inductor) can generate code for this device."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -80,6 +81,24 @@ class CUDADevice(Device):
 
     def supports_graphs(self) -> str | None:
         return None
+
+    def capture_graph(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        stream = torch.cuda.Stream(self.torch_device)
+        stream.wait_stream(torch.cuda.current_stream(self.torch_device))
+        with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream(self.torch_device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = step()
+        self.synchronize()
+
+        def replay() -> Any:
+            graph.replay()
+            return static_out
+
+        return replay
 
     def supports_compile(self) -> str | None:
         from torch.utils._triton import has_triton

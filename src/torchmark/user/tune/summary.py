@@ -1,0 +1,110 @@
+"""tune's findings as data: every candidate ranked, and one recommendation per device."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torchmark import variants
+from torchmark.results import RunRecord
+from torchmark.user.tune.candidates import code_lines
+from torchmark.user.tune.search import Tuner
+
+
+def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
+    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device.
+
+    Each candidate's ``speedup`` is ``items * baseline_ms / latency_ms`` of the same row:
+    ``baseline_ms`` is the baseline's median over that candidate's own rounds (under drift
+    it differs from the baseline row's latency, measured in rounds of its own)."""
+    rank = {
+        "baseline": 1,
+        "faster": 0,
+        "same": 2,
+        "unclear": 3,
+        "slower": 4,
+        "over-budget": 5,
+    }
+    candidates: list[dict[str, Any]] = []
+    recommendation: dict[str, Any] = {}
+    for t in tuners:
+        rows = sorted(t.measured, key=lambda m: (rank.get(m.status, 6), -(m.speedup or 0)))
+        for m in rows:
+            r = m.result
+            candidates.append(
+                {
+                    "device": t.device.name,
+                    "name": m.cand.name,
+                    "stage": m.cand.stage,
+                    "config": m.cand.config(),
+                    "status": m.status,
+                    "verdict": m.verdict,
+                    "speedup": m.speedup,
+                    "max_error": m.max_error,
+                    "tolerance": m.tolerance,
+                    "latency_ms": None if m.latency_s is None else m.latency_s * 1e3,
+                    "baseline_ms": None if m.baseline_s is None else m.baseline_s * 1e3,
+                    "items_ratio": m.items,
+                    "items_per_s": r.rate("items"),
+                    "rel_iqr": r.measurement.rel_iqr if r.ok else None,
+                    "compile_s": r.extra.get("compile_s")
+                    if variants.parse(m.cand.variant).compile
+                    else None,
+                    "why": m.judgement.why if m.judgement else None,
+                    "reason": r.reason,
+                }
+            )
+        recommendation[t.device.name] = _recommend(t)
+        base = t.baseline
+        if base is not None and base.result.ok:
+            record.extra.setdefault("notes", []).append(
+                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
+                f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
+                "baseline's median over that candidate's own rounds divided by its latency"
+            )
+    record.extra["candidates"] = candidates
+    record.extra["recommendation"] = recommendation
+
+
+def _recommend(t: Tuner) -> dict[str, Any]:
+    base = t.baseline
+    spread: dict[str, Any] = {}
+    if base is not None and base.result.ok:
+        spread = {
+            "baseline_ms": (base.result.median_s or 0) * 1e3,
+            "baseline_rel_iqr": base.result.measurement.rel_iqr,
+        }
+    if t.stopped:
+        return {"name": "no recommendation", "speedup": None, "reason": t.stopped, **spread}
+    best = t.best(t.measured)
+    if best is not None:
+        return {
+            "name": best.cand.name,
+            "speedup": best.speedup,
+            "max_error": best.max_error,
+            "config": best.cand.config(),
+            "code": code_lines(best.cand, t.device),
+            **spread,
+        }
+    if base is not None and t.max_latency_s is not None and not t.fits(base):
+        return {
+            "name": "nothing fits the budget",
+            "speedup": None,
+            "reason": f"no correct configuration measured runs within "
+            f"{t.max_latency_s * 1e3:g} ms (the baseline takes "
+            f"{(base.latency_s or 0) * 1e3:.3g} ms); raise --max-latency-ms or try a "
+            "faster device",
+            **spread,
+        }
+    unclear = sum(m.status == "unclear" for m in t.measured)
+    why = "no candidate was faster beyond the noise and correct"
+    if unclear:
+        why += f" ({unclear} too noisy to tell: UNCLEAR)"
+    return {
+        "name": "keep the baseline",
+        "speedup": 1.0,
+        "reason": why,
+        "config": base.cand.config() if base else None,
+        "code": code_lines(base.cand, t.device) if base else [],
+        **spread,
+    }

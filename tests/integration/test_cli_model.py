@@ -159,3 +159,18 @@ def test_sweep_table_notes_show_the_verdict() -> None:
     console = Console(record=True, width=200)
     console.print(sweep_table(rec))
     assert "invalid" in console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("spec", "name"),
+    [
+        ("/long/path/to/cnn.py:make_model", "cnn.py:make_model"),
+        ("models/net.pt2", "net.pt2"),
+        ("cnn.py:make_model", "cnn.py:make_model"),
+        ("package.module:factory", "package.module:factory"),
+    ],
+)
+def test_tables_name_the_model_without_its_folders(spec: str, name: str) -> None:
+    from torchmark.cli.model import short_name
+
+    assert short_name(spec) == name

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -117,12 +118,23 @@ def model(
             price=prices,
             store=store,
             events=events,
-            name=spec,
+            name=short_name(spec),
             measure_energy=energy,
             telemetry=telemetry,
             config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
         )
     finish(record, show_model, json_path, store.url)
+
+
+def short_name(spec: str) -> str:
+    """The model's name in tables and progress lines: ``cnn.py:make_model`` for
+    ``/long/path/to/cnn.py:make_model`` (the full spec is kept in the run's config)."""
+    path, colon, factory = spec.rpartition(":")
+    if not colon:  # an exported program or TorchScript file: no factory
+        path = spec
+    if "/" not in path and "\\" not in path:
+        return spec  # package.module:factory or a file in the current folder
+    return Path(path).name + (f":{factory}" if colon else "")
 
 
 def show_tune(record: RunRecord) -> None:
@@ -179,7 +191,7 @@ def tune(
             try_compile=compile,
             store=store,
             events=events,
-            name=spec,
+            name=short_name(spec),
             config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
         )
     finish(record, show_tune, json_path, store.url)

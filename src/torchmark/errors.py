@@ -57,6 +57,10 @@ class StoreError(TorchmarkError):
     pass
 
 
+class ServerError(TorchmarkError):
+    """A leaderboard server refused a request or could not be reached (``submit``)."""
+
+
 class RunNotFoundError(StoreError):
     pass
 

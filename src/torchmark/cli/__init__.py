@@ -58,6 +58,15 @@ COMMANDS: dict[str, CommandEntry] = {
     "report": CommandEntry(
         "report", "A report of stored runs: HTML with charts, or a Markdown table for an issue."
     ),
+    "serve": CommandEntry(
+        "serve",
+        "Serve a shared leaderboard of submitted runs (JSON API, HTML pages, raw data).",
+    ),
+    "submit": CommandEntry(
+        "submit",
+        "Send a run to a shared leaderboard, without host or user identifiers "
+        "(--dry-run shows it).",
+    ),
     "model": CommandEntry(
         "model",
         "Benchmark your own model over a batch sweep on every device: latency, throughput, "

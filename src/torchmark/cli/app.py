@@ -26,7 +26,7 @@ from torchmark.errors import TorchmarkError
 try:  # newer typer vendors click; older ones use the click package
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover
-    from click.exceptions import UsageError  # type: ignore[no-redef]
+    from click.exceptions import UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 
 class LazyGroup(TyperGroup):

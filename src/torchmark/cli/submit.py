@@ -1,0 +1,105 @@
+"""``torchmark submit``: send a stored run to a shared leaderboard (``torchmark serve``)."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import socket
+import sys
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+
+import typer
+
+from torchmark.cli.app import DbOption, app, console, err_console, open_store
+from torchmark.errors import InputError, ServerError
+
+TIMEOUT_S = 60.0  # one request; a 2 MiB run document on a slow link takes seconds, not minutes
+
+
+def _identity() -> tuple[str, ...]:
+    """This host's and user's names: blanked out of every text sent."""
+    words = {socket.gethostname(), socket.getfqdn()}
+    # no user name in a container without an /etc/passwd entry
+    with contextlib.suppress(KeyError, OSError):
+        words.add(getpass.getuser())
+    return tuple(sorted(w for w in words if w and w != "localhost"))
+
+
+def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The run as it would be sent, and what was stripped from it."""
+    from torchmark.store.exchange import export_run, import_run, is_file_spec
+    from torchmark.web.strip import strip_document
+
+    if is_file_spec(run):
+        record = import_run(run)
+    else:
+        store = open_store(db)
+        try:
+            record = store.load(run)
+        finally:
+            store.close()
+    return strip_document(json.loads(export_run(record)), _identity())
+
+
+def post(server: str, token: str, body: bytes) -> dict[str, Any]:
+    url = server.rstrip("/") + "/api/v1/runs"
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"--server {server!r}: give an http:// or https:// URL")
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return dict(json.loads(resp.read()))
+    except urllib.error.HTTPError as e:
+        try:
+            detail = json.loads(e.read()).get("detail", "")
+        except (ValueError, AttributeError):
+            detail = ""
+        raise ServerError(f"{server} refused the run ({e.code}): {detail or e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ServerError(
+            f"cannot reach {server} ({reason}); check the URL and that the server runs"
+        ) from None
+
+
+@app.command()
+def submit(
+    run: Annotated[str, typer.Argument(help="Run id, latest, or an exported .json file.")],
+    server: Annotated[
+        str | None, typer.Option(help="The leaderboard's URL (torchmark serve).")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Submit token; default $TORCHMARK_TOKEN.")
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the exact JSON to be sent; send nothing."),
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Send a run to a shared leaderboard, without host or user identifiers (--dry-run shows it)."""
+    doc, removed = document(run, db)
+    body = json.dumps(doc, indent=2, allow_nan=False)
+    if dry_run:
+        sys.stdout.write(body + "\n")
+        err_console.print(
+            "dry run: nothing sent. Removed: " + (", ".join(removed) or "nothing"), soft_wrap=True
+        )
+        return
+    if not server:
+        raise InputError("give --server URL (or --dry-run to see what would be sent)")
+    token = token or os.environ.get("TORCHMARK_TOKEN")
+    if not token:
+        raise InputError("give --token or set TORCHMARK_TOKEN (torchmark serve token create NAME)")
+    answer = post(server, token, body.encode())
+    what = "already there" if answer.get("duplicate") else "stored"
+    console.print(f"run {answer.get('run_id')} {what} on {server}", soft_wrap=True)

@@ -1,0 +1,165 @@
+"""The server's own tables beside the results store: tokens (hash only) and submissions.
+
+They live in the store's database (SQLite file or PostgreSQL), created after ``open_store``
+has created or checked its own tables; runs themselves are stored through the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import sqlalchemy as sa
+
+from torchmark.errors import InputError, StoreError
+from torchmark.store import ResultStore, SQLStore
+
+metadata = sa.MetaData()
+tokens_t = sa.Table(
+    "server_tokens",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("created_utc", sa.Text, nullable=False),
+    sa.Column("revoked_utc", sa.Text),
+)
+submissions_t = sa.Table(
+    "server_submissions",
+    metadata,
+    sa.Column("content_hash", sa.Text, primary_key=True),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("token_name", sa.Text, nullable=False),
+    sa.Column("submitted_utc", sa.Text, nullable=False),
+    sa.Column("division", sa.Text, nullable=False),
+    sa.Column("machine", sa.Text, nullable=False),  # hardware+software fingerprint, no host
+)
+TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    created_utc: str
+    revoked_utc: str | None
+
+
+class Accounts:
+    """Tokens and submissions in the database of ``store`` (an SQL store)."""
+
+    def __init__(self, store: ResultStore) -> None:
+        if not isinstance(store, SQLStore):
+            raise StoreError(f"the server needs an SQL results store, not {store.url}")
+        self.engine = store.engine
+        metadata.create_all(self.engine)
+
+    # -- tokens ------------------------------------------------------------------------
+
+    def create_token(self, name: str) -> str:
+        """A new random token for ``name``; only its hash is kept, so it is shown once."""
+        if not name or len(name) > 100 or not name.isprintable():
+            raise InputError("a token name is 1-100 printable characters")
+        token = "tm_" + secrets.token_urlsafe(TOKEN_BYTES)
+        with self.engine.begin() as conn:
+            taken = conn.execute(sa.select(tokens_t.c.name).where(tokens_t.c.name == name))
+            if taken.first() is not None:
+                raise InputError(
+                    f"a token named {name!r} exists already; revoke it or choose another name"
+                )
+            conn.execute(
+                tokens_t.insert().values(
+                    name=name, token_hash=token_hash(token), created_utc=now().isoformat()
+                )
+            )
+        return token
+
+    def list_tokens(self) -> list[TokenInfo]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(tokens_t).order_by(tokens_t.c.created_utc)).all()
+        return [TokenInfo(r.name, r.created_utc, r.revoked_utc) for r in rows]
+
+    def revoke_token(self, name: str) -> None:
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                tokens_t.update()
+                .where(tokens_t.c.name == name, tokens_t.c.revoked_utc.is_(None))
+                .values(revoked_utc=now().isoformat())
+            )
+        if done.rowcount == 0:
+            names = ", ".join(t.name for t in self.list_tokens() if t.revoked_utc is None)
+            raise InputError(f"no active token named {name!r}; active: {names or 'none'}")
+
+    def check_token(self, token: str) -> str | None:
+        """The name of the active token ``token``, else None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(tokens_t.c.name, tokens_t.c.revoked_utc).where(
+                    tokens_t.c.token_hash == token_hash(token)
+                )
+            ).first()
+        return row.name if row is not None and row.revoked_utc is None else None
+
+    # -- submissions -------------------------------------------------------------------
+
+    def submission(self, content_hash: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                sa.select(submissions_t.c.run_id).where(
+                    submissions_t.c.content_hash == content_hash
+                )
+            ).scalar()
+
+    def count_since(self, token_name: str, hours: float) -> int:
+        since = (now() - timedelta(hours=hours)).isoformat()
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(submissions_t)
+                    .where(
+                        submissions_t.c.token_name == token_name,
+                        submissions_t.c.submitted_utc >= since,
+                    )
+                ).scalar_one()
+            )
+
+    def record(
+        self, content_hash: str, run_id: str, token_name: str, division: str, machine: str
+    ) -> str:
+        """Record a stored run as a submission; returns the run id kept for this content
+        (the earlier one when a concurrent twin got there first)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    submissions_t.insert().values(
+                        content_hash=content_hash,
+                        run_id=run_id,
+                        token_name=token_name,
+                        submitted_utc=now().isoformat(),
+                        division=division,
+                        machine=machine,
+                    )
+                )
+        except sa.exc.IntegrityError:
+            first = self.submission(content_hash)
+            if first is None:
+                raise
+            return first
+        return run_id
+
+    def submissions(self) -> dict[str, tuple[str, str]]:
+        """run id -> (division, machine) of every submission."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(submissions_t.c.run_id, submissions_t.c.division, submissions_t.c.machine)
+            ).all()
+        return {r.run_id: (r.division, r.machine) for r in rows}

@@ -1,0 +1,247 @@
+"""The leaderboard server: a FastAPI app over the results store (``create_app``).
+
+JSON API under ``/api/v1/`` (OpenAPI at ``/api/v1/openapi.json``), HTML pages from Jinja2
+templates with autoescape, every asset served from ``static/`` (no CDN, no inline script).
+Reads are public unless ``private``; writes need ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from torchmark.errors import InputError, RunNotFoundError
+from torchmark.results import RunRecord
+from torchmark.store import open_store
+from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
+from torchmark.store.sql import usable_run_id
+from torchmark.web import ranking
+from torchmark.web.accounts import Accounts
+from torchmark.web.strip import strip_document
+
+HERE = Path(__file__).parent
+MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
+RATE_LIMIT = 60  # submissions per token per hour
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def create_app(
+    db: str | None = None,
+    *,
+    rate_limit: int = RATE_LIMIT,
+    private: bool = False,
+    public_url: str = "",
+) -> FastAPI:
+    store = open_store(db)
+    accounts = Accounts(store)
+    # One submission at a time in this process: check-duplicate, store and record stay one
+    # step, so the same run sent twice at once is stored once.
+    write_lock = threading.Lock()
+    pages = Environment(
+        loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True)
+    )
+    app = FastAPI(
+        title="torchmark leaderboard",
+        openapi_url="/api/v1/openapi.json",
+        docs_url=None,  # FastAPI's docs page loads its script from a CDN
+        redoc_url=None,
+    )
+    app.state.store, app.state.accounts = store, accounts
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    @app.middleware("http")
+    async def _headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    def bearer(authorization: str | None) -> str | None:
+        if not authorization or not authorization.startswith("Bearer "):
+            return None
+        return accounts.check_token(authorization.removeprefix("Bearer ").strip())
+
+    def writer(authorization: Annotated[str | None, Header()] = None) -> str:
+        name = bearer(authorization)
+        if name is None:
+            raise HTTPException(
+                401,
+                "a valid token is needed: send 'Authorization: Bearer <token>' "
+                "(made by `torchmark serve token create NAME`)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return name
+
+    def reader(authorization: Annotated[str | None, Header()] = None) -> None:
+        if private:
+            writer(authorization)
+
+    Reader = Depends(reader)
+
+    def submitted_runs() -> tuple[list[RunRecord], dict[str, tuple[str, str]]]:
+        subs = accounts.submissions()
+        return [store.load(run_id) for run_id in subs], subs
+
+    def load_run(run_id: str) -> RunRecord:
+        if not usable_run_id(run_id) or run_id == "latest":
+            raise HTTPException(404, f"no run {run_id!r}")
+        if run_id not in accounts.submissions():
+            raise HTTPException(404, f"no submitted run {run_id!r}")
+        try:
+            return store.load(run_id)
+        except RunNotFoundError:
+            raise HTTPException(404, f"no run {run_id!r}") from None
+
+    # -- API ---------------------------------------------------------------------------
+
+    @app.post("/api/v1/runs", status_code=201)
+    async def submit(request: Request, token_name: str = Depends(writer)) -> JSONResponse:
+        """Submit one exported run document (``torchmark export RUN``)."""
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BYTES:
+            raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BYTES:
+                raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+        try:
+            doc = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise HTTPException(422, f"the submission is not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise HTTPException(422, "the submission is not a torchmark run: not a JSON object")
+        doc, _ = strip_document(doc)  # never trust the client's stripping
+        try:
+            run = parse_run(json.dumps(doc), "the submission")
+        except InputError as e:
+            raise HTTPException(422, str(e)) from None
+        bad = ranking.check_bounds(run)
+        if bad:
+            raise HTTPException(422, f"the submission is refused: {bad}")
+        content = hashlib.sha256(
+            json.dumps(run.model_dump(mode="json"), sort_keys=True).encode()
+        ).hexdigest()
+        with write_lock:
+            first = accounts.submission(content)
+            if first is not None:
+                return JSONResponse({"run_id": first, "duplicate": True}, status_code=200)
+            if accounts.count_since(token_name, 1) >= rate_limit:
+                raise HTTPException(
+                    429,
+                    f"token {token_name!r} sent {rate_limit} runs in the last hour; try later",
+                    headers={"Retry-After": "3600"},
+                )
+            run_id = store.save(run)
+            run_id = accounts.record(
+                content, run_id, token_name, ranking.division_of(run), ranking.machine_of(run)
+            )
+        url = f"{public_url.rstrip('/')}/runs/{run_id}"
+        return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
+
+    @app.get("/api/v1/runs", dependencies=[Reader])
+    def list_runs() -> list[dict[str, Any]]:
+        """Every submitted run: id, division and machine fingerprint."""
+        subs = accounts.submissions()
+        return [{"run_id": k, "division": d, "machine": m} for k, (d, m) in subs.items()]
+
+    @app.get("/api/v1/runs/{run_id}", dependencies=[Reader])
+    def get_run(run_id: str, format: str = "json") -> Response:
+        """The run document as stored (JSON, re-importable) or its results as CSV."""
+        run = load_run(run_id)
+        if format == "csv":
+            return PlainTextResponse(export_run(run, "csv"), media_type="text/csv")
+        if format != "json":
+            raise HTTPException(422, "format is json or csv")
+        return Response(export_run(run, "json"), media_type="application/json")
+
+    @app.get("/api/v1/results", dependencies=[Reader])
+    def results(
+        workload: str | None = None,
+        format: str = Query("json", pattern="^(json|csv)$"),
+    ) -> Response:
+        """Every ranked-or-not result of submitted runs, with raw samples."""
+        runs, _ = submitted_runs()
+        rows = [
+            _csv_row(run, r)
+            for run in runs
+            for r in run.results
+            if workload is None or r.workload == workload
+        ]
+        if format == "csv":
+            out = io.StringIO()
+            w = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+            return PlainTextResponse(out.getvalue(), media_type="text/csv")
+        return JSONResponse(finite_json(rows))
+
+    @app.get("/api/v1/leaderboard", dependencies=[Reader])
+    def leaderboard(
+        workload: str, variant: str, params: str = "{}", division: str = "standard"
+    ) -> JSONResponse:
+        """Machines ranked on one case: pooled median, its 95 % CI, shared ranks."""
+        runs, subs = submitted_runs()
+        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
+        rows = ranking.rank(chosen, _case(workload, variant, params), _machines(subs))
+        return JSONResponse(finite_json([ranking.row_json(x) for x in rows]))
+
+    # -- pages -------------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse, dependencies=[Reader])
+    def index(case: str = "", division: str = "standard") -> HTMLResponse:
+        runs, subs = submitted_runs()
+        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
+        all_cases = ranking.cases(chosen)
+        labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
+        picked = next((c for c in all_cases if json.dumps(c) == case), None)
+        if picked is None and all_cases:
+            picked = all_cases[0]
+        rows = ranking.rank(chosen, picked, _machines(subs)) if picked else []
+        html = pages.get_template("index.html").render(
+            labels=labels,
+            picked=json.dumps(picked) if picked else "",
+            picked_label=ranking.case_label(picked) if picked else "",
+            rows=rows,
+            division=division,
+            n_runs=len(chosen),
+        )
+        return HTMLResponse(html)
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
+    def run_page(run_id: str) -> HTMLResponse:
+        run = load_run(run_id)
+        html = pages.get_template("run.html").render(
+            run=run,
+            models={r.device: ranking.device_model(run, r.device) for r in run.results},
+        )
+        return HTMLResponse(html)
+
+    return app
+
+
+def _case(workload: str, variant: str, params: str) -> ranking.Case:
+    try:
+        parsed = json.loads(params)
+    except json.JSONDecodeError:
+        raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}') from None
+    if not isinstance(parsed, dict):
+        raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}')
+    return (workload, variant, json.dumps(parsed, sort_keys=True, default=str))
+
+
+def _machines(subs: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {run_id: machine for run_id, (_, machine) in subs.items()}

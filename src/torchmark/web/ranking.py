@@ -1,0 +1,187 @@
+"""Ranking machines on one case, honestly: the pooled median with its 95 % CI, and a shared
+rank wherever ``comparison.independent`` cannot tell two neighbours apart.
+
+Also the server's checks beyond the import validators (bounds that only make sense for a
+shared table) and how a submission is classed (division, machine fingerprint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torchmark.results import Result, RunRecord
+
+MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
+MAX_SAMPLES = 100_000  # per result: the stopping rules stop far below
+CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (noise), no more
+DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
+# Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
+STANDARD_KINDS = ("run",)
+
+Case = tuple[str, str, str]  # workload, variant, params as sorted JSON
+
+
+def case_of(r: Result) -> Case:
+    return (r.workload, r.variant, json.dumps(r.params, sort_keys=True, default=str))
+
+
+def case_label(case: Case) -> str:
+    params = json.loads(case[2])
+    extra = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return " ".join(x for x in (case[0], case[1], extra) if x)
+
+
+def check_bounds(run: RunRecord) -> str | None:
+    """Why the server refuses ``run`` (one line naming the field), else None."""
+    if len(run.results) > MAX_RESULTS:
+        return f"results: {len(run.results)} results; at most {MAX_RESULTS} per run"
+    for c in run.ceilings:
+        if c.theoretical and c.value > DATASHEET_SLACK * c.theoretical:
+            return (
+                f"ceilings ({c.device} {c.key}): measured {c.value:.4g} {c.unit} is above "
+                f"{DATASHEET_SLACK}x the datasheet figure {c.theoretical:.4g}"
+            )
+    for i, r in enumerate(run.results):
+        where = f"results.{i} ({r.workload} {r.variant} on {r.device})"
+        if len(r.samples_s) > MAX_SAMPLES:
+            return f"{where}: {len(r.samples_s)} samples; at most {MAX_SAMPLES}"
+        if r.status == "ok" and not r.samples_s:
+            return f"{where}: status ok but no samples"
+        if r.ok and not (r.median_s is not None and math.isfinite(r.median_s) and r.median_s > 0):
+            return f"{where}: median {r.median_s!r} s is not a finite time > 0"
+        pct = r.pct_of_ceiling
+        if pct is not None and pct > 100 * CEILING_SLACK:
+            return (
+                f"{where}: {pct:.0f} % of its run's measured ceiling "
+                f"({r.ceiling.key if r.ceiling else '?'}); at most {100 * CEILING_SLACK:.0f} %"
+            )
+    return None
+
+
+def division_of(run: RunRecord) -> str:
+    """``standard`` for the built-in suite, ``custom`` for anything else (user models)."""
+    return "standard" if run.kind in STANDARD_KINDS else "custom"
+
+
+def machine_of(run: RunRecord) -> str:
+    """Hardware + software fingerprint without the host: runs with the same one pool."""
+    env = run.environment
+    sw = env.get("software") or {}
+    keep = {
+        "devices": env.get("devices"),
+        "software": {k: sw.get(k) for k in ("torch", "cuda_runtime", "hip", "driver", "python")},
+        "threads": env.get("threads"),
+    }
+    text = json.dumps(keep, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def device_model(run: RunRecord, device: str) -> str:
+    info = (run.environment.get("devices") or {}).get(device) or {}
+    model = info.get("model") if isinstance(info, dict) else None
+    return str(model or device)
+
+
+@dataclass
+class Row:
+    machine: str
+    device: str  # cpu, cuda:0...
+    model: str  # what the device is, as the run recorded it
+    runs: list[str]
+    result: Result  # the pooled samples of every run
+    unit: str
+    rate: float  # items (or bytes, FLOPs) per second at the median
+    rate_ci: tuple[float, float] | None  # the same at the median's CI bounds
+    rank: str = ""
+    vs_above: str = ""  # how this row compares with the one above
+
+
+def _pooled(results: list[Result]) -> Result:
+    first = results[0]
+    samples = [s for r in results for s in r.measurement.kept.tolist()]
+    return first.model_copy(
+        update={"samples_s": samples, "excluded": [], "calls_per_sample": 1}, deep=True
+    )
+
+
+def rank(
+    runs: Iterable[RunRecord], case: Case, machines: Mapping[str, str] | None = None
+) -> list[Row]:
+    """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
+    (default: computed). Results whose verdict is ``invalid`` are never ranked."""
+    from torchmark.comparison import independent
+
+    groups: dict[tuple[str, str], list[tuple[RunRecord, Result]]] = {}
+    for run in runs:
+        machine = (machines or {}).get(run.run_id or "") or machine_of(run)
+        for r in run.results:
+            if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
+                continue
+            groups.setdefault((machine, r.device), []).append((run, r))
+    rows: list[Row] = []
+    for (machine, device), members in groups.items():
+        pooled = _pooled([r for _, r in members])
+        tp = pooled.throughput
+        median = pooled.measurement.median
+        lo, hi = pooled.measurement.ci
+        scale = (tp.value * median) if tp else 0.0  # throughput = scale / time
+        ci = (scale / hi, scale / lo) if tp and math.isfinite(lo) and lo > 0 else None
+        rows.append(
+            Row(
+                machine=machine,
+                device=device,
+                model=device_model(members[0][0], device),
+                runs=[run.run_id or "" for run, _ in members],
+                result=pooled,
+                unit=tp.unit if tp else "",
+                rate=tp.value if tp else 0.0,
+                rate_ci=ci,
+            )
+        )
+    rows.sort(key=lambda row: row.result.measurement.median)
+    current = 1
+    for i, row in enumerate(rows):
+        if i == 0:
+            row.rank = "1"
+            continue
+        above = rows[i - 1]
+        j = independent(above.result.measurement, row.result.measurement)
+        if isinstance(j, str) or j.verdict in ("SAME", "UNCLEAR"):
+            # cannot be told apart from the row above: they share its rank, never a false order
+            above.rank = above.rank if above.rank.startswith("=") else f"={above.rank}"
+            row.rank = above.rank
+            row.vs_above = (
+                "same" if not isinstance(j, str) and j.verdict == "SAME" else ("can't tell")
+            )
+        else:
+            current = i + 1
+            row.rank = str(current)
+            row.vs_above = f"{j.verdict.lower()} ({j.why})"
+    return rows
+
+
+def cases(runs: Iterable[RunRecord]) -> list[Case]:
+    found = {case_of(r) for run in runs for r in run.results if r.ok}
+    return sorted(found)
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    return {
+        "rank": row.rank,
+        "machine": row.machine,
+        "device": row.device,
+        "model": row.model,
+        "runs": row.runs,
+        "n_samples": row.result.measurement.n,
+        "median_s": row.result.measurement.median,
+        "ci_median_s": list(row.result.measurement.ci),
+        "throughput": row.rate,
+        "throughput_ci": list(row.rate_ci) if row.rate_ci else None,
+        "unit": row.unit,
+        "vs_above": row.vs_above,
+    }

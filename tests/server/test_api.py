@@ -1,0 +1,189 @@
+"""The leaderboard API in process: auth, validation, duplicates, 429, stripping, ranking."""
+
+from __future__ import annotations
+
+import json
+
+from boardtest import body, doc, make_run
+from fastapi.testclient import TestClient
+
+from torchmark.web.accounts import Accounts
+from torchmark.web.strip import ENV_ALLOW, strip_document
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+
+def stored(client: TestClient) -> list[dict[str, str]]:
+    return list(client.get("/api/v1/runs").json())
+
+
+def test_submit_needs_a_valid_active_token(server: tuple[TestClient, str, Accounts]) -> None:
+    client, token, accounts = server
+    for headers in ({}, auth("tm_wrong"), {"Authorization": token}):
+        r = client.post("/api/v1/runs", content=body(make_run()), headers=headers)
+        assert r.status_code == 401, r.text
+        assert "Bearer" in r.json()["detail"]
+    accounts.revoke_token("alice")
+    r = client.post("/api/v1/runs", content=body(make_run()), headers=auth(token))
+    assert r.status_code == 401
+    assert stored(client) == []
+
+
+def test_tokens_keep_only_their_hash(server: tuple[TestClient, str, Accounts]) -> None:
+    _, token, accounts = server
+    with accounts.engine.connect() as conn:
+        dump = "\n".join(str(row) for row in conn.exec_driver_sql("SELECT * FROM server_tokens"))
+    assert token not in dump and "alice" in dump
+    assert accounts.check_token(token) == "alice"
+
+
+def test_a_run_is_stored_once_and_served_back_stripped(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    client, token, _ = server
+    run = make_run()
+    first = client.post("/api/v1/runs", content=body(run), headers=auth(token))
+    assert first.status_code == 201, first.text
+    again = client.post("/api/v1/runs", content=body(run), headers=auth(token))
+    assert again.status_code == 200
+    assert again.json() == {"run_id": first.json()["run_id"], "duplicate": True}
+    assert len(stored(client)) == 1
+    text = client.get(f"/api/v1/runs/{first.json()['run_id']}").text
+    for secret in ("alice", "GPU-1234", "SN99", "AWS_SECRET", "4242", "0123456789abcdef"):
+        assert secret not in text, secret
+    back = json.loads(text)
+    assert back["environment"]["devices"]["cpu"]["model"] == "Test CPU 9000"
+    assert back["environment"]["env_vars"] == {"OMP_NUM_THREADS": "8"}
+    assert back["results"][0]["samples_s"] == run.results[0].samples_s
+
+
+def test_bad_submissions_get_one_clear_reason_and_store_nothing(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    client, token, _ = server
+    future = doc(make_run()) | {"schema_version": 99}
+    negative = doc(make_run())
+    negative["results"][0]["samples_s"][3] = -1.0
+    cases = {
+        b"{not json": (422, "not valid JSON"),
+        b"[1, 2]": (422, "not a JSON object"),
+        json.dumps({"hello": 1}).encode(): (422, "no 'schema_version' field"),
+        json.dumps(future).encode(): (422, "reads up to version 1"),
+        json.dumps(negative).encode(): (422, "results.0.samples_s: sample 3 is -1.0"),
+        # NaN is no JSON: python's json writes it, the server's parser must refuse it
+        body(make_run()).replace(b'"samples_s": [\n', b'"samples_s": [\nNaN, '): (
+            422,
+            "sample 0 is nan",
+        ),
+        body(make_run(pct_of_bw=120)): (422, "120 % of its run's measured ceiling"),
+    }
+    for payload, (code, reason) in cases.items():
+        r = client.post("/api/v1/runs", content=payload, headers=auth(token))
+        assert r.status_code == code, (reason, r.text)
+        assert reason in r.json()["detail"], r.json()["detail"]
+        assert "\n" not in r.json()["detail"]
+    big = b" " * (8 * 2**20 + 1)
+    assert client.post("/api/v1/runs", content=big, headers=auth(token)).status_code == 413
+    assert stored(client) == []
+    ok = client.post("/api/v1/runs", content=body(make_run(pct_of_bw=104)), headers=auth(token))
+    assert ok.status_code == 201, ok.text
+
+
+def test_rate_limit_answers_429_per_token(server: tuple[TestClient, str, Accounts]) -> None:
+    client, token, accounts = server
+    for i in range(5):
+        r = client.post("/api/v1/runs", content=body(make_run(scale=1 + i)), headers=auth(token))
+        assert r.status_code == 201
+    r = client.post("/api/v1/runs", content=body(make_run(scale=9)), headers=auth(token))
+    assert r.status_code == 429 and "Retry-After" in r.headers
+    other = accounts.create_token("bob")
+    r = client.post("/api/v1/runs", content=body(make_run(scale=9)), headers=auth(other))
+    assert r.status_code == 201
+    assert len(stored(client)) == 6
+
+
+def test_hostile_ids_and_filters_do_nothing(server: tuple[TestClient, str, Accounts]) -> None:
+    client, token, _ = server
+    client.post("/api/v1/runs", content=body(make_run()), headers=auth(token))
+    for path in ("/api/v1/runs/..%2F..%2Fetc", "/api/v1/runs/latest", "/runs/x' OR 1=1 --"):
+        assert client.get(path).status_code == 404, path
+    r = client.get("/api/v1/results", params={"workload": "add' OR '1'='1"})
+    assert r.status_code == 200 and r.json() == []
+    assert len(client.get("/api/v1/results", params={"workload": "add"}).json()) == 1
+    assert client.get("/api/v1/results", params={"format": "xml"}).status_code == 422
+    assert len(stored(client)) == 1
+
+
+def test_ranking_pools_machines_and_shares_ranks_it_cannot_tell_apart(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    client, token, _ = server
+    runs = [
+        make_run("Fast CPU", 1.0),
+        make_run("Fast CPU", 1.0005),  # same machine again: pools into one row
+        make_run("Twin CPU", 1.001),  # within noise of the fast one: a shared rank
+        make_run("Slow CPU", 2.0),
+        make_run("Broken CPU", 0.1, verdict="invalid"),  # stored, never ranked
+    ]
+    for run in runs:
+        r = client.post("/api/v1/runs", content=body(run), headers=auth(token))
+        assert r.status_code == 201, r.text
+    board = client.get(
+        "/api/v1/leaderboard", params={"workload": "add", "variant": "seed", "params": '{"n":1000}'}
+    ).json()
+    assert [(row["model"], row["rank"], len(row["runs"])) for row in board] == [
+        ("Fast CPU", "=1", 2),
+        ("Twin CPU", "=1", 1),
+        ("Slow CPU", "3", 1),
+    ]
+    assert board[1]["vs_above"] in ("same", "can't tell")
+    assert board[2]["vs_above"].startswith("slower")
+    lo, hi = board[0]["throughput_ci"]
+    assert lo <= board[0]["throughput"] <= hi
+    assert len(stored(client)) == 5
+
+
+def test_pages_escape_what_runs_carry(server: tuple[TestClient, str, Accounts]) -> None:
+    client, token, _ = server
+    payload = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+    r = client.post(
+        "/api/v1/runs", content=body(make_run(payload, note=payload)), headers=auth(token)
+    )
+    run_id = r.json()["run_id"]
+    for page in ("/", f"/runs/{run_id}"):
+        html = client.get(page)
+        assert html.status_code == 200
+        assert "<script>alert" not in html.text and "<img src=x" not in html.text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html.text
+        csp = html.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp
+    index = client.get("/").text
+    assert f'href="/runs/{run_id}"' in index and "/static/board.js" in index
+    assert client.get("/static/board.js").status_code == 200
+    assert client.get("/api/v1/openapi.json").json()["paths"]["/api/v1/runs"]
+
+
+def test_private_server_needs_a_token_to_read(tmp_path: object) -> None:
+    from torchmark.web.app import create_app
+
+    app = create_app(f"sqlite:///{tmp_path}/p.db", private=True)
+    token = app.state.accounts.create_token("team")
+    client = TestClient(app)
+    assert client.get("/api/v1/runs").status_code == 401
+    assert client.get("/").status_code == 401
+    assert client.get("/api/v1/runs", headers=auth(token)).status_code == 200
+
+
+def test_strip_removes_identifiers_and_keeps_hardware() -> None:
+    from torchmark.environment import RELEVANT_ENV
+
+    assert set(RELEVANT_ENV) == ENV_ALLOW
+    out, removed = strip_document(doc(make_run()), ("alice-laptop", "alice"))
+    env = out["environment"]
+    assert "host" not in env and "pid" not in env and "fingerprint" not in out
+    assert env["devices"]["cpu"] == {"kind": "cpu", "model": "Test CPU 9000", "physical_cores": 8}
+    assert out["command"] == "torchmark run --output ~/runs/x.json"
+    assert "environment.env_vars.HOME" in removed and "environment.host" in removed
+    assert "alice" not in json.dumps(out)

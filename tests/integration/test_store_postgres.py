@@ -400,3 +400,28 @@ def test_a_write_survives_a_server_restart(pg_url: str) -> None:
         restart.join()
     assert len(store.load(run_id).results) == 1
     store.close()
+
+
+def test_leaderboard_server_on_postgres(pg_url: str) -> None:
+    """`torchmark serve`'s app over PostgreSQL: tokens, a stored run, its duplicate, a rank."""
+    from fastapi.testclient import TestClient
+
+    from torchmark.web.app import create_app
+
+    run = make_run()
+    run.environment = {"host": "secret-host", "devices": {"cpu": {"model": "PG CPU"}}}
+    app = create_app(new_database(pg_url))
+    token = app.state.accounts.create_token("team")
+    client = TestClient(app)
+    headers = {"Authorization": f"Bearer {token}"}
+    first = client.post("/api/v1/runs", content=export_run(run), headers=headers)
+    assert first.status_code == 201, first.text
+    again = client.post("/api/v1/runs", content=export_run(run), headers=headers)
+    assert again.json() == {"run_id": first.json()["run_id"], "duplicate": True}
+    stored = client.get(f"/api/v1/runs/{first.json()['run_id']}").text
+    assert "secret-host" not in stored and "PG CPU" in stored
+    r = run.results[0]
+    board = client.get(
+        "/api/v1/leaderboard", params={"workload": r.workload, "variant": r.variant}
+    ).json()
+    assert [(row["model"], row["rank"]) for row in board] == [("PG CPU", "1")]

@@ -42,8 +42,9 @@ def serve(
 ) -> None:
     """Serve a shared leaderboard of submitted runs (JSON API, HTML pages, raw data).
 
-    Tokens for submitters: `torchmark serve token create NAME` prints a token once (only its
-    hash is stored); `token list`; `token revoke NAME`.
+    Tokens: `serve token create NAME` (shown once; only its hash is kept).
+
+    `serve token list` and `serve token revoke NAME` manage them.
     """
     if action:
         _token(action, db)

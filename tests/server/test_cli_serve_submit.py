@@ -1,0 +1,136 @@
+"""`torchmark serve` on a real uvicorn (loopback, a free port) and `torchmark submit` to it;
+the token commands; `submit --dry-run`; an unreachable server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from boardtest import make_run
+
+from torchmark.cli import main
+from torchmark.store.exchange import export_run
+
+START_S = 60.0  # uvicorn + FastAPI import in ~2 s; a loaded 2-core machine needs more
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def run_file(tmp_path: Path) -> Path:
+    path = tmp_path / "run.json"
+    path.write_text(export_run(make_run()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[str, str]]:
+    """(URL, token) of `torchmark serve` running in a child process."""
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    code, out, _ = cli(capsys, "serve", "token", "create", "ci", "--db", db)
+    assert code == 0
+    token = out.strip().splitlines()[-1]
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    err = log.read_text(errors="replace")[-2000:]
+                    pytest.fail(f"torchmark serve did not start: {err}")
+                time.sleep(0.2)
+        yield url, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_submit_to_a_real_server(
+    served: tuple[str, str], run_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, token = served
+    code, out, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", token)
+    assert code == 0, err
+    assert "stored on" in out
+    code, out, _ = cli(capsys, "submit", str(run_file), "--server", url, "--token", token)
+    assert code == 0 and "already there" in out
+    runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
+    assert len(runs) == 1
+    sent = urllib.request.urlopen(f"{url}/api/v1/runs/{runs[0]['run_id']}", timeout=10).read()
+    assert b"alice" not in sent and b"GPU-1234" not in sent
+    code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "tm_nope")
+    assert code == 1 and "refused the run (401)" in err
+
+
+def test_dry_run_prints_exactly_what_would_be_sent(
+    run_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(capsys, "submit", str(run_file), "--dry-run")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["environment"]["devices"]["cpu"]["model"] == "Test CPU 9000"
+    assert "host" not in doc["environment"] and "alice" not in out
+    assert "nothing sent" in err and "environment.env_vars.HOME" in err
+
+
+def test_unreachable_server_is_one_clear_line(
+    run_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "t")
+    assert code == 1
+    assert f"cannot reach {url}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    code, out, _ = cli(capsys, "serve", "token", "create", "lab", "--db", db)
+    token = out.strip().splitlines()[-1]
+    assert code == 0 and token.startswith("tm_")
+    code, out, _ = cli(capsys, "serve", "token", "list", "--db", db)
+    assert "lab" in out and "active" in out and token not in out
+    assert cli(capsys, "serve", "token", "revoke", "lab", "--db", db)[0] == 0
+    assert "revoked" in cli(capsys, "serve", "token", "list", "--db", db)[1]
+    code, _, err = cli(capsys, "serve", "token", "revoke", "lab", "--db", db)
+    assert code == 2 and "no active token named 'lab'" in err
+    code, _, err = cli(capsys, "serve", "tokens", "--db", db)
+    assert code == 2 and "token create NAME" in err

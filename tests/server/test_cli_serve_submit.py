@@ -134,3 +134,26 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2 and "no active token named 'lab'" in err
     code, _, err = cli(capsys, "serve", "tokens", "--db", db)
     assert code == 2 and "token create NAME" in err
+
+
+def test_concurrent_submitters_lose_nothing_and_duplicate_nothing(
+    served: tuple[str, str],
+) -> None:
+    """40 distinct runs and 10 repeats sent by 20 threads at once: every acknowledged run is
+    readable, the repeats are answered with the first id, no 5xx."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchmark.cli.submit import post
+
+    url, token = served
+    bodies = [export_run(make_run(scale=1 + i / 100)).encode() for i in range(40)]
+    sends = bodies + bodies[:10]
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(lambda b: post(url, token, b), sends))
+    ids = [a["run_id"] for a in answers]
+    assert len(set(ids[:40])) == 40
+    assert ids[40:] == ids[:10]
+    runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
+    assert sorted(r["run_id"] for r in runs) == sorted(ids[:40])
+    for run_id in ids[:40]:
+        assert urllib.request.urlopen(f"{url}/api/v1/runs/{run_id}", timeout=10).status == 200

@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 
 from torchmark.errors import InputError, RunNotFoundError
 from torchmark.results import RunRecord
@@ -113,11 +114,15 @@ def create_app(
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BYTES:
             raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
-        body = b""
+        received = bytearray()
         async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BYTES:
+            received += chunk
+            if len(received) > MAX_BYTES:
                 raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+        # parsing, statistics and the database block: off the event loop
+        return await run_in_threadpool(accept, bytes(received), token_name)
+
+    def accept(body: bytes, token_name: str) -> JSONResponse:
         try:
             doc = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:

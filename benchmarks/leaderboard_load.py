@@ -1,0 +1,135 @@
+"""Submissions/s and p95 latency of `torchmark serve` at 1, 50 and 200 concurrent clients.
+
+    python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
+
+Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
+throw-away PostgreSQL database), sends --per-level distinct runs at each concurrency with an
+async client (bounded: a fixed count, a 60 s time-out per request), then checks that every
+acknowledged run is readable and none is stored twice. Prints one line per level; exits
+non-zero on a lost or duplicated run or any 5xx. No throughput target yet: the figures are
+for comparing back ends and changes on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "server"))
+from boardtest import make_run
+
+from torchmark.store.exchange import export_run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def level(url: str, token: str, bodies: list[bytes], clients: int) -> tuple[list, list]:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    gate = asyncio.Semaphore(clients)
+    latencies: list[float] = []
+    answers: list[tuple[int, str]] = []
+    limits = httpx.Limits(max_connections=clients)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def one(body: bytes) -> None:
+            async with gate:
+                t0 = time.perf_counter()
+                r = await client.post(f"{url}/api/v1/runs", content=body, headers=headers)
+                latencies.append(time.perf_counter() - t0)
+                answers.append((r.status_code, r.json().get("run_id", r.text)))
+
+        await asyncio.gather(*(one(b) for b in bodies))
+    return latencies, answers
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--per-level", type=int, default=200)
+    ap.add_argument("--levels", default="1,50,200")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tmboard"))
+    db = args.db or f"sqlite:///{tmp / 'board.db'}"
+    print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
+    token = subprocess.run(
+        [sys.executable, "-m", "torchmark", "serve", "token", "create", "bench", "--db", db],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp / "serve.log").open("wb")
+    cmd = ["serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
+    proc = subprocess.Popen([sys.executable, "-m", "torchmark", *cmd], stdout=log, stderr=log)
+    failed = False
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url + "/api/v1/runs", timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    print("server did not start; see", tmp / "serve.log")
+                    return 1
+                time.sleep(0.2)
+        acked: list[str] = []
+        for i, clients in enumerate(int(x) for x in args.levels.split(",")):
+            bodies = [
+                export_run(make_run(scale=1 + (i * args.per_level + k) / 1e4)).encode()
+                for k in range(args.per_level)
+            ]
+            t0 = time.perf_counter()
+            lat, answers = asyncio.run(level(url, token, bodies, clients))
+            wall = time.perf_counter() - t0
+            bad = [a for a in answers if a[0] != 201]
+            failed |= bool(bad)
+            acked += [rid for code, rid in answers if code == 201]
+            p95 = statistics.quantiles(lat, n=20)[-1] if len(lat) > 1 else lat[0]
+            print(
+                f"{clients:>4} clients: {len(bodies) / wall:7.1f} submissions/s, "
+                f"p50 {statistics.median(lat) * 1e3:7.1f} ms, p95 {p95 * 1e3:7.1f} ms, "
+                f"not 201: {len(bad)}"
+            )
+        stored = httpx.get(url + "/api/v1/runs", timeout=60).json()
+        ids = [r["run_id"] for r in stored]
+        lost = set(acked) - set(ids)
+        dup = len(ids) - len(set(ids))
+        print(f"acknowledged {len(acked)}, stored {len(ids)}, lost {len(lost)}, duplicated {dup}")
+        failed |= bool(lost) or dup > 0
+        pages = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            httpx.get(url + "/", timeout=120).raise_for_status()
+            pages.append(time.perf_counter() - t0)
+        p95 = statistics.quantiles(pages, n=20)[-1]
+        print(
+            f"page / with {len(ids)} runs: p50 {statistics.median(pages) * 1e3:.0f} ms, "
+            f"p95 {p95 * 1e3:.0f} ms (the first reads every run; later ones walk them in memory)"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+        if not failed:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"load average at end: {os.getloadavg()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

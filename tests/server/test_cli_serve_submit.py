@@ -46,16 +46,10 @@ def run_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[str, str]]:
-    """(URL, token) of `torchmark serve` running in a child process."""
-    db = f"sqlite:///{tmp_path / 'board.db'}"
-    code, out, _ = cli(capsys, "serve", "token", "create", "ci", "--db", db)
-    assert code == 0
-    token = out.strip().splitlines()[-1]
+def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`torchmark serve` on a free loopback port, answering: (process, URL)."""
     port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
+    with log.open("ab") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
         proc = subprocess.Popen(
             [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)],
             stdout=sink,
@@ -63,25 +57,38 @@ def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple
             env=os.environ.copy(),
         )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = log.read_text(errors="replace")[-2000:]
-                    pytest.fail(f"torchmark serve did not start: {err}")
-                time.sleep(0.2)
-        yield url, token
-    finally:
-        proc.terminate()
+    deadline = time.monotonic() + START_S
+    while True:
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop(proc)
+                pytest.fail(f"torchmark serve did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[str, str]]:
+    """(URL, token) of `torchmark serve` running in a child process."""
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    code, out, _ = cli(capsys, "serve", "token", "create", "ci", "--db", db)
+    assert code == 0
+    proc, url = start_server(db, tmp_path / "serve.log")
+    try:
+        yield url, out.strip().splitlines()[-1]
+    finally:
+        stop(proc)
 
 
 def test_submit_to_a_real_server(
@@ -157,3 +164,51 @@ def test_concurrent_submitters_lose_nothing_and_duplicate_nothing(
     assert sorted(r["run_id"] for r in runs) == sorted(ids[:40])
     for run_id in ids[:40]:
         assert urllib.request.urlopen(f"{url}/api/v1/runs/{run_id}", timeout=10).status == 200
+
+
+def test_acknowledged_runs_survive_sigkill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server killed with SIGKILL while 8 threads submit: after a restart every run it
+    acknowledged is there, and the database opens cleanly."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchmark.cli.submit import post
+    from torchmark.errors import ServerError
+
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    token = cli(capsys, "serve", "token", "create", "ci", "--db", db)[1].strip().split()[-1]
+    proc, url = start_server(db, tmp_path / "serve.log")
+    acked: list[str] = []
+    enough = threading.Event()
+
+    def send(i: int) -> None:
+        try:
+            acked.append(
+                post(url, token, export_run(make_run(scale=1 + i / 100)).encode())["run_id"]
+            )
+        except ServerError:
+            return  # sent while the server died: not acknowledged, so nothing is owed
+        if len(acked) >= 10:
+            enough.set()
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(send, i) for i in range(50)]
+            assert enough.wait(timeout=60)
+            proc.kill()  # SIGKILL: no shutdown handler runs
+            proc.wait(timeout=10)
+            for f in futures:
+                f.result(timeout=120)
+    finally:
+        stop(proc)
+    assert len(acked) >= 10
+    proc, url = start_server(db, tmp_path / "serve.log")
+    try:
+        runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
+    finally:
+        stop(proc)
+    stored = {r["run_id"] for r in runs}
+    assert set(acked) <= stored
+    assert len(stored) == len(runs)

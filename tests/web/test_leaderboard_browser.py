@@ -1,0 +1,113 @@
+"""The leaderboard's pages in a real browser (Debian chromium via Playwright) against
+`torchmark serve`'s app on uvicorn (127.0.0.1, a free port, in a thread).
+
+The table renders, a tie shows as a shared rank, the case selector changes the rows, a row
+opens its run page, a `<script>` / `onerror=` payload stays visible text and never runs,
+and no request leaves the server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
+from boardtest import make_run
+
+from torchmark.store.exchange import export_run
+
+CHROMIUM = "/usr/bin/chromium"
+PAYLOAD = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():  # type: ignore[no-untyped-def]
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        # --no-sandbox: the test machines run as root, where chromium's sandbox refuses.
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Iterator[str]:
+    import uvicorn
+
+    from torchmark.web.app import create_app
+
+    app = create_app(f"sqlite:///{tmp_path / 'board.db'}")
+    token = app.state.accounts.create_token("ci")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    other = make_run("Other case CPU")
+    other.results[0].params = {"n": 2000}
+    for run in (
+        make_run("Fast CPU", 1.0),
+        make_run("Twin CPU", 1.001),
+        make_run(PAYLOAD, 3.0, note=PAYLOAD),
+        other,
+    ):
+        req = urllib.request.Request(
+            url + "/api/v1/runs",
+            data=export_run(run).encode(),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        urllib.request.urlopen(req, timeout=30).close()
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_the_board_in_a_browser(browser, board: str) -> None:  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+    outside: list[str] = []
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def route(r):  # type: ignore[no-untyped-def]
+        if r.request.url.startswith(board):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(board + "/?case=" + urllib.request.quote('["add", "seed", "{\\"n\\": 1000}"]'))
+    rows = page.locator("#board tbody tr")
+    assert rows.count() == 3
+    ranks = [rows.nth(i).locator("td.rank").inner_text() for i in range(3)]
+    assert ranks == ["=1", "=1", "3"]
+    assert PAYLOAD in rows.nth(2).inner_text()  # shown as text
+    with page.expect_navigation():
+        page.select_option("#case", label="add seed n=2000")  # board.js submits the form
+    assert rows.count() == 1 and "Other case CPU" in rows.first.inner_text()
+    with page.expect_navigation():
+        page.go_back()
+    page.locator("#board tbody tr").nth(2).locator("a").first.click()
+    page.wait_for_url("**/runs/*")
+    assert PAYLOAD in page.locator("table").inner_text()
+    assert page.locator("img").count() == 0  # the payload's <img> was never made an element
+    assert dialogs == [] and outside == []

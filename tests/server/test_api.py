@@ -187,3 +187,18 @@ def test_strip_removes_identifiers_and_keeps_hardware() -> None:
     assert out["command"] == "torchmark run --output ~/runs/x.json"
     assert "environment.env_vars.HOME" in removed and "environment.host" in removed
     assert "alice" not in json.dumps(out)
+
+
+def test_front_page_opens_on_the_seed_question(server: tuple[TestClient, str, Accounts]) -> None:
+    client, token, _ = server
+    empty = client.get("/").text
+    assert "Nvidia 3090 GPU" in empty and "(unverified)" in empty
+    seed = make_run("Seed CPU")
+    seed.results[0].workload, seed.results[0].variant = "seed-add", "as-published"
+    for run in (make_run(), seed):
+        assert client.post("/api/v1/runs", content=body(run), headers=auth(token)).status_code
+    page = client.get("/").text
+    assert "Machines ranked: seed-add as-published" in page
+    assert "Seed CPU" in page and "Nvidia 3090 GPU" in page
+    other = client.get("/", params={"case": '["add", "seed", "{\\"n\\": 1000}"]'}).text
+    assert "Machines ranked: add seed n=1000" in other and "Nvidia 3090 GPU" not in other

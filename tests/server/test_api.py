@@ -143,6 +143,10 @@ def test_ranking_pools_machines_and_shares_ranks_it_cannot_tell_apart(
     lo, hi = board[0]["throughput_ci"]
     assert lo <= board[0]["throughput"] <= hi
     assert len(stored(client)) == 5
+    fast = client.get(f"/machines/{board[0]['machine']}")
+    assert fast.status_code == 200 and fast.text.count('href="/runs/') == 2
+    assert client.get("/machines/nope").status_code == 404
+    assert f'href="/machines/{board[0]["machine"]}"' in client.get("/").text
 
 
 def test_pages_escape_what_runs_carry(server: tuple[TestClient, str, Accounts]) -> None:

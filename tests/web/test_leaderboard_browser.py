@@ -2,7 +2,7 @@
 `torchmark serve`'s app on uvicorn (127.0.0.1, a free port, in a thread).
 
 The table renders, a tie shows as a shared rank, the case selector changes the rows, a row
-opens its run page, a `<script>` / `onerror=` payload stays visible text and never runs,
+opens its run page and its machine page, a `<script>` / `onerror=` payload stays visible text and never runs,
 and no request leaves the server."""
 
 from __future__ import annotations
@@ -106,8 +106,14 @@ def test_the_board_in_a_browser(browser, board: str) -> None:  # type: ignore[no
     assert rows.count() == 1 and "Other case CPU" in rows.first.inner_text()
     with page.expect_navigation():
         page.go_back()
-    page.locator("#board tbody tr").nth(2).locator("a").first.click()
+    page.locator("#board tbody tr").nth(2).locator("td").nth(2).locator("a").first.click()
     page.wait_for_url("**/runs/*")
     assert PAYLOAD in page.locator("table").inner_text()
     assert page.locator("img").count() == 0  # the payload's <img> was never made an element
+    with page.expect_navigation():
+        page.go_back()
+    with page.expect_navigation():
+        page.locator("#board tbody tr").first.locator("td").nth(1).locator("a").click()
+    assert page.url.startswith(board + "/machines/")
+    assert "Fast CPU" in page.locator("main").inner_text()
     assert dialogs == [] and outside == []

@@ -247,6 +247,22 @@ def create_app(
         )
         return HTMLResponse(html)
 
+    @app.get("/machines/{machine}", response_class=HTMLResponse, dependencies=[Reader])
+    def machine_page(machine: str) -> HTMLResponse:
+        runs, subs = submitted_runs()
+        mine = [r for r in runs if subs[r.run_id or ""][1] == machine]
+        if not mine:
+            raise HTTPException(404, f"no machine {machine!r}")
+        mine.sort(key=lambda r: r.created_utc)
+        html = pages.get_template("machine.html").render(
+            machine=machine,
+            runs=mine,
+            divisions={r.run_id: subs[r.run_id or ""][0] for r in mine},
+            devices=mine[-1].environment.get("devices") or {},
+            software=mine[-1].environment.get("software") or {},
+        )
+        return HTMLResponse(html)
+
     return app
 
 

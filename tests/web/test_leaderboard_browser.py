@@ -2,8 +2,8 @@
 `torchmark serve`'s app on uvicorn (127.0.0.1, a free port, in a thread).
 
 The table renders, a tie shows as a shared rank, the case selector changes the rows, a row
-opens its run page and its machine page, a `<script>` / `onerror=` payload stays visible text and never runs,
-and no request leaves the server."""
+opens its run page and its machine page, a `<script>` / `onerror=` payload stays visible
+text and never runs, and no request leaves the server."""
 
 from __future__ import annotations
 

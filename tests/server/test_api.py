@@ -107,13 +107,17 @@ def test_rate_limit_answers_429_per_token(server: tuple[TestClient, str, Account
 def test_hostile_ids_and_filters_do_nothing(server: tuple[TestClient, str, Accounts]) -> None:
     client, token, _ = server
     client.post("/api/v1/runs", content=body(make_run()), headers=auth(token))
+    hostile = make_run(scale=3)
+    hostile.run_id = "../<script>?x"
+    r = client.post("/api/v1/runs", content=body(hostile), headers=auth(token))
+    assert r.status_code == 201 and r.json()["run_id"].replace("-", "").isalnum()
     for path in ("/api/v1/runs/..%2F..%2Fetc", "/api/v1/runs/latest", "/runs/x' OR 1=1 --"):
         assert client.get(path).status_code == 404, path
     r = client.get("/api/v1/results", params={"workload": "add' OR '1'='1"})
     assert r.status_code == 200 and r.json() == []
-    assert len(client.get("/api/v1/results", params={"workload": "add"}).json()) == 1
+    assert len(client.get("/api/v1/results", params={"workload": "add"}).json()) == 2
     assert client.get("/api/v1/results", params={"format": "xml"}).status_code == 422
-    assert len(stored(client)) == 1
+    assert len(stored(client)) == 2
 
 
 def test_ranking_pools_machines_and_shares_ranks_it_cannot_tell_apart(

@@ -145,6 +145,9 @@ def create_app(
         bad = ranking.check_bounds(run)
         if bad:
             raise HTTPException(422, f"the submission is refused: {bad}")
+        # The server names its runs: a client's id could be any text (`<script>`, `../x`, a
+        # `?` that breaks links) and two machines' ids could collide.
+        run = run.model_copy(update={"run_id": None})
         content = hashlib.sha256(
             json.dumps(run.model_dump(mode="json"), sort_keys=True).encode()
         ).hexdigest()

@@ -210,3 +210,22 @@ def test_front_page_opens_on_the_seed_question(server: tuple[TestClient, str, Ac
     assert "Seed CPU" in page and "Nvidia 3090 GPU" in page
     other = client.get("/", params={"case": '["add", "seed", "{\\"n\\": 1000}"]'}).text
     assert "Machines ranked: add seed n=1000" in other and "Nvidia 3090 GPU" not in other
+
+
+def test_an_accelerator_row_shows_its_speedup_over_the_same_machines_cpu(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    client, token, _ = server
+    run = make_run("Box CPU", 4.0)
+    gpu = run.results[0].model_copy(
+        update={"device": "cuda:0", "samples_s": [s / 4 for s in run.results[0].samples_s]}
+    )
+    run.results.append(gpu)
+    run.environment["devices"]["cuda:0"] = {"kind": "cuda", "model": "Box GPU"}
+    assert client.post("/api/v1/runs", content=body(run), headers=auth(token)).status_code == 201
+    board = client.get(
+        "/api/v1/leaderboard", params={"workload": "add", "variant": "seed", "params": '{"n":1000}'}
+    ).json()
+    assert [(row["model"], row["rank"]) for row in board] == [("Box GPU", "1"), ("Box CPU", "2")]
+    assert board[0]["speedup"].startswith("4x (") and board[1]["speedup"] == ""
+    assert "4x (" in client.get("/").text

@@ -99,6 +99,7 @@ class Row:
     rate_ci: tuple[float, float] | None  # the same at the median's CI bounds
     rank: str = ""
     vs_above: str = ""  # how this row compares with the one above
+    speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
 
 
 def _pooled(results: list[Result]) -> Result:
@@ -114,7 +115,7 @@ def rank(
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
     (default: computed). Results whose verdict is ``invalid`` are never ranked."""
-    from torchmark.comparison import independent
+    from torchmark.comparison import ci_text, independent
 
     groups: dict[tuple[str, str], list[tuple[RunRecord, Result]]] = {}
     for run in runs:
@@ -144,6 +145,13 @@ def rank(
             )
         )
     rows.sort(key=lambda row: row.result.measurement.median)
+    cpu = {row.machine: row for row in rows if row.device == "cpu"}
+    for row in rows:
+        base = cpu.get(row.machine)
+        if base is not None and row is not base:
+            j = independent(base.result.measurement, row.result.measurement)
+            if not isinstance(j, str):
+                row.speedup = f"{j.speed:.3g}x ({ci_text(j.ci)}) vs its CPU"
     current = 1
     for i, row in enumerate(rows):
         if i == 0:
@@ -184,4 +192,5 @@ def row_json(row: Row) -> dict[str, Any]:
         "throughput_ci": list(row.rate_ci) if row.rate_ci else None,
         "unit": row.unit,
         "vs_above": row.vs_above,
+        "speedup": row.speedup,
     }

@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from torchmark import reference
 from torchmark.errors import InputError, RunNotFoundError
+from torchmark.format import si, sig
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.results import RunRecord
 from torchmark.store import open_store
@@ -56,6 +57,7 @@ def create_app(
     pages = Environment(
         loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True)
     )
+    pages.filters.update(si=si, sig=sig)
     app = FastAPI(
         title="torchmark leaderboard",
         openapi_url="/api/v1/openapi.json",

@@ -229,3 +229,16 @@ def test_an_accelerator_row_shows_its_speedup_over_the_same_machines_cpu(
     assert [(row["model"], row["rank"]) for row in board] == [("Box GPU", "1"), ("Box CPU", "2")]
     assert board[0]["speedup"].startswith("4x (") and board[1]["speedup"] == ""
     assert "4x (" in client.get("/").text
+
+
+def test_place_a_run_among_the_submitted_machines(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    client, token, _ = server
+    for model, scale in (("A", 1.0), ("B", 2.0), ("C", 4.0)):
+        run = make_run(model, scale)
+        assert client.post("/api/v1/runs", content=body(run), headers=auth(token)).status_code
+    placed = client.post("/api/v1/place", content=body(make_run("mine", 3.0))).json()
+    assert [(p["rank"], p["machines"], round(p["faster_than_pct"])) for p in placed] == [(3, 3, 33)]
+    assert len(stored(client)) == 3
+    assert client.post("/api/v1/place", content=b"{").status_code == 422

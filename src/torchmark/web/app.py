@@ -217,6 +217,52 @@ def create_app(
         rows = ranking.rank(chosen, _case(workload, variant, params), _machines(subs))
         return JSONResponse(finite_json([ranking.row_json(x) for x in rows]))
 
+    @app.post("/api/v1/place", dependencies=[Reader])
+    async def place(request: Request) -> JSONResponse:
+        """Where a run's results sit among the submitted machines of the standard division,
+        case by case (rank 1 = fastest, and the % of ranked machines it is faster than);
+        nothing is stored."""
+        received = bytearray()
+        async for chunk in request.stream():
+            received += chunk
+            if len(received) > MAX_BYTES:
+                raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+        return await run_in_threadpool(placement, bytes(received))
+
+    def placement(body: bytes) -> JSONResponse:
+        try:
+            doc = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise HTTPException(422, f"the run is not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise HTTPException(422, "the run is not a torchmark run: not a JSON object")
+        try:
+            mine = parse_run(json.dumps(strip_document(doc)[0]), "the run")
+        except InputError as e:
+            raise HTTPException(422, str(e)) from None
+        runs, subs = submitted_runs()
+        chosen = [r for r in runs if subs[r.run_id or ""][0] == "standard"]
+        out = []
+        for r in mine.results:
+            if not r.ok:
+                continue
+            rows = ranking.rank(chosen, ranking.case_of(r), _machines(subs))
+            t = r.measurement.median
+            faster = sum(1 for row in rows if row.result.measurement.median < t)
+            slower = sum(1 for row in rows if row.result.measurement.median > t)
+            out.append(
+                {
+                    "workload": r.workload,
+                    "variant": r.variant,
+                    "device": r.device,
+                    "params": r.params,
+                    "machines": len(rows),
+                    "rank": faster + 1,
+                    "faster_than_pct": 100 * slower / len(rows) if rows else None,
+                }
+            )
+        return JSONResponse(finite_json(out))
+
     # -- pages -------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse, dependencies=[Reader])

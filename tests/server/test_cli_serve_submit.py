@@ -92,7 +92,7 @@ def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple
 
 
 def test_submit_to_a_real_server(
-    served: tuple[str, str], run_file: Path, capsys: pytest.CaptureFixture[str]
+    served: tuple[str, str], run_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, token = served
     code, out, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", token)
@@ -106,6 +106,12 @@ def test_submit_to_a_real_server(
     assert b"alice" not in sent and b"GPU-1234" not in sent
     code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "tm_nope")
     assert code == 1 and "refused the run (401)" in err
+    slower = tmp_path / "slower.json"
+    slower.write_text(export_run(make_run("Slow", 2.0)), encoding="utf-8")
+    code, out, err = cli(capsys, "compare", str(slower), "--server", url)
+    assert code == 0, err
+    assert "add/seed n=1000 on cpu: rank 2 of 2 (the server's 1 machine and" in out
+    assert "faster than 0 % of them" in out
 
 
 def test_dry_run_prints_exactly_what_would_be_sent(
@@ -126,6 +132,8 @@ def test_unreachable_server_is_one_clear_line(
     code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "t")
     assert code == 1
     assert f"cannot reach {url}" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli(capsys, "compare", str(run_file), "--server", url)
+    assert code == 1 and f"cannot reach {url}" in err
 
 
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,6 +81,10 @@ def compare(
             "tell, with its median beyond PCT, or did not run in a later run.",
         ),
     ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(help="Place RUN among a leaderboard's machines (torchmark serve URL)."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise).
@@ -92,6 +96,10 @@ def compare(
     from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
 
     specs = list(runs or [])
+    if server is not None:
+        from torchmark.cli.submit import place_on_server
+
+        return place_on_server(specs, server, db)
     if fail_on_regression is not None and not (
         math.isfinite(fail_on_regression) and fail_on_regression >= 0
     ):

@@ -45,19 +45,20 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
     return strip_document(json.loads(export_run(record)), _identity())
 
 
-def post(server: str, token: str, body: bytes) -> dict[str, Any]:
-    url = server.rstrip("/") + "/api/v1/runs"
+def post(server: str, token: str | None, body: bytes, path: str = "/api/v1/runs") -> Any:
+    url = server.rstrip("/") + path
     if not url.startswith(("http://", "https://")):
         raise InputError(f"--server {server!r}: give an http:// or https:// URL")
     req = urllib.request.Request(
         url,
         data=body,
         method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        headers={"Content-Type": "application/json"}
+        | ({"Authorization": f"Bearer {token}"} if token else {}),
     )
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-            return dict(json.loads(resp.read()))
+            return json.loads(resp.read())
     except urllib.error.HTTPError as e:
         try:
             detail = json.loads(e.read()).get("detail", "")
@@ -103,3 +104,27 @@ def submit(
     answer = post(server, token, body.encode())
     what = "already there" if answer.get("duplicate") else "stored"
     console.print(f"run {answer.get('run_id')} {what} on {server}", soft_wrap=True)
+
+
+def place_on_server(specs: list[str], server: str, db: str | None) -> None:
+    """``compare RUN --server URL``: each case of RUN ranked among the server's machines."""
+    from torchmark.format import case_label, pct, plural
+
+    if len(specs) > 1:
+        raise InputError("--server places one run; give one run id, latest or a .json file")
+    doc, _ = document(specs[0] if specs else "latest", db)
+    body = json.dumps(doc, allow_nan=False).encode()
+    rows = post(server, os.environ.get("TORCHMARK_TOKEN"), body, "/api/v1/place")
+    if not rows:
+        console.print("the run has no measured result to place")
+    for row in rows:
+        label = case_label(row["variant"], row["params"], row["workload"], row["device"])
+        if not row["machines"]:
+            console.print(f"{label}: no machine on {server} has this case yet", soft_wrap=True)
+            continue
+        console.print(
+            f"{label}: rank {row['rank']} of {row['machines'] + 1} (the server's "
+            f"{plural(row['machines'], 'machine')} and this run), faster than "
+            f"{pct(row['faster_than_pct'])} of them",
+            soft_wrap=True,
+        )

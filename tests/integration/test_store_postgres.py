@@ -413,6 +413,7 @@ def test_leaderboard_server_on_postgres(pg_url: str) -> None:
     app = create_app(new_database(pg_url))
     token = app.state.accounts.create_token("team")
     client = TestClient(app)
+    closing = app.state.store
     headers = {"Authorization": f"Bearer {token}"}
     first = client.post("/api/v1/runs", content=export_run(run), headers=headers)
     assert first.status_code == 201, first.text
@@ -424,4 +425,55 @@ def test_leaderboard_server_on_postgres(pg_url: str) -> None:
     board = client.get(
         "/api/v1/leaderboard", params={"workload": r.workload, "variant": r.variant}
     ).json()
+    closing.close()
     assert [(row["model"], row["rank"]) for row in board] == [("PG CPU", "1")]
+
+
+def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str) -> None:
+    """`torchmark serve` on uvicorn over PostgreSQL, 16 threads submitting 40 runs and 8
+    repeats: every acknowledged run is readable, none stored twice, no 5xx."""
+    import json
+    import socket
+    import sys
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchmark.cli.submit import post
+    from torchmark.store import open_store
+    from torchmark.web.accounts import Accounts
+
+    db = new_database(pg_url)
+    store = open_store(db)
+    try:
+        token = Accounts(store).create_token("load")
+    finally:
+        store.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.2)
+        bodies = []
+        for i in range(40):
+            run = make_run(hours=i)
+            bodies.append(export_run(run).encode())
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            answers = list(pool.map(lambda b: post(url, token, b), bodies + bodies[:8]))
+        ids = [a["run_id"] for a in answers]
+        runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=30).read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert len(set(ids[:40])) == 40 and ids[40:] == ids[:8]
+    assert sorted(r["run_id"] for r in runs) == sorted(ids[:40])

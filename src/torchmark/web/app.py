@@ -7,11 +7,13 @@ Reads are public unless ``private``; writes need ``Authorization: Bearer <token>
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import json
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,7 +60,14 @@ def create_app(
         loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True)
     )
     pages.filters.update(si=si, sig=sig)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()  # uvicorn's shutdown: no connection left open (PostgreSQL)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="torchmark leaderboard",
         openapi_url="/api/v1/openapi.json",
         docs_url=None,  # FastAPI's docs page loads its script from a CDN

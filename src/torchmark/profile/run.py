@@ -1,0 +1,145 @@
+"""``torchmark profile``: one case measured unprofiled, then profiled, stored as a run.
+
+case      = the first planned case on the chosen device (the selectors of ``run``)
+session   = Session(record kind "profile")         # the lifecycle every run shares
+ceilings  = measure_ceilings(...)                  # cached per device fingerprint
+result    = run_case(...)                          # the unprofiled median, as `run` does
+capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
+record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torchmark.config import RunConfig, validate
+from torchmark.devices import Device, resolve
+from torchmark.errors import CaseSkipped, InputError
+from torchmark.profile import categories as c
+from torchmark.profile.capture import (
+    MAX_EVENTS,
+    WAIT,
+    WARMUP,
+    Capture,
+    ProfileError,
+    capture,
+    check_active,
+)
+from torchmark.profile.ops import top_ops, verdict
+from torchmark.results import Result, RunRecord
+from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
+from torchmark.session import Events, Session
+from torchmark.store.base import ResultStore
+from torchmark.workloads import Case
+
+
+def choose(cfg: RunConfig) -> tuple[Case, list[str]]:
+    """The case to profile and notes on how it was chosen."""
+    validate(cfg)
+    devices = resolve(cfg.devices)
+    device = _prefer_accelerator(devices)
+    workloads = select_workloads(cfg)
+    cases = plan(workloads, [device], cfg)
+    if not cases:
+        raise InputError(
+            f"no case of {', '.join(workloads)} matches these options on {device.name}; "
+            "see `torchmark run --dry-run` with the same options"
+        )
+    notes = []
+    if len(devices) > 1:
+        notes.append(f"profiling on {device.name} (choose another with --device)")
+    if len(cases) > 1:
+        notes.append(
+            f"profiling the first of {len(cases)} matching cases (narrow with --workload, "
+            "--scenario, --precision, --batch)"
+        )
+    return cases[0], notes
+
+
+def _prefer_accelerator(devices: list[Device]) -> Device:
+    return next((d for d in devices if d.is_accelerator), devices[0])
+
+
+def profile(
+    cfg: RunConfig,
+    store: ResultStore | None,
+    events: Events | None = None,
+    *,
+    active: int = 5,
+    trace_path: Path | None = None,
+    max_events: int = MAX_EVENTS,
+) -> tuple[RunRecord, Path | None]:
+    """Measure the case unprofiled, profile it, store both as one ``profile`` run."""
+    check_active(active)
+    case, notes = choose(cfg)
+    workload = select_workloads(cfg)[case.workload]
+    session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
+    session.planned([case])
+    saved = None
+    with session:
+        ceilings = measure_ceilings([case.device], session, cfg)[case.device.name]
+        session.case_started(case)
+        result = run_case(workload, case, ceilings, cfg, session)
+        session.add(case, result)
+        if result.status != "ok":
+            raise ProfileError(f"cannot profile {case.label}: {result.reason}")
+        try:
+            prepared = workload.prepare(case)
+        except CaseSkipped as e:
+            raise ProfileError(f"cannot profile {case.label}: {e}") from None
+        try:
+            cap = capture(prepared.fn, case.device, active, max_events)
+        finally:
+            if prepared.teardown:
+                prepared.teardown()
+        matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
+        session.record.extra["profile"] = summary(case, result, cap, ceilings, matmul, notes)
+        if trace_path is not None:
+            from torchmark.profile.capture import save_trace
+
+            saved = save_trace(cap.trace, trace_path)
+            session.record.extra["profile"]["trace_file"] = str(saved)
+    return session.record, saved
+
+
+def summary(
+    case: Case,
+    result: Result,
+    cap: Capture,
+    ceilings: dict[str, Any],
+    matmul_key: str | None,
+    notes: list[str],
+) -> dict[str, Any]:
+    """What is stored with the run: plain JSON, enough to render without the trace."""
+    bd = cap.breakdown
+    profiled_s = bd.wall_us / bd.steps / 1e6  # the mean: the breakdown's own step
+    unprofiled_s = result.median_s
+    order = c.CPU_ORDER if bd.kind == "cpu" else c.GPU_ORDER
+    return {
+        "case": case.label,
+        "workload": case.workload,
+        "device": case.device.name,
+        "kind": bd.kind,
+        "schedule": {"wait": WAIT, "warmup": WARMUP, "active": bd.steps},
+        "steps": bd.steps,
+        "wall_us": bd.wall_us,
+        "step_us": bd.step_us,
+        "profiled_step_s": profiled_s,
+        "unprofiled_median_s": unprofiled_s,
+        "overhead_pct": 100 * (profiled_s / unprofiled_s - 1) if unprofiled_s else None,
+        "categories": [
+            {"name": k, "us_per_step": bd.categories[k] / bd.steps, "share": bd.shares()[k]}
+            for k in order
+        ],
+        "rules": c.rules_text(bd.kind),
+        "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
+        "verdict": verdict(bd),
+        "device_peak_bytes": cap.device_peak_bytes,
+        "host_rss_peak_bytes": cap.host_rss_peak_bytes,
+        "notes": [
+            *notes,
+            "each profiled step ends with a device sync; the unprofiled median is the same "
+            "case measured by `run`'s loop just before",
+        ],
+    }

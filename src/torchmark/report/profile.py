@@ -1,0 +1,119 @@
+"""A stored ``profile`` run as terminal tables: the breakdown, top ops, verdict and rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable
+from torchmark.results import RunRecord
+
+BAR = 20  # characters of the share bar at 100 %
+# Past this the profiler's own cost is a large part of each small op's time: said next to
+# the breakdown (linear10 here: 9 µs unprofiled, ~50 µs profiled).
+OVERHEAD_WARN_PCT = 25.0
+
+
+RULES_SHORT = {
+    "cpu": "each instant goes to the innermost op on the step's thread, its name tried "
+    "against regexes for matmul/conv, reductions, memory ops, elementwise, then framework; "
+    "inside no op is Python",
+    "gpu": "each instant goes to the highest active of compute > communication > memcpy > "
+    "memset on any stream; sync events are never compute; idle is host-wait when the next "
+    "launch came after the GPU went idle, else kernel-wait",
+}
+
+
+def overhead_line(p: dict[str, Any]) -> str:
+    prof, plain, over = p["profiled_step_s"], p["unprofiled_median_s"], p["overhead_pct"]
+    line = (
+        f"profiled step (mean of {p['steps']}) {fmt.duration(prof)} vs unprofiled median "
+        f"{fmt.duration(plain)}: profiler overhead "
+    )
+    if over is None:
+        return line + "unknown"
+    line += f"{over:+.0f} %"
+    if over > OVERHEAD_WARN_PCT:
+        line += (
+            "; the profiler's own cost per op lands mostly in framework and Python time, "
+            "so their shares are inflated"
+        )
+    return line
+
+
+def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
+    p = record.extra.get("profile")
+    if not p:
+        return [Text("this run has no profile (it stopped before one was captured)")]
+    out: list[RenderableType] = [
+        Text.assemble(("Profile of ", "bold"), (p["case"], "bold")),
+        Text(
+            f"{p['schedule']['active']} active steps after {p['schedule']['wait']} wait and "
+            f"{p['schedule']['warmup']} warm-up; "
+            + ("GPU breakdown" if p["kind"] == "gpu" else "CPU breakdown (no kernel-level events)")
+        ),
+        Text(overhead_line(p)),
+    ]
+    t = FitTable(
+        Col("category", wrap=12),
+        Col("per step", justify="right"),
+        Col("share", justify="right"),
+        Col("", drop=1),
+        title=f"Where the step's time goes ({p['kind'].upper()}, sums to the step)",
+    )
+    total_us = 0.0
+    for cat in p["categories"]:
+        total_us += cat["us_per_step"]
+        t.row(
+            cat["name"],
+            fmt.duration(cat["us_per_step"] / 1e6),
+            fmt.pct(cat["share"]),
+            "#" * round(BAR * cat["share"] / 100),
+        )
+    t.row(
+        "total", fmt.duration(total_us / 1e6), fmt.pct(sum(c["share"] for c in p["categories"])), ""
+    )
+    out.append(t)
+    ops = FitTable(
+        Col("op", wrap=14),
+        Col("kind", shorten=0, drop=3),
+        Col("calls", justify="right", drop=4),
+        Col("self/step", justify="right"),
+        Col("share", justify="right"),
+        Col("rate", justify="right", drop=2),
+        Col("of ceiling", justify="right", shorten=1, short_header="% ceil"),
+        Col("bound", drop=5),
+        title="Top ops by self time (per step)",
+    )
+    for o in p["ops"]:
+        rate = fmt.si(o["flop_rate"], "FLOP/s") if o["flop_rate"] else fmt.si(o["byte_rate"], "B/s")
+        of = (
+            Alt(f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}", fmt.pct(o["pct_ceiling"]))
+            if o["pct_ceiling"] is not None
+            else ""
+        )
+        ops.row(
+            o["name"],
+            Alt(o["category"], o["category"].split(" ")[0]),
+            f"{o['calls']:.3g}",
+            fmt.duration(o["self_us"] / 1e6),
+            fmt.pct(o["share"]),
+            rate if (o["flop_rate"] or o["byte_rate"]) else "",
+            of,
+            o["bound"],
+        )
+    out.append(ops)
+    out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    for note in p.get("notes", []):
+        out.append(Text(f"note: {note}"))
+    if verbose:
+        out.append(Text("rules:", style="bold"))
+        out.extend(Text(f"  {line}") for line in p["rules"])
+    else:
+        out.append(Text(f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex)"))
+    if p.get("trace_file"):
+        out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
+    return out

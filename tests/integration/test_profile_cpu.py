@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from torchmark.errors import CaseSkipped
 from torchmark.profile import capture as cap_mod
 from torchmark.profile import categories as c
 from torchmark.profile.capture import ProfileError, capture
+from torchmark.report import html
+from torchmark.results import RunRecord
 from torchmark.workloads.models.mlp import Linear10Workload
 
 FAST = ("--stopping", "test", "--no-ceilings", "-d", "cpu")
@@ -42,6 +45,11 @@ def test_linear10_profile_is_overhead_bound_sums_to_100_and_saves_the_trace(
     assert any(o["name"] == "aten::addmm" and o["flops"] == 2 * 1000 * 10 for o in p["ops"])
     with gzip.open(str(trace) + ".gz", "rt") as f:
         assert any(e.get("name") == "aten::addmm" for e in json.load(f)["traceEvents"])
+    # the HTML report's section: a stacked bar whose parts add up, and the top ops
+    page = html.render([RunRecord.model_validate_json(out_json.read_text())])
+    assert "Profile: where the step's time goes" in page
+    widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', page)]
+    assert sum(widths) == pytest.approx(100, abs=0.01) and "<td>aten::addmm</td>" in page
 
 
 def test_simplenet_train_profile_is_stored_exported_and_imported(

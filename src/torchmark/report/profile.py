@@ -89,7 +89,6 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         title="Top ops by self time (per step)",
     )
     for o in p["ops"]:
-        rate = fmt.si(o["flop_rate"], "FLOP/s") if o["flop_rate"] else fmt.si(o["byte_rate"], "B/s")
         of = (
             Alt(f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}", fmt.pct(o["pct_ceiling"]))
             if o["pct_ceiling"] is not None
@@ -101,7 +100,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
             f"{o['calls']:.3g}",
             fmt.duration(o["self_us"] / 1e6),
             fmt.pct(o["share"]),
-            rate if (o["flop_rate"] or o["byte_rate"]) else "",
+            _rate(o),
             of,
             o["bound"],
         )
@@ -117,3 +116,55 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     if p.get("trace_file"):
         out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
     return out
+
+
+# One colour per category, in the breakdown's order (CPU and GPU lists are both 7-8 long).
+COLORS = ("#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#b07aa1", "#e15759", "#bab0ac", "#76b7b2")
+
+
+def html_context(record: RunRecord) -> dict[str, Any] | None:
+    """The HTML report's profile section: a stacked bar of the categories and the top ops."""
+    p = record.extra.get("profile")
+    if not p:
+        return None
+    cats = [
+        {
+            "name": cat["name"],
+            "share": cat["share"],
+            "width": f"{cat['share']:.3f}",
+            "pct": fmt.pct(cat["share"]),
+            "time": fmt.duration(cat["us_per_step"] / 1e6),
+            "color": COLORS[i % len(COLORS)],
+        }
+        for i, cat in enumerate(p["categories"])
+    ]
+    ops = [
+        {
+            "name": o["name"],
+            "category": o["category"],
+            "calls": f"{o['calls']:.3g}",
+            "time": fmt.duration(o["self_us"] / 1e6),
+            "share": fmt.pct(o["share"]),
+            "rate": _rate(o),
+            "of": f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}"
+            if o["pct_ceiling"] is not None
+            else "",
+            "bound": o["bound"],
+        }
+        for o in p["ops"]
+    ]
+    return {
+        "case": p["case"],
+        "kind": p["kind"],
+        "overhead": overhead_line(p),
+        "categories": cats,
+        "ops": ops,
+        "verdict": p["verdict"],
+        "rules": p["rules"],
+    }
+
+
+def _rate(o: dict[str, Any]) -> str:
+    if o["flop_rate"]:
+        return fmt.si(o["flop_rate"], "FLOP/s")
+    return fmt.si(o["byte_rate"], "B/s") if o["byte_rate"] else ""

@@ -214,3 +214,28 @@ def test_verdicts_follow_the_numbers() -> None:
     assert verdict(bd).startswith("compute-heavy: 90 % of the step is matmul/conv")
     gpu = c.gpu_breakdown([step(1, 0, 100), launch(70, 1), k("gemm", 80, 10, 1)])
     assert verdict(gpu).startswith("launch-bound: 90 % of the step is host-wait")
+
+
+def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
+    conv = {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3]], "Input type": ["float"] * 2}
+    events = [
+        step(1, 0, 1000),
+        x("aten::conv2d", 0, 500, **conv),
+        x("aten::convolution", 1, 498),
+        x("aten::mkldnn_convolution", 2, 496, **conv),
+        x("aten::conv2d", 600, 300),  # a second call: every call of each has the wrapper
+        x("aten::mkldnn_convolution", 601, 298),
+    ]
+    bd = c.cpu_breakdown(events)
+    assert bd.ops["aten::mkldnn_convolution"].ancestors == {
+        "aten::conv2d": 2,
+        "aten::convolution": 1,
+    }
+    rows = {r.name: r for r in top_ops(bd, {"aten::conv2d": 8e6}, CEILINGS, "matmul:float32")}
+    mm = rows["aten::mkldnn_convolution"]
+    assert mm.flops == 8e6 and mm.bound == "compute"
+    assert mm.pct_ceiling == pytest.approx(100 * 8e6 / (794e-6) / 1e11)
+    assert rows["aten::conv2d"].flops is None  # counted once, on the op doing the work
+    # no FLOPs known: a convolution is never called memory-bound from its inputs' bytes
+    rows = {r.name: r for r in top_ops(bd, {}, CEILINGS, "matmul:float32")}
+    assert rows["aten::mkldnn_convolution"].bound == ""

@@ -232,6 +232,8 @@ class OpTime:
     calls: int = 0
     self_us: float = 0.0
     bytes_read: float | None = None  # input tensors, where their dims and dtype are known
+    # names of the ops that called it, with how many of its calls each enclosed
+    ancestors: dict[str, int] = field(default_factory=dict)
 
 
 CPU_ORDER = (MATMUL, ELEMENTWISE, REDUCTION, MEMORY, DATA, FRAMEWORK, PYTHON, OTHER)
@@ -258,13 +260,19 @@ def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
             cats[cat] += b - a
             if s is not None:
                 ops.setdefault(s.name, OpTime(cat)).self_us += b - a
-        for s in nested:
+        stack: list[Span] = []
+        for s in sorted(nested, key=lambda s: (s.start, -s.end)):
+            while stack and stack[-1].end <= s.start:
+                stack.pop()
             if w.start <= s.start < w.end:
                 op = ops.setdefault(s.name, OpTime(cpu_category(s.name, False)))
                 op.calls += 1
+                for name in dict.fromkeys(a.name for a in stack):
+                    op.ancestors[name] = op.ancestors.get(name, 0) + 1
                 read = tensor_bytes(s.args)
                 if read is not None:
                     op.bytes_read = (op.bytes_read or 0.0) + read
+            stack.append(s)
     wall = sum(w.dur for w in windows)
     return Breakdown("cpu", len(windows), wall, cats, ops, [w.dur for w in windows])
 

@@ -57,11 +57,13 @@ def top_ops(
         self_us, calls = op.self_us / steps, op.calls / steps
         # a view or a wrapper's own time touches no data: its shapes are not its work
         works = op.category in WORK_CATEGORIES
-        f = (flops.get(name) or None) if works else None
+        f = (flops.get(name) or inherited(name, bd, flops)) if works else None
         b = op.bytes_read / steps if op.bytes_read and works else None
         t = self_us / 1e6
         f_rate = f / t if f and t > 0 else None
         b_rate = b / t if b and t > 0 else None
+        if op.category == c.MATMUL and not f_rate:
+            b_rate = None  # its inputs' bytes alone would call a convolution memory-bound
         bound, pct, key = (
             _bound(self_us, calls, f_rate, b_rate, peak, bw, floor)
             if works
@@ -72,6 +74,19 @@ def top_ops(
             OpRow(name, op.category, calls, self_us, share, f, b, f_rate, b_rate, pct, key, bound)
         )
     return rows
+
+
+def inherited(name: str, bd: c.Breakdown, flops: Mapping[str, float]) -> float | None:
+    """FLOPs torch counted on the op that called this one: its counter names aten::conv2d,
+    whose work runs in aten::mkldnn_convolution (CPU) or cudnn_convolution three calls
+    down. Taken only from the one counted caller that enclosed every call of this op."""
+    op = bd.ops[name]
+    found = [
+        flops[a]
+        for a, n in op.ancestors.items()
+        if flops.get(a) and n == op.calls and bd.ops[a].calls == op.calls
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _bound(

@@ -40,6 +40,7 @@ def test_linear10_profile_is_overhead_bound_sums_to_100_and_saves_the_trace(
     assert s[c.MATMUL] > 0 and s[c.PYTHON] > 0
     assert "verdict: overhead-bound" in out
     assert "profiler overhead" in out and "Top ops by self time" in out
+    assert "memory: host RSS peak" in out and "trace caps: 20 active steps" in out
     p = json.loads(out_json.read_text())["extra"]["profile"]
     assert p["steps"] == 3 and p["unprofiled_median_s"] > 0 and p["overhead_pct"] is not None
     assert any(o["name"] == "aten::addmm" and o["flops"] == 2 * 1000 * 10 for o in p["ops"])

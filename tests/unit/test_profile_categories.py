@@ -239,3 +239,50 @@ def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
     # no FLOPs known: a convolution is never called memory-bound from its inputs' bytes
     rows = {r.name: r for r in top_ops(bd, {}, CEILINGS, "matmul:float32")}
     assert rows["aten::mkldnn_convolution"].bound == ""
+
+
+def test_an_op_above_its_ceiling_is_marked_and_explained() -> None:
+    from rich.console import Console
+
+    from torchmark.report.profile import html_context, profile_tables
+    from torchmark.results import RunRecord
+
+    events = [
+        step(1, 0, 100),
+        # 4 MB read in 10 µs: 400 GB/s, 40x the 10 GB/s ceiling (data in cache, or a low one)
+        x("aten::add", 0, 10, **{"Input Dims": [[1024, 1024]], "Input type": ["float"]}),
+    ]
+    bd = c.cpu_breakdown(events)
+    ops = [r.as_dict() for r in top_ops(bd, {}, CEILINGS, "matmul:float32")]
+    p = {
+        "case": "t",
+        "kind": "cpu",
+        "steps": 1,
+        "schedule": {"wait": 1, "warmup": 2, "active": 1},
+        "profiled_step_s": 1e-4,
+        "unprofiled_median_s": 5e-5,
+        "overhead_pct": 100.0,
+        "categories": [
+            {"name": k, "us_per_step": v, "share": bd.shares()[k]} for k, v in bd.categories.items()
+        ],
+        "ops": ops,
+        "verdict": verdict(bd),
+        "rules": c.rules_text("cpu"),
+        "notes": [],
+    }
+    rec = RunRecord(
+        tool_version="t",
+        kind="profile",
+        command="t",
+        environment={},
+        fingerprint="f",
+        extra={"profile": p},
+    )
+    console = Console(width=80, record=True)
+    for r in profile_tables(rec):
+        console.print(r)
+    text = " ".join(console.export_text().split())
+    assert "4,194 % !" in text
+    assert "1 op(s) above 100 % of the measured ceiling" in text
+    assert "profiler overhead +100 %" in text
+    assert html_context(rec)["above"].startswith("1 op(s) above 100 %")  # type: ignore[index]

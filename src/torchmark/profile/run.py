@@ -18,6 +18,7 @@ from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
 from torchmark.profile.capture import (
+    MAX_ACTIVE,
     MAX_EVENTS,
     WAIT,
     WARMUP,
@@ -94,7 +95,9 @@ def profile(
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
-        session.record.extra["profile"] = summary(case, result, cap, ceilings, matmul, notes)
+        session.record.extra["profile"] = summary(
+            case, result, cap, ceilings, matmul, notes, max_events
+        )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
@@ -110,6 +113,7 @@ def summary(
     ceilings: dict[str, Any],
     matmul_key: str | None,
     notes: list[str],
+    max_events: int = MAX_EVENTS,
 ) -> dict[str, Any]:
     """What is stored with the run: plain JSON, enough to render without the trace."""
     bd = cap.breakdown
@@ -135,11 +139,13 @@ def summary(
         "rules": c.rules_text(bd.kind),
         "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
         "verdict": verdict(bd),
-        "device_peak_bytes": cap.device_peak_bytes,
+        # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
+        "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,
         "host_rss_peak_bytes": cap.host_rss_peak_bytes,
         "notes": [
             *notes,
             "each profiled step ends with a device sync; the unprofiled median is the same "
             "case measured by `run`'s loop just before",
+            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events",
         ],
     }

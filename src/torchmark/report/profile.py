@@ -44,6 +44,26 @@ def overhead_line(p: dict[str, Any]) -> str:
     return line
 
 
+ABOVE_NOTE = (
+    "{n} op(s) above 100 % of the measured ceiling: the bandwidth ceiling is main memory's "
+    "and an op whose data fits in cache moves it faster; a ceiling measured while other "
+    "processes ran may be low (see the ceilings' notes)"
+)
+
+
+def above(o: dict[str, Any]) -> bool:
+    return o["pct_ceiling"] is not None and o["pct_ceiling"] > 100
+
+
+def memory_line(p: dict[str, Any]) -> str | None:
+    parts = []
+    if p.get("device_peak_bytes"):
+        parts.append(f"device peak allocated {fmt.si(p['device_peak_bytes'], 'B')} while profiled")
+    if p.get("host_rss_peak_bytes"):
+        parts.append(f"host RSS peak {fmt.si(p['host_rss_peak_bytes'], 'B')} (the process's)")
+    return "memory: " + "; ".join(parts) if parts else None
+
+
 def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
     p = record.extra.get("profile")
     if not p:
@@ -89,8 +109,12 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         title="Top ops by self time (per step)",
     )
     for o in p["ops"]:
+        mark = " !" if above(o) else ""
         of = (
-            Alt(f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}", fmt.pct(o["pct_ceiling"]))
+            Alt(
+                f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}{mark}",
+                fmt.pct(o["pct_ceiling"]) + mark,
+            )
             if o["pct_ceiling"] is not None
             else ""
         )
@@ -105,7 +129,13 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
             o["bound"],
         )
     out.append(ops)
+    n_above = sum(above(o) for o in p["ops"])
+    if n_above:
+        out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
     out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    memory = memory_line(p)
+    if memory:
+        out.append(Text(memory))
     for note in p.get("notes", []):
         out.append(Text(f"note: {note}"))
     if verbose:
@@ -146,7 +176,7 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
             "time": fmt.duration(o["self_us"] / 1e6),
             "share": fmt.pct(o["share"]),
             "rate": _rate(o),
-            "of": f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}"
+            "of": f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}" + (" !" if above(o) else "")
             if o["pct_ceiling"] is not None
             else "",
             "bound": o["bound"],
@@ -161,6 +191,9 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         "ops": ops,
         "verdict": p["verdict"],
         "rules": p["rules"],
+        "above": ABOVE_NOTE.format(n=sum(above(o) for o in p["ops"]))
+        if any(above(o) for o in p["ops"])
+        else None,
     }
 
 

@@ -286,3 +286,13 @@ def test_an_op_above_its_ceiling_is_marked_and_explained() -> None:
     assert "1 op(s) above 100 % of the measured ceiling" in text
     assert "profiler overhead +100 %" in text
     assert html_context(rec)["above"].startswith("1 op(s) above 100 %")  # type: ignore[index]
+
+
+def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
+    from torchmark.report.profile import overhead_line
+
+    p = {"steps": 5, "profiled_step_s": 37e-6, "unprofiled_median_s": 43e-6, "overhead_pct": -14.0}
+    assert "can't tell (-14 %, within the ±130 % spread" in overhead_line({**p, "spread_pct": 130})
+    p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
+    line = overhead_line({**p, "spread_pct": 10})
+    assert "profiler overhead +467 %" in line and "inflated" in line

@@ -106,6 +106,18 @@ def profile(
     return session.record, saved
 
 
+def spread_pct(result: Result, step_us: list[float]) -> float:
+    """The larger relative spread (IQR / median, %) of the two step times compared: an
+    overhead smaller than this is noise (a loaded machine moved linear10's unprofiled median
+    from 9 to 43 µs between two runs here)."""
+    import numpy as np
+
+    q1, med, q3 = np.percentile(step_us, [25, 50, 75])
+    profiled = (q3 - q1) / med if med else 0.0
+    plain = (result.iqr_s or 0.0) / result.median_s if result.median_s else 0.0
+    return 100 * float(max(profiled, plain))
+
+
 def summary(
     case: Case,
     result: Result,
@@ -132,6 +144,7 @@ def summary(
         "profiled_step_s": profiled_s,
         "unprofiled_median_s": unprofiled_s,
         "overhead_pct": 100 * (profiled_s / unprofiled_s - 1) if unprofiled_s else None,
+        "spread_pct": spread_pct(result, bd.step_us),
         "categories": [
             {"name": k, "us_per_step": bd.categories[k] / bd.steps, "share": bd.shares()[k]}
             for k in order

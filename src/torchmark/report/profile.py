@@ -35,6 +35,12 @@ def overhead_line(p: dict[str, Any]) -> str:
     )
     if over is None:
         return line + "unknown"
+    spread = p.get("spread_pct") or 0.0
+    if abs(over) <= spread:
+        return line + (
+            f"can't tell ({over:+.0f} %, within the ±{spread:.0f} % spread of the step times: "
+            "the machine was noisy; run again on a quiet one)"
+        )
     line += f"{over:+.0f} %"
     if over > OVERHEAD_WARN_PCT:
         line += (

@@ -296,3 +296,19 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
     line = overhead_line({**p, "spread_pct": 10})
     assert "profiler overhead +467 %" in line and "inflated" in line
+
+
+def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
+    from torchmark.profile.run import launch_summary
+    from torchmark.report.profile import launch_line
+
+    bd = c.gpu_breakdown(GPU_STEP)
+    assert bd.launch_us == [2] * 6  # every launch call in the fixture lasts 2 µs
+    assert sorted(bd.queue_us) == [2, 2, 2, 4, 17, 23]
+    lx = launch_summary(bd)
+    assert lx == {"per_step": 6, "launch_us_median": 2, "queue_us_median": 3}
+    assert launch_line(lx) == (
+        "launches: 6 per step; each launch call takes 2.00 µs on the host and the GPU starts "
+        "it 3.00 µs after the call returns (medians)"
+    )
+    assert launch_summary(c.cpu_breakdown(CPU_STEP)) is None

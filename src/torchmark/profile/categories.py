@@ -221,6 +221,9 @@ class Breakdown:
     categories: dict[str, float]
     ops: dict[str, OpTime]
     step_us: list[float]
+    # GPU: per launched activity, the host's launch call and its wait before starting (µs)
+    launch_us: list[float] = field(default_factory=list)
+    queue_us: list[float] = field(default_factory=list)
 
     def shares(self) -> dict[str, float]:
         return {k: 100 * v / self.wall_us for k, v in self.categories.items() if self.wall_us}
@@ -289,8 +292,15 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
     }
     cats = dict.fromkeys(GPU_ORDER, 0.0)
     ops: dict[str, OpTime] = {}
+    launch_us: list[float] = []
+    queue_us: list[float] = []
     for w in windows:
         inside = [s for s in acts if s.end > w.start and s.start < w.end]
+        for s in inside:
+            launched = launches.get(s.correlation) if s.correlation is not None else None
+            if launched is not None and w.start <= s.start < w.end:
+                launch_us.append(launched.dur)
+                queue_us.append(max(0.0, s.start - launched.end))
         for a, b, cat in _activity_segments(inside, w.start, w.end):
             if cat is None:
                 cat = _idle_cause(a, b, inside, launches)
@@ -301,7 +311,8 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 op.calls += 1
                 op.self_us += min(s.end, w.end) - s.start
     wall = sum(w.dur for w in windows)
-    return Breakdown("gpu", len(windows), wall, cats, ops, [w.dur for w in windows])
+    steps_us = [w.dur for w in windows]
+    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us)
 
 
 def _gpu_cat(s: Span) -> str:

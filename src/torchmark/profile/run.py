@@ -10,6 +10,7 @@ record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,17 @@ def spread_pct(result: Result, step_us: list[float]) -> float:
     return 100 * float(max(profiled, plain))
 
 
+def launch_summary(bd: c.Breakdown) -> dict[str, float] | None:
+    """GPU: launches per step, the host's launch call and the wait before the GPU starts."""
+    if not bd.launch_us:
+        return None
+    return {
+        "per_step": len(bd.launch_us) / bd.steps,
+        "launch_us_median": statistics.median(bd.launch_us),
+        "queue_us_median": statistics.median(bd.queue_us),
+    }
+
+
 def summary(
     case: Case,
     result: Result,
@@ -152,6 +164,7 @@ def summary(
         "rules": c.rules_text(bd.kind),
         "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
         "verdict": verdict(bd),
+        "launches": launch_summary(bd),
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
         "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,
         "host_rss_peak_bytes": cap.host_rss_peak_bytes,

@@ -61,6 +61,14 @@ def above(o: dict[str, Any]) -> bool:
     return o["pct_ceiling"] is not None and o["pct_ceiling"] > 100
 
 
+def launch_line(lx: dict[str, float]) -> str:
+    return (
+        f"launches: {lx['per_step']:.3g} per step; each launch call takes "
+        f"{fmt.duration(lx['launch_us_median'] / 1e6)} on the host and the GPU starts it "
+        f"{fmt.duration(lx['queue_us_median'] / 1e6)} after the call returns (medians)"
+    )
+
+
 def memory_line(p: dict[str, Any]) -> str | None:
     parts = []
     if p.get("device_peak_bytes"):
@@ -139,6 +147,8 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     if n_above:
         out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
     out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    if p.get("launches"):
+        out.append(Text(launch_line(p["launches"])))
     memory = memory_line(p)
     if memory:
         out.append(Text(memory))

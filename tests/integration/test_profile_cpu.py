@@ -125,3 +125,33 @@ def test_a_real_cpu_capture_adds_up_per_step() -> None:
     assert bd.kind == "cpu" and bd.steps == 3
     assert sum(bd.categories.values()) == pytest.approx(bd.wall_us)
     assert bd.ops["aten::add_"].calls == 3 and bd.ops["aten::add_"].category == c.ELEMENTWISE
+
+
+CNN = f"{Path(__file__).parents[1] / 'fixtures' / 'user_models'}/cnn.py:make_model"
+
+
+def test_the_users_model_is_profiled_like_a_builtin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "run.json"
+    args = ("profile", CNN, "--input", "3x16x16", "--batch", "2", "--steps", "2", *FAST)
+    code, out, err = cli(capsys, *args, "--json", str(out_json))
+    assert code == 0, err
+    assert "Profile of cnn.py:make_model/e2e b=2 on cpu" in out
+    s = shares(out_json)
+    assert sum(s.values()) == pytest.approx(100) and s[c.MATMUL] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-w", "linear10", CNN), "a built-in --workload NAME or your model's SPEC (not both)"),
+        ((), "a built-in --workload NAME or your model's SPEC (not both)"),
+        (("-w", "linear10", "--input", "8"), "--input/--inputs go with a SPEC"),
+    ],
+)
+def test_target_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = cli(capsys, "profile", *args, *FAST)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

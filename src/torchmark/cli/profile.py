@@ -9,10 +9,12 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from torchmark.cli import RUNS_CODE
 from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console, open_store
 from torchmark.cli.progress import ProgressEvents
 from torchmark.cli.run import check_json_path, shown_even_if_interrupted, write_json
 from torchmark.config import RunConfig, parse_int_list
+from torchmark.errors import InputError
 from torchmark.results import RunRecord
 
 
@@ -28,9 +30,26 @@ def show(record: RunRecord, verbose: bool = False) -> None:
 
 @app.command()
 def profile(
+    spec: Annotated[
+        str | None,
+        typer.Argument(
+            help="Your model instead of a built-in workload, as for `torchmark model` "
+            "(file.py:factory or module:factory). " + RUNS_CODE,
+            show_default=False,
+        ),
+    ] = None,
     workload: Annotated[
-        str, typer.Option("--workload", "-w", help="Workload to profile; see `torchmark list`.")
-    ],
+        str | None,
+        typer.Option(
+            "--workload", "-w", help="Built-in workload to profile; see `torchmark list`."
+        ),
+    ] = None,
+    input: Annotated[
+        list[str] | None, typer.Option("--input", help="With SPEC: input shape, e.g. 3x224x224.")
+    ] = None,
+    inputs: Annotated[
+        str | None, typer.Option("--inputs", help="With SPEC: file.py:make_inputs.")
+    ] = None,
     device: DevicesOption = None,
     scenario: Annotated[
         str | None, typer.Option(help="Model scenario: infer, infer-e2e, train, prefill, decode.")
@@ -61,9 +80,13 @@ def profile(
     from torchmark.profile.run import profile as run_profile
 
     check_active(steps)
+    if (spec is None) == (workload is None):
+        raise InputError("give a built-in --workload NAME or your model's SPEC (not both)")
+    if spec is None and (input or inputs):
+        raise InputError("--input/--inputs go with a SPEC (your model); drop them for --workload")
     cfg = RunConfig(
         devices=tuple(device or ("all",)),
-        workloads=(workload,),
+        workloads=(workload,) if workload else (),
         scenarios=(scenario,) if scenario else (),
         precisions=(precision,) if precision else (),
         batches=parse_int_list(batch, "--batch"),
@@ -72,13 +95,22 @@ def profile(
         ceilings=ceilings,
     )
     check_json_path(json_path)
+    target = None
+    if spec is not None:
+        from torchmark.cli.model import input_factory, short_name
+        from torchmark.profile.run import user_target
+        from torchmark.user import spec as spec_mod
+
+        factory = input_factory(input, inputs)
+        loaded = spec_mod.load(spec)
+        target = user_target(loaded.model, factory, short_name(spec), cfg)
     store = open_store(db)
     events = ProgressEvents(console)
     with (
         shown_even_if_interrupted(functools.partial(show, verbose=verbose), json_path),
         events.shown(),
     ):
-        record, _ = run_profile(cfg, store, events, active=steps, trace_path=trace)
+        record, _ = run_profile(cfg, store, events, active=steps, trace_path=trace, target=target)
     show(record, verbose)
     console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store.url}"))
     if json_path:

@@ -29,9 +29,11 @@ RULES_SHORT = {
 
 def overhead_line(p: dict[str, Any]) -> str:
     prof, plain, over = p["profiled_step_s"], p["unprofiled_median_s"], p["overhead_pct"]
+    mean = p.get("profiled_mean_s")
     line = (
-        f"profiled step (mean of {p['steps']}) {fmt.duration(prof)} vs unprofiled median "
-        f"{fmt.duration(plain)}: profiler overhead "
+        f"profiled step median {fmt.duration(prof)} of {p['steps']}"
+        + (f" (mean {fmt.duration(mean)}: the breakdown's step)" if mean else "")
+        + f" vs unprofiled median {fmt.duration(plain)}: profiler overhead "
     )
     if over is None:
         return line + "unknown"

@@ -72,6 +72,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "Benchmark your own model over a batch sweep on every device: latency, throughput, "
         "CPU/GPU break-even, energy and cost per item. " + RUNS_CODE,
     ),
+    "profile": CommandEntry(
+        "profile",
+        "Where one case's step time goes: categories that add up, top ops against the ceilings.",
+    ),
     "tune": CommandEntry(
         "model",
         "Find the settings that make your model faster on each device, each one checked "

@@ -100,6 +100,10 @@ class Device(ABC):
         """None when fp32 matmuls/convolutions can run in TF32 here, else the reason."""
         return "TF32 needs an NVIDIA GPU with compute capability >= 8.0"
 
+    def profiler_activities(self) -> list[Any]:
+        """``torch.profiler`` activities beyond the CPU's that record this device's work."""
+        return []
+
     def supports_graphs(self) -> str | None:
         """None when whole steps can be captured and replayed as a graph (CUDA graphs)."""
         return "CUDA graphs need CUDA"

@@ -82,6 +82,9 @@ class CUDADevice(Device):
     def supports_graphs(self) -> str | None:
         return None
 
+    def profiler_activities(self) -> list[Any]:
+        return [torch.profiler.ProfilerActivity.CUDA]
+
     def capture_graph(self, step: Callable[[], Any]) -> Callable[[], Any]:
         stream = torch.cuda.Stream(self.torch_device)
         stream.wait_stream(torch.cuda.current_stream(self.torch_device))

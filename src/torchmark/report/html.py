@@ -188,6 +188,12 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
+def profile_section(run: RunRecord) -> dict[str, Any] | None:
+    from torchmark.report.profile import html_context
+
+    return html_context(run)
+
+
 def _break_even_note(run: RunRecord) -> str | None:
     """Why a user-model run has no break-even, and how to get one (``model`` on a CPU-only
     machine): said in the run's section, where its reader looks for the answer."""
@@ -215,6 +221,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 # drawn only when there is something to place: the lines above say so
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
                 "tune": _tune(run),
+                "profile": profile_section(run),
                 "break_even_note": _break_even_note(run),
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }

@@ -1,0 +1,389 @@
+"""Where a step's wall time goes: categories that add up, as pure functions over trace events.
+
+The input is the ``traceEvents`` list of a Chrome trace as ``torch.profiler`` writes it
+(complete events: ``ph`` "X", ``ts``/``dur`` in µs). A step is the window of one
+``ProfilerStep#N`` annotation. Every instant of the window gets exactly one category, so the
+categories sum to the window's wall time by construction:
+
+- CPU: the innermost event covering the instant on the step's thread decides, its name
+  matched against ``CPU_RULES`` in order (the first match wins); no event: Python.
+- GPU: every activity on any stream is considered at once and the highest of
+  ``GPU_PRIORITY`` that is active wins (overlap counts once); no activity: idle, split by the
+  next activity's launch (``IDLE_RULES``). Sync events are not activity (HTA counts
+  ``cudaStreamSynchronize``'s GPU-side event as compute; it only waits).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Event = Mapping[str, Any]
+
+STEP = re.compile(r"^ProfilerStep#\d+$")
+
+# CPU: (category, regex on the innermost event's name), tried in this order.
+MATMUL = "matmul/conv"
+REDUCTION = "reductions"
+MEMORY = "memory ops"
+ELEMENTWISE = "elementwise"
+DATA = "data loading"
+FRAMEWORK = "framework overhead"
+PYTHON = "python (outside ops)"
+OTHER = "other ops"
+CPU_RULES: tuple[tuple[str, str], ...] = (
+    (DATA, r"DataLoader"),
+    (
+        MATMUL,
+        r"^aten::(mm|addmm|bmm|baddbmm|addmv|mv|dot|vdot|_addmm_activation|_int_mm|_scaled_mm"
+        r"|mkldnn_convolution|_mkldnn_convolution\w*|mkldnn_linear|_slow_conv2d_\w+"
+        r"|_nnpack_spatial_convolution|convolution_backward|cudnn_convolution\w*"
+        r"|_scaled_dot_product_\w+|_flash_attention\w*|_efficient_attention\w*)$"
+        r"|^(quantized|fbgemm|mkldnn)::\w*(linear|conv)\w*$",
+    ),
+    (
+        REDUCTION,
+        r"^aten::(sum|mean|prod|amax|amin|max|min|argmax|argmin|var|std|var_mean|std_mean"
+        r"|norm|linalg_vector_norm|_softmax|_log_softmax|_softmax_backward_data"
+        r"|_log_softmax_backward_data|native_layer_norm\w*|native_batch_norm\w*"
+        r"|_native_batch_norm_legit\w*|batch_norm_\w+|native_group_norm\w*|topk|sort|cumsum"
+        r"|logsumexp|nll_loss\w*|mse_loss\w*|max_pool\w+|avg_pool\w+|adaptive_\w+pool\w*"
+        r"|_adaptive_\w+pool\w*|max_pool2d_with_indices\w*)$",
+    ),
+    (
+        MEMORY,
+        r"^aten::(copy_|_to_copy|clone|contiguous|cat|stack|empty|empty_like|empty_strided"
+        r"|zeros|zeros_like|ones|ones_like|full|full_like|fill_|zero_|index|index_select"
+        r"|index_put_|_index_put_impl_|gather|scatter\w*|embedding|embedding_dense_backward"
+        r"|constant_pad_nd|masked_fill_|_foreach_zero_|to|resize_|narrow_copy|repeat)$",
+    ),
+    (
+        ELEMENTWISE,
+        r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|neg|relu|relu_|threshold\w*|gelu\w*"
+        r"|silu\w*|sigmoid\w*|tanh\w*|hardtanh\w*|exp|log|pow|sqrt|rsqrt|reciprocal|clamp\w*"
+        r"|where|addcmul_?|addcdiv_?|lerp_?|native_dropout\w*|dropout|abs|sign|sin|cos|erf"
+        r"|maximum|minimum|eq|ne|lt|gt|le|ge|bitwise_\w+|logical_\w+|_foreach_\w+"
+        r"|_fused_\w+|masked_fill|softplus\w*|leaky_relu\w*)$",
+    ),
+    # Metadata-only ops, autograd bookkeeping and annotations: no data touched.
+    (
+        FRAMEWORK,
+        r"^aten::(view|_unsafe_view|reshape|t|transpose|permute|expand|as_strided|squeeze"
+        r"|unsqueeze|select|slice|detach|detach_|alias|resolve_conj|resolve_neg|flatten"
+        r"|numpy_T|_reshape_alias|lift_fresh|linear|matmul|conv2d|convolution|_convolution"
+        r"|batch_norm|_batch_norm_impl_index|layer_norm|softmax|log_softmax|dropout_|chunk"
+        r"|split|split_with_sizes|unbind|result_type|item|_local_scalar_dense|set_|zeros_?)$"
+        r"|^autograd::|^torch::autograd::|^Optimizer\.|^nn\.Module|^Torch-Compiled"
+        r"|^##|^record_param_comms",
+    ),
+)
+CPU_RULES_NOTE = (
+    f"a wrapper's own time (an op that calls other ops, e.g. aten::linear) is {FRAMEWORK}; "
+    f"time on the step's thread inside no op is {PYTHON}; an op no rule names is {OTHER}"
+)
+_CPU = [(cat, re.compile(rx)) for cat, rx in CPU_RULES]
+
+# GPU: the category of an instant is the highest of these active on any stream.
+COMPUTE = "compute kernels"
+COMM = "communication"
+MEMCPY = "memcpy"
+MEMSET = "memset"
+HOST_WAIT = "idle: host-wait"
+KERNEL_WAIT = "idle: kernel-wait"
+IDLE_UNKNOWN = "idle: launch unknown"
+GPU_PRIORITY = (COMPUTE, COMM, MEMCPY, MEMSET)
+COMM_RX = r"nccl|rccl|ncclDevKernel|all_?reduce|all_?gather|reduce_?scatter"
+SYNC_RX = r"Synchronize|cudaStreamWaitEvent|hipStreamWaitEvent"
+_COMM, _SYNC = re.compile(COMM_RX, re.I), re.compile(SYNC_RX)
+IDLE_RULES = (
+    f"{HOST_WAIT}: the next GPU activity was launched by the host after the GPU went idle "
+    "(or nothing followed in the step): the GPU waited for the CPU",
+    f"{KERNEL_WAIT}: it was launched before the GPU went idle (queued work not yet started: "
+    "launch latency, a dependency on another stream)",
+    f"{IDLE_UNKNOWN}: its launch is not in the trace (no correlation id)",
+)
+GPU_CATS = {"kernel": COMPUTE, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+
+
+def rules_text(kind: str) -> list[str]:
+    """The rules a breakdown used, in words and regexes, for the report."""
+    if kind == "cpu":
+        lines = [f"{i}. {cat}: name matches /{rx}/" for i, (cat, rx) in enumerate(CPU_RULES, 1)]
+        return [
+            "each instant of the step goes to the innermost op on the step's thread; "
+            "its name is tried against these rules in order:",
+            *lines,
+            CPU_RULES_NOTE,
+        ]
+    return [
+        f"each instant of the step goes to the highest active of: {' > '.join(GPU_PRIORITY)} "
+        f"(any stream; a kernel matching /{COMM_RX}/i is {COMM})",
+        f"sync events (cat cuda_sync, names matching /{SYNC_RX}/) are never activity",
+        *IDLE_RULES,
+    ]
+
+
+@dataclass(frozen=True)
+class Span:
+    start: float  # µs
+    end: float
+    name: str
+    cat: str
+    tid: Any = None
+    correlation: int | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dur(self) -> float:
+        return self.end - self.start
+
+
+def spans(events: Iterable[Event]) -> list[Span]:
+    """The complete ("X") events, as spans."""
+    out = []
+    for e in events:
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        ts, args = float(e["ts"]), e.get("args") or {}
+        corr = args.get("correlation")
+        out.append(
+            Span(
+                ts,
+                ts + float(e["dur"]),
+                str(e.get("name", "")),
+                str(e.get("cat", "")),
+                e.get("tid"),
+                int(corr) if corr is not None else None,
+                args,
+            )
+        )
+    return out
+
+
+def steps(all_spans: Sequence[Span]) -> list[Span]:
+    """The profiled steps' windows, in order."""
+    return sorted((s for s in all_spans if STEP.match(s.name)), key=lambda s: s.start)
+
+
+def cpu_category(name: str, has_children: bool) -> str:
+    for cat, rx in _CPU:
+        if rx.search(name):
+            return cat
+    return FRAMEWORK if has_children else OTHER
+
+
+def self_segments(
+    nested: Sequence[Span], lo: float, hi: float
+) -> list[tuple[float, float, Span | None, bool]]:
+    """[lo, hi] cut into pieces, each with its innermost span (None: none) and whether that
+    span has children. Spans on one thread nest; a child that ends past its parent (clock
+    rounding, ~1 µs) is clipped to it."""
+    evs = sorted(
+        (s for s in nested if s.end > lo and s.start < hi), key=lambda s: (s.start, -s.end)
+    )
+    stack: list[tuple[Span, float]] = []  # span, its end clipped to its parent's
+    parents: set[int] = set()
+    out: list[tuple[float, float, Span | None]] = []
+    cur = lo
+
+    def emit(until: float) -> None:
+        nonlocal cur
+        if until > cur:
+            out.append((cur, until, stack[-1][0] if stack else None))
+            cur = until
+
+    def pop_until(t: float) -> None:
+        while stack and stack[-1][1] <= t:
+            emit(stack[-1][1])
+            stack.pop()
+
+    for s in evs:
+        start = max(s.start, lo)
+        pop_until(start)
+        emit(start)
+        if stack:
+            parents.add(id(stack[-1][0]))
+        stack.append((s, min(s.end, hi, stack[-1][1] if stack else hi)))
+    pop_until(hi)
+    emit(hi)
+    return [(a, b, p, p is not None and id(p) in parents) for a, b, p in out]
+
+
+@dataclass
+class Breakdown:
+    """Time per category over the profiled steps (µs), and per op's self time."""
+
+    kind: str  # "cpu" or "gpu"
+    steps: int
+    wall_us: float
+    categories: dict[str, float]
+    ops: dict[str, OpTime]
+    step_us: list[float]
+    # GPU: per launched activity, the host's launch call and its wait before starting (µs)
+    launch_us: list[float] = field(default_factory=list)
+    queue_us: list[float] = field(default_factory=list)
+
+    def shares(self) -> dict[str, float]:
+        return {k: 100 * v / self.wall_us for k, v in self.categories.items() if self.wall_us}
+
+
+@dataclass
+class OpTime:
+    category: str
+    calls: int = 0
+    self_us: float = 0.0
+    bytes_read: float | None = None  # input tensors, where their dims and dtype are known
+    # names of the ops that called it, with how many of its calls each enclosed
+    ancestors: dict[str, int] = field(default_factory=dict)
+
+
+CPU_ORDER = (MATMUL, ELEMENTWISE, REDUCTION, MEMORY, DATA, FRAMEWORK, PYTHON, OTHER)
+GPU_ORDER = (COMPUTE, COMM, MEMCPY, MEMSET, HOST_WAIT, KERNEL_WAIT, IDLE_UNKNOWN)
+
+
+def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
+    """Host time of each step by the kind of op running, on the thread that ran the step."""
+    all_spans = spans(events)
+    windows = steps(all_spans)
+    cats = dict.fromkeys(CPU_ORDER, 0.0)
+    ops: dict[str, OpTime] = {}
+    for w in windows:
+        nested = [
+            s
+            for s in all_spans
+            if s.tid == w.tid
+            and s is not w
+            and s.cat in ("cpu_op", "user_annotation")
+            and not STEP.match(s.name)
+        ]
+        for a, b, s, kids in self_segments(nested, w.start, w.end):
+            cat = PYTHON if s is None else cpu_category(s.name, kids)
+            cats[cat] += b - a
+            if s is not None:
+                ops.setdefault(s.name, OpTime(cat)).self_us += b - a
+        stack: list[Span] = []
+        for s in sorted(nested, key=lambda s: (s.start, -s.end)):
+            while stack and stack[-1].end <= s.start:
+                stack.pop()
+            if w.start <= s.start < w.end:
+                op = ops.setdefault(s.name, OpTime(cpu_category(s.name, False)))
+                op.calls += 1
+                for name in dict.fromkeys(a.name for a in stack):
+                    op.ancestors[name] = op.ancestors.get(name, 0) + 1
+                read = tensor_bytes(s.args)
+                if read is not None:
+                    op.bytes_read = (op.bytes_read or 0.0) + read
+            stack.append(s)
+    wall = sum(w.dur for w in windows)
+    return Breakdown("cpu", len(windows), wall, cats, ops, [w.dur for w in windows])
+
+
+def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
+    """GPU time of each step: activity by priority over all streams, idle by its cause."""
+    all_spans = spans(events)
+    windows = steps(all_spans)
+    acts = [s for s in all_spans if s.cat in GPU_CATS and not _SYNC.search(s.name)]
+    launches = {
+        s.correlation: s
+        for s in all_spans
+        if s.cat in ("cuda_runtime", "cuda_driver") and s.correlation is not None
+    }
+    cats = dict.fromkeys(GPU_ORDER, 0.0)
+    ops: dict[str, OpTime] = {}
+    launch_us: list[float] = []
+    queue_us: list[float] = []
+    for w in windows:
+        inside = [s for s in acts if s.end > w.start and s.start < w.end]
+        for s in inside:
+            launched = launches.get(s.correlation) if s.correlation is not None else None
+            if launched is not None and w.start <= s.start < w.end:
+                launch_us.append(launched.dur)
+                queue_us.append(max(0.0, s.start - launched.end))
+        for a, b, cat in _activity_segments(inside, w.start, w.end):
+            if cat is None:
+                cat = _idle_cause(a, b, inside, launches)
+            cats[cat] += b - a
+        for s in inside:
+            if w.start <= s.start < w.end:
+                op = ops.setdefault(s.name, OpTime(_gpu_cat(s)))
+                op.calls += 1
+                op.self_us += min(s.end, w.end) - s.start
+    wall = sum(w.dur for w in windows)
+    steps_us = [w.dur for w in windows]
+    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us)
+
+
+def _gpu_cat(s: Span) -> str:
+    cat = GPU_CATS[s.cat]
+    return COMM if cat == COMPUTE and _COMM.search(s.name) else cat
+
+
+def _activity_segments(
+    inside: Sequence[Span], lo: float, hi: float
+) -> list[tuple[float, float, str | None]]:
+    marks: list[tuple[float, int, str]] = []
+    for s in inside:
+        c = _gpu_cat(s)
+        marks += [(max(s.start, lo), 1, c), (min(s.end, hi), -1, c)]
+    marks.sort(key=lambda m: (m[0], m[1]))
+    active = dict.fromkeys(GPU_PRIORITY, 0)
+    out: list[tuple[float, float, str | None]] = []
+    cur = lo
+    for t, d, c in marks:
+        if t > cur:
+            top = next((p for p in GPU_PRIORITY if active[p] > 0), None)
+            out.append((cur, t, top))
+            cur = t
+        active[c] += d
+    if hi > cur:
+        out.append((cur, hi, None))
+    return out
+
+
+def _idle_cause(a: float, b: float, inside: Sequence[Span], launches: Mapping[int, Span]) -> str:
+    nxt = [s for s in inside if s.start >= b]
+    if not nxt:
+        return HOST_WAIT  # nothing more on the GPU this step: the host still had work
+    first = min(s.start for s in nxt)
+    ids = [s.correlation for s in nxt if s.start == first and s.correlation is not None]
+    known = [launches[i] for i in ids if i in launches]
+    if not known:
+        return IDLE_UNKNOWN
+    return HOST_WAIT if min(k.start for k in known) >= a else KERNEL_WAIT
+
+
+ITEMSIZE = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "int": 4,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::qint8": 1,
+    "c10::quint8": 1,
+}
+
+
+def tensor_bytes(args: Mapping[str, Any]) -> float | None:
+    """Bytes of an op's tensor inputs (record_shapes): what it must at least read."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not dims or not types:
+        return None
+    total, known = 0.0, False
+    for d, t in zip(dims, types, strict=False):
+        if isinstance(d, list) and d and all(isinstance(x, int) for x in d) and t in ITEMSIZE:
+            n = 1
+            for x in d:
+                n *= x
+            total += n * ITEMSIZE[t]
+            known = True
+    return total if known else None

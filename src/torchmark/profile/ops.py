@@ -1,0 +1,139 @@
+"""Top ops by self time against the device's measured ceilings, and the step's verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torchmark.profile import categories as c
+from torchmark.results import Ceiling
+
+# An op whose mean self time per call is under this many dispatch floors (the measured time
+# of an empty op call, ~5-10 µs on this CPU) spends its time being dispatched, not working.
+OVERHEAD_DISPATCHES = 3.0
+# A step where this share or more is overhead (CPU: framework + Python; GPU: host-wait)
+# is called overhead- or launch-bound.
+BOUND_SHARE = 50.0
+
+
+WORK_CATEGORIES = (c.MATMUL, c.ELEMENTWISE, c.REDUCTION, c.MEMORY, c.COMPUTE, c.MEMCPY, c.MEMSET)
+
+
+@dataclass(frozen=True)
+class OpRow:
+    name: str
+    category: str
+    calls: float  # per step
+    self_us: float  # per step
+    share: float  # % of the step's wall time
+    flops: float | None  # per step (torch's own counter: matmul, conv, add, mul)
+    bytes: float | None  # per step, tensor inputs read (a lower bound)
+    flop_rate: float | None  # FLOP/s over its self time
+    byte_rate: float | None  # B/s
+    pct_ceiling: float | None  # of the measured ceiling its bound names
+    ceiling_key: str | None
+    bound: str  # compute | memory | overhead | "" (not known)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def top_ops(
+    bd: c.Breakdown,
+    flops: Mapping[str, float],
+    ceilings: Mapping[str, Ceiling],
+    matmul_key: str | None,
+    n: int = 10,
+) -> list[OpRow]:
+    """The ``n`` ops with the most self time per step. ``flops``: per step, by op name."""
+    steps = max(bd.steps, 1)
+    per_step_wall = bd.wall_us / steps
+    peak = ceilings.get(matmul_key) if matmul_key else None
+    bw, floor = ceilings.get("bandwidth"), ceilings.get("dispatch")
+    rows = []
+    ranked = sorted(bd.ops.items(), key=lambda kv: -kv[1].self_us)
+    for name, op in ranked[:n]:
+        self_us, calls = op.self_us / steps, op.calls / steps
+        # a view or a wrapper's own time touches no data: its shapes are not its work
+        works = op.category in WORK_CATEGORIES
+        f = (flops.get(name) or inherited(name, bd, flops)) if works else None
+        b = op.bytes_read / steps if op.bytes_read and works else None
+        t = self_us / 1e6
+        f_rate = f / t if f and t > 0 else None
+        b_rate = b / t if b and t > 0 else None
+        if op.category == c.MATMUL and not f_rate:
+            b_rate = None  # its inputs' bytes alone would call a convolution memory-bound
+        bound, pct, key = (
+            _bound(self_us, calls, f_rate, b_rate, peak, bw, floor)
+            if works
+            else ("overhead", None, None)
+        )
+        share = 100 * self_us / per_step_wall if per_step_wall else 0.0
+        rows.append(
+            OpRow(name, op.category, calls, self_us, share, f, b, f_rate, b_rate, pct, key, bound)
+        )
+    return rows
+
+
+def inherited(name: str, bd: c.Breakdown, flops: Mapping[str, float]) -> float | None:
+    """FLOPs torch counted on the op that called this one: its counter names aten::conv2d,
+    whose work runs in aten::mkldnn_convolution (CPU) or cudnn_convolution three calls
+    down. Taken only from the one counted caller that enclosed every call of this op."""
+    op = bd.ops[name]
+    found = [
+        flops[a]
+        for a, n in op.ancestors.items()
+        if flops.get(a) and n == op.calls and bd.ops[a].calls == op.calls
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _bound(
+    self_us: float,
+    calls: float,
+    f_rate: float | None,
+    b_rate: float | None,
+    peak: Ceiling | None,
+    bw: Ceiling | None,
+    floor: Ceiling | None,
+) -> tuple[str, float | None, str | None]:
+    per_call_s = self_us / 1e6 / calls if calls else 0.0
+    if floor is not None and floor.value > 0 and per_call_s < OVERHEAD_DISPATCHES * floor.value:
+        return "overhead", None, None
+    if f_rate and peak is not None and b_rate and bw is not None:
+        # roofline: the op's intensity against the ridge point of the two measured ceilings
+        if f_rate / b_rate >= peak.value / bw.value:
+            return "compute", 100 * f_rate / peak.value, peak.key
+        return "memory", 100 * b_rate / bw.value, bw.key
+    if f_rate and peak is not None:
+        return "compute", 100 * f_rate / peak.value, peak.key
+    if b_rate and bw is not None:
+        return "memory", 100 * b_rate / bw.value, bw.key
+    return "", None, None
+
+
+def verdict(bd: c.Breakdown) -> str:
+    """The step in plain words, from the largest category."""
+    s = bd.shares()
+    if bd.kind == "cpu":
+        overhead = s.get(c.FRAMEWORK, 0.0) + s.get(c.PYTHON, 0.0)
+        if overhead >= BOUND_SHARE:
+            return (
+                f"overhead-bound: {overhead:.0f} % of the step is framework and Python overhead "
+                f"outside compute ({s.get(c.FRAMEWORK, 0):.0f} % {c.FRAMEWORK}, "
+                f"{s.get(c.PYTHON, 0):.0f} % {c.PYTHON}); more work per call (a larger batch) "
+                "or torch.compile removes it, a faster processor does not"
+            )
+        work = {k: s.get(k, 0.0) for k in (c.MATMUL, c.ELEMENTWISE, c.REDUCTION, c.MEMORY)}
+        top = max(work, key=lambda k: work[k])
+        kind = "compute" if top == c.MATMUL else "memory"
+        return f"{kind}-heavy: {work[top]:.0f} % of the step is {top} (largest category)"
+    wait = s.get(c.HOST_WAIT, 0.0)
+    if wait >= BOUND_SHARE:
+        return (
+            f"launch-bound: {wait:.0f} % of the step is host-wait (the GPU idle, waiting for "
+            "the CPU to launch); try CUDA graphs or torch.compile"
+        )
+    top = max(bd.categories, key=lambda k: bd.categories[k])
+    return f"{s.get(top, 0):.0f} % of the step is {top} (largest category)"

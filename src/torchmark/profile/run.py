@@ -1,0 +1,211 @@
+"""``torchmark profile``: one case measured unprofiled, then profiled, stored as a run.
+
+case      = the first planned case on the chosen device (the selectors of ``run``)
+session   = Session(record kind "profile")         # the lifecycle every run shares
+ceilings  = measure_ceilings(...)                  # cached per device fingerprint
+result    = run_case(...)                          # the unprofiled median, as `run` does
+capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
+record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from torchmark.config import RunConfig, validate
+from torchmark.devices import Device, resolve
+from torchmark.errors import CaseSkipped, InputError
+from torchmark.profile import categories as c
+from torchmark.profile.capture import (
+    MAX_ACTIVE,
+    MAX_EVENTS,
+    WAIT,
+    WARMUP,
+    Capture,
+    ProfileError,
+    capture,
+    check_active,
+)
+from torchmark.profile.ops import top_ops, verdict
+from torchmark.results import Result, RunRecord
+from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
+from torchmark.session import Events, Session
+from torchmark.store.base import ResultStore
+from torchmark.user.inputs import InputFactory
+from torchmark.workloads import Case, PlanOptions, Workload
+
+
+def choose(cfg: RunConfig) -> tuple[Case, list[str]]:
+    """The case to profile and notes on how it was chosen."""
+    validate(cfg)
+    devices = resolve(cfg.devices)
+    device = _prefer_accelerator(devices)
+    workloads = select_workloads(cfg)
+    cases = plan(workloads, [device], cfg)
+    if not cases:
+        raise InputError(
+            f"no case of {', '.join(workloads)} matches these options on {device.name}; "
+            "see `torchmark run --dry-run` with the same options"
+        )
+    notes = []
+    if len(devices) > 1:
+        notes.append(f"profiling on {device.name} (choose another with --device)")
+    if len(cases) > 1:
+        notes.append(
+            f"profiling the first of {len(cases)} matching cases (narrow with --workload, "
+            "--scenario, --precision, --batch)"
+        )
+    return cases[0], notes
+
+
+def _prefer_accelerator(devices: list[Device]) -> Device:
+    return next((d for d in devices if d.is_accelerator), devices[0])
+
+
+Target = tuple[Workload, Case, list[str]]  # the workload, its case, notes on the choice
+
+
+def builtin_target(cfg: RunConfig) -> Target:
+    case, notes = choose(cfg)
+    return select_workloads(cfg)[case.workload], case, notes
+
+
+def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -> Target:
+    """The user's model (``torchmark model``'s SPEC and inputs) as the case to profile: the
+    first requested batch (default 1), timed as ``model`` times it on that device."""
+    from torchmark.session import call_bound
+    from torchmark.timing import preset
+    from torchmark.user.bench import UserModel, _eval, preflight
+    from torchmark.user.inputs import per_batch
+
+    _eval(model)
+    device = _prefer_accelerator(resolve(cfg.devices))
+    batch = cfg.batches[0] if cfg.batches else 1
+    rule = cfg.rule or "model"
+    factory = per_batch(factory)
+    pf = preflight(model, factory, [device], batch, call_bound(preset(rule).max_time_s))
+    if device.name in pf.failed:
+        raise ProfileError(f"cannot profile {label} on {device.name}: {pf.failed[device.name]}")
+    workload = UserModel(label, factory, [batch], pf, rule, measure_energy=False)
+    case = workload.cases(device, PlanOptions())[0]
+    return workload, case, [f"profiling batch {batch} (choose another with --batch)"]
+
+
+def profile(
+    cfg: RunConfig,
+    store: ResultStore | None,
+    events: Events | None = None,
+    *,
+    active: int = 5,
+    trace_path: Path | None = None,
+    max_events: int = MAX_EVENTS,
+    target: Target | None = None,
+) -> tuple[RunRecord, Path | None]:
+    """Measure the case unprofiled, profile it, store both as one ``profile`` run.
+    ``target``: default, the built-in case ``cfg`` selects (``builtin_target``)."""
+    check_active(active)
+    workload, case, notes = target or builtin_target(cfg)
+    session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
+    session.planned([case])
+    saved = None
+    with session:
+        ceilings = measure_ceilings([case.device], session, cfg)[case.device.name]
+        session.case_started(case)
+        result = run_case(workload, case, ceilings, cfg, session)
+        session.add(case, result)
+        if result.status != "ok":
+            raise ProfileError(f"cannot profile {case.label}: {result.reason}")
+        try:
+            prepared = workload.prepare(case)
+        except CaseSkipped as e:
+            raise ProfileError(f"cannot profile {case.label}: {e}") from None
+        try:
+            cap = capture(prepared.fn, case.device, active, max_events)
+        finally:
+            if prepared.teardown:
+                prepared.teardown()
+        matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
+        session.record.extra["profile"] = summary(
+            case, result, cap, ceilings, matmul, notes, max_events
+        )
+        if trace_path is not None:
+            from torchmark.profile.capture import save_trace
+
+            saved = save_trace(cap.trace, trace_path)
+            session.record.extra["profile"]["trace_file"] = str(saved)
+    return session.record, saved
+
+
+def spread_pct(result: Result, step_us: list[float]) -> float:
+    """The larger relative spread (IQR / median, %) of the two step times compared: an
+    overhead smaller than this is noise (a loaded machine moved linear10's unprofiled median
+    from 9 to 43 µs between two runs here)."""
+    import numpy as np
+
+    q1, med, q3 = np.percentile(step_us, [25, 50, 75])
+    profiled = (q3 - q1) / med if med else 0.0
+    plain = (result.iqr_s or 0.0) / result.median_s if result.median_s else 0.0
+    return 100 * float(max(profiled, plain))
+
+
+def launch_summary(bd: c.Breakdown) -> dict[str, float] | None:
+    """GPU: launches per step, the host's launch call and the wait before the GPU starts."""
+    if not bd.launch_us:
+        return None
+    return {
+        "per_step": len(bd.launch_us) / bd.steps,
+        "launch_us_median": statistics.median(bd.launch_us),
+        "queue_us_median": statistics.median(bd.queue_us),
+    }
+
+
+def summary(
+    case: Case,
+    result: Result,
+    cap: Capture,
+    ceilings: dict[str, Any],
+    matmul_key: str | None,
+    notes: list[str],
+    max_events: int = MAX_EVENTS,
+) -> dict[str, Any]:
+    """What is stored with the run: plain JSON, enough to render without the trace."""
+    bd = cap.breakdown
+    # the overhead compares medians (one slow step on a busy machine moved a mean 14x here);
+    # the breakdown's step is the mean, so that its categories add up to it
+    profiled_s = statistics.median(bd.step_us) / 1e6
+    unprofiled_s = result.median_s
+    order = c.CPU_ORDER if bd.kind == "cpu" else c.GPU_ORDER
+    return {
+        "case": case.label,
+        "workload": case.workload,
+        "device": case.device.name,
+        "kind": bd.kind,
+        "schedule": {"wait": WAIT, "warmup": WARMUP, "active": bd.steps},
+        "steps": bd.steps,
+        "wall_us": bd.wall_us,
+        "step_us": bd.step_us,
+        "profiled_step_s": profiled_s,
+        "profiled_mean_s": bd.wall_us / bd.steps / 1e6,
+        "unprofiled_median_s": unprofiled_s,
+        "overhead_pct": 100 * (profiled_s / unprofiled_s - 1) if unprofiled_s else None,
+        "spread_pct": spread_pct(result, bd.step_us),
+        "categories": [
+            {"name": k, "us_per_step": bd.categories[k] / bd.steps, "share": bd.shares()[k]}
+            for k in order
+        ],
+        "rules": c.rules_text(bd.kind),
+        "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
+        "verdict": verdict(bd),
+        "launches": launch_summary(bd),
+        # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
+        "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,
+        "host_rss_peak_bytes": cap.host_rss_peak_bytes,
+        "notes": [
+            *notes,
+            "each profiled step ends with a device sync; the unprofiled median is the same "
+            "case measured by `run`'s loop just before",
+            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events",
+        ],
+    }

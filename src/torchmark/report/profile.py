@@ -1,0 +1,221 @@
+"""A stored ``profile`` run as terminal tables: the breakdown, top ops, verdict and rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable
+from torchmark.results import RunRecord
+
+BAR = 20  # characters of the share bar at 100 %
+# Past this the profiler's own cost is a large part of each small op's time: said next to
+# the breakdown (linear10 here: 9 µs unprofiled, ~50 µs profiled).
+OVERHEAD_WARN_PCT = 25.0
+
+
+RULES_SHORT = {
+    "cpu": "each instant goes to the innermost op on the step's thread, its name tried "
+    "against regexes for matmul/conv, reductions, memory ops, elementwise, then framework; "
+    "inside no op is Python",
+    "gpu": "each instant goes to the highest active of compute > communication > memcpy > "
+    "memset on any stream; sync events are never compute; idle is host-wait when the next "
+    "launch came after the GPU went idle, else kernel-wait",
+}
+
+
+def overhead_line(p: dict[str, Any]) -> str:
+    prof, plain, over = p["profiled_step_s"], p["unprofiled_median_s"], p["overhead_pct"]
+    mean = p.get("profiled_mean_s")
+    line = (
+        f"profiled step median {fmt.duration(prof)} of {p['steps']}"
+        + (f" (mean {fmt.duration(mean)}: the breakdown's step)" if mean else "")
+        + f" vs unprofiled median {fmt.duration(plain)}: profiler overhead "
+    )
+    if over is None:
+        return line + "unknown"
+    spread = p.get("spread_pct") or 0.0
+    if abs(over) <= spread:
+        return line + (
+            f"can't tell ({over:+.0f} %, within the ±{spread:.0f} % spread of the step times: "
+            "the machine was noisy; run again on a quiet one)"
+        )
+    line += f"{over:+.0f} %"
+    if over > OVERHEAD_WARN_PCT:
+        line += (
+            "; the profiler's own cost per op lands mostly in framework and Python time, "
+            "so their shares are inflated"
+        )
+    return line
+
+
+ABOVE_NOTE = (
+    "{n} op(s) above 100 % of the measured ceiling: the bandwidth ceiling is main memory's "
+    "and an op whose data fits in cache moves it faster; a ceiling measured while other "
+    "processes ran may be low (see the ceilings' notes)"
+)
+
+
+def above(o: dict[str, Any]) -> bool:
+    return o["pct_ceiling"] is not None and o["pct_ceiling"] > 100
+
+
+def launch_line(lx: dict[str, float]) -> str:
+    return (
+        f"launches: {lx['per_step']:.3g} per step; each launch call takes "
+        f"{fmt.duration(lx['launch_us_median'] / 1e6)} on the host and the GPU starts it "
+        f"{fmt.duration(lx['queue_us_median'] / 1e6)} after the call returns (medians)"
+    )
+
+
+def memory_line(p: dict[str, Any]) -> str | None:
+    parts = []
+    if p.get("device_peak_bytes"):
+        parts.append(f"device peak allocated {fmt.si(p['device_peak_bytes'], 'B')} while profiled")
+    if p.get("host_rss_peak_bytes"):
+        parts.append(f"host RSS peak {fmt.si(p['host_rss_peak_bytes'], 'B')} (the process's)")
+    return "memory: " + "; ".join(parts) if parts else None
+
+
+def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
+    p = record.extra.get("profile")
+    if not p:
+        return [Text("this run has no profile (it stopped before one was captured)")]
+    out: list[RenderableType] = [
+        Text.assemble(("Profile of ", "bold"), (p["case"], "bold")),
+        Text(
+            f"{p['schedule']['active']} active steps after {p['schedule']['wait']} wait and "
+            f"{p['schedule']['warmup']} warm-up; "
+            + ("GPU breakdown" if p["kind"] == "gpu" else "CPU breakdown (no kernel-level events)")
+        ),
+        Text(overhead_line(p)),
+    ]
+    t = FitTable(
+        Col("category", wrap=12),
+        Col("per step", justify="right"),
+        Col("share", justify="right"),
+        Col("", drop=1),
+        title=f"Where the step's time goes ({p['kind'].upper()}, sums to the step)",
+    )
+    total_us = 0.0
+    for cat in p["categories"]:
+        total_us += cat["us_per_step"]
+        t.row(
+            cat["name"],
+            fmt.duration(cat["us_per_step"] / 1e6),
+            fmt.pct(cat["share"]),
+            "#" * round(BAR * cat["share"] / 100),
+        )
+    t.row(
+        "total", fmt.duration(total_us / 1e6), fmt.pct(sum(c["share"] for c in p["categories"])), ""
+    )
+    out.append(t)
+    ops = FitTable(
+        Col("op", wrap=14),
+        Col("kind", shorten=0, drop=3),
+        Col("calls", justify="right", drop=4),
+        Col("self/step", justify="right"),
+        Col("share", justify="right"),
+        Col("rate", justify="right", drop=2),
+        Col("of ceiling", justify="right", shorten=1, short_header="% ceil"),
+        Col("bound", drop=5),
+        title="Top ops by self time (per step)",
+    )
+    for o in p["ops"]:
+        mark = " !" if above(o) else ""
+        of = (
+            Alt(
+                f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}{mark}",
+                fmt.pct(o["pct_ceiling"]) + mark,
+            )
+            if o["pct_ceiling"] is not None
+            else ""
+        )
+        ops.row(
+            o["name"],
+            Alt(o["category"], o["category"].split(" ")[0]),
+            f"{o['calls']:.3g}",
+            fmt.duration(o["self_us"] / 1e6),
+            fmt.pct(o["share"]),
+            _rate(o),
+            of,
+            o["bound"],
+        )
+    out.append(ops)
+    n_above = sum(above(o) for o in p["ops"])
+    if n_above:
+        out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
+    out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    if p.get("launches"):
+        out.append(Text(launch_line(p["launches"])))
+    memory = memory_line(p)
+    if memory:
+        out.append(Text(memory))
+    for note in p.get("notes", []):
+        out.append(Text(f"note: {note}"))
+    if verbose:
+        out.append(Text("rules:", style="bold"))
+        out.extend(Text(f"  {line}") for line in p["rules"])
+    else:
+        out.append(Text(f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex)"))
+    if p.get("trace_file"):
+        out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
+    return out
+
+
+# One colour per category, in the breakdown's order (CPU and GPU lists are both 7-8 long).
+COLORS = ("#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#b07aa1", "#e15759", "#bab0ac", "#76b7b2")
+
+
+def html_context(record: RunRecord) -> dict[str, Any] | None:
+    """The HTML report's profile section: a stacked bar of the categories and the top ops."""
+    p = record.extra.get("profile")
+    if not p:
+        return None
+    cats = [
+        {
+            "name": cat["name"],
+            "share": cat["share"],
+            "width": f"{cat['share']:.3f}",
+            "pct": fmt.pct(cat["share"]),
+            "time": fmt.duration(cat["us_per_step"] / 1e6),
+            "color": COLORS[i % len(COLORS)],
+        }
+        for i, cat in enumerate(p["categories"])
+    ]
+    ops = [
+        {
+            "name": o["name"],
+            "category": o["category"],
+            "calls": f"{o['calls']:.3g}",
+            "time": fmt.duration(o["self_us"] / 1e6),
+            "share": fmt.pct(o["share"]),
+            "rate": _rate(o),
+            "of": f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}" + (" !" if above(o) else "")
+            if o["pct_ceiling"] is not None
+            else "",
+            "bound": o["bound"],
+        }
+        for o in p["ops"]
+    ]
+    return {
+        "case": p["case"],
+        "kind": p["kind"],
+        "overhead": overhead_line(p),
+        "categories": cats,
+        "ops": ops,
+        "verdict": p["verdict"],
+        "rules": p["rules"],
+        "above": ABOVE_NOTE.format(n=sum(above(o) for o in p["ops"]))
+        if any(above(o) for o in p["ops"])
+        else None,
+    }
+
+
+def _rate(o: dict[str, Any]) -> str:
+    if o["flop_rate"]:
+        return fmt.si(o["flop_rate"], "FLOP/s")
+    return fmt.si(o["byte_rate"], "B/s") if o["byte_rate"] else ""

@@ -1,0 +1,157 @@
+"""`torchmark profile` on real tiny CPU cases, and its faults: each one clear line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+from clitest import cli
+
+from torchmark.devices import resolve
+from torchmark.errors import CaseSkipped
+from torchmark.profile import capture as cap_mod
+from torchmark.profile import categories as c
+from torchmark.profile.capture import ProfileError, capture
+from torchmark.report import html
+from torchmark.results import RunRecord
+from torchmark.workloads.models.mlp import Linear10Workload
+
+FAST = ("--stopping", "test", "--no-ceilings", "-d", "cpu")
+
+
+def shares(out_json: Path) -> dict[str, float]:
+    doc = json.loads(out_json.read_text())
+    assert doc["kind"] == "profile"
+    return {cat["name"]: cat["share"] for cat in doc["extra"]["profile"]["categories"]}
+
+
+def test_linear10_profile_is_overhead_bound_sums_to_100_and_saves_the_trace(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json, trace = tmp_path / "run.json", tmp_path / "l10.json"
+    args = ("profile", "-w", "linear10", "--scenario", "infer", "--steps", "3", *FAST)
+    code, out, err = cli(capsys, *args, "--json", str(out_json), "--trace", str(trace))
+    assert code == 0, err
+    s = shares(out_json)
+    assert sum(s.values()) == pytest.approx(100)
+    assert s[c.MATMUL] > 0 and s[c.PYTHON] > 0
+    assert "verdict: overhead-bound" in out
+    assert "profiler overhead" in out and "Top ops by self time" in out
+    assert "memory: host RSS peak" in out and "trace caps: 20 active steps" in out
+    p = json.loads(out_json.read_text())["extra"]["profile"]
+    assert p["steps"] == 3 and p["unprofiled_median_s"] > 0 and p["overhead_pct"] is not None
+    assert any(o["name"] == "aten::addmm" and o["flops"] == 2 * 1000 * 10 for o in p["ops"])
+    with gzip.open(str(trace) + ".gz", "rt") as f:
+        assert any(e.get("name") == "aten::addmm" for e in json.load(f)["traceEvents"])
+    # the HTML report's section: a stacked bar whose parts add up, and the top ops
+    page = html.render([RunRecord.model_validate_json(out_json.read_text())])
+    assert "Profile: where the step's time goes" in page
+    widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', page)]
+    assert sum(widths) == pytest.approx(100, abs=0.01) and "<td>aten::addmm</td>" in page
+
+
+def test_simplenet_train_profile_is_stored_exported_and_imported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    args = ("profile", "-w", "simplenet", "--scenario", "train", "--batch", "4", "--steps", "2")
+    code, out, err = cli(capsys, *args, *FAST, "--db", db, "-v")
+    assert code == 0, err
+    assert "rules:" in out and "addmm" in out  # -v prints every regex
+    exported = tmp_path / "run.json"
+    assert cli(capsys, "export", "latest", "--db", db, "-o", str(exported))[0] == 0
+    s = shares(exported)
+    assert sum(s.values()) == pytest.approx(100) and s[c.MATMUL] > 0
+    other = f"sqlite:///{tmp_path / 'b.db'}"
+    assert cli(capsys, "import", str(exported), "--db", other)[0] == 0
+    code, out, _ = cli(capsys, "export", "latest", "--db", other)
+    assert code == 0 and json.loads(out)["extra"]["profile"]["categories"]
+
+
+def test_a_case_that_cannot_run_is_one_line_and_the_run_is_kept(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: object, case: object) -> None:
+        raise CaseSkipped("the model cannot be built here")
+
+    monkeypatch.setattr(Linear10Workload, "prepare", broken)
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    code, out, err = cli(
+        capsys, "profile", "-w", "linear10", "--scenario", "infer", *FAST, "--db", db
+    )
+    assert code == 1
+    assert "cannot profile linear10/infer" in err and "cannot be built" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = cli(capsys, "history", "--db", db)
+    assert "profile" in out and "incomplete" in out
+
+
+def test_bad_steps_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "profile", "-w", "linear10", "--steps", "50", *FAST)
+    assert code == 2 and "1 to 20 active steps" in err
+
+
+def step_fn() -> None:
+    import torch
+
+    torch.ones(8).add_(1)
+
+
+def test_a_step_that_fails_under_the_profiler() -> None:
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(ProfileError, match="the step failed under the profiler: RuntimeError"):
+        capture(fails, resolve("cpu")[0], active=1)
+
+
+def test_a_trace_over_the_event_cap_is_refused() -> None:
+    with pytest.raises(ProfileError, match=r"events, above the cap of 5; profile fewer --steps"):
+        capture(step_fn, resolve("cpu")[0], active=1, max_events=5)
+
+
+def test_a_profile_that_captured_no_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cap_mod, "_export", lambda prof: {"traceEvents": []})
+    with pytest.raises(ProfileError, match="captured no steps"):
+        capture(step_fn, resolve("cpu")[0], active=1)
+
+
+def test_a_real_cpu_capture_adds_up_per_step() -> None:
+    got = capture(step_fn, resolve("cpu")[0], active=3)
+    bd = got.breakdown
+    assert bd.kind == "cpu" and bd.steps == 3
+    assert sum(bd.categories.values()) == pytest.approx(bd.wall_us)
+    assert bd.ops["aten::add_"].calls == 3 and bd.ops["aten::add_"].category == c.ELEMENTWISE
+
+
+CNN = f"{Path(__file__).parents[1] / 'fixtures' / 'user_models'}/cnn.py:make_model"
+
+
+def test_the_users_model_is_profiled_like_a_builtin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "run.json"
+    args = ("profile", CNN, "--input", "3x16x16", "--batch", "2", "--steps", "2", *FAST)
+    code, out, err = cli(capsys, *args, "--json", str(out_json))
+    assert code == 0, err
+    assert "Profile of cnn.py:make_model/e2e b=2 on cpu" in out
+    s = shares(out_json)
+    assert sum(s.values()) == pytest.approx(100) and s[c.MATMUL] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-w", "linear10", CNN), "a built-in --workload NAME or your model's SPEC (not both)"),
+        ((), "a built-in --workload NAME or your model's SPEC (not both)"),
+        (("-w", "linear10", "--input", "8"), "--input/--inputs go with a SPEC"),
+    ],
+)
+def test_target_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = cli(capsys, "profile", *args, *FAST)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,314 @@
+"""The breakdown as pure functions over hand-made trace events: categories sum to the
+step's wall time and the stated priority decides every instant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from torchmark.profile import categories as c
+from torchmark.profile.ops import top_ops, verdict
+from torchmark.results import Ceiling
+
+
+def x(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: Any = 1, **args: Any) -> dict:
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "tid": tid, "args": args}
+
+
+def step(n: int, ts: float, dur: float, tid: Any = 1) -> dict:
+    return x(f"ProfilerStep#{n}", ts, dur, "user_annotation", tid)
+
+
+def total(bd: c.Breakdown) -> float:
+    return sum(bd.categories.values())
+
+
+# -- CPU ---------------------------------------------------------------------------------
+
+CPU_STEP = [
+    step(1, 0, 100),
+    # linear (wrapper) 10..60 with t (view) and addmm (matmul, with a copy_ inside)
+    x("aten::linear", 10, 50),
+    x("aten::t", 12, 4),
+    x("aten::addmm", 20, 30),
+    x("aten::copy_", 40, 5, **{"Input Dims": [[4, 4], [4, 4], []], "Input type": ["float"] * 3}),
+    x("aten::relu", 70, 10),
+    x("aten::sum", 85, 5),
+    x("my::custom", 92, 3),
+    x("aten::mm", 200, 50),  # outside the step: not counted
+    x("aten::mm", 20, 30, tid=2),  # another thread: not the step's
+]
+
+
+def test_cpu_categories_sum_to_the_step_and_follow_the_innermost_op() -> None:
+    bd = c.cpu_breakdown(CPU_STEP)
+    assert bd.kind == "cpu" and bd.steps == 1 and bd.wall_us == 100
+    assert total(bd) == pytest.approx(100)
+    cats = bd.categories
+    assert cats[c.MATMUL] == pytest.approx(25)  # addmm's 30 less its child copy_'s 5
+    assert cats[c.MEMORY] == pytest.approx(5)
+    # linear's own time (50 - 4 - 30) plus the view t's 4
+    assert cats[c.FRAMEWORK] == pytest.approx(20)
+    assert cats[c.ELEMENTWISE] == pytest.approx(10)
+    assert cats[c.REDUCTION] == pytest.approx(5)
+    assert cats[c.OTHER] == pytest.approx(3)  # no rule names my::custom
+    # 0-10, 60-70, 80-85, 90-92, 95-100 inside no op
+    assert cats[c.PYTHON] == pytest.approx(10 + 10 + 5 + 2 + 5)
+    assert bd.ops["aten::addmm"].self_us == pytest.approx(25)
+    assert bd.ops["aten::copy_"].bytes_read == 2 * 16 * 4
+    assert "aten::mm" not in bd.ops  # outside the step, or on another thread
+
+
+def test_cpu_priority_first_rule_wins() -> None:
+    # a DataLoader annotation is rule 1: it wins over anything else the name might match
+    assert (
+        c.cpu_category("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", True)
+        == c.DATA
+    )
+    assert c.cpu_category("aten::addmm", True) == c.MATMUL  # its own time, despite children
+    assert c.cpu_category("aten::linear", True) == c.FRAMEWORK
+    assert c.cpu_category("aten::unknown_leaf", False) == c.OTHER
+    assert c.cpu_category("aten::unknown_wrapper", True) == c.FRAMEWORK
+
+
+def test_child_running_past_its_parent_is_clipped_and_nothing_counts_twice() -> None:
+    events = [step(1, 0, 50), x("aten::linear", 10, 20), x("aten::addmm", 15, 20)]
+    bd = c.cpu_breakdown(events)
+    assert total(bd) == pytest.approx(50)
+    assert bd.categories[c.MATMUL] == pytest.approx(15)  # clipped at linear's end, 30
+
+
+def test_several_steps_add_up_each() -> None:
+    events = [step(1, 0, 10), x("aten::mm", 2, 4), step(2, 20, 30), x("aten::mm", 25, 10)]
+    bd = c.cpu_breakdown(events)
+    assert bd.steps == 2 and bd.step_us == [10, 30]
+    assert total(bd) == pytest.approx(40)
+    assert bd.categories[c.MATMUL] == pytest.approx(14)
+    assert bd.ops["aten::mm"].calls == 2
+
+
+def test_no_steps_no_time() -> None:
+    bd = c.cpu_breakdown([x("aten::mm", 0, 5)])
+    assert bd.steps == 0 and bd.wall_us == 0 and total(bd) == 0
+
+
+# -- GPU ---------------------------------------------------------------------------------
+
+
+def k(
+    name: str, ts: float, dur: float, corr: int | None, stream: int = 7, cat: str = "kernel"
+) -> dict:
+    args = {"correlation": corr} if corr is not None else {}
+    return {
+        "ph": "X",
+        "name": name,
+        "cat": cat,
+        "ts": ts,
+        "dur": dur,
+        "tid": stream,
+        "pid": 0,
+        "args": args,
+    }
+
+
+def launch(ts: float, corr: int, name: str = "cudaLaunchKernel") -> dict:
+    return x(name, ts, 2, "cuda_runtime", 1, correlation=corr)
+
+
+GPU_STEP = [
+    step(1, 0, 100),
+    launch(1, 1),
+    k("gemm", 5, 20, 1),  # compute 5-25
+    launch(3, 2),
+    k("vectorized_add", 28, 4, 2),  # queued before 25: 25-28 kernel-wait
+    # 32-40 idle; kernel 3 launched at 36, after the GPU went idle: host-wait
+    launch(36, 3),
+    k("Memcpy HtoD (Pageable -> Device)", 40, 10, 3, cat="gpu_memcpy"),
+    # overlap on two streams: compute wins over memcpy and communication
+    launch(41, 4),
+    k("gemm2", 45, 10, 4, stream=8),
+    launch(42, 5),
+    k("ncclDevKernel_AllReduce", 48, 12, 5, stream=9),
+    # memset 62-64, launched long before the GPU went idle at 60: 60-62 kernel-wait
+    launch(43, 6),
+    k("Memset (Device)", 62, 2, 6, cat="gpu_memset"),
+    # a sync event on the GPU timeline: never compute (HTA's miscount)
+    k("cudaStreamSynchronize", 64, 20, None, cat="kernel"),
+    k("gemm3", 84, 4, None),  # no launch in the trace: 64-84 idle, launch unknown
+    # 88-100: nothing more this step: host-wait
+]
+
+
+def test_gpu_categories_sum_to_the_step_and_follow_the_priority() -> None:
+    bd = c.gpu_breakdown(GPU_STEP)
+    assert bd.kind == "gpu" and bd.wall_us == 100
+    assert total(bd) == pytest.approx(100)
+    cats = bd.categories
+    # 5-25, 28-32, 45-55 (over memcpy and nccl), 84-88
+    assert cats[c.COMPUTE] == pytest.approx(20 + 4 + 10 + 4)
+    assert cats[c.MEMCPY] == pytest.approx(5)  # 40-45 only: gemm2 covers 45-50
+    assert cats[c.COMM] == pytest.approx(5)  # 55-60: overlapped part is compute
+    assert cats[c.MEMSET] == pytest.approx(2)
+    assert cats[c.KERNEL_WAIT] == pytest.approx(3 + 2)  # 25-28, 60-62
+    assert cats[c.HOST_WAIT] == pytest.approx(5 + 8 + 12)  # 0-5, 32-40, 88-100
+    assert cats[c.IDLE_UNKNOWN] == pytest.approx(20)  # 64-84: the sync is not activity
+    assert bd.ops["ncclDevKernel_AllReduce"].category == c.COMM
+    assert "cudaStreamSynchronize" not in bd.ops
+
+
+def test_gpu_activity_outside_the_step_is_clipped() -> None:
+    events = [step(1, 10, 20), launch(0, 1), k("gemm", 5, 10, 1), launch(25, 2), k("g", 28, 10, 2)]
+    bd = c.gpu_breakdown(events)
+    assert total(bd) == pytest.approx(20)
+    assert bd.categories[c.COMPUTE] == pytest.approx(5 + 2)  # 10-15 and 28-30
+    assert bd.categories[c.HOST_WAIT] == pytest.approx(13)  # 15-28, launched at 25 > 15
+
+
+def test_rules_are_stated_for_both_kinds() -> None:
+    cpu, gpu = "\n".join(c.rules_text("cpu")), "\n".join(c.rules_text("gpu"))
+    assert all(cat in cpu for cat, _ in c.CPU_RULES) and "addmm" in cpu
+    assert " > ".join(c.GPU_PRIORITY) in gpu and "Synchronize" in gpu
+
+
+# -- top ops and verdicts ------------------------------------------------------------------
+
+
+def ceiling(key: str, value: float, unit: str) -> Ceiling:
+    return Ceiling(device="cpu", key=key, value=value, unit=unit, method="test")  # type: ignore[arg-type]
+
+
+CEILINGS = {
+    "matmul:float32": ceiling("matmul:float32", 1e11, "FLOP/s"),
+    "bandwidth": ceiling("bandwidth", 1e10, "B/s"),
+    "dispatch": ceiling("dispatch", 1e-6, "s"),
+}
+
+
+def test_top_ops_rate_ceiling_and_bound() -> None:
+    events = [
+        step(1, 0, 1000),
+        # 1e6 FLOPs over 200 µs: 5 GFLOP/s = 5 % of the 100 GFLOP/s ceiling; intensity
+        # 1e6 / 4096 B ~ 244 FLOP/B > the ridge 10: compute-bound
+        x("aten::mm", 0, 200, **{"Input Dims": [[16, 16], [16, 16]], "Input type": ["float"] * 2}),
+        # 4096 B over 100 µs = 41 MB/s: memory-bound at 0.4 % of bandwidth
+        x("aten::add", 300, 100, **{"Input Dims": [[32, 32]], "Input type": ["float"]}),
+        x("aten::relu", 500, 2),  # 2 µs < 3 dispatch floors: overhead
+        x("aten::view", 600, 50),  # a view touches no data: overhead whatever its shapes
+    ]
+    bd = c.cpu_breakdown(events)
+    rows = {r.name: r for r in top_ops(bd, {"aten::mm": 1e6}, CEILINGS, "matmul:float32")}
+    mm = rows["aten::mm"]
+    assert mm.bound == "compute" and mm.pct_ceiling == pytest.approx(5)
+    assert mm.share == pytest.approx(20) and mm.calls == 1
+    add = rows["aten::add"]
+    assert add.bound == "memory" and add.pct_ceiling == pytest.approx(100 * 4096 / 1e-4 / 1e10)
+    assert rows["aten::relu"].bound == "overhead"
+    assert rows["aten::view"].bound == "overhead" and rows["aten::view"].byte_rate is None
+
+
+def test_verdicts_follow_the_numbers() -> None:
+    bd = c.cpu_breakdown([step(1, 0, 100), x("aten::linear", 10, 40), x("aten::addmm", 20, 10)])
+    assert verdict(bd).startswith("overhead-bound: 90 %")
+    bd = c.cpu_breakdown([step(1, 0, 100), x("aten::mm", 0, 90)])
+    assert verdict(bd).startswith("compute-heavy: 90 % of the step is matmul/conv")
+    gpu = c.gpu_breakdown([step(1, 0, 100), launch(70, 1), k("gemm", 80, 10, 1)])
+    assert verdict(gpu).startswith("launch-bound: 90 % of the step is host-wait")
+
+
+def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
+    conv = {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3]], "Input type": ["float"] * 2}
+    events = [
+        step(1, 0, 1000),
+        x("aten::conv2d", 0, 500, **conv),
+        x("aten::convolution", 1, 498),
+        x("aten::mkldnn_convolution", 2, 496, **conv),
+        x("aten::conv2d", 600, 300),  # a second call: every call of each has the wrapper
+        x("aten::mkldnn_convolution", 601, 298),
+    ]
+    bd = c.cpu_breakdown(events)
+    assert bd.ops["aten::mkldnn_convolution"].ancestors == {
+        "aten::conv2d": 2,
+        "aten::convolution": 1,
+    }
+    rows = {r.name: r for r in top_ops(bd, {"aten::conv2d": 8e6}, CEILINGS, "matmul:float32")}
+    mm = rows["aten::mkldnn_convolution"]
+    assert mm.flops == 8e6 and mm.bound == "compute"
+    assert mm.pct_ceiling == pytest.approx(100 * 8e6 / (794e-6) / 1e11)
+    assert rows["aten::conv2d"].flops is None  # counted once, on the op doing the work
+    # no FLOPs known: a convolution is never called memory-bound from its inputs' bytes
+    rows = {r.name: r for r in top_ops(bd, {}, CEILINGS, "matmul:float32")}
+    assert rows["aten::mkldnn_convolution"].bound == ""
+
+
+def test_an_op_above_its_ceiling_is_marked_and_explained() -> None:
+    from rich.console import Console
+
+    from torchmark.report.profile import html_context, profile_tables
+    from torchmark.results import RunRecord
+
+    events = [
+        step(1, 0, 100),
+        # 4 MB read in 10 µs: 400 GB/s, 40x the 10 GB/s ceiling (data in cache, or a low one)
+        x("aten::add", 0, 10, **{"Input Dims": [[1024, 1024]], "Input type": ["float"]}),
+    ]
+    bd = c.cpu_breakdown(events)
+    ops = [r.as_dict() for r in top_ops(bd, {}, CEILINGS, "matmul:float32")]
+    p = {
+        "case": "t",
+        "kind": "cpu",
+        "steps": 1,
+        "schedule": {"wait": 1, "warmup": 2, "active": 1},
+        "profiled_step_s": 1e-4,
+        "unprofiled_median_s": 5e-5,
+        "overhead_pct": 100.0,
+        "categories": [
+            {"name": k, "us_per_step": v, "share": bd.shares()[k]} for k, v in bd.categories.items()
+        ],
+        "ops": ops,
+        "verdict": verdict(bd),
+        "rules": c.rules_text("cpu"),
+        "notes": [],
+    }
+    rec = RunRecord(
+        tool_version="t",
+        kind="profile",
+        command="t",
+        environment={},
+        fingerprint="f",
+        extra={"profile": p},
+    )
+    console = Console(width=80, record=True)
+    for r in profile_tables(rec):
+        console.print(r)
+    text = " ".join(console.export_text().split())
+    assert "4,194 % !" in text
+    assert "1 op(s) above 100 % of the measured ceiling" in text
+    assert "profiler overhead +100 %" in text
+    assert html_context(rec)["above"].startswith("1 op(s) above 100 %")  # type: ignore[index]
+
+
+def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
+    from torchmark.report.profile import overhead_line
+
+    p = {"steps": 5, "profiled_step_s": 37e-6, "unprofiled_median_s": 43e-6, "overhead_pct": -14.0}
+    assert "can't tell (-14 %, within the ±130 % spread" in overhead_line({**p, "spread_pct": 130})
+    p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
+    line = overhead_line({**p, "spread_pct": 10})
+    assert "profiler overhead +467 %" in line and "inflated" in line
+
+
+def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
+    from torchmark.profile.run import launch_summary
+    from torchmark.report.profile import launch_line
+
+    bd = c.gpu_breakdown(GPU_STEP)
+    assert bd.launch_us == [2] * 6  # every launch call in the fixture lasts 2 µs
+    assert sorted(bd.queue_us) == [2, 2, 2, 4, 17, 23]
+    lx = launch_summary(bd)
+    assert lx == {"per_step": 6, "launch_us_median": 2, "queue_us_median": 3}
+    assert launch_line(lx) == (
+        "launches: 6 per step; each launch call takes 2.00 µs on the host and the GPU starts "
+        "it 3.00 µs after the call returns (medians)"
+    )
+    assert launch_summary(c.cpu_breakdown(CPU_STEP)) is None

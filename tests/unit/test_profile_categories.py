@@ -312,3 +312,22 @@ def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
         "it 3.00 µs after the call returns (medians)"
     )
     assert launch_summary(c.cpu_breakdown(CPU_STEP)) is None
+
+
+def test_kineto_chatter_is_dropped_and_everything_else_on_stderr_kept(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import os
+
+    from torchmark.profile.capture import kineto_chatter_filtered
+
+    with kineto_chatter_filtered():
+        os.write(
+            2, b"USDT:2026-11-23 00:48:04 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        )
+        os.write(2, b"a real warning\n")
+        os.write(
+            2, b"USDT:2026-11-23 00:48:04 1:1 SyncActivityProfilerHandler.cpp:59] profiler_stop\n"
+        )
+    err = capfd.readouterr().err
+    assert err == "a real warning\n"

@@ -6,11 +6,14 @@ stated by the caller against an unprofiled median of the same case).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import re
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,9 +59,12 @@ def capture(
     activities = [tp.ProfilerActivity.CPU, *device.profiler_activities()]
     device.reset_peak_memory()
     try:
-        with tp.profile(
-            activities=activities, schedule=sched, record_shapes=True, with_flops=True
-        ) as prof:
+        with (
+            kineto_chatter_filtered(),
+            tp.profile(
+                activities=activities, schedule=sched, record_shapes=True, with_flops=True
+            ) as prof,
+        ):
             for _ in range(WAIT + WARMUP + active):
                 fn()
                 device.synchronize()
@@ -89,6 +95,39 @@ def capture(
         if getattr(e, "flops", 0) and e.flops > 0
     }
     return Capture(trace, bd, flops, device.peak_memory_bytes(), _rss_peak())
+
+
+# Kineto (torch 2.13) writes a "USDT:... profiler_start/stop" line to the process's stderr
+# (fd 2, from C++) around every profile: chatter, not a message for the user.
+KINETO_CHATTER = re.compile(r"^USDT:.*profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def kineto_chatter_filtered() -> Iterator[None]:
+    """fd 2 goes to a temporary file while the profiler runs; every line but Kineto's
+    start/stop chatter is written back to stderr afterwards (nothing else is hidden)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (an embedded interpreter): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [
+                line
+                for line in tmp.read().decode(errors="replace").splitlines(keepends=True)
+                if not KINETO_CHATTER.match(line)
+            ]
+            if kept:
+                sys.stderr.write("".join(kept))
 
 
 def _export(prof: Any) -> dict[str, Any]:

@@ -187,3 +187,27 @@ def test_a_killed_rank_stops_the_run_and_keeps_what_finished(tmp_path: Path) -> 
 
 def test_the_test_process_is_no_rank() -> None:
     assert joined(env()) is None
+
+
+def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "ddp.json"
+    args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
+    p = torchmark(
+        tmp_path,
+        "run",
+        *args,
+        "--threads",
+        "1",
+        "--stopping",
+        "test",
+        "--no-telemetry",
+        "--nproc-per-node",
+        "2",
+        "--json",
+        str(out),
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["status"] == "ok", r
+    assert [x["rank"] for x in r["extra"]["per_rank"]] == [0, 1]
+    assert r["extra"]["total_items_per_s"] == pytest.approx(2 * 8 / r["median_s"], rel=1e-6)

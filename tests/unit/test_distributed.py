@@ -130,3 +130,30 @@ def test_a_rank_that_was_wrong_makes_the_case_wrong() -> None:
     assert r.status == "wrong" and r.reason == "rank 1: recv: element 0 is 0"
     assert r.extra["per_rank"] == ranks and r.extra["world_size"] == 2
     assert merged(case, ok, ranks[:1]).status == "ok"
+
+
+def test_weak_scaling_efficiency_of_fixed_numbers() -> None:
+    from torchmark.launch.ddp import efficiency
+
+    assert efficiency(900.0, 1000.0) == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="> 0"):
+        efficiency(1.0, 0.0)
+
+
+def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
+    from torchmark.results import Work
+
+    cpu = resolve(["cpu"])[0]
+    case = Case("simplenet", "train", cpu)
+    r = Result(
+        workload="simplenet",
+        variant="train",
+        device="cpu",
+        samples_s=[0.1] * 7,
+        work=Work(items=64, item_unit="samples"),
+        extra={"optimizer": "sgd"},
+    )
+    ranks = [{"rank": i, "status": "ok", "reason": None, "samples_s": [0.1] * 7} for i in (0, 1)]
+    m = merged(case, r, ranks)
+    assert m.extra["total_items_per_s"] == pytest.approx(2 * 640.0)
+    assert "DDP over 2 ranks" in m.notes[-1] and "1280 samples/s in total" in m.notes[-1]

@@ -187,7 +187,17 @@ def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -
         r = wrong[0]
         result = skipped(case, f"rank {r['rank']}: {r['reason']}", status="wrong")
     extra = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
-    return result.model_copy(update={"extra": extra})
+    notes = list(result.notes)
+    if "optimizer" in result.extra and result.ok:  # a training step: DDP, weak scaling
+        per_rank = result.rate("items")
+        if per_rank is not None:
+            extra["total_items_per_s"] = per_rank * len(ranks)
+            notes.append(
+                f"DDP over {len(ranks)} ranks, each its own batch: throughput is per rank "
+                f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "
+                "in total"
+            )
+    return result.model_copy(update={"extra": extra, "notes": notes})
 
 
 def run(

@@ -157,3 +157,32 @@ def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
     m = merged(case, r, ranks)
     assert m.extra["total_items_per_s"] == pytest.approx(2 * 640.0)
     assert "DDP over 2 ranks" in m.notes[-1] and "1280 samples/s in total" in m.notes[-1]
+
+
+def test_ranks_that_disagree_are_said_and_flagged_not_averaged() -> None:
+    cpu = resolve(["cpu"])[0]
+    case = Case("collectives", "all_reduce", cpu, (("bytes", 1024), ("ranks", 2)))
+    ok = Result(workload="collectives", variant="all_reduce", device="cpu", samples_s=[1e-3])
+    ranks = [
+        {"rank": 0, "status": "ok", "reason": None, "torch": "2.13.0", "device": "cpu"},
+        {"rank": 1, "status": "ok", "reason": None, "torch": "2.12.1", "device": "cpu"},
+    ]
+    r = merged(case, ok, ranks)
+    assert "ranks disagree on torch: 2.13.0 on ranks 0; 2.12.1 on ranks 1" in r.notes
+    assert "ranks_disagree" in r.flags
+    same = merged(case, ok, [ranks[0], {**ranks[0], "rank": 1}])
+    assert "ranks_disagree" not in same.flags
+
+
+def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchmark.cli import run as cli_run
+    from torchmark.config import RunConfig
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(InputError, match="--nproc-per-node 2 is more than the 1 GPUs"):
+        cli_run.check_ranks(RunConfig(devices=("cuda",)), Launch(nproc_per_node=2))
+    monkeypatch.setattr("torchmark.config.available_cores", lambda: 2)
+    cli_run.check_ranks(RunConfig(devices=("cpu",)), Launch(nproc_per_node=3))
+    assert "--nproc-per-node 3 is more than the 2 cores" in capsys.readouterr().out

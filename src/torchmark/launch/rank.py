@@ -42,6 +42,8 @@ from torchmark.store.base import ResultStore
 from torchmark.workloads import Case
 
 BACKENDS = ("gloo", "nccl")
+# Flag of a result whose ranks ran different torch versions or devices.
+RANKS_DISAGREE = "ranks_disagree"
 # A collective waiting on a rank that never comes raises after this (gloo's and NCCL's
 # default is 30 min); a dead peer's closed socket usually ends it at once.
 COLLECTIVE_TIMEOUT_S = 120.0
@@ -188,6 +190,17 @@ def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -
         result = skipped(case, f"rank {r['rank']}: {r['reason']}", status="wrong")
     extra = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
     notes = list(result.notes)
+    flags = list(result.extra_flags)
+    for key in ("torch", "device"):  # never averaged silently: said and flagged
+        seen: dict[str, list[int]] = {}
+        for r in ranks:
+            if key in r:
+                seen.setdefault(str(r[key]), []).append(r["rank"])
+        if len(seen) > 1:
+            said = "; ".join(f"{v} on ranks {','.join(map(str, rs))}" for v, rs in seen.items())
+            notes.append(f"ranks disagree on {key}: {said}")
+            if RANKS_DISAGREE not in flags:
+                flags.append(RANKS_DISAGREE)
     if "optimizer" in result.extra and result.ok:  # a training step: DDP, weak scaling
         per_rank = result.rate("items")
         if per_rank is not None:
@@ -197,7 +210,7 @@ def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -
                 f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "
                 "in total"
             )
-    return result.model_copy(update={"extra": extra, "notes": notes})
+    return result.model_copy(update={"extra": extra, "notes": notes, "extra_flags": flags})
 
 
 def run(
@@ -284,6 +297,7 @@ class RankLost(RunInterrupted):
 
 __all__ = [
     "BACKENDS",
+    "RANKS_DISAGREE",
     "Lockstep",
     "LockstepTimer",
     "RankLost",

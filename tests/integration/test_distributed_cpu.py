@@ -211,3 +211,8 @@ def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
     assert r["status"] == "ok", r
     assert [x["rank"] for x in r["extra"]["per_rank"]] == [0, 1]
     assert r["extra"]["total_items_per_s"] == pytest.approx(2 * 8 / r["median_s"], rel=1e-6)
+    ddp = r["extra"]["ddp"]
+    assert ddp["backward_comm_s"] > 0 and ddp["bucket_sizes_bytes"]
+    assert ddp["exposed_comm_s"] == pytest.approx(
+        max(0.0, ddp["backward_comm_s"] - ddp["overlap_s"])
+    )

@@ -186,3 +186,14 @@ def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
     monkeypatch.setattr("torchmark.config.available_cores", lambda: 2)
     cli_run.check_ranks(RunConfig(devices=("cpu",)), Launch(nproc_per_node=3))
     assert "--nproc-per-node 3 is more than the 2 cores" in capsys.readouterr().out
+
+
+def test_exposed_communication_of_fixed_numbers() -> None:
+    from torchmark.launch.ddp import explain
+
+    t = {"backward_comm_s": 0.004, "overlap_s": 0.001}
+    assert explain(t, 0.010) == pytest.approx({"exposed_comm_s": 0.003, "exposed_comm_share": 0.3})
+    # fully hidden: nothing exposed, never negative
+    hidden = explain({"backward_comm_s": 0.001, "overlap_s": 0.002}, 0.01)
+    assert hidden == {"exposed_comm_s": 0.0, "exposed_comm_share": 0.0}
+    assert explain({}, 0.01) is None

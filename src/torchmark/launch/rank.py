@@ -35,6 +35,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
 from torchmark.errors import InputError, RunInterrupted
+from torchmark.launch.ddp import explain, take_logging_data
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
 from torchmark.session import Events, Session, skipped
@@ -174,6 +175,7 @@ class RankSession(Session):
             "status": result.status,
             "reason": result.reason,
             "samples_s": self.lockstep.local_samples(result),
+            "ddp": take_logging_data(),
         }
         everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
         dist.gather_object(mine, everyone, dst=0)
@@ -205,6 +207,17 @@ def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -
         per_rank = result.rate("items")
         if per_rank is not None:
             extra["total_items_per_s"] = per_rank * len(ranks)
+            timings = ranks[0].get("ddp")
+            why = explain(timings, result.median_s or 0.0) if timings else None
+            if timings and why:
+                extra["ddp"] = {**timings, **why}
+                notes.append(
+                    f"rank 0, from DDP's own timers: backward comm "
+                    f"{timings['backward_comm_s'] * 1e3:.3g} ms, overlapped with compute "
+                    f"{timings['overlap_s'] * 1e3:.3g} ms: exposed communication "
+                    f"{why['exposed_comm_s'] * 1e3:.3g} ms = "
+                    f"{100 * why['exposed_comm_share']:.3g} % of the step"
+                )
             notes.append(
                 f"DDP over {len(ranks)} ranks, each its own batch: throughput is per rank "
                 f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "

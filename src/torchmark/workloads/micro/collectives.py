@@ -135,7 +135,7 @@ class Collectives(Workload):
             headline="bytes",
             check=guarded_check,
             timing="device",
-            rule="micro",
+            rule=case.rule or "micro",
             notes=[f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}"],
             extra={"op": op, "backend": dist.get_backend(), "ranks": n},
             summarize=summarize,

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -140,9 +141,28 @@ def run(
     ] = False,
     json_path: JsonOutOption = None,
     db: DbOption = None,
+    nproc_per_node: Annotated[
+        int,
+        typer.Option(help="Ranks to start on this machine through torchrun's launcher."),
+    ] = 1,
+    nnodes: Annotated[int, typer.Option(help="Machines in the run (as torchrun's).")] = 1,
+    node_rank: Annotated[
+        int | None, typer.Option(help="This machine's rank among --nnodes (as torchrun's).")
+    ] = None,
+    rdzv_endpoint: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT of the c10d rendezvous, the same on every machine."),
+    ] = None,
+    rdzv_timeout: Annotated[int, typer.Option(help="Seconds to wait for every rank to join.")] = 60,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="Process-group backend: gloo (CPU default) or nccl (CUDA default)."),
+    ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
     from torchmark import runner
+    from torchmark.launch import env as launch_env
+    from torchmark.launch import torchrun
 
     cfg = RunConfig(
         devices=tuple(device or ("all",)),
@@ -159,6 +179,19 @@ def run(
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
     )
+    world = launch_env.joined()
+    opts = torchrun.validate(
+        torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
+    )
+    if world is None and opts.wanted and not dry_run:
+        check_json_path(json_path)
+        check_ranks(cfg, opts)
+        # each worker runs this same command line, sees torchrun's RANK and joins
+        torchrun.launch(opts, sys.argv[1:])
+        return
+    if world is not None and not dry_run:
+        distributed(cfg, world, backend, json_path, db, verbose)
+        return
     unused(cfg, runner.planned)
     if dry_run:
         show_plan(runner.planned(cfg))
@@ -170,6 +203,60 @@ def run(
     with shown_even_if_interrupted(render, json_path), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path)
     finish(record, render, json_path, store.url)
+
+
+def check_ranks(cfg: RunConfig, opts: Any) -> None:
+    """More GPU ranks than GPUs is an error; more CPU ranks than cores only a warning (they
+    share the cores, and the figures say so)."""
+    import torch
+
+    from torchmark.config import available_cores
+
+    gpus = torch.cuda.device_count()
+    on_gpu = any(d.startswith("cuda") for d in cfg.devices) or (
+        cfg.devices == ("all",) and gpus > 0
+    )
+    n = opts.nproc_per_node
+    if on_gpu and n > gpus:
+        raise InputError(f"--nproc-per-node {n} is more than the {gpus} GPUs here: pass {gpus}")
+    cores = available_cores()
+    if not on_gpu and n > cores:
+        console.print(
+            f"warning: --nproc-per-node {n} is more than the {cores} cores here: "
+            "the ranks share cores and each is slower"
+        )
+
+
+def distributed(
+    cfg: RunConfig,
+    world: Any,
+    backend: str | None,
+    json_path: Path | None,
+    db: str | None,
+    verbose: bool,
+) -> None:
+    """This process is one rank of a job (torchrun, Slurm): rank 0 stores and prints."""
+    from torchmark.launch import rank
+
+    if not world.is_main:
+        rank.run(cfg, None, None, world, backend)
+        return
+    check_json_path(json_path)
+    store = open_store(db)
+    events = ProgressEvents(console)
+    render = functools.partial(show_distributed, verbose=verbose)
+    with shown_even_if_interrupted(render, json_path), events.shown():
+        record = rank.run(cfg, store, events, world, backend, json_path=json_path)
+    finish(record, render, json_path, store.url)
+
+
+def show_distributed(record: RunRecord, verbose: bool = False) -> None:
+    from torchmark.report.collectives import busbw_table
+
+    show(record, verbose)
+    table = busbw_table(record)
+    if table is not None:
+        console.print(table)
 
 
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:

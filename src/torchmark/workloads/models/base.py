@@ -178,9 +178,11 @@ class ModelWorkload(Workload):
         dev = device.torch_device
         inputs = self.make_inputs(sizes, g)
         if scenario == "train":
+            from torchmark.launch.ddp import data_parallel
+
             labels = self.make_labels(sizes, g).to(dev)
             return (
-                self.train_module(model),
+                data_parallel(self.train_module(model), device),
                 tuple(t.to(dev) for t in inputs),
                 lambda out: self.loss(out, labels),
             )

@@ -1,0 +1,320 @@
+"""One rank of a distributed run: the same plan, Session and run_case as a local run.
+
+Every rank measures every case together, so every rank must take the same decisions (how
+many warm-up calls, calls per sample, samples): otherwise one rank waits forever in a
+collective the others never call. ``measure`` decides from its sample times and its
+clock, so here both are made the same on every rank:
+
+- the sample timer starts after a barrier and its time is the slowest rank's
+  (all_reduce MAX): the time of a collective is its slowest rank's, as in nccl-tests;
+- the stopping rule's clock is rank 0's clock, broadcast at every read.
+
+Each rank keeps its own sample times too; rank 0 gathers them (gather_object) into the
+result's ``extra["per_rank"]``, so one run record holds every rank's raw samples. A rank whose
+check found a wrong result makes the case WRONG on rank 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from torchmark.config import RunConfig, validate
+from torchmark.devices import Device, resolve
+from torchmark.devices.base import SampleTimer, TimingMode
+from torchmark.errors import InputError, RunInterrupted
+from torchmark.launch.ddp import explain, take_logging_data
+from torchmark.launch.env import World
+from torchmark.results import Result, RunRecord
+from torchmark.session import Events, Session, skipped
+from torchmark.store.base import ResultStore
+from torchmark.workloads import Case
+
+BACKENDS = ("gloo", "nccl")
+# Flag of a result whose ranks ran different torch versions or devices.
+RANKS_DISAGREE = "ranks_disagree"
+# A collective waiting on a rank that never comes raises after this (gloo's and NCCL's
+# default is 30 min); a dead peer's closed socket usually ends it at once.
+COLLECTIVE_TIMEOUT_S = 120.0
+
+
+def pick_device(cfg: RunConfig, world: World) -> Device:
+    """One device per rank: cuda:LOCAL_RANK where CUDA is asked for (or "all" and found),
+    else the CPU."""
+    asked = [d for d in cfg.devices if d != "all"]
+    if len(asked) > 1:
+        raise InputError(
+            f"a distributed run measures one device per rank; got --device {','.join(asked)}"
+        )
+    kind = asked[0].split(":")[0] if asked else ("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda":
+        n = torch.cuda.device_count()
+        if world.local_rank >= n:
+            raise InputError(
+                f"local rank {world.local_rank} has no GPU: this node has {n}; "
+                f"use --nproc-per-node {n} or fewer"
+            )
+        return resolve([f"cuda:{world.local_rank}"])[0]
+    return resolve([kind])[0]
+
+
+def pick_backend(device: Device, backend: str | None) -> str:
+    chosen = backend or ("nccl" if device.kind == "cuda" else "gloo")
+    if chosen not in BACKENDS:
+        raise InputError(f"unknown --backend {chosen!r}; valid: {', '.join(BACKENDS)}")
+    if chosen == "nccl" and device.kind != "cuda":
+        raise InputError(f"--backend nccl needs CUDA devices, not {device.name}: use gloo")
+    return chosen
+
+
+def init(world: World, backend: str, device: Device, timeout_s: float) -> None:
+    world.export()
+    if device.kind == "cuda":
+        torch.cuda.set_device(device.torch_device)
+    dist.init_process_group(
+        backend,
+        init_method="env://",
+        rank=world.rank,
+        world_size=world.world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )
+
+
+class LockstepTimer(SampleTimer):
+    """The device's timer, started together and read as the slowest rank's time."""
+
+    def __init__(self, inner: SampleTimer, device: torch.device) -> None:
+        self.inner, self.device = inner, device
+        self.local: list[float] = []  # this rank's own times, for its raw samples
+
+    def start(self) -> None:
+        dist.barrier()
+        self.inner.start()
+
+    def stop(self) -> float:
+        t = self.inner.stop()
+        self.local.append(t)
+        slowest = torch.tensor([t], dtype=torch.float64, device=self.device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return float(slowest.item())
+
+
+class Lockstep:
+    """Makes ``device``'s timers lockstep ones; remembers the last for its local times."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.last: LockstepTimer | None = None
+        self._inner_timer = device.timer
+        # an instance attribute wins over the class's method for this device object only
+        setattr(device, "timer", self.timer)  # noqa: B010
+
+    def timer(self, mode: TimingMode = "device") -> SampleTimer:
+        self.last = LockstepTimer(self._inner_timer(mode), self.comm_device)
+        return self.last
+
+    @property
+    def comm_device(self) -> torch.device:
+        return self.device.torch_device if self.device.kind == "cuda" else torch.device("cpu")
+
+    def clock(self) -> float:
+        """Rank 0's host clock, the same value on every rank."""
+        t = torch.tensor([time.perf_counter()], dtype=torch.float64, device=self.comm_device)
+        dist.broadcast(t, src=0)
+        return float(t.item())
+
+    def local_samples(self, result: Result) -> list[float]:
+        n, k = len(result.samples_s), result.calls_per_sample or 1
+        if not n or self.last is None or len(self.last.local) < n:
+            return []
+        return [t / k for t in self.last.local[-n:]]
+
+
+class RankSession(Session):
+    """A Session on every rank; only rank 0's has the store and the events. Each result is
+    gathered on rank 0 before it is added there."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        store: ResultStore | None,
+        events: Events | None,
+        *,
+        world: World,
+        lockstep: Lockstep,
+        json_path: Path | None = None,
+    ) -> None:
+        main = world.is_main
+        super().__init__(
+            record,
+            store if main else None,
+            events if main else None,
+            json_path=json_path if main else None,
+            host_clock=lockstep.clock,
+        )
+        self.world, self.lockstep = world, lockstep
+
+    def add(self, case: Case | None, result: Result) -> None:
+        mine = {
+            "rank": self.world.rank,
+            "host": socket.gethostname(),
+            "device": result.device,
+            "torch": torch.__version__,
+            "status": result.status,
+            "reason": result.reason,
+            "samples_s": self.lockstep.local_samples(result),
+            "ddp": take_logging_data(),
+        }
+        everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
+        dist.gather_object(mine, everyone, dst=0)
+        if everyone is not None:
+            result = merged(case, result, everyone)
+        super().add(case, result)
+
+
+def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -> Result:
+    """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
+    wrong = [r for r in ranks if r["status"] == "wrong"]
+    if wrong and result.status != "wrong" and case is not None:
+        r = wrong[0]
+        result = skipped(case, f"rank {r['rank']}: {r['reason']}", status="wrong")
+    extra = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
+    notes = list(result.notes)
+    flags = list(result.extra_flags)
+    for key in ("torch", "device"):  # never averaged silently: said and flagged
+        seen: dict[str, list[int]] = {}
+        for r in ranks:
+            if key in r:
+                seen.setdefault(str(r[key]), []).append(r["rank"])
+        if len(seen) > 1:
+            said = "; ".join(f"{v} on ranks {','.join(map(str, rs))}" for v, rs in seen.items())
+            notes.append(f"ranks disagree on {key}: {said}")
+            if RANKS_DISAGREE not in flags:
+                flags.append(RANKS_DISAGREE)
+    if "optimizer" in result.extra and result.ok:  # a training step: DDP, weak scaling
+        per_rank = result.rate("items")
+        if per_rank is not None:
+            extra["total_items_per_s"] = per_rank * len(ranks)
+            timings = ranks[0].get("ddp")
+            why = explain(timings, result.median_s or 0.0) if timings else None
+            if timings and why:
+                extra["ddp"] = {**timings, **why}
+                notes.append(
+                    f"rank 0, from DDP's own timers: backward comm "
+                    f"{timings['backward_comm_s'] * 1e3:.3g} ms, overlapped with compute "
+                    f"{timings['overlap_s'] * 1e3:.3g} ms: exposed communication "
+                    f"{why['exposed_comm_s'] * 1e3:.3g} ms = "
+                    f"{100 * why['exposed_comm_share']:.3g} % of the step"
+                )
+            notes.append(
+                f"DDP over {len(ranks)} ranks, each its own batch: throughput is per rank "
+                f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "
+                "in total"
+            )
+    return result.model_copy(update={"extra": extra, "notes": notes, "extra_flags": flags})
+
+
+def run(
+    cfg: RunConfig,
+    store: ResultStore | None,
+    events: Events | None,
+    world: World,
+    backend: str | None = None,
+    json_path: Path | None = None,
+    timeout_s: float = COLLECTIVE_TIMEOUT_S,
+) -> RunRecord:
+    """This rank's part of a distributed run; rank 0's record holds every rank's samples."""
+    from torchmark import runner
+
+    # Ceilings would be measured on every rank at once, each slowing the others: a
+    # distributed run reports throughput, algbw and busbw without % of ceiling.
+    cfg = replace(cfg, ceilings=False)
+    validate(cfg)
+    device = pick_device(cfg, world)
+    chosen = pick_backend(device, backend)
+    if cfg.threads:
+        device.set_threads(cfg.threads)
+    if world.is_main and _in_main_thread():
+        # When a rank dies, torchrun's agent sends the others SIGTERM. Inside the session
+        # that stops the run (results kept); after it, rank 0 must still finish storing,
+        # showing and writing what it measured, so a late SIGTERM is ignored here (the
+        # agent's SIGKILL after its grace period still bounds the wait).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    init(world, chosen, device, timeout_s)
+    try:
+        lockstep = Lockstep(device)
+        workloads = runner.select_workloads(cfg)
+        dist_info = {
+            "world_size": world.world_size,
+            "backend": chosen,
+            "launched_by": world.source,
+            "master": f"{world.master_addr}:{world.master_port}",
+        }
+        record = runner.new_record("run", {**cfg.as_dict(), "distributed": dist_info}, [device])
+        session = RankSession(
+            record, store, events, world=world, lockstep=lockstep, json_path=json_path
+        )
+        cases = runner.plan(workloads, [device], cfg)
+        try:
+            return runner.run_planned(session, cases, workloads, cfg)
+        except RuntimeError as e:
+            if not lost_peer(e):
+                raise
+            # a peer died or hung; the session has stored the run as incomplete
+            raise RankLost(session.record, session.record.run_id, world.rank, e) from None
+    finally:
+        with contextlib.suppress(Exception):  # a group with a dead peer may not close cleanly
+            dist.destroy_process_group()
+
+
+def lost_peer(e: RuntimeError) -> bool:
+    """A collective that failed because of another rank (gloo raises a plain RuntimeError
+    "Connection reset by peer"; NCCL and timeouts raise DistError)."""
+    text = str(e)
+    return isinstance(e, dist.DistError) or any(
+        w in text for w in ("gloo", "NCCL", "Connection reset", "Connection closed", "peer")
+    )
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+class RankLost(RunInterrupted):
+    """A collective failed because another rank died or stopped answering."""
+
+    def __init__(self, record: RunRecord, run_id: str | None, rank: int, cause: Exception):
+        super().__init__(record, run_id)
+        self.exit_code = 1
+        text = str(cause).strip()
+        # gloo starts with its source position: "[.../pair.cc:537] Read error ..."
+        first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else "")[:120]
+        where = f"run {run_id} saved" if run_id else "the run (not stored) kept"
+        self.args = (
+            f"rank {rank} lost a peer mid-run ({type(cause).__name__}: {first}): {where} "
+            "as incomplete with the cases measured so far",
+        )
+
+
+__all__ = [
+    "BACKENDS",
+    "RANKS_DISAGREE",
+    "Lockstep",
+    "LockstepTimer",
+    "RankLost",
+    "RankSession",
+    "merged",
+    "run",
+]

@@ -1,0 +1,218 @@
+"""Real 2-rank gloo runs on loopback through torchrun's launcher (tiny sizes: 2 shared
+cores), and the faults: one rank, an unreachable rendezvous, a rank killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from torchmark.launch.env import joined
+
+pytestmark = pytest.mark.slow
+
+RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID")
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in RANK_VARS}
+
+
+def torchmark(tmp: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "torchmark", *args, "--db", f"sqlite:///{tmp / 'r.db'}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env(), cwd=tmp)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+SMALL = ("-w", "collectives", "--stopping", "test", "--no-telemetry", "--size", "1024,65536")
+
+
+def test_two_ranks_measure_and_check_every_collective(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    p = torchmark(tmp_path, "run", *SMALL, "--nproc-per-node", "2", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "complete"
+    assert rec["config"]["distributed"]["world_size"] == 2
+    assert rec["config"]["distributed"]["backend"] == "gloo"
+    by_op: dict[str, list[dict]] = {}
+    for r in rec["results"]:
+        by_op.setdefault(r["variant"], []).append(r)
+    assert set(by_op) == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "all_to_all",
+        "send_recv",
+    }
+    for op, results in by_op.items():
+        for r in results:
+            if r["status"] == "skipped":  # a backend without the op says why
+                assert "cannot" in r["reason"], r
+                continue
+            assert r["status"] == "ok", r
+            e = r["extra"]
+            assert [x["rank"] for x in e["per_rank"]] == [0, 1]
+            assert all(len(x["samples_s"]) == len(r["samples_s"]) for x in e["per_rank"])
+            # every sample is the slowest rank's
+            for i, s in enumerate(r["samples_s"]):
+                assert s == pytest.approx(max(x["samples_s"][i] for x in e["per_rank"]))
+            assert e["busbw_Bps"] == pytest.approx(e["algbw_Bps"] * e["bus_factor"])
+            assert e["bus_factor"] == (
+                0.5 if op in ("all_gather", "reduce_scatter", "all_to_all") else 1.0
+            )
+    assert "busbw" in p.stdout and "collectives over 2 ranks" in p.stdout
+
+
+def test_one_rank_skips_collectives_with_the_reason(tmp_path: Path) -> None:
+    p = torchmark(tmp_path, "run", "-w", "collectives", "--no-telemetry", "--json", "o.json")
+    assert p.returncode == 0, p.stderr
+    (r,) = json.loads((tmp_path / "o.json").read_text())["results"]
+    assert r["status"] == "skipped" and "needs >= 2 ranks" in r["reason"]
+
+
+def test_unreachable_rendezvous_is_one_line_in_bounded_time(tmp_path: Path) -> None:
+    port = free_port()  # nobody listens there
+    t0 = time.monotonic()
+    p = torchmark(
+        tmp_path,
+        "run",
+        *SMALL,
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-timeout",
+        "2",
+        timeout=60,
+    )
+    took = time.monotonic() - t0
+    assert p.returncode == 1
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot join rendezvous 127.0.0.1:{port}" in errors[0]
+    assert "--rdzv-timeout 2 s" in errors[0]
+    assert took < 40  # two 2 s tries, a pause and the start-up; not torchrun's 900 s
+
+
+def test_two_nodes_on_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    args = [
+        "run", "-w", "collectives", "--stopping", "test", "--no-telemetry", "--size", "4096",
+        "--precision", "all_reduce", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+        "--rdzv-timeout", "60",
+    ]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torchmark",
+                *args,
+                "--node-rank",
+                str(k),
+                "--db",
+                f"sqlite:///{tmp_path / f'n{k}.db'}",
+                "--json",
+                str(tmp_path / f"n{k}.json"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env(),
+            cwd=tmp_path,
+        )
+        for k in (0, 1)
+    ]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    for p in procs:
+        p.__exit__(None, None, None)
+    assert [p.returncode for p in procs] == [0, 0], outs
+    # the node hosting rank 0 writes the run; the other's rank printed nothing of it
+    (r,) = json.loads((tmp_path / "n0.json").read_text())["results"]
+    assert r["status"] == "ok" and len(r["extra"]["per_rank"]) == 2
+    assert not (tmp_path / "n1.json").exists()
+
+
+def test_a_killed_rank_stops_the_run_and_keeps_what_finished(tmp_path: Path) -> None:
+    out = tmp_path / "k.json"
+    sizes = "1024,2048,4096,8192,16384,32768,65536,131072"
+    cmd = [
+        sys.executable, "-m", "torchmark", "run", "-w", "collectives", "--nproc-per-node", "2",
+        "--stopping", "quick", "--no-telemetry", "--precision", "all_reduce", "--size", sizes,
+        "--db", f"sqlite:///{tmp_path / 'k.db'}", "--json", str(out),
+    ]  # fmt: skip
+    lines, killed_at = [], None
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(), cwd=tmp_path
+    ) as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            lines.append(line)
+            if killed_at is None and "[2/8]" in line:
+                for c in psutil.Process(p.pid).children(recursive=True):
+                    try:
+                        if c.environ().get("RANK") == "1":
+                            c.send_signal(signal.SIGKILL)
+                            killed_at = time.monotonic()
+                    except psutil.Error:
+                        pass
+        p.wait(timeout=60)
+    text = "".join(lines)
+    assert killed_at is not None, text
+    assert time.monotonic() - killed_at < 30, text  # the others stop; no 30 min gloo wait
+    assert p.returncode != 0
+    assert "rank 1 was killed by SIGKILL" in text
+    assert out.exists(), text
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "incomplete"
+    done = [r for r in rec["results"] if r["status"] == "ok"]
+    assert 2 <= len(done) < 8, text
+
+
+def test_the_test_process_is_no_rank() -> None:
+    assert joined(env()) is None
+
+
+def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "ddp.json"
+    args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
+    p = torchmark(
+        tmp_path,
+        "run",
+        *args,
+        "--threads",
+        "1",
+        "--stopping",
+        "test",
+        "--no-telemetry",
+        "--nproc-per-node",
+        "2",
+        "--json",
+        str(out),
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["status"] == "ok", r
+    assert [x["rank"] for x in r["extra"]["per_rank"]] == [0, 1]
+    assert r["extra"]["total_items_per_s"] == pytest.approx(2 * 8 / r["median_s"], rel=1e-6)
+    ddp = r["extra"]["ddp"]
+    assert ddp["backward_comm_s"] > 0 and ddp["bucket_sizes_bytes"]
+    assert ddp["exposed_comm_s"] == pytest.approx(
+        max(0.0, ddp["backward_comm_s"] - ddp["overlap_s"])
+    )

@@ -131,6 +131,10 @@ def run(
     telemetry: Annotated[
         bool, typer.Option(help="Sample clocks/heat/load while measuring.")
     ] = True,
+    cache_dir: Annotated[
+        str | None,
+        typer.Option(help="Folder for data sets workloads write (input: JPEG images)."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List the planned cases and exit.")
     ] = False,
@@ -158,6 +162,7 @@ def run(
         ceilings=ceilings,
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
+        cache_dir=cache_dir,
     )
     unused(cfg, runner.planned)
     if dry_run:

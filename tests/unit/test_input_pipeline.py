@@ -186,3 +186,11 @@ def test_breakdown_table_fits_80_columns() -> None:
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "w=4 persistent" in out and "defaults (workers=0)" in out
     assert "25 %" in out  # w=0 vs resident: 0.05 / 0.20
+
+
+def test_workers_that_slow_the_step_are_named() -> None:
+    rs = sweep()
+    assert not any("contention" in line for line in advise(rs)[0].lines)
+    rs[3].extra["input"]["compute_s"] = 0.2  # w=2: 4x the resident step's 0.05 s
+    (line,) = [line for line in advise(rs)[0].lines if line.startswith("contention")]
+    assert "num_workers=2" in line and "200 ms vs 50 ms" in line

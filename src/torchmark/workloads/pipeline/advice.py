@@ -73,6 +73,7 @@ def _one(device: str, rs: list[Result]) -> Advice:
             f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
             f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
         )
+    lines += _contention(loaders, resident)
     bound = best.extra.get("input", {}).get("input_bound")
     if bound is not None:
         lines.append(f"input-bound: {round(100 * bound)} % of each step waits for data (best)")
@@ -81,6 +82,34 @@ def _one(device: str, rs: list[Result]) -> Advice:
     elif default is not None:
         lines.append("apply: nothing; no configuration measurably beat DataLoader's defaults")
     return Advice(device, lines, best_cfg, gain, cost, plateau)
+
+
+# Compute per step this much above the resident step's is worth a line: below it, the
+# two are within this machine's run-to-run spread (5-15 % under other helpers' load).
+SLOWER_COMPUTE = 1.25
+
+
+def _contention(loaders: list[tuple[LoaderConfig, Result]], resident: Result | None) -> list[str]:
+    """Workers that slow the step itself: on a CPU they decode on the cores the step
+    computes on (2 loaded cores here: compute per step rose 1.5-2x with 1-2 workers and
+    one torch thread, and 35x with torch's 2 OpenMP threads spinning against them)."""
+    if resident is None or resident.median_s is None:
+        return []
+    slowed = [
+        (c, b["compute_s"])
+        for c, r in loaders
+        if c.workers
+        and (b := r.extra.get("input", {})).get("compute_s") is not None
+        and b["compute_s"] > SLOWER_COMPUTE * resident.median_s
+    ]
+    if not slowed:
+        return []
+    c, t = max(slowed, key=lambda ct: ct[1])
+    return [
+        f"contention: with {c.code()} the step's compute took {t * 1e3:.3g} ms vs "
+        f"{resident.median_s * 1e3:.3g} ms fed from device memory: the workers take the "
+        "cores or memory bandwidth the step needs"
+    ]
 
 
 def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> int | None:

@@ -97,13 +97,14 @@ class InputPipeline(Workload):
     # call bound, so the reason named is the loader's.
     batch_timeout_s: ClassVar[float] = 8.0
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: Shape | None = None) -> None:
+        self.fixed = fixed  # benchmarks: one shape on every device
         self.cache_dir: Path | None = None
         self.images: int | None = None
         self.dataset_factory: Callable[[Shape, Path], Any] | None = None  # tests: faulty sets
 
     def shape(self, device: Device) -> Shape:
-        base = GPU_SHAPE if device.is_accelerator else CPU_SHAPE
+        base = self.fixed or (GPU_SHAPE if device.is_accelerator else CPU_SHAPE)
         return base if self.images is None else _with(base, images=self.images)
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:

@@ -20,11 +20,11 @@ from rich.console import Console
 from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
+from torchmark.loaders import LoaderConfig, config_of
 from torchmark.report.pipeline import pipeline_tables
 from torchmark.session import Quiet, Session
 from torchmark.workloads.base import PlanOptions
-from torchmark.workloads.pipeline.feed import LoaderConfig
-from torchmark.workloads.pipeline.workload import InputPipeline, Shape, config_of
+from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 
 TARGET = 1.2
 

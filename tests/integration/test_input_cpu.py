@@ -16,12 +16,13 @@ import torch
 from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
+from torchmark.loaders import LoaderConfig, config_of
 from torchmark.results import RunRecord
 from torchmark.session import Quiet, Session
 from torchmark.workloads.base import Case, PlanOptions
-from torchmark.workloads.pipeline.feed import LoaderConfig, make_loader
+from torchmark.workloads.pipeline.feed import make_loader
 from torchmark.workloads.pipeline.images import JpegImages
-from torchmark.workloads.pipeline.workload import InputPipeline, Shape, config_of
+from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 
 CFG = RunConfig(rule="test", ceilings=False, telemetry=False)
 

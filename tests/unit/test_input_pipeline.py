@@ -11,20 +11,14 @@ import torch
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError, WrongResultError
+from torchmark.loaders import LoaderConfig, config_of, params
 from torchmark.report.layout import FitTable
-from torchmark.report.pipeline import pipeline_tables
+from torchmark.report.pipeline import advise, pipeline_tables
 from torchmark.results import Result, RunRecord, Work
 from torchmark.workloads.base import PlanOptions
-from torchmark.workloads.pipeline.advice import advise
-from torchmark.workloads.pipeline.feed import LoaderConfig, first_batches, make_loader
+from torchmark.workloads.pipeline.feed import first_batches, make_loader
 from torchmark.workloads.pipeline.images import JpegImages, crop_box, ensure_images
-from torchmark.workloads.pipeline.workload import (
-    InputPipeline,
-    config_of,
-    params,
-    same_batches,
-    worker_counts,
-)
+from torchmark.workloads.pipeline.workload import InputPipeline, same_batches, worker_counts
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,36 +16,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped
+from torchmark.loaders import LoaderConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class LoaderConfig:
-    """The DataLoader knobs the sweep turns; the defaults are DataLoader's own."""
-
-    workers: int = 0
-    pin: bool = False
-    prefetch: int | None = None  # batches per worker in flight; None: DataLoader's (2)
-    persistent: bool = False
-
-    @property
-    def is_default(self) -> bool:
-        return self == LoaderConfig()
-
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"num_workers": self.workers}
-        if self.pin:
-            out["pin_memory"] = True
-        if self.workers and self.prefetch is not None:
-            out["prefetch_factor"] = self.prefetch
-        if self.workers and self.persistent:
-            out["persistent_workers"] = True
-        return out
-
-    def code(self) -> str:
-        """The DataLoader arguments to apply it, as a user types them."""
-        return ", ".join(f"{k}={v}" for k, v in self.kwargs().items())
 
 
 def make_loader(

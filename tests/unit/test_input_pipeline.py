@@ -188,3 +188,16 @@ def test_workers_that_slow_the_step_are_named() -> None:
     rs[3].extra["input"]["compute_s"] = 0.2  # w=2: 4x the resident step's 0.05 s
     (line,) = [line for line in advise(rs)[0].lines if line.startswith("contention")]
     assert "num_workers=2" in line and "200 ms vs 50 ms" in line
+
+
+def test_advice_never_contradicts_itself() -> None:
+    text = "\n".join(advise(sweep())[0].lines)
+    assert "no count above 2 measurably beat 2" in text
+    rs = sweep()
+    rs[0] = result("resident", spread(0.5))  # resident slower than every fed step
+    rs[4] = result("loader", spread(0.09), workers=4)  # 4 beats 2
+    text = "\n".join(advise(rs)[0].lines)
+    assert "pipeline cost: can't tell" in text and "costs" not in text.replace("cost:", "")
+    assert "still helping at 4, the most tried" in text
+    (a,) = advise(rs)
+    assert a.cost is None and a.plateau == 4

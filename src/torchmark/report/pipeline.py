@@ -9,7 +9,6 @@ effect the noise covers is "can't tell", never "same"."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -105,7 +104,7 @@ class Advice:
     best: LoaderConfig | None
     gain: float | None  # best items/s over the default's
     cost: float | None  # 1 - best / resident: the share of the possible throughput lost
-    plateau: int | None  # workers past which the next count measured no gain
+    plateau: int | None  # the smallest worker count no larger count measurably beat
 
 
 def advise(results: Sequence[Result]) -> list[Advice]:
@@ -143,18 +142,27 @@ def _one(device: str, rs: list[Result]) -> Advice:
         )
     elif default is not None:
         lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} images/s)")
-    plateau = _plateau(loaders)
-    if plateau is not None:
-        lines.append(
-            f"workers: no measured gain past {plateau} (the next count was not measurably faster)"
-        )
+    plateau, most = _plateau(loaders)
+    if plateau is not None and plateau == most and most > 0:
+        lines.append(f"workers: still helping at {most}, the most tried (the cores it may use)")
+    elif plateau is not None and most > 0:
+        lines.append(f"workers: no count above {plateau} measurably beat {plateau}")
     cost: float | None = None
     if resident is not None and rate(resident) > 0:
-        cost = max(0.0, 1 - rate(best) / rate(resident))
-        lines.append(
-            f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
-            f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
-        )
+        if rate(best) > rate(resident):
+            # the fed step cannot beat the same step with no loading: the machine's
+            # speed changed between the cases (other load), so no cost can be read off
+            lines.append(
+                f"pipeline cost: can't tell; the best fed step measured faster than the "
+                f"same step fed from device memory ({rate(best):,.0f} vs "
+                f"{rate(resident):,.0f} images/s): the machine's load changed between them"
+            )
+        else:
+            cost = 1 - rate(best) / rate(resident)
+            lines.append(
+                f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
+                f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
+            )
     lines += _contention(loaders, resident)
     bound = best.extra.get("input", {}).get("input_bound")
     if bound is not None:
@@ -194,12 +202,19 @@ def _contention(loaders: list[tuple[LoaderConfig, Result]], resident: Result | N
     ]
 
 
-def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> int | None:
-    """The first worker count the next (plain) count did not measurably beat."""
+def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> tuple[int | None, int]:
+    """(the smallest plain worker count that no larger count measurably beats, the largest
+    count tried). Each larger count is judged against it, not only the next one: a noisy
+    middle point must not hide a gain further up."""
     plain = [(c.workers, r) for c, r in loaders if LoaderConfig(c.workers) == c]
     curve = sorted(plain, key=lambda wr: wr[0])
-    for (w, r), (_, nxt) in itertools.pairwise(curve):
-        j = independent(r.measurement, nxt.measurement)
-        if isinstance(j, str) or j.verdict != "FASTER":
-            return w
-    return None
+    if not curve:
+        return None, 0
+    for i, (w, r) in enumerate(curve):
+        beaten = False
+        for _, up in curve[i + 1 :]:
+            j = independent(r.measurement, up.measurement)
+            beaten = beaten or (not isinstance(j, str) and j.verdict == "FASTER")
+        if not beaten:
+            return w, curve[-1][0]
+    return None, curve[-1][0]  # unreachable: the last count has nothing above it

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import psutil
 import pytest
 import torch
+from clitest import cli
 
 from torchmark import runner
 from torchmark.config import RunConfig
@@ -147,3 +148,27 @@ def test_a_loader_whose_batches_differ_is_reported_wrong(tmp_path: Path) -> None
     record = run(Faulty(), tmp_path, lambda c: c.param_dict.get("workers") == 2 and plain(c))
     (r,) = record.results
     assert r.status == "wrong" and "differs from the default loader's" in (r.reason or "")
+
+
+def test_cli_cache_dir_that_cannot_be_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["run", "-w", "input", "-d", "cpu", "--stopping", "test", "--no-ceilings"]
+    code, out, err = cli(
+        capsys, *args, "--no-telemetry", "--cache-dir", str(blocker), "--size", "8", "--db", db
+    )
+    assert code != 0
+    (line,) = [x for x in (out + err).splitlines() if x.startswith("error:")]
+    assert str(blocker) in line and "--cache-dir" in line
+
+
+def test_too_few_images_for_the_batch_is_skipped_with_the_fix(tmp_path: Path) -> None:
+    opts = PlanOptions(suite="quick", sizes=(8,), batches=(8,), cache_dir=str(tmp_path))
+    w = InputPipeline()
+    (case,) = [c for c in w.cases(CPUDevice(), opts) if c.param_dict.get("workers") == 0]
+    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    (r,) = runner.run_planned(session, [case], {"input": w}, CFG).results
+    assert r.status == "skipped" and "pass --size 16 or more" in (r.reason or "")

@@ -19,7 +19,7 @@ from torch import nn
 
 from torchmark.config import available_cores
 from torchmark.devices.base import Device
-from torchmark.errors import WrongResultError
+from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
@@ -93,16 +93,14 @@ class InputPipeline(Workload):
     def __init__(self, fixed: Shape | None = None) -> None:
         self.fixed = fixed  # benchmarks: one shape on every device
         self.cache_dir: Path | None = None
-        self.images: int | None = None
         self.dataset_factory: Callable[[Shape, Path], Any] | None = None  # tests: faulty sets
 
     def shape(self, device: Device) -> Shape:
         base = self.fixed or (GPU_SHAPE if device.is_accelerator else CPU_SHAPE)
-        return base if self.images is None else _with(base, images=self.images)
+        return base
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.cache_dir = Path(opts.cache_dir) if opts.cache_dir else None
-        self.images = opts.sizes[0] if opts.sizes else None
         rule = "quick" if opts.suite == "quick" else "model"
         shape = self.shape(device)
         batches = opts.batches or (shape.batch,)
@@ -114,15 +112,22 @@ class InputPipeline(Workload):
         if device.is_accelerator:
             configs += [LoaderConfig(w, pin=True), LoaderConfig(w, pin=True, persistent=True)]
         out = []
-        for b in batches:
-            sweep = f"{self.name}/{device.name}/b={b}"
-            out.append(Case(self.name, RESIDENT, device, (("batch", b),), sweep, rule))
-            out += [Case(self.name, LOADER, device, params(c, b), sweep, rule) for c in configs]
+        # --size N: N images (named in the case only when asked, to keep labels short)
+        counts: list[tuple[tuple[str, int], ...]] = [(("images", n),) for n in opts.sizes] or [()]
+        for n in counts:
+            for b in batches:
+                sweep = f"{self.name}/{device.name}/b={b}/{n}"
+                out.append(Case(self.name, RESIDENT, device, (("batch", b), *n), sweep, rule))
+                out += [
+                    Case(self.name, LOADER, device, (*params(c, b), *n), sweep, rule)
+                    for c in configs
+                ]
         return out
 
     def prepare(self, case: Case) -> Prepared:
         device, p = case.device, case.param_dict
         shape = _with(self.shape(device), batch=int(p["batch"]))
+        shape = _with(shape, images=int(p.get("images", shape.images)))
         model, opt = self._model(shape, device)
 
         def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -170,6 +175,11 @@ class InputPipeline(Workload):
             return {"input": epoch.breakdown(skip_epochs=1 + m.warmup_calls)}
 
         steps = len(dataset) // shape.batch
+        if steps < CHECK_BATCHES:
+            raise CaseSkipped(
+                f"{len(dataset)} images make {steps} batches of {shape.batch}: the check needs "
+                f"{CHECK_BATCHES}; pass --size {CHECK_BATCHES * shape.batch} or more"
+            )
         extra["steps_per_epoch"] = steps
         notes = [
             "loader: one call is one epoch; JPEG decode, random resized crop, flip and "

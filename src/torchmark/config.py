@@ -33,11 +33,14 @@ class RunConfig:
     remeasure_ceilings: bool = False
     ceilings: bool = True  # measure ceilings at all (tests turn it off)
     telemetry: bool = True
+    cache_dir: str | None = None  # data sets workloads write (input: JPEGs)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def plan_options(self) -> PlanOptions:
-        return PlanOptions(self.suite, self.scenarios, self.precisions, self.batches, self.sizes)
+        return PlanOptions(
+            self.suite, self.scenarios, self.precisions, self.batches, self.sizes, self.cache_dir
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -132,6 +132,10 @@ def run(
     telemetry: Annotated[
         bool, typer.Option(help="Sample clocks/heat/load while measuring.")
     ] = True,
+    cache_dir: Annotated[
+        str | None,
+        typer.Option(help="Folder for data sets workloads write (input: JPEG images)."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List the planned cases and exit.")
     ] = False,
@@ -178,6 +182,7 @@ def run(
         ceilings=ceilings,
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
+        cache_dir=cache_dir,
     )
     world = launch_env.joined()
     opts = torchrun.validate(

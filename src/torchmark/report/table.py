@@ -18,6 +18,7 @@ from torchmark import format as fmt
 from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report.layout import Alt, Col, FitTable, lines
+from torchmark.report.pipeline import pipeline_tables
 from torchmark.report.rows import ceiling_rows, devices_of
 from torchmark.results import Result, RunRecord
 
@@ -316,6 +317,7 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     notes = _notes(record)
     if notes:
         out.append(lines(notes))
+    out += pipeline_tables(record)  # the input workload's breakdown and advice, if it ran
     first = len(footnotes.templates) + 1
     out.append(ceilings_table(record, footnotes))
     methods = [f"{r.device} {r.key}: {r.method}" for r in ceiling_rows(record)] if verbose else []

@@ -10,9 +10,9 @@ def load_builtins() -> None:
     import importlib
     import pkgutil
 
-    from torchmark.workloads import micro, models
+    from torchmark.workloads import micro, models, pipeline
 
-    for pkg in (micro, models):
+    for pkg in (micro, models, pipeline):
         for mod in pkgutil.iter_modules(pkg.__path__):
             if not mod.name.startswith("_"):
                 importlib.import_module(f"{pkg.__name__}.{mod.name}")

@@ -29,6 +29,7 @@ class PlanOptions:
     precisions: tuple[str, ...] = ()
     batches: tuple[int, ...] = ()
     sizes: tuple[int, ...] = ()
+    cache_dir: str | None = None  # where workloads write data sets (input: JPEGs)
 
 
 @dataclass(frozen=True)

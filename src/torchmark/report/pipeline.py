@@ -1,0 +1,220 @@
+"""The ``input`` workload's breakdown and advice, pure functions of its stored results.
+
+The table: per loader configuration, images/s, the share of a step spent waiting for data,
+copying it and computing, and the ratio to the same step fed from device memory. The
+advice: the best configuration and its measured gain over DataLoader's defaults, where
+adding workers stops helping, what the pipeline costs against device-resident data, and
+the code to apply it. Gains are judged against the noise (``comparison.independent``): an
+effect the noise covers is "can't tell", never "same"."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import RenderableType
+
+from torchmark import format as fmt
+from torchmark.comparison import independent
+from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of
+from torchmark.report.layout import Alt, Col, FitTable, lines
+from torchmark.results import Result, RunRecord
+
+
+def config_cell(r: Result) -> Alt:
+    if r.variant == RESIDENT:
+        return Alt("device-resident", "resident")
+    c = config_of(r.params)
+    if c == LoaderConfig():
+        return Alt("defaults (workers=0)", "w=0")
+    words = [f"w={c.workers}"]
+    words += ["pin"] if c.pin else []
+    words += [f"prefetch={c.prefetch}"] if c.prefetch is not None else []
+    words += ["persistent"] if c.persistent else []
+    short = " ".join(words).replace("prefetch=", "pf=").replace("persistent", "pers")
+    return Alt(" ".join(words), short)
+
+
+def share(part: float | None, step: float | None) -> str:
+    if part is None or not step:
+        return "none" if part is None and step else fmt.DASH
+    return f"{round(100 * part / step)} %"
+
+
+def breakdown_table(record: RunRecord) -> FitTable | None:
+    rs = [r for r in record.results if r.workload == "input"]
+    if not rs:
+        return None
+    devices = list(dict.fromkeys(r.device for r in rs))
+    table = FitTable(
+        Col("loader", wrap=10),
+        Col("device", show=len(devices) > 1),
+        Col("images/s", justify="right"),
+        Col("step", justify="right", drop=2),
+        Col("wait", justify="right"),
+        Col("copy", justify="right", drop=1),
+        Col("compute", justify="right"),
+        Col("vs resident", justify="right", short_header="vs res."),
+        title="input pipeline · share of each step (wait / copy / compute)",
+    )
+    for device in devices:
+        mine = [r for r in rs if r.device == device]
+        resident = next((r for r in mine if r.variant == RESIDENT and r.ok), None)
+        for r in mine:
+            b = r.extra.get("input", {})
+            step = b.get("step_s")
+            vs = rate(r) / rate(resident) if resident and r.ok and rate(resident) else None
+            if r.variant == RESIDENT:
+                cells = [fmt.duration(r.median_s), "0 %", "0 %", "100 %"]
+            elif not r.ok:
+                cells = [r.status, "", "", ""]
+            else:
+                cells = [
+                    fmt.duration(step),
+                    share(b.get("wait_s"), step),
+                    share(b.get("copy_s"), step),
+                    share(b.get("compute_s"), step),
+                ]
+            table.row(
+                config_cell(r),
+                r.device,
+                fmt.sig(rate(r)) if r.ok else r.status,
+                *cells,
+                f"{round(100 * vs)} %" if vs is not None else "",
+            )
+    return table
+
+
+def pipeline_tables(record: RunRecord) -> list[RenderableType]:
+    table = breakdown_table(record)
+    if table is None:
+        return []
+    text: list[str] = []
+    for a in advise(record.results):
+        text += [f"input on {a.device}: {line}" for line in a.lines]
+    if any(r.ok and r.extra.get("input", {}).get("copy_s") is None for r in record.results):
+        text.append("copy: none on the CPU (the batch is already in its memory)")
+    return [table, lines(text)]
+
+
+@dataclass(frozen=True)
+class Advice:
+    device: str
+    lines: list[str]
+    best: LoaderConfig | None
+    gain: float | None  # best items/s over the default's
+    cost: float | None  # 1 - best / resident: the share of the possible throughput lost
+    plateau: int | None  # the smallest worker count no larger count measurably beat
+
+
+def advise(results: Sequence[Result]) -> list[Advice]:
+    """One Advice per device and batch the ``input`` workload ran on."""
+    groups: dict[tuple[str, object], list[Result]] = {}
+    for r in results:
+        if r.workload == "input":
+            groups.setdefault((r.device, r.params.get("batch")), []).append(r)
+    return [_one(device, rs) for (device, _), rs in groups.items()]
+
+
+def rate(r: Result) -> float:
+    return r.rate("items") or 0.0
+
+
+def _one(device: str, rs: list[Result]) -> Advice:
+    resident = next((r for r in rs if r.variant == RESIDENT and r.ok), None)
+    loaders = [(config_of(r.params), r) for r in rs if r.variant == LOADER and r.ok]
+    wrong = [r for r in rs if r.status == "wrong"]
+    lines = [f"{config_of(r.params).code()}: wrong batches, left out ({r.reason})" for r in wrong]
+    default = next((r for c, r in loaders if c.is_default), None)
+    if not loaders:
+        return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
+    best_cfg, best = max(loaders, key=lambda cr: rate(cr[1]))
+    gain: float | None = None
+    faster = False
+    if default is not None and best is not default:
+        gain = rate(best) / rate(default)
+        j = independent(default.measurement, best.measurement)
+        faster = not isinstance(j, str) and j.verdict == "FASTER"
+        lines.append(
+            f"best: {best_cfg.code()}: {rate(best):,.0f} images/s, {gain:.2f}x the "
+            f"DataLoader defaults ({rate(default):,.0f} images/s)"
+            + ("" if faster else "; can't tell it from the noise")
+        )
+    elif default is not None:
+        lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} images/s)")
+    plateau, most = _plateau(loaders)
+    if plateau is not None and plateau == most and most > 0:
+        lines.append(f"workers: still helping at {most}, the most tried (the cores it may use)")
+    elif plateau is not None and most > 0:
+        lines.append(f"workers: no count above {plateau} measurably beat {plateau}")
+    cost: float | None = None
+    if resident is not None and rate(resident) > 0:
+        if rate(best) > rate(resident):
+            # the fed step cannot beat the same step with no loading: the machine's
+            # speed changed between the cases (other load), so no cost can be read off
+            lines.append(
+                f"pipeline cost: can't tell; the best fed step measured faster than the "
+                f"same step fed from device memory ({rate(best):,.0f} vs "
+                f"{rate(resident):,.0f} images/s): the machine's load changed between them"
+            )
+        else:
+            cost = 1 - rate(best) / rate(resident)
+            lines.append(
+                f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
+                f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
+            )
+    lines += _contention(loaders, resident)
+    bound = best.extra.get("input", {}).get("input_bound")
+    if bound is not None:
+        lines.append(f"input-bound: {round(100 * bound)} % of each step waits for data (best)")
+    if faster:
+        lines.append(f"apply: DataLoader(dataset, batch_size=..., {best_cfg.code()})")
+    elif default is not None:
+        lines.append("apply: nothing; no configuration measurably beat DataLoader's defaults")
+    return Advice(device, lines, best_cfg, gain, cost, plateau)
+
+
+# Compute per step this much above the resident step's is worth a line: below it, the
+# two are within this machine's run-to-run spread (5-15 % under other helpers' load).
+SLOWER_COMPUTE = 1.25
+
+
+def _contention(loaders: list[tuple[LoaderConfig, Result]], resident: Result | None) -> list[str]:
+    """Workers that slow the step itself: on a CPU they decode on the cores the step
+    computes on (2 loaded cores here: compute per step rose 1.5-2x with 1-2 workers and
+    one torch thread, and 35x with torch's 2 OpenMP threads spinning against them)."""
+    if resident is None or resident.median_s is None:
+        return []
+    slowed = [
+        (c, b["compute_s"])
+        for c, r in loaders
+        if c.workers
+        and (b := r.extra.get("input", {})).get("compute_s") is not None
+        and b["compute_s"] > SLOWER_COMPUTE * resident.median_s
+    ]
+    if not slowed:
+        return []
+    c, t = max(slowed, key=lambda ct: ct[1])
+    return [
+        f"contention: with {c.code()} the step's compute took {t * 1e3:.3g} ms vs "
+        f"{resident.median_s * 1e3:.3g} ms fed from device memory: the workers take the "
+        "cores or memory bandwidth the step needs"
+    ]
+
+
+def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> tuple[int | None, int]:
+    """(the smallest plain worker count that no larger count measurably beats, the largest
+    count tried). Each larger count is judged against it, not only the next one: a noisy
+    middle point must not hide a gain further up."""
+    plain = [(c.workers, r) for c, r in loaders if LoaderConfig(c.workers) == c]
+    curve = sorted(plain, key=lambda wr: wr[0])
+    if not curve:
+        return None, 0
+    for i, (w, r) in enumerate(curve):
+        beaten = False
+        for _, up in curve[i + 1 :]:
+            j = independent(r.measurement, up.measurement)
+            beaten = beaten or (not isinstance(j, str) and j.verdict == "FASTER")
+        if not beaten:
+            return w, curve[-1][0]
+    return None, curve[-1][0]  # unreachable: the last count has nothing above it

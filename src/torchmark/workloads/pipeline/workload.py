@@ -1,0 +1,233 @@
+"""``input``: is the training step starving for data? A JPEG dataset decoded and augmented
+by a DataLoader feeds a training step; the sweep turns the DataLoader's knobs and one case
+feeds the same step from a batch already on the device (the ceiling the pipeline is
+measured against). Each step's wait / copy / compute is kept (``feed.FedEpoch``); the advice
+(best configuration, gain, where workers stop helping) is ``advice.advise`` over the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import platformdirs
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from torchmark.config import available_cores
+from torchmark.devices.base import Device
+from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
+from torchmark.results import Work
+from torchmark.timing.stats import Measurement
+from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader
+from torchmark.workloads.pipeline.images import JpegImages, ensure_images
+
+CHECK_BATCHES = 2  # batches compared with the default configuration's before timing
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The dataset and step of one device class."""
+
+    images: int
+    side: int  # mean source image side, px (ImageNet's is ~400)
+    crop: int  # network input side
+    batch: int
+    classes: int
+
+
+# CPU: 2 cores must finish the sweep in about a minute; decode (~1 ms per 160 px JPEG here)
+# is of the order of the small CNN's step, the regime where the loader settings matter.
+CPU_SHAPE = Shape(images=256, side=160, crop=64, batch=16, classes=10)
+# GPU: ImageNet-like images into resnet50, the reference input-bound training loop.
+GPU_SHAPE = Shape(images=2048, side=400, crop=224, batch=64, classes=1000)
+
+
+class SmallCNN(nn.Module):
+    """Three strided conv blocks and a linear head: ~0.1 GFLOP per 64 px image trained."""
+
+    def __init__(self, classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = 3
+        for c_out in (32, 64, 128):
+            layers += [
+                nn.Conv2d(c_in, c_out, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(c_out),
+                nn.ReLU(inplace=True),
+            ]
+            c_in = c_out
+        self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(c_in, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def worker_counts(cores: int, quick: bool) -> list[int]:
+    """0, 1, 2, 4, ... up to the cores this process may use (and that count itself):
+    past it workers only compete with the training step for the same cores."""
+    if quick:
+        return sorted({0, min(2, cores)})
+    out = [0] + [1 << i for i in range(cores.bit_length()) if 1 << i <= cores]
+    return sorted({*out, cores})
+
+
+@WORKLOADS.register("input")
+class InputPipeline(Workload):
+    name: ClassVar[str] = "input"
+    summary: ClassVar[str] = (
+        "DataLoader sweep feeding a training step from JPEGs: wait / copy / compute per step, "
+        "vs the same step fed from device memory"
+    )
+    group: ClassVar[str] = "model"
+    # One batch's wait on a worker past this is a hung worker: below the watchdog's 10 s
+    # call bound, so the reason named is the loader's.
+    batch_timeout_s: ClassVar[float] = 8.0
+
+    def __init__(self, fixed: Shape | None = None) -> None:
+        self.fixed = fixed  # benchmarks: one shape on every device
+        self.cache_dir: Path | None = None
+        self.dataset_factory: Callable[[Shape, Path], Any] | None = None  # tests: faulty sets
+
+    def shape(self, device: Device) -> Shape:
+        base = self.fixed or (GPU_SHAPE if device.is_accelerator else CPU_SHAPE)
+        return base
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        self.cache_dir = Path(opts.cache_dir) if opts.cache_dir else None
+        rule = "quick" if opts.suite == "quick" else "model"
+        shape = self.shape(device)
+        batches = opts.batches or (shape.batch,)
+        top = worker_counts(available_cores(), opts.suite == "quick")
+        configs = [LoaderConfig(workers=w) for w in top]
+        w = top[-1]
+        if w:
+            configs += [LoaderConfig(w, persistent=True), LoaderConfig(w, prefetch=4)]
+        if device.is_accelerator:
+            configs += [LoaderConfig(w, pin=True), LoaderConfig(w, pin=True, persistent=True)]
+        out = []
+        # --size N: N images (named in the case only when asked, to keep labels short)
+        counts: list[tuple[tuple[str, int], ...]] = [(("images", n),) for n in opts.sizes] or [()]
+        for n in counts:
+            for b in batches:
+                sweep = f"{self.name}/{device.name}/b={b}/{n}"
+                out.append(Case(self.name, RESIDENT, device, (("batch", b), *n), sweep, rule))
+                out += [
+                    Case(self.name, LOADER, device, (*params(c, b), *n), sweep, rule)
+                    for c in configs
+                ]
+        return out
+
+    def prepare(self, case: Case) -> Prepared:
+        device, p = case.device, case.param_dict
+        shape = _with(self.shape(device), batch=int(p["batch"]))
+        shape = _with(shape, images=int(p.get("images", shape.images)))
+        model, opt = self._model(shape, device)
+
+        def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        work = Work(items=shape.batch, item_unit="images")
+        extra: dict[str, Any] = {"crop": shape.crop, "model": type(model).__name__}
+        if case.variant == RESIDENT:
+            g = torch.Generator().manual_seed(1)
+            x = torch.randn(shape.batch, 3, shape.crop, shape.crop, generator=g)
+            y = torch.randint(0, shape.classes, (shape.batch,), generator=g)
+            xd, yd = x.to(device.torch_device), y.to(device.torch_device)
+            note = "resident: the same step fed one batch already in device memory (the ceiling)"
+
+            def resident() -> object:
+                out = train(xd, yd)
+                device.synchronize()  # as the fed step does: the two differ only in feeding
+                return out
+
+            return Prepared(fn=resident, work=work, timing="e2e", rule="model", notes=[note])
+        cfg = config_of(p)
+        dataset = self._dataset(shape)
+        extra |= {"images": len(dataset), "image_side": shape.side, "loader": cfg.code()}
+
+        def loader(c: LoaderConfig) -> Any:
+            return make_loader(dataset, shape.batch, c, self.batch_timeout_s)
+
+        epoch = FedEpoch(loader(cfg), train, device)
+
+        def check() -> list[str]:
+            got = first_batches(loader(cfg), CHECK_BATCHES)
+            if cfg.is_default:
+                return []
+            want = first_batches(loader(LoaderConfig()), CHECK_BATCHES)
+            same_batches(got, want, cfg)
+            return []
+
+        def summarize(m: Measurement) -> dict[str, Any]:
+            # the timed epochs only: the first call and the warm-up are set aside, as the
+            # headline sets them aside
+            return {"input": epoch.breakdown(skip_epochs=1 + m.warmup_calls)}
+
+        steps = len(dataset) // shape.batch
+        if steps < CHECK_BATCHES:
+            raise CaseSkipped(
+                f"{len(dataset)} images make {steps} batches of {shape.batch}: the check needs "
+                f"{CHECK_BATCHES}; pass --size {CHECK_BATCHES * shape.batch} or more"
+            )
+        extra["steps_per_epoch"] = steps
+        notes = [
+            "loader: one call is one epoch; JPEG decode, random resized crop, flip and "
+            "normalise in Dataset.__getitem__",
+            f"workers are swept no higher than the {available_cores()} cores this process may "
+            "use: past them workers compete with the step for the same cores",
+        ]
+        return Prepared(
+            fn=epoch,
+            work=Work(items=steps * shape.batch, item_unit="images"),
+            check=check,
+            timing="e2e",  # the wait happens on the host: device time would hide it
+            rule="model",
+            notes=notes,
+            extra=extra,
+            teardown=epoch.close,
+            summarize=summarize,
+        )
+
+    def _dataset(self, shape: Shape) -> Any:
+        cache = self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
+        folder = ensure_images(cache, shape.images, shape.side)
+        if self.dataset_factory is not None:
+            return self.dataset_factory(shape, folder)
+        return JpegImages(folder, shape.crop, shape.classes)
+
+    def _model(self, shape: Shape, device: Device) -> tuple[nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        with torch.device(device.torch_device):
+            if device.is_accelerator:
+                from torchmark.workloads.models.resnet import ResNet50
+
+                model: nn.Module = ResNet50(classes=shape.classes)
+            else:
+                model = SmallCNN(shape.classes)
+        return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def _with(shape: Shape, **changes: int) -> Shape:
+    return Shape(**{**shape.__dict__, **changes})
+
+
+def same_batches(got: list[Batch], want: list[Batch], cfg: LoaderConfig) -> None:
+    """A faster loader that yields other batches is wrong, not fast."""
+    for i, ((x, y), (wx, wy)) in enumerate(zip(got, want, strict=True)):
+        if not (torch.equal(y, wy) and torch.equal(x, wx)):
+            diff = float((x - wx).abs().max()) if x.shape == wx.shape else float("nan")
+            raise WrongResultError(
+                f"{cfg.code()}: batch {i} differs from the default loader's "
+                f"(labels equal: {torch.equal(y, wy)}, max pixel difference {diff:.3g})"
+            )

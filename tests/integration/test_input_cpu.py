@@ -1,0 +1,174 @@
+"""Real CPU runs of the input workload at tiny sizes, through ``runner.run_planned``: the
+breakdown adds up to the measured step, and a dataset that raises or hangs ends its case
+with the reason, leaves no worker process behind, and the run goes on."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psutil
+import pytest
+import torch
+from clitest import cli
+
+from torchmark import runner
+from torchmark.config import RunConfig
+from torchmark.devices import CPUDevice
+from torchmark.loaders import LoaderConfig, config_of
+from torchmark.results import RunRecord
+from torchmark.session import Quiet, Session
+from torchmark.workloads.base import Case, PlanOptions
+from torchmark.workloads.pipeline.feed import make_loader
+from torchmark.workloads.pipeline.images import JpegImages
+from torchmark.workloads.pipeline.workload import InputPipeline, Shape
+
+CFG = RunConfig(rule="test", ceilings=False, telemetry=False)
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    # other test processes share the 2 cores: 2 spinning OpenMP threads slow a step 10x
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def run(w: InputPipeline, cache: Path, keep: Any) -> RunRecord:
+    opts = PlanOptions(suite="quick", sizes=(32,), batches=(8,), cache_dir=str(cache))
+    cases = [c for c in w.cases(CPUDevice(), opts) if keep(c)]
+    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    return runner.run_planned(session, cases, {"input": w}, CFG)
+
+
+def plain(c: Case) -> bool:
+    cfg = config_of(c.param_dict)
+    return c.variant == "resident" or (not cfg.persistent and cfg.prefetch is None)
+
+
+def test_breakdown_adds_up_to_the_measured_step(tmp_path: Path) -> None:
+    before = children()
+    record = run(InputPipeline(), tmp_path, plain)
+    by = {(r.variant, r.params.get("workers")): r for r in record.results}
+    assert all(r.ok for r in record.results), [r.reason for r in record.results]
+    for workers in (0, 2):
+        r = by[("loader", workers)]
+        b = r.extra["input"]
+        assert b["copy_s"] is None and "no copy" in b["copy_note"]
+        assert b["wait_s"] > 0 and b["compute_s"] > 0
+        assert 0 < b["input_bound"] < 1
+        # the harness timed each epoch on its own clock: the segments must add up to it
+        epoch = sum(r.samples_s) / len(r.samples_s)
+        assert b["step_s"] * b["steps_per_epoch"] == pytest.approx(epoch, rel=0.05)
+    assert children() <= before  # every worker joined
+
+
+def order() -> list[int]:
+    """The first epoch's indices: 32 images in batches of 8, as every configuration sees them."""
+    loader = make_loader(list(range(32)), 8, LoaderConfig(), 1.0)  # type: ignore[arg-type]
+    return [int(i) for b in loader for i in b]
+
+
+# One bad index inside the 2 batches the check compares, one only the timed epochs reach.
+IN_CHECK, IN_EPOCH = order()[3], order()[-3]
+
+
+class Raises(JpegImages):
+    bad: ClassVar[int] = IN_CHECK
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if i == self.bad:
+            raise ValueError(f"corrupt image {i}")
+        return super().__getitem__(i)
+
+
+class Hangs(Raises):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if i == self.bad:
+            time.sleep(3600)
+        return super().__getitem__(i)
+
+
+class Faulty(InputPipeline):
+    batch_timeout_s: ClassVar[float] = 1.0
+    dataset: ClassVar[type[JpegImages]] = JpegImages
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dataset_factory = lambda s, folder: self.dataset(folder, s.crop, s.classes)
+
+
+@pytest.mark.parametrize("bad", [IN_CHECK, IN_EPOCH], ids=["in-check", "in-epoch"])
+@pytest.mark.parametrize(("dataset", "reason"), [(Raises, "corrupt image"), (Hangs, "timed out")])
+def test_a_failing_worker_ends_its_case_and_leaves_no_process(
+    tmp_path: Path, dataset: type[Raises], reason: str, bad: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dataset, "bad", bad)
+    Faulty.dataset = dataset
+    before = children()
+    t0 = time.perf_counter()
+    # workers=2 fails; the resident case after it in the plan still runs
+    record = run(Faulty(), tmp_path, lambda c: c.param_dict.get("workers") == 2 and plain(c))
+    record2 = run(InputPipeline(), tmp_path, lambda c: c.variant == "resident")
+    took = time.perf_counter() - t0
+    (failed,) = record.results
+    assert failed.status == "skipped" and reason in (failed.reason or "")
+    assert "the loader failed" in (failed.reason or "")
+    assert record2.results[0].ok
+    # 1 s batch time-out + DataLoader's 5 s join before it terminates a hung worker
+    assert took < 30
+    deadline = time.monotonic() + 5
+    while children() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not children() - before, "worker processes outlived their case"
+
+
+def test_shape_is_small_on_cpu() -> None:
+    s = InputPipeline().shape(CPUDevice())
+    assert isinstance(s, Shape) and s.crop <= 64 and s.images <= 512
+
+
+class PerWorker(JpegImages):
+    """Fast and wrong: each worker process draws its own flips from the global RNG."""
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        x, y = super().__getitem__(i)
+        return (x.flip(-1) if torch.rand(()) < 0.5 else x), y
+
+
+def test_a_loader_whose_batches_differ_is_reported_wrong(tmp_path: Path) -> None:
+    Faulty.dataset = PerWorker
+    record = run(Faulty(), tmp_path, lambda c: c.param_dict.get("workers") == 2 and plain(c))
+    (r,) = record.results
+    assert r.status == "wrong" and "differs from the default loader's" in (r.reason or "")
+
+
+def test_cli_cache_dir_that_cannot_be_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["run", "-w", "input", "-d", "cpu", "--stopping", "test", "--no-ceilings"]
+    code, out, err = cli(
+        capsys, *args, "--no-telemetry", "--cache-dir", str(blocker), "--size", "8", "--db", db
+    )
+    assert code != 0
+    (line,) = [x for x in (out + err).splitlines() if x.startswith("error:")]
+    assert str(blocker) in line and "--cache-dir" in line
+
+
+def test_too_few_images_for_the_batch_is_skipped_with_the_fix(tmp_path: Path) -> None:
+    opts = PlanOptions(suite="quick", sizes=(8,), batches=(8,), cache_dir=str(tmp_path))
+    w = InputPipeline()
+    (case,) = [c for c in w.cases(CPUDevice(), opts) if c.param_dict.get("workers") == 0]
+    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    (r,) = runner.run_planned(session, [case], {"input": w}, CFG).results
+    assert r.status == "skipped" and "pass --size 16 or more" in (r.reason or "")

@@ -1,0 +1,203 @@
+"""The input workload's pieces without timing: the dataset, the sweep plan, the batch check,
+the advice and its table (fabricated results)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchmark.devices import CPUDevice
+from torchmark.errors import InputError, WrongResultError
+from torchmark.loaders import LoaderConfig, config_of, params
+from torchmark.report.layout import FitTable
+from torchmark.report.pipeline import advise, pipeline_tables
+from torchmark.results import Result, RunRecord, Work
+from torchmark.workloads.base import PlanOptions
+from torchmark.workloads.pipeline.feed import first_batches, make_loader
+from torchmark.workloads.pipeline.images import JpegImages, crop_box, ensure_images
+from torchmark.workloads.pipeline.workload import InputPipeline, same_batches, worker_counts
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_images(tmp_path_factory.mktemp("cache"), 12, 48)
+
+
+def test_images_written_once(folder: Path) -> None:
+    files = sorted(folder.glob("*.jpg"))
+    assert len(files) == 12
+    stamp = files[0].stat().st_mtime_ns
+    assert ensure_images(folder.parent, 12, 48) == folder
+    assert files[0].stat().st_mtime_ns == stamp  # not written again
+
+
+def test_augmentation_depends_on_the_index_only(folder: Path) -> None:
+    ds = JpegImages(folder, crop=32, classes=10)
+    x, y = ds[3]
+    assert x.shape == (3, 32, 32) and x.dtype == torch.float32 and y == 3
+    assert torch.equal(ds[3][0], x)  # same index, same crop and flip
+    assert not torch.equal(ds[4][0], x)
+    assert -3 < float(x.mean()) < 3  # normalised, not 0-255
+
+
+def test_crop_box_inside_the_image() -> None:
+    g = torch.Generator().manual_seed(0)
+    for w, h in [(40, 30), (30, 90), (400, 300), (7, 300)]:
+        for _ in range(50):
+            x0, y0, x1, y1 = crop_box(w, h, g)
+            assert 0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_unwritable_cache_dir_names_it_and_the_option(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    with pytest.raises(InputError, match=r"ro/jpeg-4x32.*--cache-dir"):
+        ensure_images(ro, 4, 32)
+
+
+def test_cache_dir_that_is_a_file_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")  # mkdir under a file fails for root too
+    with pytest.raises(InputError, match=r"afile/jpeg-4x32.*--cache-dir"):
+        ensure_images(blocker, 4, 32)
+
+
+def test_worker_counts_stop_at_the_cores() -> None:
+    assert worker_counts(2, quick=False) == [0, 1, 2]
+    assert worker_counts(6, quick=False) == [0, 1, 2, 4, 6]
+    assert worker_counts(8, quick=True) == [0, 2]
+
+
+def test_plan_names_each_configuration() -> None:
+    opts = PlanOptions(suite="quick", batches=(8,), cache_dir="/tmp/x")
+    cases = InputPipeline().cases(CPUDevice(), opts)
+    assert cases[0].variant == "resident"
+    configs = [config_of(c.param_dict) for c in cases[1:]]
+    assert configs[0] == LoaderConfig()
+    assert len(set(configs)) == len(configs)
+    assert all(c.param_dict["batch"] == 8 for c in cases)
+    every = LoaderConfig(2, True, 4, True)
+    assert config_of(dict(params(every, 8))) == every
+
+
+def test_code_lines() -> None:
+    assert LoaderConfig().code() == "num_workers=0"
+    assert LoaderConfig(2, pin=True, prefetch=4, persistent=True).code() == (
+        "num_workers=2, pin_memory=True, prefetch_factor=4, persistent_workers=True"
+    )
+
+
+class Shuffled(JpegImages):
+    """A loader that is fast and wrong: it ignores the index's seed."""
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return super().__getitem__((i + 1) % len(self))
+
+
+def test_a_loader_with_other_batches_is_wrong(folder: Path) -> None:
+    ds = JpegImages(folder, crop=16, classes=10)
+    want = first_batches(make_loader(ds, 4, LoaderConfig(), 5.0), 2)
+    same_batches(first_batches(make_loader(ds, 4, LoaderConfig(), 5.0), 2), want, LoaderConfig(1))
+    bad = first_batches(make_loader(Shuffled(folder, 16, 10), 4, LoaderConfig(), 5.0), 2)
+    with pytest.raises(WrongResultError, match="batch 0 differs"):
+        same_batches(bad, want, LoaderConfig(1))
+
+
+def result(variant: str, per_call_s: list[float], **p: int) -> Result:
+    p.setdefault("batch", 16)
+    step = sum(per_call_s) / len(per_call_s) / 10
+    return Result(
+        workload="input",
+        variant=variant,
+        device="cpu",
+        params=p,
+        samples_s=per_call_s,
+        work=Work(items=160, item_unit="images"),
+        extra={
+            "input": {
+                "step_s": step,
+                "wait_s": step / 2,
+                "compute_s": step / 2,
+                "copy_s": None,
+                "input_bound": 0.5,
+            }
+        },
+    )
+
+
+def spread(t: float) -> list[float]:
+    return [t * (1 + 0.002 * i) for i in range(-5, 6)]
+
+
+def sweep() -> list[Result]:
+    return [
+        result("resident", spread(0.05)),
+        result("loader", spread(0.20), workers=0),
+        result("loader", spread(0.11), workers=1),
+        result("loader", spread(0.10), workers=2),
+        result("loader", spread(0.10), workers=4),
+        result("loader", spread(0.08), workers=4, persistent=1),
+    ]
+
+
+def test_advice_names_best_gain_plateau_and_cost() -> None:
+    (a,) = advise(sweep())
+    assert a.best == LoaderConfig(4, persistent=True)
+    assert a.gain == pytest.approx(2.5, rel=0.01)
+    assert a.plateau == 2  # 4 workers measured no faster than 2
+    assert a.cost == pytest.approx(1 - 0.05 / 0.08, rel=0.01)
+    text = "\n".join(a.lines)
+    assert "2.50x the DataLoader defaults" in text
+    assert "costs 38 % of the possible throughput" in text
+    code = "num_workers=4, persistent_workers=True"
+    assert f"apply: DataLoader(dataset, batch_size=..., {code})" in text
+
+
+def test_advice_within_noise_says_cant_tell() -> None:
+    noisy = [0.2 * (1 + 0.3 * ((-1) ** i)) for i in range(11)]
+    faster = [t * 0.97 for t in noisy]
+    rs = [result("loader", noisy, workers=0), result("loader", faster, workers=1)]
+    (a,) = advise(rs)
+    text = "\n".join(a.lines)
+    assert "can't tell" in text and "apply: nothing" in text
+
+
+def test_breakdown_table_fits_80_columns() -> None:
+    record = RunRecord(kind="run", command="x", config={}, environment={}, fingerprint="f")
+    record.results = sweep()
+    table, _ = pipeline_tables(record)
+    assert isinstance(table, FitTable)
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    console.print(*pipeline_tables(record))
+    out = console.export_text()
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "w=4 persistent" in out and "defaults (workers=0)" in out
+    assert "25 %" in out  # w=0 vs resident: 0.05 / 0.20
+
+
+def test_workers_that_slow_the_step_are_named() -> None:
+    rs = sweep()
+    assert not any("contention" in line for line in advise(rs)[0].lines)
+    rs[3].extra["input"]["compute_s"] = 0.2  # w=2: 4x the resident step's 0.05 s
+    (line,) = [line for line in advise(rs)[0].lines if line.startswith("contention")]
+    assert "num_workers=2" in line and "200 ms vs 50 ms" in line
+
+
+def test_advice_never_contradicts_itself() -> None:
+    text = "\n".join(advise(sweep())[0].lines)
+    assert "no count above 2 measurably beat 2" in text
+    rs = sweep()
+    rs[0] = result("resident", spread(0.5))  # resident slower than every fed step
+    rs[4] = result("loader", spread(0.09), workers=4)  # 4 beats 2
+    text = "\n".join(advise(rs)[0].lines)
+    assert "pipeline cost: can't tell" in text and "costs" not in text.replace("cost:", "")
+    assert "still helping at 4, the most tried" in text
+    (a,) = advise(rs)
+    assert a.cost is None and a.plateau == 4

@@ -15,25 +15,7 @@ import torch
 
 from torchmark import __version__
 from torchmark.devices import Device
-
-# Variables that change what PyTorch does or how fast; recorded when set.
-RELEVANT_ENV = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "KMP_AFFINITY",
-    "GOMP_CPU_AFFINITY",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_LAUNCH_BLOCKING",
-    "CUBLAS_WORKSPACE_CONFIG",
-    "PYTORCH_CUDA_ALLOC_CONF",
-    "NVIDIA_TF32_OVERRIDE",
-    "TORCH_CUDNN_V8_API_ENABLED",
-    "ONEDNN_MAX_CPU_ISA",
-    "ATEN_CPU_CAPABILITY",
-    "TORCHINDUCTOR_MAX_AUTOTUNE",
-    "LD_PRELOAD",
-)
+from torchmark.envvars import RELEVANT_ENV
 
 
 def _driver_version() -> str | None:

@@ -16,21 +16,10 @@ from pathlib import Path
 import pytest
 from boardtest import make_run
 
-from torchmark.cli import main
+from clitest import cli
 from torchmark.store.exchange import export_run
 
 START_S = 60.0  # uvicorn + FastAPI import in ~2 s; a loaded 2-core machine needs more
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def free_port() -> int:

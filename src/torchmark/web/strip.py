@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from torchmark.envvars import RELEVANT_ENV
+
 # Keys dropped wherever they occur in the document (device records, extra, config).
 DROPPED_KEYS = frozenset(
     {
@@ -34,27 +36,8 @@ DROPPED_KEYS = frozenset(
 # server pools by its own hardware+software fingerprint, which leaves the host out).
 DROPPED_TOP = ("fingerprint",)
 # The documented allow-list of environment variables sent: those that change what PyTorch
-# does (environment.RELEVANT_ENV; a test keeps the two equal). Spelled here because
-# environment.py imports torch (~2 s) and `submit` must start at once.
-ENV_ALLOW = frozenset(
-    {
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "KMP_AFFINITY",
-        "GOMP_CPU_AFFINITY",
-        "CUDA_VISIBLE_DEVICES",
-        "CUDA_LAUNCH_BLOCKING",
-        "CUBLAS_WORKSPACE_CONFIG",
-        "PYTORCH_CUDA_ALLOC_CONF",
-        "NVIDIA_TF32_OVERRIDE",
-        "TORCH_CUDNN_V8_API_ENABLED",
-        "ONEDNN_MAX_CPU_ISA",
-        "ATEN_CPU_CAPABILITY",
-        "TORCHINDUCTOR_MAX_AUTOTUNE",
-        "LD_PRELOAD",
-    }
-)
+# does, the same list every run records.
+ENV_ALLOW = frozenset(RELEVANT_ENV)
 # /home/alice/x -> ~/x; /Users/alice, C:\Users\alice, /root likewise.
 _HOME = re.compile(r"(?:/home/|/Users/|[A-Za-z]:\\Users\\)[^/\\\s'\"]+|/root(?=[/\s'\"]|$)")
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from clitest import cli
 
+from clitest import cli
 from torchmark.cli import COMMAND_MODULES
 from torchmark.results import Ceiling, Result, RunRecord, Work
 from torchmark.store import open_store

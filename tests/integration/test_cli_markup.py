@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from clitest import cli
 
+from clitest import cli
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run

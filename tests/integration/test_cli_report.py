@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from clitest import cli
 
+from clitest import cli
 from torchmark.results import RunRecord
 from torchmark.store import open_store
 

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import psutil
 import pytest
 import torch
-from clitest import cli
 
+from clitest import cli
 from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from clitest import cli
 
+from clitest import cli
 from torchmark.devices import resolve
 from torchmark.errors import CaseSkipped
 from torchmark.profile import capture as cap_mod

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from boardtest import body, doc, make_run
 from fastapi.testclient import TestClient
 
+from boardtest import body, doc, make_run
 from torchmark.web.accounts import Accounts
 from torchmark.web.strip import strip_document
 

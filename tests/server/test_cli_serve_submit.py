@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from boardtest import make_run
 
+from boardtest import make_run
 from clitest import cli
 from torchmark.store.exchange import export_run
 

@@ -7,7 +7,6 @@ screenshot lands in the pytest tmp dir for a person to look at.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,9 @@ import pytest
 from torchmark.report import html
 from torchmark.results import RunRecord
 
-CHROMIUM = "/usr/bin/chromium"
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():  # type: ignore[no-untyped-def]
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        # --no-sandbox: the test machines run as root, where chromium's sandbox refuses.
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def load(name: str) -> RunRecord:

@@ -26,9 +26,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from boardtest import make_run
-
 from torchmark.store.exchange import export_run
 
 

@@ -4,16 +4,7 @@
 # after `scripts/gpu-wheels` here. Everything it measures lands in $OUT (or ./gpu-out).
 # It installs nothing system-wide: the carried wheels go to /tmp/site, torchmark runs from src/.
 set -uo pipefail
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
-fi
-export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 TORCHMARK_DB="sqlite:///$PWD/gpu.db"
-export COLUMNS=160
-step() { echo; echo "=== $*"; }
+. "$(dirname "$0")/gpu_env.sh"
 {
     step "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
     python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))"

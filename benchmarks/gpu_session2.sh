@@ -3,16 +3,7 @@
 # device tool's 10 minutes): profile, input pipeline and DDP on the lent GPU.
 #   run(command="bash benchmarks/gpu_session2.sh", carry=[".whl"], timeout_s=600)
 set -uo pipefail
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-if compgen -G ".whl/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
-fi
-export PYTHONPATH="$PWD/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 TORCHMARK_DB="sqlite:///$PWD/gpu.db"
-export COLUMNS=160
-step() { echo; echo "=== $*"; }
+. "$(dirname "$0")/gpu_env.sh"
 {
     step "profile: resnet50 train (issue 14; expect compute-heavy) and gpt2 decode b=1 (launch-bound)"
     python3 -m torchmark profile -w resnet50 --scenario train --precision amp-bf16 --batch 64 \

@@ -116,6 +116,15 @@ DevicesOption = Annotated[
 ]
 JsonOutOption = Annotated[Path | None, typer.Option("--json", help="Also write the run as JSON.")]
 AsJsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+TelemetryOption = Annotated[
+    bool, typer.Option(help="Sample clocks, heat and load while measuring.")
+]
+CeilingsOption = Annotated[
+    bool,
+    typer.Option(
+        help="Measure the device ceilings (cached per machine; without them no % of ceiling)."
+    ),
+]
 
 
 def db_url(option: str | None) -> str | None:

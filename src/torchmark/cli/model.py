@@ -12,6 +12,7 @@ from torchmark.cli.app import (
     DbOption,
     DevicesOption,
     JsonOutOption,
+    TelemetryOption,
     app,
     console,
     open_store,
@@ -92,7 +93,7 @@ def model(
         ),
     ] = "quick",
     energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
-    telemetry: Annotated[bool, typer.Option(help="Sample clocks/heat/load.")] = True,
+    telemetry: TelemetryOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:

@@ -10,7 +10,15 @@ import typer
 from rich.text import Text
 
 from torchmark.cli import RUNS_CODE
-from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console, open_store
+from torchmark.cli.app import (
+    CeilingsOption,
+    DbOption,
+    DevicesOption,
+    JsonOutOption,
+    app,
+    console,
+    open_store,
+)
 from torchmark.cli.progress import ProgressEvents
 from torchmark.cli.run import check_json_path, shown_even_if_interrupted, write_json
 from torchmark.config import RunConfig, parse_int_list
@@ -66,9 +74,7 @@ def profile(
         str | None,
         typer.Option(help="Stopping preset of the unprofiled measurement (default: its own)."),
     ] = None,
-    ceilings: Annotated[
-        bool, typer.Option(help="Measure the device ceilings (cached per machine).")
-    ] = True,
+    ceilings: CeilingsOption = True,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also print every categorisation rule.")
     ] = False,

@@ -16,9 +16,11 @@ from rich.text import Text
 
 from torchmark.cli.app import (
     AsJsonOption,
+    CeilingsOption,
     DbOption,
     DevicesOption,
     JsonOutOption,
+    TelemetryOption,
     app,
     console,
     open_store,
@@ -122,16 +124,11 @@ def run(
             "(default: each workload's own)."
         ),
     ] = None,
-    ceilings: Annotated[
-        bool,
-        typer.Option(help="Measure the device ceilings (without them no % of ceiling is shown)."),
-    ] = True,
+    ceilings: CeilingsOption = True,
     remeasure_ceilings: Annotated[
         bool, typer.Option(help="Measure ceilings again instead of using the cached ones.")
     ] = False,
-    telemetry: Annotated[
-        bool, typer.Option(help="Sample clocks/heat/load while measuring.")
-    ] = True,
+    telemetry: TelemetryOption = True,
     cache_dir: Annotated[
         str | None,
         typer.Option(help="Folder for data sets workloads write (input: JPEG images)."),

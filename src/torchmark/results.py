@@ -44,6 +44,12 @@ def _amount(value: float, info: ValidationInfo) -> float:
     return value
 
 
+# A median this far above the ceiling is a measurement error; closer is a tie. The ceiling
+# is the best sample of a seconds-long sweep, and on an H100 the int8 GEMM workload, timed
+# on the same kernel, read 100.2 % and 101 % of it: the same speed measured twice.
+ABOVE_CEILING_PCT = 102.0
+
+
 class Work(BaseModel):
     """What one call does: FLOPs, compulsory bytes moved, items processed."""
 
@@ -247,7 +253,7 @@ class Result(BaseModel):
     def flags(self) -> list[str]:
         out = list(self.measurement.flags) if self.ok else []
         pct = self.pct_of_ceiling
-        if pct is not None and pct > 100:
+        if pct is not None and pct > ABOVE_CEILING_PCT:
             out.append("above_ceiling")
         # telemetry's own flags ("throttled", "competing_load") travel with the number
         extra = self.extra_flags + list((self.telemetry or {}).get("flags", []))

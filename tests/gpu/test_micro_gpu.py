@@ -78,7 +78,7 @@ def test_transfer_workload_every_direction(gpu_ceilings: dict[str, Ceiling]) -> 
         r = runner.run_case(w, case, gpu_ceilings, CFG)
         assert r.status == "ok", r.reason
         assert r.throughput is not None and r.throughput.unit == "GB/s"
-        assert r.pct_of_ceiling is not None and r.pct_of_ceiling > 10
+        assert r.pct_of_ceiling is not None and 5 < r.pct_of_ceiling < 102  # of pinned: the link
 
 
 @pytest.mark.parametrize("variant", ["float32", "tf32", "float16", "bfloat16", "int8"])

@@ -196,3 +196,29 @@ def test_conv_flops_use_the_direct_algorithm_count() -> None:
 
     # 2 x MACs: batch x out-channels x in-channels x 3 x 3 x H x W, as FlopCounterMode counts
     assert matmul.conv_flops(256, 28, 4) == 2 * 4 * 256 * 256 * 9 * 28 * 28
+
+
+def test_a_conv_above_the_datasheet_is_not_the_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an H100, fp32 3x3 convs (allow_tf32=False) read 124 TFLOP/s in direct-algorithm
+    FLOPs against a 67 TFLOP/s datasheet fp32 peak and became "the fp32 ceiling" (185 % of
+    the datasheet), so a true-fp32 GEMM at 52 TFLOP/s read 42 % of peak."""
+    from types import SimpleNamespace
+
+    from torchmark.ceilings import matmul
+
+    monkeypatch.setattr(matmul, "CPU_SIZES", {True: (8, 16), False: (8, 16)})
+    gemm_rate, conv_rate = 52e12, 124e12
+
+    def fake_size(device: object, p: object, n: int, quick: bool, left: float) -> object:
+        t = matmul.flops(n) / gemm_rate
+        return SimpleNamespace(min=t, median=t)
+
+    monkeypatch.setattr(matmul, "time_size", fake_size)
+    monkeypatch.setattr(matmul, "time_convs", lambda *a: {"conv3x3 c=512": conv_rate})
+    p = next(p for p in matmul.PRECISIONS if p.key == "float32")
+    capped, _ = matmul.measure_one(_CachedDevice(None), p, quick=True, datasheet_peak=67e12)
+    assert capped is not None and capped.value == pytest.approx(gemm_rate)
+    assert "above the datasheet's 67 TFLOP/s" in " ".join(capped.details["notes"])  # type: ignore[arg-type]
+    # no datasheet figure (a CPU): the conv may win, as oneDNN's did on a 2-core EPYC
+    free, _ = matmul.measure_one(_CachedDevice(None), p, quick=True)
+    assert free is not None and free.value == pytest.approx(conv_rate)

@@ -199,3 +199,12 @@ def test_the_suite_reaches_prepare_through_the_case(suite: Suite, rule: str) -> 
         case = cls().cases(device, PlanOptions(suite=suite, sizes=(64,)))[-1]
         assert case.rule == rule
         assert cls().prepare(case).rule == rule
+
+
+def test_every_copy_is_judged_against_the_link(gpu: FakeDevice) -> None:
+    """On an H100 a 16 MiB pageable copy (12.7 GB/s, staged from the host's cache) read 126 %
+    of the h2d:pageable ceiling timed at 256 MiB (10.1 GB/s) and was called invalid. The
+    link's limit is the pinned rate: pageable copies are a fraction of it."""
+    assert transfer.link_ceiling("h2d:pageable") == "h2d:pinned"
+    assert transfer.link_ceiling("d2h:pageable") == "d2h:pinned"
+    assert transfer.link_ceiling("h2d:pinned") == "h2d:pinned"

@@ -238,3 +238,12 @@ def test_unimodal_noise_is_not_a_cluster() -> None:
     # a few outliers (< 5 % of samples) are outliers, not a cluster
     assert clusters([1e-3] * 40 + [9e-3]) is None
     assert judge(cpu_result([1e-3 * (1 + 0.01 * i) for i in range(20)], 1.0, 2)).level == "warn"
+
+
+def test_a_tie_with_the_ceiling_is_not_an_error() -> None:
+    """An H100's int8 GEMM workload read 100.2 % and 101 % of a ceiling timed on the same
+    kernel: the same speed measured twice, not a measurement error."""
+    ceiling = Ceiling(device="cpu", key="bandwidth", value=49.5e9, unit="B/s", method="mul_")
+    tie = result([0.010] * 10, work=Work(bytes=0.5e9), ceiling=ceiling, headline="bytes")
+    assert tie.pct_of_ceiling == pytest.approx(101.0, abs=0.1)
+    assert "above_ceiling" not in tie.flags and judge(tie).level != "invalid"

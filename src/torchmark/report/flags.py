@@ -25,7 +25,7 @@ FLAG_HELP = {
     "all_excluded": "every sample was set aside (throttled)",
     "competing_load": "other processes were busy during the measurement",
     "throttled": "samples taken while the device throttled",
-    "above_ceiling": "above 100 % of the measured ceiling: a measurement error",
+    "above_ceiling": "more than 2 % above the measured ceiling: a measurement error",
     "out_of_memory": "ran out of memory",
 }
 # The verdict reason (telemetry/verdict.py's words) that explains each flag.

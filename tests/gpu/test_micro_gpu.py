@@ -99,3 +99,18 @@ def test_bandwidth_kernels_agree_on_a_gpu() -> None:
     """GPUs do not write-allocate from DRAM: copy and mul_ land within 25 % of each other."""
     found = {c.key: c.value for c in bandwidth.measure(CUDADevice(0), quick=True)}
     assert found["bandwidth:copy"] > 0.75 * found["bandwidth:mul_"]
+
+
+def test_event_samples_leave_out_the_first_launch() -> None:
+    """A one-element add takes a few µs on the GPU; a sample that starts on an idle stream
+    would also count the host's launch (13.8 µs dispatch floor on an H100 host)."""
+    from torchmark.devices.cuda import EventTimer
+
+    x = torch.ones(1, device="cuda")
+    timer, samples = EventTimer(torch.device("cuda", 0)), []
+    for _ in range(50):
+        torch.cuda.synchronize()
+        timer.start()
+        x.add_(1)
+        samples.append(timer.stop())
+    assert sorted(samples)[25] < 8e-6, sorted(samples)[25]

@@ -53,8 +53,18 @@ def _version() -> str:
 
     try:
         return version("torchmark")
-    except PackageNotFoundError:  # running from a source tree
-        return "0.0.0+unknown"
+    except PackageNotFoundError:  # a source tree on PYTHONPATH, as on a lent GPU machine
+        return _source_version()
+
+
+def _source_version() -> str:
+    import re
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    text = pyproject.read_text() if pyproject.is_file() else ""
+    found = re.search(r'^version = "([^"]+)"', text, re.M)
+    return f"{found.group(1)}+src" if found else "0.0.0+unknown"
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 import shlex
 import sys
 import time
@@ -118,6 +119,15 @@ def run_planned(
     return session.record
 
 
+def command_line(argv: list[str]) -> str:
+    """The command as the user would type it: ``python -m torchmark`` and the installed
+    script both read ``torchmark ...`` (argv[0] is then a path to __main__.py or the script)."""
+    name = os.path.basename(argv[0]) if argv else ""
+    if name in ("__main__.py", "torchmark", "torchmark.exe"):
+        argv = ["torchmark", *argv[1:]]
+    return shlex.join(argv)
+
+
 def new_record(
     kind: str, config: dict[str, Any], devices: list[Device], **fields: Any
 ) -> RunRecord:
@@ -126,7 +136,7 @@ def new_record(
     return RunRecord(
         tool_version=__version__,
         kind=kind,
-        command=shlex.join(sys.argv),
+        command=command_line(sys.argv),
         config=config,
         environment=env,
         fingerprint=environment.machine_fingerprint(env),

@@ -243,3 +243,19 @@ def test_a_guard_that_finds_the_case_cannot_run_skips_it_and_the_run_goes_on(
     record = runner.run(CFG, MemoryStore())
     assert [r.status for r in record.results] == ["skipped", "ok", "ok", "ok", "ok"]
     assert record.results[0].reason == "int8 matmul has no kernel here"
+
+
+def test_the_stored_command_reads_as_typed() -> None:
+    from torchmark.runner import command_line
+
+    assert (
+        command_line(["/w/src/torchmark/__main__.py", "run", "--quick"]) == "torchmark run --quick"
+    )
+    assert command_line(["/venv/bin/torchmark", "run", "-w", "a b"]) == "torchmark run -w 'a b'"
+    assert command_line(["bench.py", "--x"]) == "bench.py --x"
+
+
+def test_a_source_tree_knows_its_version() -> None:
+    import torchmark
+
+    assert torchmark._source_version().endswith("+src")

@@ -48,6 +48,8 @@ class FakeNVML:
             "nvmlDeviceGetMaxClockInfo": lambda h, t: {1: 1980, 2: 2619}[t],
             "nvmlDeviceGetDefaultApplicationsClock": self._not_supported,
             "nvmlDeviceGetEnforcedPowerLimit": lambda h: 700_000,
+            # capped below its 750 W default: "SW power cap" is throttling here
+            "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: 750_000,
             "nvmlDeviceGetUtilizationRates": lambda h: SimpleNamespace(gpu=99, memory=60),
             "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(used=3 * 2**30),
             "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x44,
@@ -87,6 +89,7 @@ def test_nvml_source_reads_and_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
         "max_mem_mhz": 2619,
         "base_sm_mhz": None,  # not supported on this (fake) card: None, not a guess
         "power_limit_w": 700.0,
+        "default_power_limit_w": 750.0,
     }
     r = src.read()
     assert r == {

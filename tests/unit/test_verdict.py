@@ -247,3 +247,23 @@ def test_a_tie_with_the_ceiling_is_not_an_error() -> None:
     tie = result([0.010] * 10, work=Work(bytes=0.5e9), ceiling=ceiling, headline="bytes")
     assert tie.pct_of_ceiling == pytest.approx(101.0, abs=0.1)
     assert "above_ceiling" not in tie.flags and judge(tie).level != "invalid"
+
+
+def test_a_card_at_its_own_default_power_limit_is_not_throttled(tmp_path: Path) -> None:
+    """A lent H100 at its default 700 W ran every large GEMM with "SW power cap" set: that
+    is the speed the card sustains, kept in the median, not set aside as throttling."""
+    d = json.loads((FIXTURES / "gpu_power_capped.json").read_text())
+    d["recording"]["sources"]["nvml"]["static"]["default_power_limit_w"] = 700.0
+    (tmp_path / "capped.json").write_text(json.dumps(d))
+    r = replay(str(tmp_path / "capped.json"))
+    # both speeds stay in the median, so this synthetic trace (1.40 vs 1.58 ms) reads noisy
+    assert judge(r).reasons == [
+        "spread 11 % of the median: noisy",
+        "GPU at its default power limit of 700 W in 66 % of samples: the speed dense work "
+        "sustains on this card, kept in the median",
+    ]
+    assert r.excluded == [] and r.n == len(r.samples_s) and "throttled" not in r.flags
+    # capped below its default by someone: throttling, as before
+    d["recording"]["sources"]["nvml"]["static"]["default_power_limit_w"] = 750.0
+    (tmp_path / "lowered.json").write_text(json.dumps(d))
+    assert judge(replay(str(tmp_path / "lowered.json"))).level == "warn"

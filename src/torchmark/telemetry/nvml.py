@@ -79,6 +79,14 @@ class NVMLSource(Source):
                 "power_limit_w": _scale(
                     self._get("power_limit_w", pynvml.nvmlDeviceGetEnforcedPowerLimit), 1e-3
                 ),
+                # Equal to the enforced limit on a card nobody capped: then "SW power cap"
+                # is the card's normal state under dense work, not a fault (see trace.py).
+                "default_power_limit_w": _scale(
+                    self._get(
+                        "default_power_limit_w", pynvml.nvmlDeviceGetPowerManagementDefaultLimit
+                    ),
+                    1e-3,
+                ),
             }
         except SourceUnavailable:
             self.close()

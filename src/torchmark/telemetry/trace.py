@@ -182,9 +182,22 @@ def _nearest(
     return [best[1]] if best else []
 
 
+def at_default_power_limit(static: dict[str, Any]) -> bool:
+    """True when the enforced power limit is the card's default (within 1 W).
+
+    On a lent H100 at its default 700 W, every GEMM of n >= 4096 ran with "SW power cap"
+    set in 42-100 % of samples: that is the speed dense work sustains on that card, so
+    setting those samples aside would report a burst the card cannot hold. A limit below
+    the default (someone capped the card) still counts as throttling."""
+    limit, default = static.get("power_limit_w"), static.get("default_power_limit_w")
+    return limit is not None and default is not None and limit >= default - 1
+
+
 def _throttle_tags(r: Reading, static: dict[str, Any], role: str) -> list[str]:
     """Why the reading counts as throttled: NVML reason words, or "low clock"."""
     tags = [w for w in r.get("reasons") or [] if w in THROTTLE_REASONS]
+    if "SW power cap" in tags and at_default_power_limit(static):
+        tags.remove("SW power cap")
     if role == "device":
         clock, ref = r.get("sm_mhz"), static.get("base_sm_mhz") or static.get("max_sm_mhz")
         idle = "GPU idle" in (r.get("reasons") or [])  # idle clocks are not throttling
@@ -292,15 +305,23 @@ def summarize(rec: Recording) -> dict[str, Any]:
         role = state.role
         max_gap = max(1.0, 3 * rec.interval_s)
         times = [t for t, _ in readings]
+        capped = 0
         for pos, (i, t0, t1) in enumerate(marks):
             words: list[str] = []
-            for r in _nearest(readings, times, t0, t1, max_gap):
+            near = _nearest(readings, times, t0, t1, max_gap)
+            for r in near:
                 words += [w for w in _throttle_tags(r, state.static, role) if w not in words]
+            if at_default_power_limit(state.static) and any(
+                "SW power cap" in (r.get("reasons") or []) for r in near
+            ):
+                capped += 1
             tags[pos] = words
             if words:
                 throttled.append(i)
             for w in words:
                 reason_counts[w] = reason_counts.get(w, 0) + 1
+        if capped:
+            out["at_power_limit_pct"] = round(100 * capped / len(marks), 1)
     n = len(marks)
     # A host without an exposed base clock (VMs, containers) cannot say "low clock".
     out["throttle_checked"] = dev_name is not None and (

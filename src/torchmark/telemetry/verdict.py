@@ -200,6 +200,16 @@ def telemetry_reasons(t: dict[str, Any], excluded: int = 0) -> list[tuple[Level,
             out.append(("warn", f"{text} in {pct:.0f} % of samples ({', '.join(hit)}{suffix})"))
 
     group(POWER_REASONS, f"{proc} power-throttled")
+    if t.get("at_power_limit_pct"):
+        limit = t.get("power_limit_w")
+        watts = f" of {limit:.0f} W" if limit else ""
+        out.append(
+            (
+                "ok",
+                f"{proc} at its default power limit{watts} in {t['at_power_limit_pct']:.0f} % "
+                "of samples: the speed dense work sustains on this card, kept in the median",
+            )
+        )
     group(THERMAL_REASONS, f"{proc} thermally throttled", hot)
     group(frozenset({"HW slowdown"}), f"{proc} slowed by hardware", hot)
     if "low clock" in used:

@@ -254,6 +254,9 @@ def test_a_card_at_its_own_default_power_limit_is_not_throttled(tmp_path: Path) 
     is the speed the card sustains, kept in the median, not set aside as throttling."""
     d = json.loads((FIXTURES / "gpu_power_capped.json").read_text())
     d["recording"]["sources"]["nvml"]["static"]["default_power_limit_w"] = 700.0
+    for _, reading in d["recording"]["readings"]["nvml"]:
+        if "SW power cap" in reading["reasons"]:  # the clock the cap brings: not a fault
+            reading["sm_mhz"] = 1100  # below 75 % of the 1590 MHz base clock
     (tmp_path / "capped.json").write_text(json.dumps(d))
     r = replay(str(tmp_path / "capped.json"))
     # both speeds stay in the median, so this synthetic trace (1.40 vs 1.58 ms) reads noisy

@@ -196,14 +196,17 @@ def at_default_power_limit(static: dict[str, Any]) -> bool:
 def _throttle_tags(r: Reading, static: dict[str, Any], role: str) -> list[str]:
     """Why the reading counts as throttled: NVML reason words, or "low clock"."""
     tags = [w for w in r.get("reasons") or [] if w in THROTTLE_REASONS]
-    if "SW power cap" in tags and at_default_power_limit(static):
+    power_bound = "SW power cap" in tags and at_default_power_limit(static)
+    if power_bound:
         tags.remove("SW power cap")
     if role == "device":
         clock, ref = r.get("sm_mhz"), static.get("base_sm_mhz") or static.get("max_sm_mhz")
         idle = "GPU idle" in (r.get("reasons") or [])  # idle clocks are not throttling
     else:  # a CPU's max clock is its 1-core turbo; only the base clock is a fair reference
         clock, ref, idle = r.get("clock_mhz"), static.get("base_mhz"), False
-    if clock and ref and not idle and clock < LOW_CLOCK_FRACTION * ref:
+    # Under its own default power cap the clock drops by design (an H100 whose default
+    # applications clock is its 1980 MHz maximum ran fp16 GEMMs at ~1,570 MHz mean).
+    if clock and ref and not idle and not power_bound and clock < LOW_CLOCK_FRACTION * ref:
         tags.append("low clock")
     return tags
 

@@ -27,3 +27,20 @@ def test_a_real_gpu_capture_adds_up_and_sees_kernels_and_launches() -> None:
     # a small matmul and a relu per step: the GPU mostly waits for the host to launch
     assert bd.categories[c.HOST_WAIT] > bd.categories[c.IDLE_UNKNOWN]
     assert not any(c._SYNC.search(name) for name in bd.ops)
+
+
+def test_kernels_get_short_names_and_each_step_counts_once() -> None:
+    from torchmark.profile.names import short_name
+
+    x = torch.randn(8, 64, 32, 32, device="cuda")
+    bn = torch.nn.BatchNorm2d(64).cuda()
+
+    def step() -> None:
+        bn(x).clamp_(min=0.0).add_(1.0)  # batch norm, a clamp lambda, an add functor
+
+    got = capture(step, CUDADevice(0), active=4)
+    # Kineto's copy of each ProfilerStep on the GPU timeline is not a step of its own
+    assert got.breakdown.steps == 4
+    names = {short_name(n): n for n in got.breakdown.ops}
+    assert not any(s.startswith("void ") or ("(" in s and "<" in s) for s in names), names
+    assert all(len(s) <= 60 for s in names), names

@@ -292,10 +292,30 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     from torchmark.report.profile import overhead_line
 
     p = {"steps": 5, "profiled_step_s": 37e-6, "unprofiled_median_s": 43e-6, "overhead_pct": -14.0}
-    assert "can't tell (-14 %, within the ±130 % spread" in overhead_line({**p, "spread_pct": 130})
+    # a profile stored before the two spreads were kept apart
+    line = overhead_line({**p, "spread_pct": 130})
+    assert "can't tell (-14 %, within the 130 % spread (IQR / median) of the step" in line
     p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
     line = overhead_line({**p, "spread_pct": 10})
     assert "profiler overhead +467 %" in line and "inflated" in line
+
+
+def test_the_gpu_timeline_copy_of_a_step_is_not_a_second_step() -> None:
+    # Kineto writes each ProfilerStep#N again on the GPU's timeline (first to last kernel of
+    # the step); counted as a step, an H100 profile of 5 steps read "of 10"
+    gpu_copy = x("ProfilerStep#1", 5, 83, "gpu_user_annotation", tid=7)
+    bd = c.gpu_breakdown([*GPU_STEP, gpu_copy])
+    assert bd.steps == 1 and bd.wall_us == 100 and bd.step_us == [100]
+    assert bd.categories == c.gpu_breakdown(GPU_STEP).categories
+
+
+def test_the_step_spread_is_robust_to_one_slow_step() -> None:
+    from torchmark.profile.run import rel_iqr_pct
+
+    # the first profiled step 10x the others: IQR / median barely moves
+    steps_us = [290.0, 28.9, 28.5, 28.7, 29.1, 28.8, 28.6, 29.0, 28.9, 28.4]
+    assert rel_iqr_pct(steps_us) == pytest.approx(100 * (28.975 - 28.625) / 28.85)
+    assert rel_iqr_pct(steps_us[:3]) is None  # quartiles of 3 values say nothing
 
 
 def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:

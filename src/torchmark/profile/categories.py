@@ -163,8 +163,14 @@ def spans(events: Iterable[Event]) -> list[Span]:
 
 
 def steps(all_spans: Sequence[Span]) -> list[Span]:
-    """The profiled steps' windows, in order."""
-    return sorted((s for s in all_spans if STEP.match(s.name)), key=lambda s: s.start)
+    """The profiled steps' windows, in order: the host's ``ProfilerStep#N`` annotations.
+    On CUDA, Kineto also writes each as a ``gpu_user_annotation`` on the GPU's timeline
+    (first to last kernel the step launched); counting those too made 10 steps of 5 on an
+    H100, each GPU span also counted as wall time."""
+    return sorted(
+        (s for s in all_spans if STEP.match(s.name) and not s.cat.startswith("gpu_")),
+        key=lambda s: s.start,
+    )
 
 
 def cpu_category(name: str, has_children: bool) -> str:

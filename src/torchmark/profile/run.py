@@ -138,16 +138,31 @@ def profile(
     return session.record, saved
 
 
-def spread_pct(result: Result, step_us: list[float]) -> float:
-    """The larger relative spread (IQR / median, %) of the two step times compared: an
-    overhead smaller than this is noise (a loaded machine moved linear10's unprofiled median
-    from 9 to 43 µs between two runs here)."""
+def rel_iqr_pct(values: list[float]) -> float | None:
+    """IQR / median of step times, %: robust to one slow step (the first profiled step, a
+    preemption), where a max-min or standard-deviation spread would be set by it. None
+    under 4 values: their quartiles are the values themselves."""
     import numpy as np
 
-    q1, med, q3 = np.percentile(step_us, [25, 50, 75])
-    profiled = (q3 - q1) / med if med else 0.0
-    plain = (result.iqr_s or 0.0) / result.median_s if result.median_s else 0.0
-    return 100 * float(max(profiled, plain))
+    if len(values) < 4:
+        return None
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return float(100 * (q3 - q1) / med) if med > 0 else None
+
+
+def spreads(result: Result, step_us: list[float]) -> dict[str, float | None]:
+    """Relative spreads (IQR / median, %) of the profiled steps and the unprofiled samples,
+    and the larger: an overhead smaller than that is noise (a loaded machine moved
+    linear10's unprofiled median from 9 to 43 µs between two runs here)."""
+    profiled = rel_iqr_pct(step_us)
+    m = result.measurement if result.ok else None
+    plain = 100 * m.rel_iqr if m is not None and m.n >= 4 and m.median > 0 else None
+    known = [v for v in (profiled, plain) if v is not None]
+    return {
+        "spread_pct": max(known) if known else None,
+        "profiled_spread_pct": profiled,
+        "unprofiled_spread_pct": plain,
+    }
 
 
 def launch_summary(bd: c.Breakdown) -> dict[str, float] | None:
@@ -190,7 +205,7 @@ def summary(
         "profiled_mean_s": bd.wall_us / bd.steps / 1e6,
         "unprofiled_median_s": unprofiled_s,
         "overhead_pct": 100 * (profiled_s / unprofiled_s - 1) if unprofiled_s else None,
-        "spread_pct": spread_pct(result, bd.step_us),
+        **spreads(result, bd.step_us),
         "categories": [
             {"name": k, "us_per_step": bd.categories[k] / bd.steps, "share": bd.shares()[k]}
             for k in order

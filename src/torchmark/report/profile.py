@@ -8,6 +8,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
+from torchmark.profile.names import short_name
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 
@@ -15,6 +16,26 @@ BAR = 20  # characters of the share bar at 100 %
 # Past this the profiler's own cost is a large part of each small op's time: said next to
 # the breakdown (linear10 here: 9 µs unprofiled, ~50 µs profiled).
 OVERHEAD_WARN_PCT = 25.0
+
+
+# The op column's narrow form: at 80 columns the other columns of the top-ops table need
+# ~46 (calls 5, self/step 8, share 6, % ceil 9, bound 8, gaps 10), which leaves this.
+OP_WIDTH = 30
+
+
+def op_cell(name: str) -> Alt:
+    """A kernel's short name, and for a narrow table the same on lines of at most
+    ``OP_WIDTH`` (broken before its template argument, each line cut with …)."""
+    short = short_name(name)
+    if len(short) <= OP_WIDTH or (" " in short and "<" not in short):
+        return Alt(short, short)  # fits, or wraps at its spaces
+    head, sep, rest = short.partition("<")
+    lines = [head, "  " + sep + rest] if sep and head else [short]
+    return Alt(short, "\n".join(_cut(line, OP_WIDTH) for line in lines))
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 RULES_SHORT = {
@@ -37,11 +58,13 @@ def overhead_line(p: dict[str, Any]) -> str:
     )
     if over is None:
         return line + "unknown"
-    spread = p.get("spread_pct") or 0.0
+    spread = p.get("spread_pct")
+    if spread is None:
+        return line + f"{over:+.0f} % (its noise is not known: give 4 or more --steps)"
     if abs(over) <= spread:
         return line + (
-            f"can't tell ({over:+.0f} %, within the ±{spread:.0f} % spread of the step times: "
-            "the machine was noisy; run again on a quiet one)"
+            f"can't tell ({over:+.0f} %, within the {_spread_words(p)}: the machine was "
+            "noisy; run again on a quiet one)"
         )
     line += f"{over:+.0f} %"
     if over > OVERHEAD_WARN_PCT:
@@ -50,6 +73,18 @@ def overhead_line(p: dict[str, Any]) -> str:
             "so their shares are inflated"
         )
     return line
+
+
+def _spread_words(p: dict[str, Any]) -> str:
+    prof, plain = p.get("profiled_spread_pct"), p.get("unprofiled_spread_pct")
+    if prof is None and plain is None:  # stored before the two were kept apart
+        return f"{p['spread_pct']:.0f} % spread (IQR / median) of the step times"
+    parts = [
+        f"{v:.0f} % {what}"
+        for v, what in ((prof, "profiled"), (plain, "unprofiled"))
+        if v is not None
+    ]
+    return "step times' spread, IQR / median: " + ", ".join(parts)
 
 
 ABOVE_NOTE = (
@@ -114,7 +149,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     )
     out.append(t)
     ops = FitTable(
-        Col("op", wrap=14),
+        Col("op", wrap=14, shorten=0),
         Col("kind", shorten=0, drop=3),
         Col("calls", justify="right", drop=4),
         Col("self/step", justify="right"),
@@ -135,7 +170,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
             else ""
         )
         ops.row(
-            o["name"],
+            op_cell(o["name"]),
             Alt(o["category"], o["category"].split(" ")[0]),
             f"{o['calls']:.3g}",
             fmt.duration(o["self_us"] / 1e6),
@@ -157,10 +192,19 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     for note in p.get("notes", []):
         out.append(Text(f"note: {note}"))
     if verbose:
+        renamed = [o["name"] for o in p["ops"] if short_name(o["name"]) != o["name"]]
+        if renamed:
+            out.append(Text("ops in full:", style="bold"))
+            out.extend(Text(f"  {short_name(n)}: {n}") for n in renamed)
         out.append(Text("rules:", style="bold"))
         out.extend(Text(f"  {line}") for line in p["rules"])
     else:
-        out.append(Text(f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex)"))
+        out.append(
+            Text(
+                f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex"
+                + (" and the kernels' full names)" if p["kind"] == "gpu" else ")")
+            )
+        )
     if p.get("trace_file"):
         out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
     return out
@@ -188,7 +232,8 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
     ]
     ops = [
         {
-            "name": o["name"],
+            "name": short_name(o["name"]),
+            "full": o["name"],
             "category": o["category"],
             "calls": f"{o['calls']:.3g}",
             "time": fmt.duration(o["self_us"] / 1e6),

@@ -3,6 +3,10 @@ and the short names the tables print."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from torchmark.profile.names import short_name
@@ -86,7 +90,7 @@ CUTLASS3 = (
     ("full", "short"),
     [
         (BN_BACKWARD, "batch_norm_backward_kernel"),
-        (CUTLASS, "cutlass gemm bf16 256x128"),
+        (CUTLASS, "cutlass gemm bf16 256x128 nn"),
         (XMMA_FPROP, "cudnn conv fprop bf16 128x128x64"),
         (NCHW_TO_NHWC, "nchwToNhwcKernel"),
         (ADD, "vectorized_elementwise_kernel<CUDAFunctor_add>"),
@@ -97,6 +101,7 @@ CUTLASS3 = (
         (CUDNN_BN, "bn_bw_1C11_kernel_new"),
         (CUBLAS, "cublas gemm bf16 128x256x64"),
         (CUTLASS3, "cutlass gemm bf16 128x256x64"),
+        ("nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NNT", "nvjet gemm 128x256 NNT"),
     ],
 )
 def test_a_kernel_gets_a_short_readable_name(full: str, short: str) -> None:
@@ -111,9 +116,46 @@ def test_a_kernel_gets_a_short_readable_name(full: str, short: str) -> None:
         "Memcpy HtoD (Pageable -> Device)",
         "Memset (Device)",
         "ampere_sgemm_128x64_tn",
-        "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NNT",
         "ProfilerStep#3",
     ],
 )
 def test_op_and_short_kernel_names_are_kept_as_they_are(name: str) -> None:
     assert short_name(name) == name
+
+
+KERNELS_H100 = Path(__file__).parent.parent / "fixtures/profile/h100_resnet50_train_kernels.json"
+
+
+def h100_kernels() -> list[dict[str, Any]]:
+    return json.loads(KERNELS_H100.read_text())["kernels"]
+
+
+def test_every_kernel_of_a_real_h100_trace_gets_a_short_readable_name() -> None:
+    names = [k["name"] for k in h100_kernels()]
+    assert len(names) == 75 and max(len(n) for n in names) > 1_000
+    shorts = [short_name(n) for n in names]
+    assert max(len(s) for s in shorts) <= 90
+    for s in shorts:
+        assert not s.startswith(("void ", "_Z")) and "::" not in s, s
+        assert "(" not in s or s == "Memset (Device)", s
+    assert "vectorized_elementwise_kernel<threshold_kernel_impl lambda>" in shorts  # relu bwd
+    assert "nvjet gemm 320x128 NTT" in shorts  # cuBLAS's Hopper GEMMs: tile, layouts
+    assert "cutlass gemm bf16 256x128 nt" in shorts and "cutlass gemm bf16 256x128 nn" in shorts
+
+
+def test_a_name_cupti_left_mangled_is_read_from_its_length_prefixes() -> None:
+    mangled = next(k["name"] for k in h100_kernels() if k["name"].startswith("_ZN17cutlass"))
+    assert short_name(mangled) == "cudnn conv wgrad bf16 64x128x32"
+    assert short_name("_Z10add_kernelPfS_i") == "add_kernel"
+
+
+def test_ops_that_share_a_short_name_are_numbered() -> None:
+    from torchmark.report.profile import op_labels
+
+    fill = "void at::native::vectorized_elementwise_kernel<{}, at::native::FillFunctor<{}>>(int)"
+    names = [fill.format(4, "float"), "aten::mm", fill.format(8, "c10::BFloat16")]
+    assert op_labels(names) == [
+        "vectorized_elementwise_kernel<FillFunctor>",
+        "aten::mm",
+        "vectorized_elementwise_kernel<FillFunctor> #2",
+    ]

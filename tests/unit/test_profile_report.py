@@ -3,6 +3,7 @@ names as an H100 reports them, in 80 columns and piped."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -110,7 +111,7 @@ def test_kernel_names_are_short_and_the_numbers_whole(width: int) -> None:
     assert "…" not in body
     assert "void" not in body and "GenericPackedTensorAccessor" not in body
     flat = " ".join(body.split())
-    for short in ("batch_norm_backward_kernel", "cutlass gemm bf16 256x128", "nchwToNhwcKernel"):
+    for short in ("batch_norm_backward_kernel", "cutlass gemm bf16 256x128 nn", "nchwToNhwcKernel"):
         assert short in flat
     assert "<CUDAFunctor_add>" in flat and "<launch_clamp_scalar lambda>" in flat
     # no op row is longer than two lines
@@ -149,3 +150,27 @@ def test_overhead_names_both_robust_spreads() -> None:
         gpu_profile(spread_pct=None, profiled_spread_pct=None, unprofiled_spread_pct=None)
     )
     assert line.endswith("-8 % (its noise is not known: give 4 or more --steps)")
+
+
+def test_the_top_ten_kernels_of_a_real_h100_trace_fit_80_columns() -> None:
+    from tests.unit.test_profile_names import h100_kernels
+
+    top = h100_kernels()[:10]
+    ops = [
+        {
+            **gpu_profile()["ops"][0],
+            "name": k["name"],
+            "calls": k["calls"],
+            "self_us": k["self_us"],
+            "share": 100 * k["self_us"] / 57_000,
+        }
+        for k in top
+    ]
+    text = render(gpu_profile(ops=ops), 80)
+    assert max(len(ln) for ln in text.splitlines()) <= 80
+    body = "\n".join(ops_table(text))
+    assert "void" not in body and "9.05 ms" in body and "batch_norm_backward_kernel" in body
+    # every row's self time, share and % of the ceiling are there, whole; only a name is cut
+    assert body.count("61.2 %") == 10
+    assert len(re.findall(r" \d+(\.\d+)? (ms|µs) ", body)) == 10
+    assert "batch_norm_collect_statistics_ker…" in body

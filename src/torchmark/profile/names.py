@@ -47,9 +47,12 @@ _TILE = re.compile(r"tilesize(\d+x\d+(?:x\d+)?)|(?<![a-z\d])(\d+x\d+(?:x\d+)?)(?
 
 def short_name(name: str) -> str:
     """A kernel's name for a table; an op name (``aten::addmm``) is returned unchanged."""
+    if name.startswith("_Z"):
+        return _mangled(name)
     cpp = name.startswith("void ") or "<" in name or ("::" in name and "(" in name)
     if not cpp:
-        return _library(name) if len(name) > LONG and " " not in name else name
+        library = " " not in name and (len(name) > LONG or name.startswith("nvjet_"))
+        return _library(name) if library else name
     text = name.replace("(anonymous namespace)", "anon")
     if text.startswith("void "):
         text = text[5:]
@@ -70,10 +73,13 @@ def short_name(name: str) -> str:
 def _library(token: str) -> str:
     """``cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nn_align2`` -> ``cutlass gemm
     bf16 256x128``; a long name that is no library GEMM or convolution is kept."""
+    low = token.lower()
+    nvjet = re.match(r"nvjet_\w*?_(\d+x\d+)_.*_([NT]{3})$", token)
+    if nvjet:  # cuBLAS's Hopper GEMMs: tile and operand layouts
+        return f"nvjet gemm {nvjet.group(1)} {nvjet.group(2)}"
     op = _LIB_OP.search(token)
     if not op:
         return token
-    low = token.lower()
     family = next(
         (f for f in ("cudnn", "cublaslt", "cublas", "cutlass", "xmma", "nvjet") if f in low),
         token.split("_")[0],
@@ -90,7 +96,55 @@ def _library(token: str) -> str:
         parts.append(_DTYPE_NAMES.get(dtype.group(1), dtype.group(1)))
     if tile:
         parts.append(tile.group(1) or tile.group(2))
+    layout = re.search(r"_(nn|nt|tn|tt)_align", low)  # cutlass: operand layouts
+    if layout:
+        parts.append(layout.group(1))
     return " ".join(parts)
+
+
+def _mangled(name: str) -> str:
+    """A name CUPTI left mangled (``_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23Implicit
+    GemmConvolution...``, ~3,000 characters): its identifiers read from their length prefixes,
+    summed up as a library kernel when they name one, else its last identifier."""
+    idents, i = [], 2
+    while i < len(name):
+        m = re.match(r"(\d+)", name[i:])
+        if not m:
+            i += 1
+            continue
+        n, j = int(m.group(1)), i + len(m.group(1))
+        word = name[j : j + n]
+        if n and re.fullmatch(r"[A-Za-z_]\w*", word):
+            idents.append(word)
+            i = j + n
+        else:
+            i = j
+    text = "_".join(idents)
+    low = text.lower()
+    op = re.search(r"(fprop|dgrad|wgrad)", low)
+    kind = (
+        f"conv {op.group(1)}"
+        if op
+        else "conv"
+        if "conv" in low
+        else "gemm"
+        if "gemm" in low
+        else ""
+    )
+    if not kind:
+        return idents[-1] if idents else name[:LONG]
+    family = next((f for f in ("cudnn", "cublas", "cutlass") if f in low), idents[0])
+    dtype = next(
+        (
+            d
+            for w, d in (("bfloat16", "bf16"), ("half_t", "fp16"), ("tfloat32", "tf32"))
+            if w in low
+        ),
+        None,
+    )
+    tile = re.search(r"GemmShapeILi(\d+)ELi(\d+)ELi(\d+)E", name)
+    parts = [family, kind, dtype or "", "x".join(tile.groups()) if tile else ""]
+    return " ".join(p for p in parts if p)
 
 
 def _split_call(text: str) -> tuple[str, str | None]:
@@ -164,15 +218,17 @@ def _describe(args: list[str]) -> str:
     informative = [a.strip() for a in args if not _PLAIN_TYPE.match(a.strip())]
     functors = [i for a in informative for i in _IDENT.findall(a) if _FUNCTOR.search(i)]
     specific = [f for f in functors if not _GENERIC_FUNCTOR.match(f)]
-    if specific or functors:
-        return (specific or functors)[0]
+    if specific:
+        return specific[0]
     for arg in informative:
         if "{lambda" in arg:
             # f(params)::{lambda()#1}: the function is the identifier before its parameters
             before = arg[: arg.index("{lambda")]
-            owners = re.findall(r"([A-Za-z_]\w*)(?:<[^()]*>)?\([^()]*\)(?:\s*const)?::$", before)
+            owners = re.findall(r"([A-Za-z_]\w*)(?:<[^()<>]*>)?\([^()]*\)(?:\s*const)?::$", before)
             owners = owners or [m for m in re.findall(r"([A-Za-z_]\w*)\(", before)]
             return f"{owners[0]} lambda" if owners else "lambda"
+    if functors:
+        return functors[0]
     for arg in informative:
         head, _ = _split_call(arg)
         last = _last_component(head)

@@ -216,6 +216,23 @@ def test_verdicts_follow_the_numbers() -> None:
     assert verdict(gpu).startswith("launch-bound: 90 % of the step is host-wait")
 
 
+def test_host_wait_the_profiler_caused_is_not_called_launch_bound() -> None:
+    from torchmark.profile.ops import device_busy_us
+
+    # 100 µs profiled: kernels 10-40 and 70-80 (40 µs busy), 60 µs host-wait
+    events = [step(1, 0, 100), launch(5, 1), k("a", 10, 30, 1), launch(65, 2), k("b", 70, 10, 2)]
+    bd = c.gpu_breakdown(events)
+    assert device_busy_us(bd) == pytest.approx(40)
+    assert bd.shares()[c.HOST_WAIT] == pytest.approx(60)
+    # unprofiled 45 µs: the GPU's 40 µs fill 89 % of it: the wait was the profiler's
+    v = verdict(bd, 45e-6)
+    assert v.startswith("GPU-busy: its work takes 40.0 µs per step, 89 % of the unprofiled")
+    assert "60 % host-wait seen here is the profiler's own cost" in v
+    # unprofiled 100 µs: the GPU fills 40 % of it: launch-bound without the profiler too
+    assert verdict(bd, 100e-6).startswith("launch-bound: 60 % of the step is host-wait")
+    assert verdict(bd).startswith("launch-bound")
+
+
 def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
     conv = {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3]], "Input type": ["float"] * 2}
     events = [

@@ -174,3 +174,14 @@ def test_the_top_ten_kernels_of_a_real_h100_trace_fit_80_columns() -> None:
     assert body.count("61.2 %") == 10
     assert len(re.findall(r" \d+(\.\d+)? (ms|µs) ", body)) == 10
     assert "batch_norm_collect_statistics_ker…" in body
+
+
+def test_a_large_overhead_on_gpu_says_host_wait_is_inflated() -> None:
+    # the H100 trace: profiled steps ~57 ms, unprofiled 31.9 ms, kernels 29.8 ms per step
+    p = gpu_profile(
+        profiled_step_s=57.2e-3, unprofiled_median_s=31.9e-3, overhead_pct=79.0,
+        spread_pct=4.0, device_busy_s=29.8e-3,
+    )  # fmt: skip
+    line = overhead_line(p)
+    assert "profiler overhead +79 %; the profiler slows the host" in line
+    assert "host-wait is inflated: the GPU's work, 29.8 ms per step, fills 93 % of the" in line

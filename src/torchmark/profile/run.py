@@ -28,7 +28,7 @@ from torchmark.profile.capture import (
     capture,
     check_active,
 )
-from torchmark.profile.ops import top_ops, verdict
+from torchmark.profile.ops import device_busy_us, top_ops, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
 from torchmark.session import Events, Session
@@ -212,7 +212,8 @@ def summary(
         ],
         "rules": c.rules_text(bd.kind),
         "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
-        "verdict": verdict(bd),
+        "verdict": verdict(bd, unprofiled_s),
+        "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
         "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,

@@ -78,7 +78,17 @@ def overhead_line(p: dict[str, Any]) -> str:
             "noisy; run again on a quiet one)"
         )
     line += f"{over:+.0f} %"
-    if over > OVERHEAD_WARN_PCT:
+    busy = p.get("device_busy_s")
+    if over > OVERHEAD_WARN_PCT and p.get("kind") == "gpu":
+        line += (
+            "; the profiler slows the host (it traces every launch), so idle: host-wait is inflated"
+        )
+        if busy and plain:
+            line += (
+                f": the GPU's work, {fmt.duration(busy)} per step, fills "
+                f"{100 * busy / plain:.0f} % of the unprofiled step"
+            )
+    elif over > OVERHEAD_WARN_PCT:
         line += (
             "; the profiler's own cost per op lands mostly in framework and Python time, "
             "so their shares are inflated"

@@ -49,8 +49,11 @@ def test_linear10_profile_is_overhead_bound_sums_to_100_and_saves_the_trace(
     # the HTML report's section: a stacked bar whose parts add up, and the top ops
     page = html.render([RunRecord.model_validate_json(out_json.read_text())])
     assert "Profile: where the step's time goes" in page
-    widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', page)]
-    assert sum(widths) == pytest.approx(100, abs=0.01)
+    bars = re.findall(r'<div class="pbar"[^>]*>(.*?)</div>', page)
+    assert len(bars) == 2  # the step's time, and memory at its peak
+    for bar in bars:  # each adds up
+        widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', bar)]
+        assert sum(widths) == pytest.approx(100, abs=0.01)
     assert '<td title="aten::addmm">aten::addmm</td>' in page
 
 
@@ -62,6 +65,12 @@ def test_simplenet_train_profile_is_stored_exported_and_imported(
     code, out, err = cli(capsys, *args, *FAST, "--db", db, "-v")
     assert code == 0, err
     assert "rules:" in out and "addmm" in out  # -v prints every regex
+    # memory by what it holds, from torch's memory profiler: a train step has them all
+    assert "Memory at the step's peak" in out and "CPUAllocator" not in err
+    mem = json.loads(cli(capsys, "export", "latest", "--db", db)[1])["extra"]["profile"]["memory"]
+    held = {m["name"]: m["bytes"] for m in mem["categories"]}
+    assert sum(held.values()) == mem["peak_bytes"] > 0
+    assert held["parameters"] > 0 and held["activations"] + held["gradients"] > 0
     exported = tmp_path / "run.json"
     assert cli(capsys, "export", "latest", "--db", db, "-o", str(exported))[0] == 0
     s = shares(exported)

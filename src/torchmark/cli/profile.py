@@ -70,6 +70,13 @@ def profile(
         Path | None,
         typer.Option("--trace", help="Also save the raw Chrome/Perfetto trace here, gzipped."),
     ] = None,
+    memory: Annotated[
+        bool,
+        typer.Option(
+            "--memory/--no-memory",
+            help="Also memory by category at the step's peak (one more profiled step).",
+        ),
+    ] = True,
     stopping: Annotated[
         str | None,
         typer.Option(help="Stopping preset of the unprofiled measurement (default: its own)."),
@@ -116,7 +123,9 @@ def profile(
         shown_even_if_interrupted(functools.partial(show, verbose=verbose), json_path),
         events.shown(),
     ):
-        record, _ = run_profile(cfg, store, events, active=steps, trace_path=trace, target=target)
+        record, _ = run_profile(
+            cfg, store, events, active=steps, trace_path=trace, target=target, memory=memory
+        )
     show(record, verbose)
     console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store.url}"))
     if json_path:

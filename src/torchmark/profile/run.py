@@ -102,9 +102,11 @@ def profile(
     trace_path: Path | None = None,
     max_events: int = MAX_EVENTS,
     target: Target | None = None,
+    memory: bool = True,
 ) -> tuple[RunRecord, Path | None]:
     """Measure the case unprofiled, profile it, store both as one ``profile`` run.
-    ``target``: default, the built-in case ``cfg`` selects (``builtin_target``)."""
+    ``target``: default, the built-in case ``cfg`` selects (``builtin_target``);
+    ``memory``: also a pass of torch's memory profiler (memory by category at the peak)."""
     check_active(active)
     workload, case, notes = target or builtin_target(cfg)
     session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
@@ -121,8 +123,13 @@ def profile(
             prepared = workload.prepare(case)
         except CaseSkipped as e:
             raise ProfileError(f"cannot profile {case.label}: {e}") from None
+        mem = None
         try:
             cap = capture(prepared.fn, case.device, active, max_events)
+            if memory:
+                from torchmark.profile.memory import capture_memory
+
+                mem = capture_memory(prepared.fn, case.device)
         finally:
             if prepared.teardown:
                 prepared.teardown()
@@ -130,6 +137,7 @@ def profile(
         session.record.extra["profile"] = summary(
             case, result, cap, ceilings, matmul, notes, max_events
         )
+        session.record.extra["profile"]["memory"] = mem
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 

@@ -136,6 +136,34 @@ def memory_line(p: dict[str, Any]) -> str | None:
     return "memory: " + "; ".join(parts) if parts else None
 
 
+def memory_tables(p: dict[str, Any]) -> list[RenderableType]:
+    """Memory by what it holds at the step's peak, or why it is not known."""
+    mem = p.get("memory")
+    if not mem:
+        return []
+    if "error" in mem:
+        return [Text(f"memory by category: not known ({mem['error']})")]
+    peak = mem["peak_bytes"]
+    t = FitTable(
+        Col("holds", wrap=10),
+        Col("at peak", justify="right"),
+        Col("share", justify="right"),
+        Col("own largest", justify="right", drop=1, short_header="largest"),
+        Col("", drop=2),
+        title=f"Memory at the step's peak, {fmt.si(peak, 'B')} live (torch's memory profiler)",
+    )
+    for cat in mem["categories"]:
+        share = 100 * cat["bytes"] / peak if peak else 0.0
+        t.row(
+            cat["name"],
+            fmt.si(cat["bytes"], "B"),
+            fmt.pct(share),
+            fmt.si(cat["largest_bytes"], "B"),
+            "#" * round(BAR * share / 100),
+        )
+    return [t, Text(f"note: {mem['note']}; own largest: the category's most at any instant")]
+
+
 def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
     p = record.extra.get("profile")
     if not p:
@@ -211,6 +239,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     memory = memory_line(p)
     if memory:
         out.append(Text(memory))
+    out.extend(memory_tables(p))
     for note in p.get("notes", []):
         out.append(Text(f"note: {note}"))
     if verbose:
@@ -270,9 +299,29 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         }
         for o, label in zip(p["ops"], labels, strict=True)
     ]
+    mem = p.get("memory") or {}
+    memory = (
+        [
+            {
+                "name": cat["name"],
+                "share": share,
+                "width": f"{share:.3f}",
+                "pct": fmt.pct(share),
+                "size": fmt.si(cat["bytes"], "B"),
+                "color": COLORS[i % len(COLORS)],
+            }
+            for i, cat in enumerate(mem["categories"])
+            for share in [100 * cat["bytes"] / mem["peak_bytes"] if mem["peak_bytes"] else 0.0]
+        ]
+        if "categories" in mem
+        else []
+    )
     return {
         "case": p["case"],
         "kind": p["kind"],
+        "memory": memory,
+        "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
+        "memory_note": mem.get("note") or mem.get("error"),
         "overhead": overhead_line(p),
         "categories": cats,
         "ops": ops,

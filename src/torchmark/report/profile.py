@@ -316,9 +316,16 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         if "categories" in mem
         else []
     )
+    from markupsafe import Markup
+
+    from torchmark.report.charts import ops_roofline
+
+    chart = ops_roofline(record)
     return {
         "case": p["case"],
         "kind": p["kind"],
+        # matplotlib's own SVG, every text escaped by it: safe to inline (as html._chart)
+        "roofline": {"svg": Markup(chart.svg) if chart.svg else None, "note": chart.note},
         "memory": memory,
         "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
         "memory_note": mem.get("note") or mem.get("error"),

@@ -97,9 +97,15 @@ def test_no_steps_no_time() -> None:
 
 
 def k(
-    name: str, ts: float, dur: float, corr: int | None, stream: int = 7, cat: str = "kernel"
+    name: str,
+    ts: float,
+    dur: float,
+    corr: int | None,
+    stream: int = 7,
+    cat: str = "kernel",
+    **extra: Any,
 ) -> dict:
-    args = {"correlation": corr} if corr is not None else {}
+    args = {"correlation": corr, **extra} if corr is not None else extra
     return {
         "ph": "X",
         "name": name,
@@ -315,6 +321,41 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
     line = overhead_line({**p, "spread_pct": 10})
     assert "profiler overhead +467 %" in line and "inflated" in line
+
+
+def test_a_kernel_takes_the_flops_and_bytes_of_the_op_that_launched_it() -> None:
+    mm_in = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+    conv_in = {"Input Dims": [[1, 8, 8, 8]], "Input type": ["float"]}
+    events = [
+        step(1, 0, 200),
+        x("aten::matmul", 1, 40),  # counted by torch one level up, as conv2d is
+        x("aten::mm", 2, 30, **{"External id": 10}, **mm_in),
+        launch(3, 1),
+        k("gemm", 10, 50, 1, **{"External id": 10}),
+        launch(4, 2),
+        k("tiny_fill", 61, 2, 2, **{"External id": 10}),  # same launch, shorter: not its work
+        x("aten::cudnn_convolution", 50, 20, **{"External id": 11}, **conv_in),
+        launch(51, 3),
+        k("conv_kernel", 100, 40, 3, **{"External id": 11}),  # no FLOPs counted anywhere
+        x("aten::add", 80, 5, **{"External id": 12}, **mm_in),
+        launch(81, 4),
+        k("add_kernel", 150, 4, 4, **{"External id": 12}),
+    ]
+    bd = c.gpu_breakdown(events)
+    assert bd.cpu_calls == {"aten::matmul": 1, "aten::mm": 1, "aten::cudnn_convolution": 1,
+                            "aten::add": 1}  # fmt: skip
+    flops = {"aten::matmul": 2 * 64**3}
+    rows = {r.name: r for r in top_ops(bd, flops, CEILINGS, "matmul:float32")}
+    gemm = rows["gemm"]
+    assert gemm.flops == 2 * 64**3 and gemm.bytes == 2 * 64 * 64 * 4
+    assert gemm.bound == "compute" and gemm.flop_rate == pytest.approx(2 * 64**3 / 50e-6)
+    assert rows["tiny_fill"].flops is None and rows["tiny_fill"].bound == ""
+    # a convolution's kernel with no FLOPs is never called memory-bound from its inputs
+    assert rows["conv_kernel"].bytes is None and rows["conv_kernel"].bound == ""
+    # an elementwise kernel: its op's input bytes over its time, against the bandwidth
+    add = rows["add_kernel"]
+    assert add.bytes == 2 * 64 * 64 * 4 and add.bound == "memory"
+    assert add.pct_ceiling == pytest.approx(100 * (2 * 64 * 64 * 4 / 4e-6) / 1e10)
 
 
 def test_the_gpu_timeline_copy_of_a_step_is_not_a_second_step() -> None:

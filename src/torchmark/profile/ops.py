@@ -60,13 +60,16 @@ def top_ops(
         works = op.category in WORK_CATEGORIES
         f = (flops.get(name) or inherited(name, bd, flops)) if works else None
         b = op.bytes_read / steps if op.bytes_read and works else None
+        if op.work_of and works:
+            f, b = kernel_work(name, bd, flops)
         t = self_us / 1e6
         f_rate = f / t if f and t > 0 else None
         b_rate = b / t if b and t > 0 else None
         if op.category == c.MATMUL and not f_rate:
             b_rate = None  # its inputs' bytes alone would call a convolution memory-bound
         bound, pct, key = (
-            _bound(self_us, calls, f_rate, b_rate, peak, bw, floor)
+            # a kernel's time is the device working; launch cost shows as host-wait instead
+            _bound(self_us, calls, f_rate, b_rate, peak, bw, None if bd.kind == "gpu" else floor)
             if works
             else ("overhead", None, None)
         )
@@ -75,6 +78,33 @@ def top_ops(
             OpRow(name, op.category, calls, self_us, share, f, b, f_rate, b_rate, pct, key, bound)
         )
     return rows
+
+
+def kernel_work(
+    name: str, bd: c.Breakdown, flops: Mapping[str, float]
+) -> tuple[float | None, float | None]:
+    """A GPU kernel's FLOPs and bytes per step: those torch counted on the host op that
+    launched it (or the nearest enclosing op it counted: aten::conv2d over
+    cudnn_convolution), per call, for each launch where it was that op's longest kernel.
+    Known only when it was so in every call (a cuDNN convolution also launches layout
+    kernels such as nchwToNhwcKernel, which get none); bytes: the launching op's inputs."""
+    op = bd.ops[name]
+    if sum(op.work_of.values()) != op.calls:
+        return None, None
+    steps = max(bd.steps, 1)
+    total = 0.0
+    for chain, n in op.work_of.items():
+        src = next((a for a in chain if flops.get(a) and bd.cpu_calls.get(a)), None)
+        if src is None:
+            # a matmul's or convolution's inputs alone would call it memory-bound
+            matmul = any(c.cpu_category(a, False) == c.MATMUL for a in chain)
+            return None, (None if matmul else _per_step(op.bytes_read, steps))
+        total += flops[src] * steps / bd.cpu_calls[src] * n
+    return total / steps, _per_step(op.bytes_read, steps)
+
+
+def _per_step(x: float | None, steps: int) -> float | None:
+    return x / steps if x else None
 
 
 def inherited(name: str, bd: c.Breakdown, flops: Mapping[str, float]) -> float | None:

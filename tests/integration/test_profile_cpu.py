@@ -158,6 +158,10 @@ def test_the_users_model_is_profiled_like_a_builtin(
         (("-w", "linear10", CNN), "a built-in --workload NAME or your model's SPEC (not both)"),
         ((), "a built-in --workload NAME or your model's SPEC (not both)"),
         (("-w", "linear10", "--input", "8"), "--input/--inputs go with a SPEC"),
+        (
+            (CNN, "--input", "3x16x16", "--check"),
+            "for your model run `torchmark tune " + CNN + " --input 3x16x16`",
+        ),
     ],
 )
 def test_target_mistakes_are_one_line(
@@ -165,3 +169,34 @@ def test_target_mistakes_are_one_line(
 ) -> None:
     code, _, err = cli(capsys, "profile", *args, *FAST)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_measures_each_suggested_variant_against_the_profiled_case(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.profile import advice
+
+    # linear10 reads overhead-bound, which suggests compile (~1 min to compile here): the
+    # check itself is what is tested, on a variant measured in seconds
+    monkeypatch.setattr(advice, "candidates", lambda p, params: [("amp-bf16", "because")])
+    out_json = tmp_path / "run.json"
+    args = ("profile", "-w", "linear10", "--scenario", "infer", "--steps", "2", "--no-memory")
+    code, out, err = cli(capsys, *args, *FAST, "--check", "--json", str(out_json))
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "- amp-bf16: because" in flat
+    assert (
+        "$ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
+        "--precision amp-bf16" in flat
+    )
+    doc = json.loads(out_json.read_text())
+    checked = doc["extra"]["profile"]["advice"][0]["checked"]
+    # measured and judged, or skipped with the reason (a CPU without bf16)
+    assert checked["status"] != "ok" or checked["verdict"] in (
+        "FASTER",
+        "SLOWER",
+        "SAME",
+        "UNCLEAR",
+    )
+    assert ("measured:" in flat) == (checked["status"] == "ok")
+    assert len(doc["results"]) == (2 if checked["status"] in ("ok", "skipped") else 1)

@@ -18,6 +18,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
+from torchmark.profile.advice import advise
 from torchmark.profile.capture import (
     MAX_ACTIVE,
     MAX_EVENTS,
@@ -103,11 +104,20 @@ def profile(
     max_events: int = MAX_EVENTS,
     target: Target | None = None,
     memory: bool = True,
+    check: bool = False,
+    user_spec: str | None = None,
 ) -> tuple[RunRecord, Path | None]:
     """Measure the case unprofiled, profile it, store both as one ``profile`` run.
     ``target``: default, the built-in case ``cfg`` selects (``builtin_target``);
-    ``memory``: also a pass of torch's memory profiler (memory by category at the peak)."""
+    ``memory``: also a pass of torch's memory profiler (memory by category at the peak);
+    ``check``: measure each variant the advice names (built-in workloads only);
+    ``user_spec``: the user's model as SPEC and input options, for the ``tune`` command."""
     check_active(active)
+    if check and user_spec is not None:
+        raise InputError(
+            f"--check measures the variants of built-in workloads; for your model run "
+            f"`torchmark tune {user_spec}`, which tries each against the baseline"
+        )
     workload, case, notes = target or builtin_target(cfg)
     session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
     session.planned([case])
@@ -137,13 +147,70 @@ def profile(
         session.record.extra["profile"] = summary(
             case, result, cap, ceilings, matmul, notes, max_events
         )
-        session.record.extra["profile"]["memory"] = mem
+        p = session.record.extra["profile"]
+        p["memory"] = mem
+        p["advice"] = [
+            a.as_dict()
+            for a in advise(p, case.param_dict, case.workload, case.device.name, user_spec)
+        ]
+        if check:
+            for a in p["advice"]:
+                a["checked"] = check_variant(
+                    workload, case, a["variant"], result, cfg, session, ceilings
+                )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
             saved = save_trace(cap.trace, trace_path)
             session.record.extra["profile"]["trace_file"] = str(saved)
     return session.record, saved
+
+
+def check_variant(
+    workload: Workload,
+    case: Case,
+    variant: str,
+    baseline: Result,
+    cfg: RunConfig,
+    session: Session,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """The profiled case measured again with ``variant``, judged against its unprofiled
+    baseline (``comparison.independent``: FASTER / SLOWER / SAME / UNCLEAR vs the noise)."""
+    from dataclasses import replace
+
+    from torchmark import variants
+    from torchmark.comparison import independent
+
+    params = case.param_dict
+    want = {**params, "precision": variants.parse(variant)}
+    opts = replace(
+        cfg,
+        precisions=(variant,),
+        batches=(params["batch"],) if "batch" in params else cfg.batches,
+        scenarios=(params["scenario"],) if "scenario" in params else cfg.scenarios,
+    )
+    try:
+        planned = [
+            k
+            for k in workload.cases(case.device, opts.plan_options)
+            if {**k.param_dict, "precision": variants.parse(k.param_dict.get("precision", "fp32"))}
+            == want
+        ]
+    except InputError as e:
+        return {"status": "skipped", "reason": str(e)}
+    if not planned:
+        return {"status": "skipped", "reason": f"{variant} is not a variant of {case.workload}"}
+    candidate = planned[0]
+    session.case_started(candidate)
+    result = run_case(workload, candidate, ceilings, cfg, session)
+    session.add(candidate, result)
+    if result.status != "ok":
+        return {"status": result.status, "reason": result.reason or ""}
+    j = independent(baseline.measurement, result.measurement)
+    if isinstance(j, str):
+        return {"status": "ok", "verdict": "UNCLEAR", "speed": None, "why": j}
+    return {"status": "ok", "verdict": j.verdict, "speed": j.speed, "why": j.why}
 
 
 def rel_iqr_pct(values: list[float]) -> float | None:

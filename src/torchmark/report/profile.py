@@ -136,6 +136,30 @@ def memory_line(p: dict[str, Any]) -> str | None:
     return "memory: " + "; ".join(parts) if parts else None
 
 
+def checked_words(ck: dict[str, Any] | None) -> str:
+    """A checked variant's outcome, against the profiled case's unprofiled median."""
+    if not ck:
+        return ""
+    if ck.get("status") != "ok":
+        return f"not measured: {ck.get('status')} ({ck.get('reason') or 'no reason given'})"
+    speed, verdict = ck.get("speed"), ck.get("verdict")
+    if speed is None or verdict == "UNCLEAR":
+        return "measured: can't tell" + (f" ({speed:.2f}×; {ck.get('why')})" if speed else "")
+    if verdict == "SAME":
+        return f"measured: no change that matters ({speed:.2f}×)"
+    return f"measured: {speed:.2f}× ({'faster' if speed > 1 else 'slower'}, {verdict})"
+
+
+def advice_lines(p: dict[str, Any]) -> list[str]:
+    out = []
+    for a in p.get("advice") or []:
+        out.append(f"- {a['variant']}: {a['why']}")
+        out.append(f"    $ {a['command']}")
+        if a.get("checked"):
+            out.append(f"    {checked_words(a['checked'])}")
+    return out
+
+
 def memory_tables(p: dict[str, Any]) -> list[RenderableType]:
     """Memory by what it holds at the step's peak, or why it is not known."""
     mem = p.get("memory")
@@ -234,6 +258,16 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     if n_above:
         out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
     out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    if p.get("advice"):
+        checked = any(a.get("checked") for a in p["advice"])
+        out.append(
+            Text(
+                "worth checking (each command measures it against this case"
+                + ("; measured here with --check)" if checked else "; --check measures it now)"),
+                style="bold",
+            )
+        )
+        out.extend(Text(line) for line in advice_lines(p))
     if p.get("launches"):
         out.append(Text(launch_line(p["launches"])))
     memory = memory_line(p)
@@ -326,6 +360,9 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         "kind": p["kind"],
         # matplotlib's own SVG, every text escaped by it: safe to inline (as html._chart)
         "roofline": {"svg": Markup(chart.svg) if chart.svg else None, "note": chart.note},
+        "advice": [
+            {**a, "outcome": checked_words(a.get("checked"))} for a in p.get("advice") or []
+        ],
         "memory": memory,
         "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
         "memory_note": mem.get("note") or mem.get("error"),

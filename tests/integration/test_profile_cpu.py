@@ -49,8 +49,12 @@ def test_linear10_profile_is_overhead_bound_sums_to_100_and_saves_the_trace(
     # the HTML report's section: a stacked bar whose parts add up, and the top ops
     page = html.render([RunRecord.model_validate_json(out_json.read_text())])
     assert "Profile: where the step's time goes" in page
-    widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', page)]
-    assert sum(widths) == pytest.approx(100, abs=0.01) and "<td>aten::addmm</td>" in page
+    bars = re.findall(r'<div class="pbar"[^>]*>(.*?)</div>', page)
+    assert len(bars) == 2  # the step's time, and memory at its peak
+    for bar in bars:  # each adds up
+        widths = [float(w) for w in re.findall(r'<span style="width:([0-9.]+)%', bar)]
+        assert sum(widths) == pytest.approx(100, abs=0.01)
+    assert '<td title="aten::addmm">aten::addmm</td>' in page
 
 
 def test_simplenet_train_profile_is_stored_exported_and_imported(
@@ -61,6 +65,12 @@ def test_simplenet_train_profile_is_stored_exported_and_imported(
     code, out, err = cli(capsys, *args, *FAST, "--db", db, "-v")
     assert code == 0, err
     assert "rules:" in out and "addmm" in out  # -v prints every regex
+    # memory by what it holds, from torch's memory profiler: a train step has them all
+    assert "Memory at the step's peak" in out and "CPUAllocator" not in err
+    mem = json.loads(cli(capsys, "export", "latest", "--db", db)[1])["extra"]["profile"]["memory"]
+    held = {m["name"]: m["bytes"] for m in mem["categories"]}
+    assert sum(held.values()) == mem["peak_bytes"] > 0
+    assert held["parameters"] > 0 and held["activations"] + held["gradients"] > 0
     exported = tmp_path / "run.json"
     assert cli(capsys, "export", "latest", "--db", db, "-o", str(exported))[0] == 0
     s = shares(exported)
@@ -148,6 +158,10 @@ def test_the_users_model_is_profiled_like_a_builtin(
         (("-w", "linear10", CNN), "a built-in --workload NAME or your model's SPEC (not both)"),
         ((), "a built-in --workload NAME or your model's SPEC (not both)"),
         (("-w", "linear10", "--input", "8"), "--input/--inputs go with a SPEC"),
+        (
+            (CNN, "--input", "3x16x16", "--check"),
+            "for your model run `torchmark tune " + CNN + " --input 3x16x16`",
+        ),
     ],
 )
 def test_target_mistakes_are_one_line(
@@ -155,3 +169,34 @@ def test_target_mistakes_are_one_line(
 ) -> None:
     code, _, err = cli(capsys, "profile", *args, *FAST)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_measures_each_suggested_variant_against_the_profiled_case(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.profile import advice
+
+    # linear10 reads overhead-bound, which suggests compile (~1 min to compile here): the
+    # check itself is what is tested, on a variant measured in seconds
+    monkeypatch.setattr(advice, "candidates", lambda p, params: [("amp-bf16", "because")])
+    out_json = tmp_path / "run.json"
+    args = ("profile", "-w", "linear10", "--scenario", "infer", "--steps", "2", "--no-memory")
+    code, out, err = cli(capsys, *args, *FAST, "--check", "--json", str(out_json))
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "- amp-bf16: because" in flat
+    assert (
+        "$ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
+        "--precision amp-bf16" in flat
+    )
+    doc = json.loads(out_json.read_text())
+    checked = doc["extra"]["profile"]["advice"][0]["checked"]
+    # measured and judged, or skipped with the reason (a CPU without bf16)
+    assert checked["status"] != "ok" or checked["verdict"] in (
+        "FASTER",
+        "SLOWER",
+        "SAME",
+        "UNCLEAR",
+    )
+    assert ("measured:" in flat) == (checked["status"] == "ok")
+    assert len(doc["results"]) == (2 if checked["status"] in ("ok", "skipped") else 1)

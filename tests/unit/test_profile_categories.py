@@ -97,9 +97,15 @@ def test_no_steps_no_time() -> None:
 
 
 def k(
-    name: str, ts: float, dur: float, corr: int | None, stream: int = 7, cat: str = "kernel"
+    name: str,
+    ts: float,
+    dur: float,
+    corr: int | None,
+    stream: int = 7,
+    cat: str = "kernel",
+    **extra: Any,
 ) -> dict:
-    args = {"correlation": corr} if corr is not None else {}
+    args = {"correlation": corr, **extra} if corr is not None else extra
     return {
         "ph": "X",
         "name": name,
@@ -216,6 +222,23 @@ def test_verdicts_follow_the_numbers() -> None:
     assert verdict(gpu).startswith("launch-bound: 90 % of the step is host-wait")
 
 
+def test_host_wait_the_profiler_caused_is_not_called_launch_bound() -> None:
+    from torchmark.profile.ops import device_busy_us
+
+    # 100 µs profiled: kernels 10-40 and 70-80 (40 µs busy), 60 µs host-wait
+    events = [step(1, 0, 100), launch(5, 1), k("a", 10, 30, 1), launch(65, 2), k("b", 70, 10, 2)]
+    bd = c.gpu_breakdown(events)
+    assert device_busy_us(bd) == pytest.approx(40)
+    assert bd.shares()[c.HOST_WAIT] == pytest.approx(60)
+    # unprofiled 45 µs: the GPU's 40 µs fill 89 % of it: the wait was the profiler's
+    v = verdict(bd, 45e-6)
+    assert v.startswith("GPU-busy: its work takes 40.0 µs per step, 89 % of the unprofiled")
+    assert "60 % host-wait seen here is the profiler's own cost" in v
+    # unprofiled 100 µs: the GPU fills 40 % of it: launch-bound without the profiler too
+    assert verdict(bd, 100e-6).startswith("launch-bound: 60 % of the step is host-wait")
+    assert verdict(bd).startswith("launch-bound")
+
+
 def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
     conv = {"Input Dims": [[1, 3, 8, 8], [4, 3, 3, 3]], "Input type": ["float"] * 2}
     events = [
@@ -292,10 +315,65 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     from torchmark.report.profile import overhead_line
 
     p = {"steps": 5, "profiled_step_s": 37e-6, "unprofiled_median_s": 43e-6, "overhead_pct": -14.0}
-    assert "can't tell (-14 %, within the ±130 % spread" in overhead_line({**p, "spread_pct": 130})
+    # a profile stored before the two spreads were kept apart
+    line = overhead_line({**p, "spread_pct": 130})
+    assert "can't tell (-14 %, within the 130 % spread (IQR / median) of the step" in line
     p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
     line = overhead_line({**p, "spread_pct": 10})
     assert "profiler overhead +467 %" in line and "inflated" in line
+
+
+def test_a_kernel_takes_the_flops_and_bytes_of_the_op_that_launched_it() -> None:
+    mm_in = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+    conv_in = {"Input Dims": [[1, 8, 8, 8]], "Input type": ["float"]}
+    events = [
+        step(1, 0, 200),
+        x("aten::matmul", 1, 40),  # counted by torch one level up, as conv2d is
+        x("aten::mm", 2, 30, **{"External id": 10}, **mm_in),
+        launch(3, 1),
+        k("gemm", 10, 50, 1, **{"External id": 10}),
+        launch(4, 2),
+        k("tiny_fill", 61, 2, 2, **{"External id": 10}),  # same launch, shorter: not its work
+        x("aten::cudnn_convolution", 50, 20, **{"External id": 11}, **conv_in),
+        launch(51, 3),
+        k("conv_kernel", 100, 40, 3, **{"External id": 11}),  # no FLOPs counted anywhere
+        x("aten::add", 80, 5, **{"External id": 12}, **mm_in),
+        launch(81, 4),
+        k("add_kernel", 150, 4, 4, **{"External id": 12}),
+    ]
+    bd = c.gpu_breakdown(events)
+    assert bd.cpu_calls == {"aten::matmul": 1, "aten::mm": 1, "aten::cudnn_convolution": 1,
+                            "aten::add": 1}  # fmt: skip
+    flops = {"aten::matmul": 2 * 64**3}
+    rows = {r.name: r for r in top_ops(bd, flops, CEILINGS, "matmul:float32")}
+    gemm = rows["gemm"]
+    assert gemm.flops == 2 * 64**3 and gemm.bytes == 2 * 64 * 64 * 4
+    assert gemm.bound == "compute" and gemm.flop_rate == pytest.approx(2 * 64**3 / 50e-6)
+    assert rows["tiny_fill"].flops is None and rows["tiny_fill"].bound == ""
+    # a convolution's kernel with no FLOPs is never called memory-bound from its inputs
+    assert rows["conv_kernel"].bytes is None and rows["conv_kernel"].bound == ""
+    # an elementwise kernel: its op's input bytes over its time, against the bandwidth
+    add = rows["add_kernel"]
+    assert add.bytes == 2 * 64 * 64 * 4 and add.bound == "memory"
+    assert add.pct_ceiling == pytest.approx(100 * (2 * 64 * 64 * 4 / 4e-6) / 1e10)
+
+
+def test_the_gpu_timeline_copy_of_a_step_is_not_a_second_step() -> None:
+    # Kineto writes each ProfilerStep#N again on the GPU's timeline (first to last kernel of
+    # the step); counted as a step, an H100 profile of 5 steps read "of 10"
+    gpu_copy = x("ProfilerStep#1", 5, 83, "gpu_user_annotation", tid=7)
+    bd = c.gpu_breakdown([*GPU_STEP, gpu_copy])
+    assert bd.steps == 1 and bd.wall_us == 100 and bd.step_us == [100]
+    assert bd.categories == c.gpu_breakdown(GPU_STEP).categories
+
+
+def test_the_step_spread_is_robust_to_one_slow_step() -> None:
+    from torchmark.profile.run import rel_iqr_pct
+
+    # the first profiled step 10x the others: IQR / median barely moves
+    steps_us = [290.0, 28.9, 28.5, 28.7, 29.1, 28.8, 28.6, 29.0, 28.9, 28.4]
+    assert rel_iqr_pct(steps_us) == pytest.approx(100 * (28.975 - 28.625) / 28.85)
+    assert rel_iqr_pct(steps_us[:3]) is None  # quartiles of 3 values say nothing
 
 
 def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:

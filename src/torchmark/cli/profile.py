@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -70,6 +71,20 @@ def profile(
         Path | None,
         typer.Option("--trace", help="Also save the raw Chrome/Perfetto trace here, gzipped."),
     ] = None,
+    memory: Annotated[
+        bool,
+        typer.Option(
+            "--memory/--no-memory",
+            help="Also memory by category at the step's peak (one more profiled step).",
+        ),
+    ] = True,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Also measure each variant the profile suggests against the profiled case.",
+        ),
+    ] = False,
     stopping: Annotated[
         str | None,
         typer.Option(help="Stopping preset of the unprofiled measurement (default: its own)."),
@@ -101,7 +116,7 @@ def profile(
         ceilings=ceilings,
     )
     check_json_path(json_path)
-    target = None
+    target, user_spec = None, None
     if spec is not None:
         from torchmark.cli.model import input_factory, short_name
         from torchmark.profile.run import user_target
@@ -110,13 +125,27 @@ def profile(
         factory = input_factory(input, inputs)
         loaded = spec_mod.load(spec)
         target = user_target(loaded.model, factory, short_name(spec), cfg)
+        user_spec = shlex.join(
+            [spec, *(w for i in input or [] for w in ("--input", i))]
+            + (["--inputs", inputs] if inputs else [])
+        )
     store = open_store(db)
     events = ProgressEvents(console)
     with (
         shown_even_if_interrupted(functools.partial(show, verbose=verbose), json_path),
         events.shown(),
     ):
-        record, _ = run_profile(cfg, store, events, active=steps, trace_path=trace, target=target)
+        record, _ = run_profile(
+            cfg,
+            store,
+            events,
+            active=steps,
+            trace_path=trace,
+            target=target,
+            memory=memory,
+            check=check,
+            user_spec=user_spec,
+        )
     show(record, verbose)
     console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store.url}"))
     if json_path:

@@ -98,8 +98,14 @@ def capture(
 
 
 # Kineto (torch 2.13) writes a "USDT:... profiler_start/stop" line to the process's stderr
-# (fd 2, from C++) around every profile: chatter, not a message for the user.
-KINETO_CHATTER = re.compile(r"^USDT:.*profiler_(start|stop)\s*$")
+# (fd 2, from C++) around every profile: chatter, not a message for the user. With
+# profile_memory the CPU allocator warns of every block allocated before profiling started
+# (the model's weights): the memory report says so once, in words (profile/memory.py).
+KINETO_CHATTER = re.compile(
+    r"^USDT:.*profiler_(start|stop)\s*$"
+    r"|^\[W\d+ [\d:.]+ CPUAllocator\.cpp:\d+\] Memory block of unknown size was allocated "
+    r"before the profiling started"
+)
 
 
 @contextlib.contextmanager

@@ -163,8 +163,14 @@ def spans(events: Iterable[Event]) -> list[Span]:
 
 
 def steps(all_spans: Sequence[Span]) -> list[Span]:
-    """The profiled steps' windows, in order."""
-    return sorted((s for s in all_spans if STEP.match(s.name)), key=lambda s: s.start)
+    """The profiled steps' windows, in order: the host's ``ProfilerStep#N`` annotations.
+    On CUDA, Kineto also writes each as a ``gpu_user_annotation`` on the GPU's timeline
+    (first to last kernel the step launched); counting those too made 10 steps of 5 on an
+    H100, each GPU span also counted as wall time."""
+    return sorted(
+        (s for s in all_spans if STEP.match(s.name) and not s.cat.startswith("gpu_")),
+        key=lambda s: s.start,
+    )
 
 
 def cpu_category(name: str, has_children: bool) -> str:
@@ -224,6 +230,8 @@ class Breakdown:
     # GPU: per launched activity, the host's launch call and its wait before starting (µs)
     launch_us: list[float] = field(default_factory=list)
     queue_us: list[float] = field(default_factory=list)
+    # GPU: calls of each host op in the steps (a kernel's FLOPs are its launching op's)
+    cpu_calls: dict[str, int] = field(default_factory=dict)
 
     def shares(self) -> dict[str, float]:
         return {k: 100 * v / self.wall_us for k, v in self.categories.items() if self.wall_us}
@@ -237,6 +245,9 @@ class OpTime:
     bytes_read: float | None = None  # input tensors, where their dims and dtype are known
     # names of the ops that called it, with how many of its calls each enclosed
     ancestors: dict[str, int] = field(default_factory=dict)
+    # GPU kernel: the host ops that launched it (innermost first), with how many of its
+    # calls it was the longest kernel of that launch, i.e. the one doing the op's work
+    work_of: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
 CPU_ORDER = (MATMUL, ELEMENTWISE, REDUCTION, MEMORY, DATA, FRAMEWORK, PYTHON, OTHER)
@@ -290,6 +301,7 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
         for s in all_spans
         if s.cat in ("cuda_runtime", "cuda_driver") and s.correlation is not None
     }
+    host = _host_ops(all_spans)
     cats = dict.fromkeys(GPU_ORDER, 0.0)
     ops: dict[str, OpTime] = {}
     launch_us: list[float] = []
@@ -305,14 +317,56 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
             if cat is None:
                 cat = _idle_cause(a, b, inside, launches)
             cats[cat] += b - a
+        main: dict[int, Span] = {}  # per launching host op: its longest kernel
         for s in inside:
             if w.start <= s.start < w.end:
                 op = ops.setdefault(s.name, OpTime(_gpu_cat(s)))
                 op.calls += 1
                 op.self_us += min(s.end, w.end) - s.start
+                ext = s.args.get("External id")
+                if ext is not None and (ext not in main or s.dur > main[ext].dur):
+                    main[int(ext)] = s
+        for ext, s in main.items():
+            if ext in host.chains:
+                op = ops[s.name]
+                chain = host.chains[ext]
+                op.work_of[chain] = op.work_of.get(chain, 0) + 1
+                read = tensor_bytes(host.args[ext])
+                if read is not None:
+                    op.bytes_read = (op.bytes_read or 0.0) + read
     wall = sum(w.dur for w in windows)
     steps_us = [w.dur for w in windows]
-    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us)
+    calls: dict[str, int] = {}
+    for s in host.ops:
+        if any(w.start <= s.start < w.end for w in windows):
+            calls[s.name] = calls.get(s.name, 0) + 1
+    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us, calls)
+
+
+@dataclass
+class _HostOps:
+    ops: list[Span]
+    chains: dict[int, tuple[str, ...]]  # External id -> its op's name and its callers'
+    args: dict[int, Mapping[str, Any]]
+
+
+def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
+    """The host's ops, and for each External id (what a kernel names its launching op by)
+    the op's name with its enclosing ops' names, innermost first."""
+    ops = sorted((s for s in all_spans if s.cat == "cpu_op"), key=lambda s: (s.start, -s.end))
+    chains: dict[int, tuple[str, ...]] = {}
+    args: dict[int, Mapping[str, Any]] = {}
+    stacks: dict[Any, list[Span]] = {}
+    for s in ops:
+        stack = stacks.setdefault(s.tid, [])
+        while stack and stack[-1].end <= s.start:
+            stack.pop()
+        stack.append(s)
+        ext = s.args.get("External id")
+        if ext is not None:
+            chains[int(ext)] = tuple(a.name for a in reversed(stack))
+            args[int(ext)] = s.args
+    return _HostOps(ops, chains, args)
 
 
 def _gpu_cat(s: Span) -> str:

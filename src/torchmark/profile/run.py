@@ -18,6 +18,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
+from torchmark.profile.advice import advise
 from torchmark.profile.capture import (
     MAX_ACTIVE,
     MAX_EVENTS,
@@ -28,7 +29,7 @@ from torchmark.profile.capture import (
     capture,
     check_active,
 )
-from torchmark.profile.ops import top_ops, verdict
+from torchmark.profile.ops import device_busy_us, top_ops, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
 from torchmark.session import Events, Session
@@ -102,10 +103,21 @@ def profile(
     trace_path: Path | None = None,
     max_events: int = MAX_EVENTS,
     target: Target | None = None,
+    memory: bool = True,
+    check: bool = False,
+    user_spec: str | None = None,
 ) -> tuple[RunRecord, Path | None]:
     """Measure the case unprofiled, profile it, store both as one ``profile`` run.
-    ``target``: default, the built-in case ``cfg`` selects (``builtin_target``)."""
+    ``target``: default, the built-in case ``cfg`` selects (``builtin_target``);
+    ``memory``: also a pass of torch's memory profiler (memory by category at the peak);
+    ``check``: measure each variant the advice names (built-in workloads only);
+    ``user_spec``: the user's model as SPEC and input options, for the ``tune`` command."""
     check_active(active)
+    if check and user_spec is not None:
+        raise InputError(
+            f"--check measures the variants of built-in workloads; for your model run "
+            f"`torchmark tune {user_spec}`, which tries each against the baseline"
+        )
     workload, case, notes = target or builtin_target(cfg)
     session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
     session.planned([case])
@@ -121,8 +133,13 @@ def profile(
             prepared = workload.prepare(case)
         except CaseSkipped as e:
             raise ProfileError(f"cannot profile {case.label}: {e}") from None
+        mem = None
         try:
             cap = capture(prepared.fn, case.device, active, max_events)
+            if memory:
+                from torchmark.profile.memory import capture_memory
+
+                mem = capture_memory(prepared.fn, case.device)
         finally:
             if prepared.teardown:
                 prepared.teardown()
@@ -130,6 +147,17 @@ def profile(
         session.record.extra["profile"] = summary(
             case, result, cap, ceilings, matmul, notes, max_events
         )
+        p = session.record.extra["profile"]
+        p["memory"] = mem
+        p["advice"] = [
+            a.as_dict()
+            for a in advise(p, case.param_dict, case.workload, case.device.name, user_spec)
+        ]
+        if check:
+            for a in p["advice"]:
+                a["checked"] = check_variant(
+                    workload, case, a["variant"], result, cfg, session, ceilings
+                )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
@@ -138,16 +166,78 @@ def profile(
     return session.record, saved
 
 
-def spread_pct(result: Result, step_us: list[float]) -> float:
-    """The larger relative spread (IQR / median, %) of the two step times compared: an
-    overhead smaller than this is noise (a loaded machine moved linear10's unprofiled median
-    from 9 to 43 µs between two runs here)."""
+def check_variant(
+    workload: Workload,
+    case: Case,
+    variant: str,
+    baseline: Result,
+    cfg: RunConfig,
+    session: Session,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """The profiled case measured again with ``variant``, judged against its unprofiled
+    baseline (``comparison.independent``: FASTER / SLOWER / SAME / UNCLEAR vs the noise)."""
+    from dataclasses import replace
+
+    from torchmark import variants
+    from torchmark.comparison import independent
+
+    params = case.param_dict
+    want = {**params, "precision": variants.parse(variant)}
+    opts = replace(
+        cfg,
+        precisions=(variant,),
+        batches=(params["batch"],) if "batch" in params else cfg.batches,
+        scenarios=(params["scenario"],) if "scenario" in params else cfg.scenarios,
+    )
+    try:
+        planned = [
+            k
+            for k in workload.cases(case.device, opts.plan_options)
+            if {**k.param_dict, "precision": variants.parse(k.param_dict.get("precision", "fp32"))}
+            == want
+        ]
+    except InputError as e:
+        return {"status": "skipped", "reason": str(e)}
+    if not planned:
+        return {"status": "skipped", "reason": f"{variant} is not a variant of {case.workload}"}
+    candidate = planned[0]
+    session.case_started(candidate)
+    result = run_case(workload, candidate, ceilings, cfg, session)
+    session.add(candidate, result)
+    if result.status != "ok":
+        return {"status": result.status, "reason": result.reason or ""}
+    j = independent(baseline.measurement, result.measurement)
+    if isinstance(j, str):
+        return {"status": "ok", "verdict": "UNCLEAR", "speed": None, "why": j}
+    return {"status": "ok", "verdict": j.verdict, "speed": j.speed, "why": j.why}
+
+
+def rel_iqr_pct(values: list[float]) -> float | None:
+    """IQR / median of step times, %: robust to one slow step (the first profiled step, a
+    preemption), where a max-min or standard-deviation spread would be set by it. None
+    under 4 values: their quartiles are the values themselves."""
     import numpy as np
 
-    q1, med, q3 = np.percentile(step_us, [25, 50, 75])
-    profiled = (q3 - q1) / med if med else 0.0
-    plain = (result.iqr_s or 0.0) / result.median_s if result.median_s else 0.0
-    return 100 * float(max(profiled, plain))
+    if len(values) < 4:
+        return None
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return float(100 * (q3 - q1) / med) if med > 0 else None
+
+
+def spreads(result: Result, step_us: list[float]) -> dict[str, float | None]:
+    """Relative spreads (IQR / median, %) of the profiled steps and the unprofiled samples,
+    and the larger: an overhead smaller than that is noise (a loaded machine moved
+    linear10's unprofiled median from 9 to 43 µs between two runs here)."""
+    profiled = rel_iqr_pct(step_us)
+    m = result.measurement if result.ok else None
+    plain = 100 * m.rel_iqr if m is not None and m.n >= 4 and m.median > 0 else None
+    known = [v for v in (profiled, plain) if v is not None]
+    return {
+        "spread_pct": max(known) if known else None,
+        "profiled_spread_pct": profiled,
+        "unprofiled_spread_pct": plain,
+    }
 
 
 def launch_summary(bd: c.Breakdown) -> dict[str, float] | None:
@@ -190,14 +280,15 @@ def summary(
         "profiled_mean_s": bd.wall_us / bd.steps / 1e6,
         "unprofiled_median_s": unprofiled_s,
         "overhead_pct": 100 * (profiled_s / unprofiled_s - 1) if unprofiled_s else None,
-        "spread_pct": spread_pct(result, bd.step_us),
+        **spreads(result, bd.step_us),
         "categories": [
             {"name": k, "us_per_step": bd.categories[k] / bd.steps, "share": bd.shares()[k]}
             for k in order
         ],
         "rules": c.rules_text(bd.kind),
         "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
-        "verdict": verdict(bd),
+        "verdict": verdict(bd, unprofiled_s),
+        "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
         "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,

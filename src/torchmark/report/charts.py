@@ -719,3 +719,103 @@ def all_charts(runs: Sequence[RunRecord]) -> list[Chart]:
         precision_bars(runs),
         telemetry_timeline(runs),
     ]
+
+
+def ops_roofline(run: RunRecord) -> Chart:
+    """A ``profile`` run's top ops on the roofline: each op whose FLOPs and bytes are known
+    at its arithmetic intensity and achieved FLOP/s, under the bandwidth and matmul
+    ceilings measured in the same run on its device."""
+    from torchmark.report.profile import op_labels
+
+    title = "Top ops on the roofline (measured ceilings)"
+    p = run.extra.get("profile") or {}
+    ops = p.get("ops") or []
+    device = p.get("device", "")
+    bw = run.ceiling(device, "bandwidth")
+    named = {o.get("ceiling_key") for o in ops}
+    peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
+    peaks = [c for c in peaks if c.key in named] or peaks[:1]
+    labels = op_labels([o["name"] for o in ops])
+    placed = [
+        (label, o)
+        for label, o in zip(labels, ops, strict=True)
+        if o.get("flops") and o.get("bytes") and o.get("flop_rate")
+    ]
+    missing = [label for label, o in zip(labels, ops, strict=True) if (label, o) not in placed]
+    if not ops:
+        return Chart("ops_roofline", title, None, "this profile has no top ops")
+    if bw is None and not peaks:
+        return Chart(
+            "ops_roofline", title, None, "no ceiling was measured in this run (--no-ceilings)"
+        )
+    if not placed:
+        return Chart(
+            "ops_roofline",
+            title,
+            None,
+            "no top op has both a FLOP count and bytes (torch counts FLOPs of matmul, "
+            "convolution, add and mul; GPU kernels inherit them from the op that launched "
+            "them where one kernel does its work)",
+        )
+    xs = [o["flops"] / o["bytes"] for _, o in placed]
+    ys = [o["flop_rate"] for _, o in placed]
+    fig, axes = _figure()
+    ax: Axes = axes[0][0]
+    with _rc():
+        lo = min([*(x / 4 for x in xs), 0.05])
+        hi = max([*(4 * x for x in xs), 100.0])
+        if bw is not None:
+            hi = max([hi, *(4 * c.value / bw.value for c in peaks)])
+            for c in peaks:
+                ridge = c.value / bw.value
+                ax.plot([lo, ridge, hi], [lo * bw.value, c.value, c.value], color="grey", lw=1)
+            if not peaks:
+                ax.plot([lo, hi], [lo * bw.value, hi * bw.value], color="grey", lw=1)
+            ax.annotate(
+                f"bw {fmt.ceiling_value(bw)}",
+                (lo * 1.5, lo * 1.5 * bw.value),
+                xytext=(3, 3),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left",
+                va="bottom",
+            )
+        else:
+            for c in peaks:
+                ax.axhline(c.value, color="grey", lw=1)
+        for c in peaks:
+            ax.annotate(
+                f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}",
+                (hi, c.value),
+                ha="right",
+                va="bottom",
+                fontsize=7,
+            )
+        span = [*ys, *(c.value for c in peaks)]
+        edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
+        for (label, o), x, y, ty in zip(placed, xs, ys, _spread(ys, span), strict=True):
+            ax.scatter([x], [y], color="#4e79a7", zorder=3, s=10 + 90 * o["share"] / 100)
+            left = math.log10(x) > edge
+            ax.annotate(
+                f"{label} ({fmt.pct(o['share'])})",
+                (x, y),
+                xytext=(x * (0.8 if left else 1.25), ty),
+                fontsize=6.5,
+                va="center",
+                ha="right" if left else "left",
+                arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
+            )
+        _log(ax, "x")
+        _log(ax, "y")
+        ax.set_xlim(lo, hi)
+        ax.set_title(f"{p.get('case', '')} · {device} {_model(run, device)}".strip(), fontsize=9)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte; bytes: the op's tensor inputs)")
+        ax.set_ylabel("achieved FLOP/s (over its self time)")
+    note = (
+        "grey lines: the measured bandwidth × intensity, capped by the measured matmul peak; "
+        "a dot's size is its share of the step. Bytes count the op's inputs only (a lower "
+        "bound), so an intensity is an upper bound"
+    )
+    if missing:
+        note += f". Not drawn, no FLOP or byte count: {_listed(missing)}"
+    return Chart("ops_roofline", title, _svg(fig), note)

@@ -8,6 +8,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
+from torchmark.profile.names import short_name
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 
@@ -15,6 +16,37 @@ BAR = 20  # characters of the share bar at 100 %
 # Past this the profiler's own cost is a large part of each small op's time: said next to
 # the breakdown (linear10 here: 9 µs unprofiled, ~50 µs profiled).
 OVERHEAD_WARN_PCT = 25.0
+
+
+# The op column's narrow form: at 80 columns the other columns of the top-ops table need
+# ~43-46 (calls 5, self/step 9, share 7, % ceil 6-9, bound 7-8, gaps 10), which leaves this.
+OP_WIDTH = 34
+
+
+def op_labels(names: list[str]) -> list[str]:
+    """Each op's short name, numbered where two share one (75 kernels of resnet50 train on
+    an H100 gave 69 short names: cuDNN variants, FillFunctor per dtype)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        short = short_name(name)
+        seen[short] = seen.get(short, 0) + 1
+        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
+    return out
+
+
+def op_cell(short: str) -> Alt:
+    """An op's label, and for a narrow table the same on lines of at most ``OP_WIDTH``
+    (broken before its template argument, each line cut with …)."""
+    if len(short) <= OP_WIDTH or (" " in short and "<" not in short):
+        return Alt(short, short)  # fits, or wraps at its spaces
+    head, sep, rest = short.partition("<")
+    lines = [head, "  " + sep + rest] if sep and head else [short]
+    return Alt(short, "\n".join(_cut(line, OP_WIDTH) for line in lines))
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 RULES_SHORT = {
@@ -37,19 +69,43 @@ def overhead_line(p: dict[str, Any]) -> str:
     )
     if over is None:
         return line + "unknown"
-    spread = p.get("spread_pct") or 0.0
+    spread = p.get("spread_pct")
+    if spread is None:
+        return line + f"{over:+.0f} % (its noise is not known: give 4 or more --steps)"
     if abs(over) <= spread:
         return line + (
-            f"can't tell ({over:+.0f} %, within the ±{spread:.0f} % spread of the step times: "
-            "the machine was noisy; run again on a quiet one)"
+            f"can't tell ({over:+.0f} %, within the {_spread_words(p)}: the machine was "
+            "noisy; run again on a quiet one)"
         )
     line += f"{over:+.0f} %"
-    if over > OVERHEAD_WARN_PCT:
+    busy = p.get("device_busy_s")
+    if over > OVERHEAD_WARN_PCT and p.get("kind") == "gpu":
+        line += (
+            "; the profiler slows the host (it traces every launch), so idle: host-wait is inflated"
+        )
+        if busy and plain:
+            line += (
+                f": the GPU's work, {fmt.duration(busy)} per step, fills "
+                f"{100 * busy / plain:.0f} % of the unprofiled step"
+            )
+    elif over > OVERHEAD_WARN_PCT:
         line += (
             "; the profiler's own cost per op lands mostly in framework and Python time, "
             "so their shares are inflated"
         )
     return line
+
+
+def _spread_words(p: dict[str, Any]) -> str:
+    prof, plain = p.get("profiled_spread_pct"), p.get("unprofiled_spread_pct")
+    if prof is None and plain is None:  # stored before the two were kept apart
+        return f"{p['spread_pct']:.0f} % spread (IQR / median) of the step times"
+    parts = [
+        f"{v:.0f} % {what}"
+        for v, what in ((prof, "profiled"), (plain, "unprofiled"))
+        if v is not None
+    ]
+    return "step times' spread, IQR / median: " + ", ".join(parts)
 
 
 ABOVE_NOTE = (
@@ -78,6 +134,58 @@ def memory_line(p: dict[str, Any]) -> str | None:
     if p.get("host_rss_peak_bytes"):
         parts.append(f"host RSS peak {fmt.si(p['host_rss_peak_bytes'], 'B')} (the process's)")
     return "memory: " + "; ".join(parts) if parts else None
+
+
+def checked_words(ck: dict[str, Any] | None) -> str:
+    """A checked variant's outcome, against the profiled case's unprofiled median."""
+    if not ck:
+        return ""
+    if ck.get("status") != "ok":
+        return f"not measured: {ck.get('status')} ({ck.get('reason') or 'no reason given'})"
+    speed, verdict = ck.get("speed"), ck.get("verdict")
+    if speed is None or verdict == "UNCLEAR":
+        return "measured: can't tell" + (f" ({speed:.2f}×; {ck.get('why')})" if speed else "")
+    if verdict == "SAME":
+        return f"measured: no change that matters ({speed:.2f}×)"
+    return f"measured: {speed:.2f}× ({'faster' if speed > 1 else 'slower'}, {verdict})"
+
+
+def advice_lines(p: dict[str, Any]) -> list[str]:
+    out = []
+    for a in p.get("advice") or []:
+        out.append(f"- {a['variant']}: {a['why']}")
+        out.append(f"    $ {a['command']}")
+        if a.get("checked"):
+            out.append(f"    {checked_words(a['checked'])}")
+    return out
+
+
+def memory_tables(p: dict[str, Any]) -> list[RenderableType]:
+    """Memory by what it holds at the step's peak, or why it is not known."""
+    mem = p.get("memory")
+    if not mem:
+        return []
+    if "error" in mem:
+        return [Text(f"memory by category: not known ({mem['error']})")]
+    peak = mem["peak_bytes"]
+    t = FitTable(
+        Col("holds", wrap=10),
+        Col("at peak", justify="right"),
+        Col("share", justify="right"),
+        Col("own largest", justify="right", drop=1, short_header="largest"),
+        Col("", drop=2),
+        title=f"Memory at the step's peak, {fmt.si(peak, 'B')} live (torch's memory profiler)",
+    )
+    for cat in mem["categories"]:
+        share = 100 * cat["bytes"] / peak if peak else 0.0
+        t.row(
+            cat["name"],
+            fmt.si(cat["bytes"], "B"),
+            fmt.pct(share),
+            fmt.si(cat["largest_bytes"], "B"),
+            "#" * round(BAR * share / 100),
+        )
+    return [t, Text(f"note: {mem['note']}; own largest: the category's most at any instant")]
 
 
 def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
@@ -114,7 +222,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     )
     out.append(t)
     ops = FitTable(
-        Col("op", wrap=14),
+        Col("op", wrap=14, shorten=0),
         Col("kind", shorten=0, drop=3),
         Col("calls", justify="right", drop=4),
         Col("self/step", justify="right"),
@@ -124,7 +232,8 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         Col("bound", drop=5),
         title="Top ops by self time (per step)",
     )
-    for o in p["ops"]:
+    labels = op_labels([o["name"] for o in p["ops"]])
+    for o, label in zip(p["ops"], labels, strict=True):
         mark = " !" if above(o) else ""
         of = (
             Alt(
@@ -135,7 +244,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
             else ""
         )
         ops.row(
-            o["name"],
+            op_cell(label),
             Alt(o["category"], o["category"].split(" ")[0]),
             f"{o['calls']:.3g}",
             fmt.duration(o["self_us"] / 1e6),
@@ -149,18 +258,39 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     if n_above:
         out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
     out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
+    if p.get("advice"):
+        checked = any(a.get("checked") for a in p["advice"])
+        out.append(
+            Text(
+                "worth checking (each command measures it against this case"
+                + ("; measured here with --check)" if checked else "; --check measures it now)"),
+                style="bold",
+            )
+        )
+        out.extend(Text(line) for line in advice_lines(p))
     if p.get("launches"):
         out.append(Text(launch_line(p["launches"])))
     memory = memory_line(p)
     if memory:
         out.append(Text(memory))
+    out.extend(memory_tables(p))
     for note in p.get("notes", []):
         out.append(Text(f"note: {note}"))
     if verbose:
+        pairs = zip(labels, (o["name"] for o in p["ops"]), strict=True)
+        renamed = [(label, name) for label, name in pairs if label != name]
+        if renamed:
+            out.append(Text("ops in full:", style="bold"))
+            out.extend(Text(f"  {label}: {name}") for label, name in renamed)
         out.append(Text("rules:", style="bold"))
         out.extend(Text(f"  {line}") for line in p["rules"])
     else:
-        out.append(Text(f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex)"))
+        out.append(
+            Text(
+                f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex"
+                + (" and the kernels' full names)" if p["kind"] == "gpu" else ")")
+            )
+        )
     if p.get("trace_file"):
         out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
     return out
@@ -186,9 +316,11 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         }
         for i, cat in enumerate(p["categories"])
     ]
+    labels = op_labels([o["name"] for o in p["ops"]])
     ops = [
         {
-            "name": o["name"],
+            "name": label,
+            "full": o["name"],
             "category": o["category"],
             "calls": f"{o['calls']:.3g}",
             "time": fmt.duration(o["self_us"] / 1e6),
@@ -199,11 +331,41 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
             else "",
             "bound": o["bound"],
         }
-        for o in p["ops"]
+        for o, label in zip(p["ops"], labels, strict=True)
     ]
+    mem = p.get("memory") or {}
+    memory = (
+        [
+            {
+                "name": cat["name"],
+                "share": share,
+                "width": f"{share:.3f}",
+                "pct": fmt.pct(share),
+                "size": fmt.si(cat["bytes"], "B"),
+                "color": COLORS[i % len(COLORS)],
+            }
+            for i, cat in enumerate(mem["categories"])
+            for share in [100 * cat["bytes"] / mem["peak_bytes"] if mem["peak_bytes"] else 0.0]
+        ]
+        if "categories" in mem
+        else []
+    )
+    from markupsafe import Markup
+
+    from torchmark.report.charts import ops_roofline
+
+    chart = ops_roofline(record)
     return {
         "case": p["case"],
         "kind": p["kind"],
+        # matplotlib's own SVG, every text escaped by it: safe to inline (as html._chart)
+        "roofline": {"svg": Markup(chart.svg) if chart.svg else None, "note": chart.note},
+        "advice": [
+            {**a, "outcome": checked_words(a.get("checked"))} for a in p.get("advice") or []
+        ],
+        "memory": memory,
+        "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
+        "memory_note": mem.get("note") or mem.get("error"),
         "overhead": overhead_line(p),
         "categories": cats,
         "ops": ops,

@@ -1,0 +1,148 @@
+"""What the profile suggests trying, as variants torchmark can measure, and the command
+that measures each against the profiled case.
+
+``advise`` is a pure function of the stored profile: each suggestion names the variant
+(``amp-bf16+channels-last``), the profile's numbers that call for it, and the exact command
+(built-in workloads: ``torchmark run`` with the case's own selectors and both variants; the
+user's model: ``torchmark tune``, which measures every variant interleaved with the
+baseline). ``torchmark profile --check`` measures them at once (``run.check``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from torchmark.profile import categories as c
+from torchmark.profile.names import short_name
+
+# cuDNN converting NCHW tensors to NHWC and back around each convolution: channels-last
+# stores them NHWC once. On an H100 resnet50 train amp-bf16 spent 6 % of its step here.
+LAYOUT_KERNEL = re.compile(r"^(nchwToNhwc|nhwcToNchw)", re.I)
+LAYOUT_SHARE = 3.0  # % of the step in layout conversions worth a channels-last check
+# Memory-bound work that compile can fuse (elementwise chains, norms): worth a check when
+# at least this share of the step.
+FUSABLE_SHARE = 30.0
+COMPUTE_SHARE = 30.0  # matmul/conv share above which a lower precision is worth a check
+
+
+@dataclass(frozen=True)
+class Advice:
+    variant: str  # what to try, a variant name (``run --precision``)
+    why: str  # the profile's numbers that call for it
+    command: str  # measures it against the profiled case
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# variants.PRECISIONS, spelled here: that module imports torch, and views of stored runs
+# call this module without it
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "int8-dynamic")
+
+
+def _split(variant: str) -> tuple[str, list[str]]:
+    """``amp-bf16+compile`` -> (``amp-bf16``, [``compile``]); ``cuda-graphs`` -> (``fp32``,
+    [``cuda-graphs``])."""
+    parts = [q.strip().lower() for q in variant.split("+") if q.strip()]
+    base = next((q for q in parts if q in PRECISIONS), "fp32")
+    return base, [q for q in parts if q not in PRECISIONS]
+
+
+def _with(variant: str, *opts: str, precision: str | None = None) -> str:
+    """``variant`` with ``opts`` added (and its precision changed), named as ``run`` names
+    it: fp32 with an optimisation is the optimisation alone (``compile``)."""
+    base, have = _split(variant)
+    parts = list(dict.fromkeys([*have, *opts]))
+    base = precision or base
+    return "+".join(parts if base == "fp32" and parts else [base, *parts])
+
+
+def candidates(p: Mapping[str, Any], params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(variant, why) for each change the profile calls for, most promising first."""
+    variant = str(params.get("precision") or "fp32")
+    base, opts = _split(variant)
+    training = str(params.get("scenario", "")).startswith("train")
+    shares = {cat["name"]: cat["share"] for cat in p.get("categories", [])}
+    verdict = str(p.get("verdict", ""))
+    gpu = p.get("kind") == "gpu"
+    out: list[tuple[str, str]] = []
+    if verdict.startswith(("launch-bound", "overhead-bound")):
+        head = verdict.split(";")[0]
+        if gpu and "cuda-graphs" not in opts and "compile" not in opts:
+            out.append((_with(variant, "cuda-graphs"), f"{head}: one graph replays every launch"))
+        if "compile" not in opts and "cuda-graphs" not in opts:
+            out.append((_with(variant, "compile"), f"{head}: compiled code makes fewer calls"))
+    layout = sum(o["share"] for o in p.get("ops", []) if LAYOUT_KERNEL.match(short_name(o["name"])))
+    if gpu and layout >= LAYOUT_SHARE and "channels-last" not in opts:
+        out.append(
+            (
+                _with(variant, "channels-last"),
+                f"{layout:.0f} % of the step converts tensors between NCHW and NHWC around "
+                "convolutions; channels-last keeps them NHWC",
+            )
+        )
+    compute = shares.get(c.COMPUTE if gpu else c.MATMUL, 0.0)
+    if base in ("fp32", "tf32") and compute >= COMPUTE_SHARE:
+        out.append(
+            (
+                _with(variant, precision="amp-bf16"),
+                f"{compute:.0f} % of the step is {c.COMPUTE if gpu else c.MATMUL} in {base}; "
+                "bf16 autocast runs matmuls and convolutions at a lower precision "
+                + ("(tensor cores)" if gpu else "(where the CPU has bf16 instructions)"),
+            )
+        )
+    fusable = (
+        sum(o["share"] for o in p.get("ops", []) if o.get("bound") == "memory")
+        if gpu
+        else sum(shares.get(k, 0.0) for k in (c.ELEMENTWISE, c.REDUCTION))
+    )
+    if fusable >= FUSABLE_SHARE and "compile" not in opts and "cuda-graphs" not in opts:
+        why = (
+            f"{fusable:.0f} % of the step is memory-bound "
+            + ("kernels" if gpu else "elementwise and reduction ops")
+            + "; compile fuses them into fewer passes over memory"
+            + (" (training: it compiles the backward too)" if training else "")
+        )
+        if not any(v == _with(variant, "compile") for v, _ in out):
+            out.append((_with(variant, "compile"), why))
+    return out
+
+
+def command(params: Mapping[str, Any], workload: str, device: str, variants: list[str]) -> str:
+    """``torchmark run`` of the profiled case with its own variant and the candidates."""
+    words = ["torchmark", "run", "-w", workload]
+    for key, flag in (("scenario", "--scenario"), ("batch", "--batch")):
+        if params.get(key) is not None:
+            words += [flag, str(params[key])]
+    words += ["-d", device]
+    for v in [str(params.get("precision") or "fp32"), *variants]:
+        words += ["--precision", v]
+    return shlex.join(words)
+
+
+def advise(
+    p: Mapping[str, Any],
+    params: Mapping[str, Any],
+    workload: str,
+    device: str,
+    user_spec: str | None = None,
+) -> list[Advice]:
+    """Each candidate with the command that checks it. ``user_spec``: the user's model as
+    its SPEC and input options (``tune`` then, which tries every variant itself)."""
+    if user_spec is None and "precision" not in params:
+        return []  # a micro-benchmark: no variants to try
+    out = []
+    for variant, why in candidates(p, params):
+        if user_spec is not None:
+            batch = params.get("batch")
+            cmd = f"torchmark tune {user_spec} -d {shlex.quote(device)}" + (
+                f" --batch {batch}" if batch else ""
+            )
+        else:
+            cmd = command(params, workload, device, [variant])
+        out.append(Advice(variant, why, cmd))
+    return out

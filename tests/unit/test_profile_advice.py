@@ -1,0 +1,89 @@
+"""What the profile suggests checking, and the exact command that checks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchmark.profile import categories as c
+from torchmark.profile.advice import advise, candidates
+from torchmark.report.profile import advice_lines, checked_words
+
+R50 = {"scenario": "train", "precision": "amp-bf16", "batch": 64}
+NCHW = "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, float>(int)"
+NHWC = "void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16, float>(int)"
+
+
+def profile(kind: str, verdict: str, shares: dict[str, float], ops: Any = ()) -> dict:
+    return {
+        "kind": kind,
+        "verdict": verdict,
+        "categories": [{"name": k, "share": v} for k, v in shares.items()],
+        "ops": [{"name": n, "share": s, "bound": b} for n, s, b in ops],
+    }
+
+
+def test_layout_conversions_on_gpu_suggest_channels_last_with_the_command() -> None:
+    # the H100 resnet50 train trace: 2.5 + 1.0 ms of 57 ms converting layouts
+    p = profile(
+        "gpu",
+        "52 % of the step is compute kernels (largest category)",
+        {c.COMPUTE: 52.0, c.HOST_WAIT: 45.0},
+        [(NCHW, 4.4, "memory"), (NHWC, 1.8, "memory"), ("gemm", 10.0, "compute")],
+    )
+    got = advise(p, R50, "resnet50", "cuda:0")
+    assert [a.variant for a in got] == ["amp-bf16+channels-last"]
+    assert got[0].why.startswith("6 % of the step converts tensors between NCHW and NHWC")
+    assert got[0].command == (
+        "torchmark run -w resnet50 --scenario train --batch 64 -d cuda:0 "
+        "--precision amp-bf16 --precision amp-bf16+channels-last"
+    )
+
+
+def test_launch_bound_suggests_cuda_graphs_then_compile() -> None:
+    p = profile("gpu", "launch-bound: 70 % of the step is host-wait (...); try", {c.HOST_WAIT: 70})
+    params = {"scenario": "decode", "precision": "fp32", "batch": 1}
+    got = advise(p, params, "gpt2", "cuda:0")
+    assert [a.variant for a in got] == ["cuda-graphs", "compile"]
+    assert (
+        got[0].why
+        == "launch-bound: 70 % of the step is host-wait (...): one graph replays every launch"
+    )
+    assert got[1].command.endswith("--precision fp32 --precision compile")
+    # already captured in a graph: nothing more of that kind to suggest
+    assert candidates(p, {**params, "precision": "cuda-graphs"}) == []
+
+
+def test_cpu_compute_heavy_in_fp32_suggests_bf16_and_fusable_work_compile() -> None:
+    p = profile(
+        "cpu", "compute-heavy: 55 % ...", {c.MATMUL: 55.0, c.ELEMENTWISE: 25.0, c.REDUCTION: 10.0}
+    )
+    params = {"scenario": "train", "precision": "fp32", "batch": 64}
+    assert [v for v, _ in candidates(p, params)] == ["amp-bf16", "compile"]
+    assert [v for v, _ in candidates(p, {**params, "precision": "amp-bf16"})] == [
+        "amp-bf16+compile"
+    ]
+    # the user's model: tune, which tries every variant itself
+    got = advise(p, params, "mine", "cpu", user_spec="m.py:make --input 3x224x224")
+    assert got[0].command == "torchmark tune m.py:make --input 3x224x224 -d cpu --batch 64"
+    # a micro-benchmark has no variants to try
+    assert advise(p, {"size": 10}, "seed_add", "cpu") == []
+
+
+def test_a_checked_variant_says_its_outcome_in_the_words_of_compare() -> None:
+    assert checked_words({"status": "ok", "verdict": "FASTER", "speed": 1.32}) == (
+        "measured: 1.32× (faster, FASTER)"
+    )
+    assert checked_words({"status": "ok", "verdict": "SAME", "speed": 1.004}) == (
+        "measured: no change that matters (1.00×)"
+    )
+    assert checked_words({"status": "ok", "verdict": "UNCLEAR", "speed": 1.1, "why": "noisy"}) == (
+        "measured: can't tell (1.10×; noisy)"
+    )
+    assert checked_words({"status": "skipped", "reason": "no bf16 here"}) == (
+        "not measured: skipped (no bf16 here)"
+    )
+    lines = advice_lines(
+        {"advice": [{"variant": "compile", "why": "w", "command": "torchmark run x",
+                     "checked": {"status": "skipped", "reason": "r"}}]}
+    )  # fmt: skip
+    assert lines == ["- compile: w", "    $ torchmark run x", "    not measured: skipped (r)"]

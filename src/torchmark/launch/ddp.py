@@ -2,8 +2,9 @@
 
 Weak scaling: every rank trains its own batch of the case's size, so a case's items/s is
 per rank and the run's total is world size x that. Outside a process group the model is
-trained as it is (no DDP): `torchmark run` alone is the no-DDP row, `torchrun
---nproc-per-node 1 -m torchmark run` the DDP-on-one-rank row (DDP's own overhead).
+trained as it is (no DDP): `torchmark run` alone is the no-DDP row, `torchmark run
+--nproc-per-node 1` the DDP-on-one-rank row (DDP's own overhead), and `--scaling 1,2,...`
+runs them all in turn (launch/ladder.py).
 """
 
 from __future__ import annotations

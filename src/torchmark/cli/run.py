@@ -143,9 +143,9 @@ def run(
     json_path: JsonOutOption = None,
     db: DbOption = None,
     nproc_per_node: Annotated[
-        int,
-        typer.Option(help="Ranks to start on this machine through torchrun's launcher."),
-    ] = 1,
+        int | None,
+        typer.Option(help="Ranks to start on this machine through torchrun's launcher (DDP)."),
+    ] = None,
     nnodes: Annotated[int, typer.Option(help="Machines in the run (as torchrun's).")] = 1,
     node_rank: Annotated[
         int | None, typer.Option(help="This machine's rank among --nnodes (as torchrun's).")
@@ -158,6 +158,10 @@ def run(
     backend: Annotated[
         str | None,
         typer.Option(help="Process-group backend: gloo (CPU default) or nccl (CUDA default)."),
+    ] = None,
+    scaling: Annotated[
+        str | None,
+        typer.Option(help="DDP scaling ladder, e.g. 1,2,4: no DDP, then DDP on each world size."),
     ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
@@ -185,6 +189,11 @@ def run(
     opts = torchrun.validate(
         torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
     )
+    if scaling is not None and not dry_run:
+        from torchmark.cli.scaling import scaling_ladder
+
+        scaling_ladder(cfg, scaling, opts, world, db, json_path, verbose)
+        return
     if world is None and opts.wanted and not dry_run:
         check_json_path(json_path)
         check_ranks(cfg, opts)
@@ -218,7 +227,7 @@ def check_ranks(cfg: RunConfig, opts: Any) -> None:
     on_gpu = any(d.startswith("cuda") for d in cfg.devices) or (
         cfg.devices == ("all",) and gpus > 0
     )
-    n = opts.nproc_per_node
+    n = opts.nproc
     if on_gpu and n > gpus:
         raise InputError(f"--nproc-per-node {n} is more than the {gpus} GPUs here: pass {gpus}")
     cores = available_cores()
@@ -248,7 +257,11 @@ def distributed(
     events = ProgressEvents(console)
     render = functools.partial(show_distributed, verbose=verbose)
     with shown_even_if_interrupted(render, json_path), events.shown():
-        record = rank.run(cfg, store, events, world, backend, json_path=json_path)
+
+        def say(line: str) -> None:
+            console.print(Text(line), soft_wrap=not console.is_terminal)
+
+        record = rank.run(cfg, store, events, world, backend, json_path=json_path, say=say)
     finish(record, render, json_path, store.url)
 
 

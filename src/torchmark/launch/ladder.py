@@ -1,0 +1,97 @@
+"""``torchmark run --scaling 1,2``: the DDP scaling ladder in one command.
+
+Rung 0 is the plain run (no DDP, this process, the CLI's own run path); each later rung is
+``torchmark run --nproc-per-node N`` through torchrun's launcher, i.e. the very command a
+user would type, whose rank 0 stores its run and writes it to a JSON file read back here.
+Every rung is a stored run of its own (``compare`` and ``report`` take them like any
+other); the ladder table is a view of them (report/scaling.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from torchmark.config import RunConfig
+from torchmark.errors import InputError
+from torchmark.launch.torchrun import Launch, launch
+from torchmark.results import RunRecord
+from torchmark.workloads import Case
+
+# Options the ladder sets itself on each rung's command line (each takes a value).
+OWN = ("--scaling", "--nproc-per-node", "--json")
+
+
+def check(sizes: Sequence[int], opts: Launch, cases: Sequence[Case]) -> None:
+    """Bad ladders are refused before anything is measured."""
+    if not sizes:
+        raise InputError("--scaling takes world sizes, e.g. 1,2,4")
+    if any(n < 1 for n in sizes) or list(sizes) != sorted(set(sizes)):
+        raise InputError(f"--scaling takes increasing world sizes >= 1, e.g. 1,2,4; got {sizes}")
+    if opts.nproc_per_node is not None or opts.nnodes > 1:
+        raise InputError(
+            "--scaling starts its own ranks on this machine: drop --nproc-per-node/--nnodes"
+        )
+    others = sorted({c.label for c in cases if c.param_dict.get("scenario") != "train"})
+    if others or not cases:
+        what = f" (not: {', '.join(others[:3])})" if others else ""
+        raise InputError(f"--scaling measures training steps under DDP: add --scenario train{what}")
+
+
+def rung_argv(argv: Sequence[str], n: int, json_path: Path) -> list[str]:
+    """The user's command line with the ladder's own options replaced for rung ``n``."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if name in OWN:
+            skip = "=" not in a
+            continue
+        out.append(a)
+    return [*out, "--nproc-per-node", str(n), "--json", str(json_path)]
+
+
+def run_ladder(
+    cfg: RunConfig,
+    sizes: Sequence[int],
+    opts: Launch,
+    argv: Sequence[str],
+    plain: Callable[[RunConfig], RunRecord],
+    say: Callable[[str], None],
+) -> list[RunRecord]:
+    """No DDP, then DDP on each world size. ``argv``: the command line after the program
+    name. A rung that fails raises LadderFailed with the rungs measured so far (each stored
+    by its rank 0)."""
+    # distributed rungs measure no ceilings (rank.run): neither does the plain rung, so
+    # every rung runs the same way and the ladder's wait is its cases alone
+    cfg = replace(cfg, ceilings=False)
+    say("scaling ladder, rung 1: no DDP (this process)")
+    records = [plain(cfg)]
+    with tempfile.TemporaryDirectory(prefix="torchmark-ladder-") as tmp:
+        for i, n in enumerate(sizes, start=2):
+            say(f"scaling ladder, rung {i}: DDP x{n} (torchrun launcher, {n} local ranks)")
+            out = Path(tmp) / f"ddp{n}.json"
+            try:
+                launch(replace(opts, nproc_per_node=n), rung_argv(argv, n, out))
+            except Exception as e:
+                if out.exists():  # rank 0 wrote what finished before the failure
+                    records.append(RunRecord.model_validate_json(out.read_text()))
+                raise LadderFailed(records, f"DDP x{n}", e) from None
+            records.append(RunRecord.model_validate_json(out.read_text()))
+    return records
+
+
+class LadderFailed(Exception):
+    """A rung failed: ``records`` holds every rung measured so far (each already stored)."""
+
+    def __init__(self, records: list[RunRecord], rung: str, cause: Exception) -> None:
+        super().__init__(f"scaling ladder stopped at {rung}: {cause}")
+        self.records, self.rung, self.cause = records, rung, cause
+
+
+__all__ = ["LadderFailed", "check", "run_ladder", "rung_argv"]

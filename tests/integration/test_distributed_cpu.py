@@ -219,11 +219,13 @@ def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
 
 
 def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
-    """One command: no DDP here, then DDP x1 and x2 through the launcher; each rung stored."""
+    """One command: no DDP here, then DDP x1 and x2 through the launcher, then DataParallel
+    (skipped on a CPU with the reason); each rung stored."""
     from torchmark.store import open_store
 
     args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
     more = ["--threads", "1", "--stopping", "test", "--no-telemetry", "--scaling", "1,2"]
+    more += ["--strategy", "ddp,dp"]
     p = torchmark(tmp_path, "run", *args, *more, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
@@ -234,8 +236,10 @@ def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
     assert "DDP x2 step p50/p95 per rank: r0 " in out and " · r1 " in out
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     runs = [store.load(s.run_id) for s in reversed(store.list_runs())]
-    assert [r.config.get("distributed", {}).get("world_size") for r in runs] == [None, 1, 2]
-    (plain,), (one,), (two,) = (r.results for r in runs)
+    assert [r.config.get("distributed", {}).get("world_size") for r in runs] == [None, 1, 2, None]
+    (plain,), (one,), (two,), (dp,) = (r.results for r in runs)
+    assert dp.status == "skipped" and dp.params["batch"] == 16  # 2 GPUs x 8 each
+    assert "DP x2 skipped: nn.DataParallel splits a batch over CUDA GPUs; cpu is not one" in out
     assert "ddp" not in plain.extra and "world_size" not in plain.extra
     for r, n in ((one, 1), (two, 2)):
         assert r.status == "ok" and r.extra["world_size"] == n
@@ -270,3 +274,16 @@ def test_ranks_that_disagree_are_refused_at_start(tmp_path: Path) -> None:
     said = "rank 1 disagrees with rank 0 on the option batches: (16,) on rank 1, (8,) on rank 0"
     assert said in outs[0] and said in outs[1], outs
     assert "Planned" not in outs[0]  # refused before anything was measured
+
+
+def test_fsdp_trains_on_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "fsdp.json"
+    args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
+    more = ["--threads", "1", "--stopping", "test", "--no-telemetry", "--strategy", "fsdp"]
+    p = torchmark(tmp_path, "run", *args, *more, "--nproc-per-node", "2", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "FSDP x2: world size 2, backend gloo" in p.stdout
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["status"] == "ok" and r["extra"]["strategy"] == "fsdp", r
+    assert len(r["extra"]["per_rank"]) == 2
+    assert "ddp" not in r["extra"]  # sharded, not wrapped in DDP: no DDP timers

@@ -39,6 +39,7 @@ def spread(median: float, rel: float = 0.01, n: int = 20) -> list[float]:
 
 
 def train(samples: list[float], world: int | None = None, **extra: Any) -> Result:
+    """A training result; ``extra`` as a rank or a DataParallel run records it."""
     e: dict[str, Any] = {"optimizer": "sgd", **extra}
     if world is not None:
         e["world_size"] = world
@@ -87,10 +88,10 @@ def fake_ladder(slow_rank: float = 1.0) -> list[RunRecord]:
     return [record(plain), record(ddp1, 1), record(ddp2, 2)]
 
 
-def text(records: list[RunRecord], width: int = 80) -> str:
+def text(records: list[RunRecord], width: int = 80, labels: list[str] | None = None) -> str:
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, force_terminal=False)
-    for r in ladder_renderables(records):
+    for r in ladder_renderables(records, labels):
         console.print(r)
     return out.getvalue()
 
@@ -120,6 +121,18 @@ def test_the_loss_vs_ddp1_is_split_into_exposed_communication_and_the_rest() -> 
         "DDP x2 vs DDP x1: step +2.00 ms: exposed communication +1.50 ms explains 75.0 % of "
         "it; the other 25.0 % is not communication (compute slowed by shared cores, stragglers, "
         "waiting)"
+    )
+
+
+def test_exposed_communication_beyond_the_loss_covers_it_all_and_says_why() -> None:
+    recs = fake_ladder()
+    two = recs[2].results[0]
+    ddp = {**two.extra["ddp"], "exposed_comm_s": 0.005}  # 4.8 ms grown, 2 ms lost
+    recs[2] = record(two.model_copy(update={"extra": {**two.extra, "ddp": ddp}}), 2)
+    (rungs,) = ladder(recs).values()
+    assert loss_lines(rungs)[1] == (
+        "DDP x2 vs DDP x1: step +2.00 ms: exposed communication +4.80 ms covers all of it "
+        "(DDP's timers average sampled steps, warm-up included)"
     )
 
 
@@ -252,10 +265,11 @@ def test_the_header_says_ddp_world_size_and_backend() -> None:
 
 def test_each_rung_is_the_users_command_with_its_own_world_size() -> None:
     argv = ["run", "-w", "simplenet", "--scaling", "1,2", "--json=x.json", "--db", "sqlite://"]
-    out = ladder_mod.rung_argv(argv, 2, Path("/t/r.json"))
+    argv += ["--strategy", "ddp,fsdp"]
+    out = ladder_mod.rung_argv(argv, 2, Path("/t/r.json"), "fsdp")
     assert out == [
         "run", "-w", "simplenet", "--db", "sqlite://",
-        "--nproc-per-node", "2", "--json", "/t/r.json",
+        "--nproc-per-node", "2", "--strategy", "fsdp", "--json", "/t/r.json",
     ]  # fmt: skip
 
 
@@ -270,3 +284,53 @@ def test_bad_ladders_are_refused() -> None:
         ladder_mod.check((1, 2), Launch(nproc_per_node=2), trains)
     with pytest.raises(InputError, match="add --scenario train"):
         ladder_mod.check((1, 2), Launch(), trains + infer)
+    with pytest.raises(InputError, match="unknown --strategy zero; valid: ddp, fsdp, dp"):
+        ladder_mod.check((1, 2), Launch(), trains, ("ddp", "zero"))
+
+
+# -- DataParallel and FSDP rows -----------------------------------------------------------------
+
+
+def test_dataparallel_is_skipped_with_the_reason_on_a_cpu() -> None:
+    from torch import nn
+
+    from torchmark.errors import CaseSkipped
+    from torchmark.launch.ddp import data_parallel, describe, using
+
+    cpu = resolve(["cpu"])[0]
+    with using("dp", 2), pytest.raises(CaseSkipped, match="DataParallel splits a batch over CUDA"):
+        data_parallel(nn.Linear(2, 2), cpu)
+    with using("dp", 2):
+        assert describe() == {"strategy": "dp", "gpus": 2}
+    assert describe() == {}  # a plain run records no strategy
+    plain = nn.Linear(2, 2)
+    assert data_parallel(plain, cpu) is plain  # no process group: no DDP
+
+
+def test_a_dataparallel_row_is_per_gpu_and_a_skipped_row_says_why() -> None:
+    recs = fake_ladder()
+    # DP x2 on 2 GPUs: batch 16 in 12 ms = 1333 samples/s in all, 667 per GPU
+    dp = train(spread(0.012), strategy="dp", gpus=2)
+    dp = dp.model_copy(update={"params": {**PARAMS, "batch": 16}, "work": Work(items=16)})
+    skipped = Result(
+        workload="simplenet",
+        variant="train",
+        device="cpu",
+        params={**PARAMS, "batch": 16},
+        status="skipped",
+        reason="nn.DataParallel splits a batch over CUDA GPUs; cpu is not one",
+    )
+    (rungs,) = ladder([*recs, record(dp)]).values()
+    assert [g.label for g in rungs][-1] == "DP x2"
+    assert rungs[-1].per_rank == pytest.approx(16 / 0.012 / 2)
+    assert rungs[-1].total == pytest.approx(16 / 0.012)
+    assert rungs[-1].vs_plain is not None and rungs[-1].vs_plain.value == pytest.approx(10 / 12)
+    labels = ["no DDP", "DDP x1", "DDP x2", "DP x2"]
+    (rungs,) = ladder([*recs, record(skipped)], labels).values()
+    assert rungs[-1].label == "DP x2" and rungs[-1].per_rank is None
+    assert "DP x2 skipped: nn.DataParallel splits a batch over CUDA GPUs; cpu is not one" in (
+        loss_lines(rungs)
+    )
+    out = text([*recs, record(skipped)], 80, labels)
+    assert out.count("scaling of") == 1, out  # the skipped row joins its case (batch per GPU)
+    assert any(line.split() == ["DP", "x2", "skipped"] for line in out.splitlines()), out

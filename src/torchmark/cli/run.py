@@ -163,6 +163,10 @@ def run(
         str | None,
         typer.Option(help="DDP scaling ladder, e.g. 1,2,4: no DDP, then DDP on each world size."),
     ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="Training under ranks: ddp (default) or fsdp; --scaling: ddp,fsdp,dp."),
+    ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
     from torchmark import runner
@@ -192,7 +196,7 @@ def run(
     if scaling is not None and not dry_run:
         from torchmark.cli.scaling import scaling_ladder
 
-        scaling_ladder(cfg, scaling, opts, world, db, json_path, verbose)
+        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose)
         return
     if world is None and opts.wanted and not dry_run:
         check_json_path(json_path)
@@ -201,8 +205,10 @@ def run(
         torchrun.launch(opts, sys.argv[1:])
         return
     if world is not None and not dry_run:
-        distributed(cfg, world, backend, json_path, db, verbose)
+        distributed(cfg, world, backend, json_path, db, verbose, strategy or "ddp")
         return
+    if strategy is not None and not dry_run:
+        raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
     unused(cfg, runner.planned)
     if dry_run:
         show_plan(runner.planned(cfg))
@@ -245,12 +251,13 @@ def distributed(
     json_path: Path | None,
     db: str | None,
     verbose: bool,
+    strategy: str = "ddp",
 ) -> None:
     """This process is one rank of a job (torchrun, Slurm): rank 0 stores and prints."""
     from torchmark.launch import rank
 
     if not world.is_main:
-        rank.run(cfg, None, None, world, backend)
+        rank.run(cfg, None, None, world, backend, strategy=strategy)
         return
     check_json_path(json_path)
     store = open_store(db)
@@ -261,7 +268,9 @@ def distributed(
         def say(line: str) -> None:
             console.print(Text(line), soft_wrap=not console.is_terminal)
 
-        record = rank.run(cfg, store, events, world, backend, json_path=json_path, say=say)
+        record = rank.run(
+            cfg, store, events, world, backend, json_path=json_path, say=say, strategy=strategy
+        )
     finish(record, render, json_path, store.url)
 
 

@@ -20,6 +20,7 @@ def scaling_ladder(
     scaling: str,
     opts: Any,
     world: Any,
+    strategy: str | None,
     db: str | None,
     json_path: Path | None,
     verbose: bool,
@@ -38,7 +39,10 @@ def scaling_ladder(
             "afterwards with `torchmark export`"
         )
     sizes = parse_int_list(scaling, "--scaling")
-    ladder.check(sizes, opts, runner.planned(cfg))
+    strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
+    cases = runner.planned(cfg)
+    ladder.check(sizes, opts, cases, strategies)
+    batches = sorted({int(c.param_dict["batch"]) for c in cases if "batch" in c.param_dict})
     store = open_store(db)
 
     def plain(c: RunConfig) -> RunRecord:
@@ -53,12 +57,14 @@ def scaling_ladder(
         console.print(Text(line, style="bold"), soft_wrap=not console.is_terminal)
 
     try:
-        records = ladder.run_ladder(cfg, sizes, opts, sys.argv[1:], plain, say)
+        records, labels = ladder.run_ladder(
+            cfg, sizes, opts, sys.argv[1:], plain, say, strategies, batches
+        )
     except ladder.LadderFailed as e:
-        for r in ladder_renderables(e.records):
+        for r in ladder_renderables(e.records, e.labels):
             console.print(r)
         raise e.cause from None
-    for r in ladder_renderables(records):
+    for r in ladder_renderables(records, labels):
         console.print(r)
     ids = ", ".join(str(r.run_id) for r in records)
     console.print(f"Ladder runs (no DDP first): {ids}; compare them with `torchmark compare`")

@@ -37,7 +37,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
 from torchmark.errors import InputError, RunInterrupted, UsageError
-from torchmark.launch.ddp import explain, take_logging_data
+from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
 from torchmark.session import Events, Session, skipped
@@ -154,13 +154,13 @@ class RanksDisagree(UsageError):
     (a rank planning other cases would wait forever in a collective the others never call)."""
 
 
-def identity(cfg: RunConfig, cases: Sequence[Case]) -> dict[str, Any]:
+def identity(cfg: RunConfig, cases: Sequence[Case], strategy: str = "ddp") -> dict[str, Any]:
     """What every rank must share. Cases are named without their device: rank k measures
     cuda:k, and two nodes may hold different GPU models (said per result, not refused)."""
     return {
         "torchmark": __version__,
         "torch": torch.__version__,
-        "config": cfg.as_dict(),
+        "config": {**cfg.as_dict(), "strategy": strategy},
         "cases": [fmt.case_label(c.variant, c.params, c.workload) for c in cases],
     }
 
@@ -197,9 +197,9 @@ def handshake(mine: dict[str, Any], world: World) -> None:
         raise RanksDisagree(problem)
 
 
-def strategy(cases: Sequence[Case]) -> str | None:
-    """ "ddp" when the plan trains (the model is wrapped in DDP), else None (collectives)."""
-    return "ddp" if any(c.param_dict.get("scenario") == "train" for c in cases) else None
+def planned_strategy(cases: Sequence[Case], name: str = "ddp") -> str | None:
+    """``name`` when the plan trains (the model is wrapped), else None (collectives)."""
+    return name if any(c.param_dict.get("scenario") == "train" for c in cases) else None
 
 
 def header(info: dict[str, Any]) -> str:
@@ -210,7 +210,7 @@ def header(info: dict[str, Any]) -> str:
         f"{world_label(info)}: world size {info['world_size']}, backend {info['backend']}, "
         f"started by {info['launched_by']} (master {info['master']})"
     )
-    if info.get("strategy") == "ddp":
+    if info.get("strategy"):
         line += "; each rank trains its own batch, throughput is per rank"
     return line
 
@@ -229,6 +229,7 @@ class RankSession(Session):
         lockstep: Lockstep,
         json_path: Path | None = None,
         backend: str | None = None,
+        strategy: str = "ddp",
     ) -> None:
         main = world.is_main
         super().__init__(
@@ -239,6 +240,7 @@ class RankSession(Session):
             host_clock=lockstep.clock,
         )
         self.world, self.lockstep, self.backend = world, lockstep, backend
+        self.strategy = strategy
 
     def add(self, case: Case | None, result: Result) -> None:
         mine = {
@@ -254,7 +256,7 @@ class RankSession(Session):
         everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
         dist.gather_object(mine, everyone, dst=0)
         if everyone is not None:
-            result = merged(case, result, everyone, self.backend)
+            result = merged(case, result, everyone, self.backend, self.strategy)
         super().add(case, result)
 
 
@@ -263,6 +265,7 @@ def merged(
     result: Result,
     ranks: Sequence[dict[str, Any]],
     backend: str | None = None,
+    strategy: str = "ddp",
 ) -> Result:
     """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
     wrong = [r for r in ranks if r["status"] == "wrong"]
@@ -299,9 +302,9 @@ def merged(
                 )
             over = f" over {backend}" if backend else ""
             notes.append(
-                f"DDP x{len(ranks)}{over}, each rank its own batch: throughput is per rank "
-                f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "
-                "in total"
+                f"{strategy.upper()} x{len(ranks)}{over}, each rank its own batch: throughput "
+                f"is per rank (slowest rank's time), "
+                f"{fmt.si(per_rank * len(ranks))} {result.work.item_unit}/s in total"
             )
     return result.model_copy(update={"extra": extra, "notes": notes, "extra_flags": flags})
 
@@ -315,6 +318,7 @@ def run(
     json_path: Path | None = None,
     timeout_s: float = COLLECTIVE_TIMEOUT_S,
     say: Callable[[str], None] | None = None,
+    strategy: str = "ddp",
 ) -> RunRecord:
     """This rank's part of a distributed run; rank 0's record holds every rank's samples.
     ``say``: where rank 0 prints the run's header (world size, backend, DDP)."""
@@ -324,6 +328,9 @@ def run(
     # distributed run reports throughput, algbw and busbw without % of ceiling.
     cfg = replace(cfg, ceilings=False)
     validate(cfg)
+    if strategy not in ("ddp", "fsdp"):
+        valid = ", ".join(s for s in STRATEGIES if s != "dp")
+        raise InputError(f"--strategy {strategy} is not one for ranks; valid: {valid}")
     device = pick_device(cfg, world)
     chosen = pick_backend(device, backend)
     if cfg.threads:
@@ -339,13 +346,13 @@ def run(
         lockstep = Lockstep(device)
         workloads = runner.select_workloads(cfg)
         cases = runner.plan(workloads, [device], cfg)
-        handshake(identity(cfg, cases), world)
+        handshake(identity(cfg, cases, strategy), world)
         dist_info = {
             "world_size": world.world_size,
             "backend": chosen,
             "launched_by": world.source,
             "master": f"{world.master_addr}:{world.master_port}",
-            "strategy": strategy(cases),
+            "strategy": planned_strategy(cases, strategy),
         }
         if world.is_main and say is not None:
             say(header(dist_info))
@@ -358,9 +365,11 @@ def run(
             lockstep=lockstep,
             json_path=json_path,
             backend=chosen,
+            strategy=strategy,
         )
         try:
-            return runner.run_planned(session, cases, workloads, cfg)
+            with using(strategy):
+                return runner.run_planned(session, cases, workloads, cfg)
         except RuntimeError as e:
             if not lost_peer(e):
                 raise
@@ -413,5 +422,6 @@ __all__ = [
     "header",
     "identity",
     "merged",
+    "planned_strategy",
     "run",
 ]

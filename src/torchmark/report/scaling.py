@@ -36,18 +36,28 @@ def is_training(r: Result) -> bool:
 
 
 def world_label(info: Mapping[str, Any]) -> str:
-    """'DDP x2' for a training run over 2 ranks, '2 ranks' for collectives."""
-    n = info.get("world_size")
-    return f"DDP x{n}" if info.get("strategy") == "ddp" else f"{n} ranks"
+    """'DDP x2' (or 'FSDP x2') for a training run over 2 ranks, '2 ranks' for collectives."""
+    n, s = info.get("world_size"), info.get("strategy")
+    return f"{s.upper()} x{n}" if s else f"{n} ranks"
 
 
 def result_world(r: Result) -> str | None:
-    """How a result was run: 'no DDP' (training alone), 'DDP x2', '2 ranks'; None for a
-    case outside any process group that trains nothing."""
+    """How a result was run: 'no DDP' (training alone), 'DDP x2', 'FSDP x2', 'DP x2'
+    (DataParallel over 2 GPUs), '2 ranks'; None for a case outside any process group that
+    trains nothing."""
+    s = r.extra.get("strategy")
+    if s == "dp":
+        return f"DP x{r.extra.get('gpus')}"
     n = r.extra.get("world_size")
     if n is None:
         return "no DDP" if is_training(r) else None
-    return f"DDP x{n}" if is_training(r) else f"{n} ranks"
+    return f"{(s or 'ddp').upper()} x{n}" if is_training(r) else f"{n} ranks"
+
+
+def rung_size(label: str) -> int:
+    """'DDP x2' -> 2; 'no DDP' -> 1."""
+    head, _, n = label.rpartition(" x")
+    return int(n) if head and n.isdigit() else 1
 
 
 def world_difference(a: Result, b: Result) -> str | None:
@@ -58,7 +68,7 @@ def world_difference(a: Result, b: Result) -> str | None:
         return None
     sides = f"A ran {wa or 'on one process'}, B {wb or 'on one process'}"
     if is_training(a) or is_training(b):
-        na, nb = a.extra.get("world_size", 1), b.extra.get("world_size", 1)
+        na, nb = rung_size(wa or ""), rung_size(wb or "")
         return (
             f"{sides}: weak scaling, so the speed is per rank (B's total is {nb}x its per-rank "
             f"rate, A's {na}x); speed below 1 is the scaling loss"
@@ -148,49 +158,72 @@ def straggler(ranks: Sequence[RankTimes]) -> str | None:
     )
 
 
-def efficiency(base: Result | None, r: Result) -> Efficiency | None:
-    """Per-rank rate over the baseline's (same items per step), with the verdict."""
+def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficiency | None:
+    """Per-rank (per-GPU) rate over the baseline's (same items per rank), with the verdict
+    on the step times: weak scaling keeps the work per rank, so the ratio of median step
+    times is the ratio of per-rank rates."""
     from torchmark.comparison import independent
 
-    if base is None or not (base.ok and r.ok) or base.work.items != r.work.items:
+    if base is None or not (base.result.ok and r.ok):
         return None
-    j = independent(base.measurement, r.measurement)
+    if _items_per_rank(base.label, base.result) != per_rank_items:
+        return None
+    b = base.result
+    j = independent(b.measurement, r.measurement)
     if isinstance(j, str):  # too few samples to judge
-        return Efficiency((base.median_s or 0) / (r.median_s or 1), "UNCLEAR")
+        return Efficiency((b.median_s or 0) / (r.median_s or 1), "UNCLEAR")
     return Efficiency(j.speed, j.verdict)
 
 
-def case_key(r: Result) -> tuple[Any, ...]:
+def case_key(r: Result, label: str) -> tuple[Any, ...]:
     """A case across rungs: the device is left out (rank 0 measures cuda:0, the plain run
-    may say cuda)."""
-    return (r.workload, r.variant, tuple(sorted((k, str(v)) for k, v in r.params.items())))
+    may say cuda), and a DataParallel row's batch is per GPU (it splits N x the batch)."""
+    params = dict(r.params)
+    if label.startswith("DP ") and "batch" in params:
+        params["batch"] = int(params["batch"]) // rung_size(label)
+    return (r.workload, r.variant, tuple(sorted((k, str(v)) for k, v in params.items())))
 
 
-def ladder(records: Sequence[RunRecord]) -> dict[tuple[Any, ...], list[Rung]]:
-    """One ladder per training case found in the runs, rungs in world-size order, the
-    no-DDP run first."""
-    found: dict[tuple[Any, ...], list[Result]] = {}
-    for rec in records:
+ORDER = ("no", "DDP", "FSDP", "DP")
+
+
+def _items_per_rank(label: str, r: Result) -> float:
+    """A rank's (a GPU's) items per step: DataParallel splits its batch over its GPUs."""
+    return r.work.items / (rung_size(label) if label.startswith("DP ") else 1)
+
+
+def ladder(
+    records: Sequence[RunRecord], labels: Sequence[str] | None = None
+) -> dict[tuple[Any, ...], list[Rung]]:
+    """One ladder per training case found in the runs: no DDP, DDP x1..xN, then FSDP and
+    DataParallel rows. ``labels``: each record's rung where the caller knows it (a rung
+    whose case was skipped records no strategy); else read from the results."""
+    found: dict[tuple[Any, ...], list[tuple[str, Result]]] = {}
+    for i, rec in enumerate(records):
         for r in rec.results:
-            if is_training(r) or (r.status != "ok" and r.params.get("scenario") == "train"):
-                found.setdefault(case_key(r), []).append(r)
+            if not (is_training(r) or r.params.get("scenario") == "train"):
+                continue
+            label = labels[i] if labels else (result_world(r) or "no DDP")
+            found.setdefault(case_key(r, label), []).append((label, r))
     out = {}
     for key, results in found.items():
-        results.sort(key=lambda r: (r.extra.get("world_size") is not None, _n(r)))
-        plain = next((r for r in results if result_world(r) == "no DDP"), None)
-        ddp1 = next((r for r in results if result_world(r) == "DDP x1"), None)
-        rungs = []
-        for r in results:
+        results.sort(key=lambda x: (ORDER.index(x[0].split()[0]), rung_size(x[0])))
+        rungs: list[Rung] = []
+        for label, r in results:
+            n = rung_size(label)
+            plain = next((g for g in rungs if g.label == "no DDP"), None)
+            ddp1 = next((g for g in rungs if g.label == "DDP x1"), None)
             ranks = rank_times(r) if r.ok else ()
             ddp = r.extra.get("ddp") or {}
+            rate, items = r.rate("items"), _items_per_rank(label, r)
             rungs.append(
                 Rung(
-                    label=result_world(r) or "no DDP",
-                    world_size=_n(r),
+                    label=label,
+                    world_size=n,
                     result=r,
-                    per_rank=r.rate("items"),
-                    vs_plain=None if r is plain else efficiency(plain, r),
-                    vs_ddp1=None if r is ddp1 or r is plain else efficiency(ddp1, r),
+                    per_rank=None if rate is None else rate * items / (r.work.items or 1),
+                    vs_plain=efficiency(plain, r, items),
+                    vs_ddp1=None if label == "DDP x1" else efficiency(ddp1, r, items),
                     ranks=ranks,
                     straggler=straggler(ranks),
                     exposed_s=ddp.get("exposed_comm_s"),
@@ -199,10 +232,6 @@ def ladder(records: Sequence[RunRecord]) -> dict[tuple[Any, ...], list[Rung]]:
             )
         out[key] = rungs
     return out
-
-
-def _n(r: Result) -> int:
-    return int(r.extra.get("world_size") or 1)
 
 
 def loss_lines(rungs: Sequence[Rung]) -> list[str]:
@@ -218,6 +247,8 @@ def loss_lines(rungs: Sequence[Rung]) -> list[str]:
         )
     for g in rungs:
         if g.world_size < 2 or g.vs_ddp1 is None or ddp1 is None or not g.result.ok:
+            if not g.result.ok:
+                out.append(f"{g.label} {g.result.status}: {g.result.reason or 'no reason given'}")
             continue
         lost_s = (g.result.median_s or 0) - (ddp1.result.median_s or 0)
         head = f"{g.label} vs DDP x1: step {_signed_s(lost_s)}"
@@ -228,7 +259,14 @@ def loss_lines(rungs: Sequence[Rung]) -> list[str]:
             out.append(f"{head}; DDP's timers not recorded: the loss is not split")
             continue
         comm = g.exposed_s - ddp1.exposed_s
-        share = min(1.0, max(0.0, comm / lost_s))
+        if comm >= lost_s:
+            # DDP's timers average sampled steps (warm-up in), the loss compares medians
+            out.append(
+                f"{head}: exposed communication {_signed_s(comm)} covers all of it "
+                "(DDP's timers average sampled steps, warm-up included)"
+            )
+            continue
+        share = max(0.0, comm / lost_s)
         out.append(
             f"{head}: exposed communication {_signed_s(comm)} explains "
             f"{fmt.pct(100 * share)} of it; the other {fmt.pct(100 * (1 - share))} is not "
@@ -271,12 +309,14 @@ def rank_lines(rungs: Sequence[Rung]) -> list[str]:
     return out
 
 
-def ladder_renderables(records: Sequence[RunRecord]) -> list[RenderableType]:
+def ladder_renderables(
+    records: Sequence[RunRecord], labels: Sequence[str] | None = None
+) -> list[RenderableType]:
     """A table per training case: one row per rung; then per-rank times and the loss."""
     from rich.text import Text
 
     out: list[RenderableType] = []
-    for rungs in ladder(records).values():
+    for rungs in ladder(records, labels).values():
         r0 = rungs[0].result
         unit = r0.work.item_unit or "items"
         backend = next(

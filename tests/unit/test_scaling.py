@@ -286,6 +286,14 @@ def test_bad_ladders_are_refused() -> None:
         ladder_mod.check((1, 2), Launch(), trains + infer)
     with pytest.raises(InputError, match="unknown --strategy zero; valid: ddp, fsdp, dp"):
         ladder_mod.check((1, 2), Launch(), trains, ("ddp", "zero"))
+    gpu = [Case("simplenet", "train", FakeCuda(), tuple(PARAMS.items()))]
+    with pytest.raises(InputError, match="--scaling 2 ranks need 2 GPUs, one each; 1 here"):
+        ladder_mod.check((1, 2), Launch(), gpu, ("ddp", "dp"), gpus=1)
+    ladder_mod.check((1, 2), Launch(), gpu, ("dp",), gpus=1)  # DP x2: skipped, said why
+
+
+class FakeCuda:
+    kind, name = "cuda", "cuda:0"
 
 
 # -- DataParallel and FSDP rows -----------------------------------------------------------------
@@ -305,6 +313,18 @@ def test_dataparallel_is_skipped_with_the_reason_on_a_cpu() -> None:
     assert describe() == {}  # a plain run records no strategy
     plain = nn.Linear(2, 2)
     assert data_parallel(plain, cpu) is plain  # no process group: no DDP
+
+
+def test_dataparallel_beyond_the_gpus_here_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from torch import nn
+
+    from torchmark.errors import CaseSkipped
+    from torchmark.launch.ddp import data_parallel, using
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with using("dp", 2), pytest.raises(CaseSkipped, match="DP x2 needs 2 GPUs; 1 here"):
+        data_parallel(nn.Linear(2, 2), FakeCuda())  # type: ignore[arg-type]
 
 
 def test_a_dataparallel_row_is_per_gpu_and_a_skipped_row_says_why() -> None:

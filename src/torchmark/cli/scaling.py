@@ -41,7 +41,9 @@ def scaling_ladder(
     sizes = parse_int_list(scaling, "--scaling")
     strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
     cases = runner.planned(cfg)
-    ladder.check(sizes, opts, cases, strategies)
+    import torch
+
+    ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
     batches = sorted({int(c.param_dict["batch"]) for c in cases if "batch" in c.param_dict})
     store = open_store(db)
 

@@ -29,9 +29,14 @@ OWN = ("--scaling", "--nproc-per-node", "--json", "--strategy")
 
 
 def check(
-    sizes: Sequence[int], opts: Launch, cases: Sequence[Case], strategies: Sequence[str] = ("ddp",)
+    sizes: Sequence[int],
+    opts: Launch,
+    cases: Sequence[Case],
+    strategies: Sequence[str] = ("ddp",),
+    gpus: int = 0,
 ) -> None:
-    """Bad ladders are refused before anything is measured."""
+    """Bad ladders are refused before anything is measured. ``gpus``: CUDA devices here
+    (a rank per GPU; DataParallel rows beyond them are skipped with the reason instead)."""
     bad = [s for s in strategies if s not in STRATEGIES]
     if bad or not strategies:
         raise InputError(f"unknown --strategy {','.join(bad)}; valid: {', '.join(STRATEGIES)}")
@@ -42,6 +47,12 @@ def check(
     if opts.nproc_per_node is not None or opts.nnodes > 1:
         raise InputError(
             "--scaling starts its own ranks on this machine: drop --nproc-per-node/--nnodes"
+        )
+    on_gpu = any(c.device.kind == "cuda" for c in cases)
+    if on_gpu and max(sizes) > gpus and any(s != "dp" for s in strategies):
+        raise InputError(
+            f"--scaling {max(sizes)} ranks need {max(sizes)} GPUs, one each; {gpus} here: "
+            f"stop the ladder at {gpus}"
         )
     others = sorted({c.label for c in cases if c.param_dict.get("scenario") != "train"})
     if others or not cases:
@@ -75,9 +86,10 @@ def run_ladder(
     strategies: Sequence[str] = ("ddp",),
     batches: Sequence[int] = (),
 ) -> tuple[list[RunRecord], list[str]]:
-    """No DDP, then DDP on each world size. ``argv``: the command line after the program
-    name. A rung that fails raises LadderFailed with the rungs measured so far (each stored
-    by its rank 0)."""
+    """No DDP, then each strategy on each world size (DataParallel from 2 GPUs); the records
+    and their rung labels. ``argv``: the command line after the program name; ``batches``:
+    the planned batch sizes (a DataParallel rung multiplies them). A rung that fails raises
+    LadderFailed with the rungs measured so far (each stored by its rank 0)."""
     # distributed rungs measure no ceilings (rank.run): neither does the plain rung, so
     # every rung runs the same way and the ladder's wait is its cases alone
     cfg = replace(cfg, ceilings=False)
@@ -93,10 +105,10 @@ def run_ladder(
             }.get(s, f"torchrun launcher, {n} local rank{'s' if n > 1 else ''}")
             say(f"scaling ladder, rung {i}/{len(rungs)}: {label} ({how})")
             labels.append(label)
-            if s in ("no", "dp"):
-                if s == "no":
-                    records.append(plain(cfg))
-                    continue
+            if s == "no":
+                records.append(plain(cfg))
+                continue
+            if s == "dp":  # one process: the same batch per GPU is n x the batch
                 with using("dp", n):
                     records.append(plain(replace(cfg, batches=tuple(b * n for b in batches))))
                 continue

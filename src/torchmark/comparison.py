@@ -250,10 +250,14 @@ def judge(a: Result, b: Result) -> Change:
         side = "A" if not a.ok else "B"
         r = a if not a.ok else b
         return Change(a.key, a, b, None, why=f"{r.status} in {side}: {r.reason or ''}".strip())
+    from torchmark.report.scaling import world_difference  # DDP x2 vs no DDP: said, always
+
+    worlds = world_difference(a, b)
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
-        return Change(a.key, a, b, None, why=j)
-    return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, j.why)
+        return Change(a.key, a, b, None, why=f"{worlds}; {j}" if worlds else j)
+    why = f"{worlds}; {j.why}" if worlds else j.why
+    return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, why)
 
 
 def run_name(record: RunRecord, i: int) -> str:

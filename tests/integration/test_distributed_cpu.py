@@ -216,3 +216,74 @@ def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
     assert ddp["exposed_comm_s"] == pytest.approx(
         max(0.0, ddp["backward_comm_s"] - ddp["overlap_s"])
     )
+
+
+def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
+    """One command: no DDP here, then DDP x1 and x2 through the launcher, then DataParallel
+    (skipped on a CPU with the reason); each rung stored."""
+    from torchmark.store import open_store
+
+    args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
+    more = ["--threads", "1", "--stopping", "test", "--no-telemetry", "--scaling", "1,2"]
+    more += ["--strategy", "ddp,dp"]
+    p = torchmark(tmp_path, "run", *args, *more, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    # --nproc-per-node 1 runs under DDP, and says so (it used to be a plain run)
+    assert "DDP x1: world size 1, backend gloo" in out
+    assert "DDP x2: world size 2, backend gloo" in out
+    assert "scaling of simplenet/train fp32 b=8: samples/s, weak (8 per rank a step), gloo" in out
+    assert "DDP x2 step p50/p95 per rank: r0 " in out and " · r1 " in out
+    store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    runs = [store.load(s.run_id) for s in reversed(store.list_runs())]
+    assert [r.config.get("distributed", {}).get("world_size") for r in runs] == [None, 1, 2, None]
+    (plain,), (one,), (two,), (dp,) = (r.results for r in runs)
+    assert dp.status == "skipped" and dp.params["batch"] == 16  # 2 GPUs x 8 each
+    assert "DP x2 skipped: nn.DataParallel splits a batch over CUDA GPUs; cpu is not one" in out
+    assert "ddp" not in plain.extra and "world_size" not in plain.extra
+    for r, n in ((one, 1), (two, 2)):
+        assert r.status == "ok" and r.extra["world_size"] == n
+        assert r.extra["ddp"]["backward_comm_s"] > 0  # DDP's own timers: it was wrapped
+        assert r.extra["total_items_per_s"] == pytest.approx(n * 8 / r.median_s, rel=1e-6)
+
+
+def test_ranks_that_disagree_are_refused_at_start(tmp_path: Path) -> None:
+    """Two "nodes" on loopback whose command lines differ (--batch): both refuse, naming it."""
+    port = free_port()
+    base = [
+        "run", "-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--threads",
+        "1", "--stopping", "test", "--no-telemetry", "--nnodes", "2",
+        "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-timeout", "60",
+    ]  # fmt: skip
+    node = [sys.executable, "-m", "torchmark", *base]
+    procs = [
+        subprocess.Popen(
+            [*node, "--node-rank", str(k), "--batch", b, "--db", f"sqlite:///{tmp_path}/{k}.db"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env(),
+            cwd=tmp_path,
+        )
+        for k, b in ((0, "8"), (1, "16"))
+    ]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    for p in procs:
+        p.__exit__(None, None, None)
+    assert [p.returncode for p in procs] == [2, 2], outs
+    said = "rank 1 disagrees with rank 0 on the option batches: (16,) on rank 1, (8,) on rank 0"
+    assert said in outs[0] and said in outs[1], outs
+    assert "Planned" not in outs[0]  # refused before anything was measured
+
+
+def test_fsdp_trains_on_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "fsdp.json"
+    args = ["-w", "simplenet", "--scenario", "train", "--precision", "fp32", "--batch", "8"]
+    more = ["--threads", "1", "--stopping", "test", "--no-telemetry", "--strategy", "fsdp"]
+    p = torchmark(tmp_path, "run", *args, *more, "--nproc-per-node", "2", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "FSDP x2: world size 2, backend gloo" in p.stdout
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["status"] == "ok" and r["extra"]["strategy"] == "fsdp", r
+    assert len(r["extra"]["per_rank"]) == 2
+    assert "ddp" not in r["extra"]  # sharded, not wrapped in DDP: no DDP timers

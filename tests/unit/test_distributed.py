@@ -156,7 +156,8 @@ def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
     ranks = [{"rank": i, "status": "ok", "reason": None, "samples_s": [0.1] * 7} for i in (0, 1)]
     m = merged(case, r, ranks)
     assert m.extra["total_items_per_s"] == pytest.approx(2 * 640.0)
-    assert "DDP over 2 ranks" in m.notes[-1] and "1280 samples/s in total" in m.notes[-1]
+    assert "DDP x2, each rank its own batch" in m.notes[-1]
+    assert "1280 samples/s in total" in m.notes[-1]
 
 
 def test_ranks_that_disagree_are_said_and_flagged_not_averaged() -> None:

@@ -143,9 +143,9 @@ def run(
     json_path: JsonOutOption = None,
     db: DbOption = None,
     nproc_per_node: Annotated[
-        int,
-        typer.Option(help="Ranks to start on this machine through torchrun's launcher."),
-    ] = 1,
+        int | None,
+        typer.Option(help="Ranks to start on this machine through torchrun's launcher (DDP)."),
+    ] = None,
     nnodes: Annotated[int, typer.Option(help="Machines in the run (as torchrun's).")] = 1,
     node_rank: Annotated[
         int | None, typer.Option(help="This machine's rank among --nnodes (as torchrun's).")
@@ -158,6 +158,14 @@ def run(
     backend: Annotated[
         str | None,
         typer.Option(help="Process-group backend: gloo (CPU default) or nccl (CUDA default)."),
+    ] = None,
+    scaling: Annotated[
+        str | None,
+        typer.Option(help="DDP scaling ladder, e.g. 1,2,4: no DDP, then DDP on each world size."),
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(help="Training under ranks: ddp (default) or fsdp; --scaling: ddp,fsdp,dp."),
     ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
@@ -185,6 +193,11 @@ def run(
     opts = torchrun.validate(
         torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
     )
+    if scaling is not None and not dry_run:
+        from torchmark.cli.scaling import scaling_ladder
+
+        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose)
+        return
     if world is None and opts.wanted and not dry_run:
         check_json_path(json_path)
         check_ranks(cfg, opts)
@@ -192,8 +205,10 @@ def run(
         torchrun.launch(opts, sys.argv[1:])
         return
     if world is not None and not dry_run:
-        distributed(cfg, world, backend, json_path, db, verbose)
+        distributed(cfg, world, backend, json_path, db, verbose, strategy or "ddp")
         return
+    if strategy is not None and not dry_run:
+        raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
     unused(cfg, runner.planned)
     if dry_run:
         show_plan(runner.planned(cfg))
@@ -218,7 +233,7 @@ def check_ranks(cfg: RunConfig, opts: Any) -> None:
     on_gpu = any(d.startswith("cuda") for d in cfg.devices) or (
         cfg.devices == ("all",) and gpus > 0
     )
-    n = opts.nproc_per_node
+    n = opts.nproc
     if on_gpu and n > gpus:
         raise InputError(f"--nproc-per-node {n} is more than the {gpus} GPUs here: pass {gpus}")
     cores = available_cores()
@@ -236,19 +251,26 @@ def distributed(
     json_path: Path | None,
     db: str | None,
     verbose: bool,
+    strategy: str = "ddp",
 ) -> None:
     """This process is one rank of a job (torchrun, Slurm): rank 0 stores and prints."""
     from torchmark.launch import rank
 
     if not world.is_main:
-        rank.run(cfg, None, None, world, backend)
+        rank.run(cfg, None, None, world, backend, strategy=strategy)
         return
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show_distributed, verbose=verbose)
     with shown_even_if_interrupted(render, json_path), events.shown():
-        record = rank.run(cfg, store, events, world, backend, json_path=json_path)
+
+        def say(line: str) -> None:
+            console.print(Text(line), soft_wrap=not console.is_terminal)
+
+        record = rank.run(
+            cfg, store, events, world, backend, json_path=json_path, say=say, strategy=strategy
+        )
     finish(record, render, json_path, store.url)
 
 

@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -31,11 +31,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from torchmark import __version__
+from torchmark import format as fmt
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
-from torchmark.errors import InputError, RunInterrupted
-from torchmark.launch.ddp import explain, take_logging_data
+from torchmark.errors import InputError, RunInterrupted, UsageError
+from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
 from torchmark.session import Events, Session, skipped
@@ -142,6 +144,77 @@ class Lockstep:
         return [t / k for t in self.last.local[-n:]]
 
 
+# -- the start-up handshake ------------------------------------------------------------------
+
+SAME_EVERYWHERE = "start every rank with the same torchmark, torch and command line"
+
+
+class RanksDisagree(UsageError):
+    """Ranks started with different versions, options or plans: refused before measuring
+    (a rank planning other cases would wait forever in a collective the others never call)."""
+
+
+def identity(cfg: RunConfig, cases: Sequence[Case], strategy: str = "ddp") -> dict[str, Any]:
+    """What every rank must share. Cases are named without their device: rank k measures
+    cuda:k, and two nodes may hold different GPU models (said per result, not refused)."""
+    return {
+        "torchmark": __version__,
+        "torch": torch.__version__,
+        "config": {**cfg.as_dict(), "strategy": strategy},
+        "cases": [fmt.case_label(c.variant, c.params, c.workload) for c in cases],
+    }
+
+
+def disagreement(ids: Sequence[dict[str, Any]]) -> str | None:
+    """The first difference between rank 0's identity and another rank's, in one line."""
+    base = ids[0]
+    for rank, other in enumerate(ids[1:], start=1):
+        why = None
+        for key, what in (("torchmark", "torchmark version"), ("torch", "torch version")):
+            if other[key] != base[key]:
+                why = f"the {what}: {other[key]} on rank {rank}, {base[key]} on rank 0"
+                break
+        if why is None and other["config"] != base["config"]:
+            a, b = other["config"], base["config"]
+            k = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+            why = f"the option {k}: {a.get(k)!r} on rank {rank}, {b.get(k)!r} on rank 0"
+        if why is None and other["cases"] != base["cases"]:
+            a, b = other["cases"], base["cases"]
+            i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+            first = f"first {a[i]!r} vs {b[i]!r}" if i is not None else "one plan ends early"
+            why = f"the planned cases: {len(a)} on rank {rank}, {len(b)} on rank 0 ({first})"
+        if why is not None:
+            return f"rank {rank} disagrees with rank 0 on {why}: {SAME_EVERYWHERE}"
+    return None
+
+
+def handshake(mine: dict[str, Any], world: World) -> None:
+    """Every rank's identity, compared on every rank: each refuses the same way."""
+    everyone: list[Any] = [None] * world.world_size
+    dist.all_gather_object(everyone, mine)
+    problem = disagreement(everyone)
+    if problem is not None:
+        raise RanksDisagree(problem)
+
+
+def planned_strategy(cases: Sequence[Case], name: str = "ddp") -> str | None:
+    """``name`` when the plan trains (the model is wrapped), else None (collectives)."""
+    return name if any(c.param_dict.get("scenario") == "train" for c in cases) else None
+
+
+def header(info: dict[str, Any]) -> str:
+    """The run's first line on rank 0: which world, backend and launcher measure it."""
+    from torchmark.report.scaling import world_label
+
+    line = (
+        f"{world_label(info)}: world size {info['world_size']}, backend {info['backend']}, "
+        f"started by {info['launched_by']} (master {info['master']})"
+    )
+    if info.get("strategy"):
+        line += "; each rank trains its own batch, throughput is per rank"
+    return line
+
+
 class RankSession(Session):
     """A Session on every rank; only rank 0's has the store and the events. Each result is
     gathered on rank 0 before it is added there."""
@@ -155,6 +228,8 @@ class RankSession(Session):
         world: World,
         lockstep: Lockstep,
         json_path: Path | None = None,
+        backend: str | None = None,
+        strategy: str = "ddp",
     ) -> None:
         main = world.is_main
         super().__init__(
@@ -164,7 +239,8 @@ class RankSession(Session):
             json_path=json_path if main else None,
             host_clock=lockstep.clock,
         )
-        self.world, self.lockstep = world, lockstep
+        self.world, self.lockstep, self.backend = world, lockstep, backend
+        self.strategy = strategy
 
     def add(self, case: Case | None, result: Result) -> None:
         mine = {
@@ -180,11 +256,17 @@ class RankSession(Session):
         everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
         dist.gather_object(mine, everyone, dst=0)
         if everyone is not None:
-            result = merged(case, result, everyone)
+            result = merged(case, result, everyone, self.backend, self.strategy)
         super().add(case, result)
 
 
-def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -> Result:
+def merged(
+    case: Case | None,
+    result: Result,
+    ranks: Sequence[dict[str, Any]],
+    backend: str | None = None,
+    strategy: str = "ddp",
+) -> Result:
     """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
     wrong = [r for r in ranks if r["status"] == "wrong"]
     if wrong and result.status != "wrong" and case is not None:
@@ -218,10 +300,11 @@ def merged(case: Case | None, result: Result, ranks: Sequence[dict[str, Any]]) -
                     f"{why['exposed_comm_s'] * 1e3:.3g} ms = "
                     f"{100 * why['exposed_comm_share']:.3g} % of the step"
                 )
+            over = f" over {backend}" if backend else ""
             notes.append(
-                f"DDP over {len(ranks)} ranks, each its own batch: throughput is per rank "
-                f"(slowest rank's time), {per_rank * len(ranks):.4g} {result.work.item_unit}/s "
-                "in total"
+                f"{strategy.upper()} x{len(ranks)}{over}, each rank its own batch: throughput "
+                f"is per rank (slowest rank's time), "
+                f"{fmt.si(per_rank * len(ranks))} {result.work.item_unit}/s in total"
             )
     return result.model_copy(update={"extra": extra, "notes": notes, "extra_flags": flags})
 
@@ -234,14 +317,20 @@ def run(
     backend: str | None = None,
     json_path: Path | None = None,
     timeout_s: float = COLLECTIVE_TIMEOUT_S,
+    say: Callable[[str], None] | None = None,
+    strategy: str = "ddp",
 ) -> RunRecord:
-    """This rank's part of a distributed run; rank 0's record holds every rank's samples."""
+    """This rank's part of a distributed run; rank 0's record holds every rank's samples.
+    ``say``: where rank 0 prints the run's header (world size, backend, DDP)."""
     from torchmark import runner
 
     # Ceilings would be measured on every rank at once, each slowing the others: a
     # distributed run reports throughput, algbw and busbw without % of ceiling.
     cfg = replace(cfg, ceilings=False)
     validate(cfg)
+    if strategy not in ("ddp", "fsdp"):
+        valid = ", ".join(s for s in STRATEGIES if s != "dp")
+        raise InputError(f"--strategy {strategy} is not one for ranks; valid: {valid}")
     device = pick_device(cfg, world)
     chosen = pick_backend(device, backend)
     if cfg.threads:
@@ -256,19 +345,31 @@ def run(
     try:
         lockstep = Lockstep(device)
         workloads = runner.select_workloads(cfg)
+        cases = runner.plan(workloads, [device], cfg)
+        handshake(identity(cfg, cases, strategy), world)
         dist_info = {
             "world_size": world.world_size,
             "backend": chosen,
             "launched_by": world.source,
             "master": f"{world.master_addr}:{world.master_port}",
+            "strategy": planned_strategy(cases, strategy),
         }
+        if world.is_main and say is not None:
+            say(header(dist_info))
         record = runner.new_record("run", {**cfg.as_dict(), "distributed": dist_info}, [device])
         session = RankSession(
-            record, store, events, world=world, lockstep=lockstep, json_path=json_path
+            record,
+            store,
+            events,
+            world=world,
+            lockstep=lockstep,
+            json_path=json_path,
+            backend=chosen,
+            strategy=strategy,
         )
-        cases = runner.plan(workloads, [device], cfg)
         try:
-            return runner.run_planned(session, cases, workloads, cfg)
+            with using(strategy):
+                return runner.run_planned(session, cases, workloads, cfg)
         except RuntimeError as e:
             if not lost_peer(e):
                 raise
@@ -315,6 +416,12 @@ __all__ = [
     "LockstepTimer",
     "RankLost",
     "RankSession",
+    "RanksDisagree",
+    "disagreement",
+    "handshake",
+    "header",
+    "identity",
     "merged",
+    "planned_strategy",
     "run",
 ]

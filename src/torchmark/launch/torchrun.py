@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from torchmark.errors import InputError, TorchmarkError
+from torchmark.errors import InputError, TorchmarkError, UsageError
 
 # A rendezvous that never completes (a node that never comes, an endpoint nobody listens
 # on) ends after this many seconds instead of torchrun's 900.
@@ -28,7 +28,9 @@ class LaunchFailed(TorchmarkError):
 
 @dataclass(frozen=True)
 class Launch:
-    nproc_per_node: int = 1
+    # None: not asked for. ``--nproc-per-node 1`` is asked for: one rank under DDP, the
+    # ladder's "DDP x1" row (DDP's own overhead), not the plain run it used to fall back to.
+    nproc_per_node: int | None = None
     nnodes: int = 1
     node_rank: int | None = None
     rdzv_endpoint: str | None = None
@@ -36,11 +38,15 @@ class Launch:
 
     @property
     def wanted(self) -> bool:
-        return self.nproc_per_node > 1 or self.nnodes > 1
+        return self.nproc_per_node is not None or self.nnodes > 1
+
+    @property
+    def nproc(self) -> int:
+        return self.nproc_per_node or 1
 
 
 def validate(launch: Launch) -> Launch:
-    if launch.nproc_per_node < 1:
+    if launch.nproc_per_node is not None and launch.nproc_per_node < 1:
         raise InputError(f"--nproc-per-node must be >= 1, got {launch.nproc_per_node}")
     if launch.nnodes < 1:
         raise InputError(f"--nnodes must be >= 1, got {launch.nnodes}")
@@ -75,7 +81,7 @@ def launch(opts: Launch, argv: Sequence[str]) -> None:
     config = LaunchConfig(
         min_nodes=opts.nnodes,
         max_nodes=opts.nnodes,
-        nproc_per_node=opts.nproc_per_node,
+        nproc_per_node=opts.nproc,
         run_id=f"torchmark-{uuid.uuid4().hex[:8]}" if opts.nnodes == 1 else "torchmark",
         rdzv_endpoint=endpoint,
         rdzv_backend="c10d",
@@ -89,7 +95,10 @@ def launch(opts: Launch, argv: Sequence[str]) -> None:
     try:
         elastic_launch(config, sys.executable)("-m", "torchmark", *argv)
     except ChildFailedError as e:
-        raise LaunchFailed(failed_ranks(e.failures)) from None
+        failed = LaunchFailed(failed_ranks(e.failures))
+        if all(int(getattr(f, "exitcode", 1)) == UsageError.exit_code for f in e.failures.values()):
+            failed.exit_code = UsageError.exit_code  # each rank refused and said why above
+        raise failed from None
     except (RendezvousError, TimeoutError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         # torch tries the store twice with a pause between: the wait is about 2x the timeout
@@ -122,7 +131,7 @@ def failed_ranks(failures: Mapping[int, object]) -> str:
             except ValueError:
                 how = f"was killed by signal {-code}"
         else:
-            how = f"exited with {code}"
+            how = f"exited with {code}" + (" (refused, said above)" if code == 2 else "")
         parts.append(f"rank {rank} {how}")
     return "distributed run failed: " + "; ".join(parts)
 

@@ -301,6 +301,9 @@ class ModelWorkload(Workload):
         if mode == "train":
             extra["optimizer"] = self.optimizer
             extra.update(self.train_extra(sizes))
+            from torchmark.launch.ddp import describe
+
+            extra.update(describe())  # DDP, FSDP or DataParallel: the ladder's rows
         state = {"ref": ref}
 
         def check() -> list[str]:

@@ -1,0 +1,75 @@
+"""``torchmark run --scaling 1,2``: the ladder's CLI side (store, progress, the table)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from torchmark.cli.app import console, open_store
+from torchmark.config import RunConfig, parse_int_list
+from torchmark.errors import InputError
+from torchmark.results import RunRecord
+
+
+def scaling_ladder(
+    cfg: RunConfig,
+    scaling: str,
+    opts: Any,
+    world: Any,
+    strategy: str | None,
+    db: str | None,
+    json_path: Path | None,
+    verbose: bool,
+) -> None:
+    from torchmark import runner
+    from torchmark.cli.progress import ProgressEvents
+    from torchmark.cli.run import finish, show, shown_even_if_interrupted
+    from torchmark.launch import ladder
+    from torchmark.report.scaling import ladder_renderables
+
+    if world is not None:
+        raise InputError("--scaling starts its own ranks: run it alone, not under torchrun/srun")
+    if json_path is not None:
+        raise InputError(
+            "--scaling stores each rung as its own run: drop --json and write them out "
+            "afterwards with `torchmark export`"
+        )
+    sizes = parse_int_list(scaling, "--scaling")
+    strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
+    cases = runner.planned(cfg)
+    import torch
+
+    ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
+    batches = sorted({int(c.param_dict["batch"]) for c in cases if "batch" in c.param_dict})
+    store = open_store(db)
+
+    def plain(c: RunConfig) -> RunRecord:
+        events = ProgressEvents(console)
+        render = functools.partial(show, verbose=verbose)
+        with shown_even_if_interrupted(render, None), events.shown():
+            record = runner.run(c, store, events)
+        finish(record, render, None, store.url)
+        return record
+
+    def say(line: str) -> None:
+        console.print(Text(line, style="bold"), soft_wrap=not console.is_terminal)
+
+    try:
+        records, labels = ladder.run_ladder(
+            cfg, sizes, opts, sys.argv[1:], plain, say, strategies, batches
+        )
+    except ladder.LadderFailed as e:
+        for r in ladder_renderables(e.records, e.labels):
+            console.print(r)
+        raise e.cause from None
+    for r in ladder_renderables(records, labels):
+        console.print(r)
+    ids = ", ".join(str(r.run_id) for r in records)
+    console.print(f"Ladder runs (no DDP first): {ids}; compare them with `torchmark compare`")
+
+
+__all__ = ["scaling_ladder"]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from torchmark.errors import InputError, StoreError
 from torchmark.store import ResultStore, SQLStore
@@ -133,10 +135,17 @@ class Accounts:
             )
 
     def record(
-        self, content_hash: str, run_id: str, token_name: str, division: str, machine: str
+        self,
+        content_hash: str,
+        run_id: str,
+        token_name: str,
+        division: str,
+        machine: str,
+        also: Callable[[Connection], None] | None = None,
     ) -> str:
         """Record a stored run as a submission; returns the run id kept for this content
-        (the earlier one when a concurrent twin got there first)."""
+        (the earlier one when a concurrent twin got there first). ``also`` writes in the
+        same transaction (the ranking index), so it exists exactly when the record does."""
         try:
             with self.engine.begin() as conn:
                 conn.execute(
@@ -149,12 +158,24 @@ class Accounts:
                         machine=machine,
                     )
                 )
+                if also is not None:
+                    also(conn)
         except sa.exc.IntegrityError:
             first = self.submission(content_hash)
             if first is None:
                 raise
             return first
         return run_id
+
+    def count_division(self, division: str) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(submissions_t)
+                    .where(submissions_t.c.division == division)
+                ).scalar_one()
+            )
 
     def submissions(self) -> dict[str, tuple[str, str]]:
         """run id -> (division, machine) of every submission."""

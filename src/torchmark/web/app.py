@@ -31,7 +31,7 @@ from torchmark.results import RunRecord
 from torchmark.store import open_store
 from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
 from torchmark.store.sql import usable_run_id
-from torchmark.web import ranking
+from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
 from torchmark.web.strip import strip_document
 
@@ -53,6 +53,9 @@ def create_app(
 ) -> FastAPI:
     store = open_store(db)
     accounts = Accounts(store)
+    engine = accounts.engine
+    cases.backfill(engine, store)  # runs submitted before the ranking index existed
+    cache = cases.Cache()
     # One submission at a time in this process: check-duplicate, store and record stay one
     # step, so the same run sent twice at once is stored once.
     write_lock = threading.Lock()
@@ -106,14 +109,18 @@ def create_app(
     Reader = Depends(reader)
 
     # A submitted run never changes: each is read from the database once per process (a
-    # page over 200 runs took 270 ms reading them all on every request).
+    # page over 200 runs took 270 ms reading them all on every request). Rankings never
+    # read runs: they query the index of their one case (cases.rank).
     loaded: dict[str, RunRecord] = {}
 
-    def submitted_runs() -> tuple[list[RunRecord], dict[str, tuple[str, str]]]:
-        subs = accounts.submissions()
-        for run_id in subs.keys() - loaded.keys():
+    def runs_by_id(run_ids: list[str]) -> list[RunRecord]:
+        for run_id in set(run_ids) - loaded.keys():
             loaded[run_id] = store.load(run_id)
-        return [loaded[run_id] for run_id in subs], subs
+        return [loaded[run_id] for run_id in run_ids]
+
+    def ranked(division: str, case: ranking.Case) -> list[ranking.Row]:
+        key = ("rank", division, case, cases.generation(engine))
+        return cache.get(key, lambda: cases.rank(engine, division, case))
 
     def load_run(run_id: str) -> RunRecord:
         if not usable_run_id(run_id) or run_id == "latest":
@@ -173,8 +180,15 @@ def create_app(
                     headers={"Retry-After": "3600"},
                 )
             run_id = store.save(run)
+            division, machine = ranking.division_of(run), ranking.machine_of(run)
+            rows = cases.index_rows(run, run_id, division, machine)
             run_id = accounts.record(
-                content, run_id, token_name, ranking.division_of(run), ranking.machine_of(run)
+                content,
+                run_id,
+                token_name,
+                division,
+                machine,
+                also=lambda conn: cases.insert(conn, rows),
             )
         url = f"{public_url.rstrip('/')}/runs/{run_id}"
         return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
@@ -201,7 +215,10 @@ def create_app(
         format: str = Query("json", pattern="^(json|csv)$"),
     ) -> Response:
         """Every ranked-or-not result of submitted runs, with raw samples."""
-        runs, _ = submitted_runs()
+        if workload is None:
+            runs = runs_by_id(list(accounts.submissions()))
+        else:
+            runs = runs_by_id(cases.runs_with(engine, workload))
         rows = [
             _csv_row(run, r)
             for run in runs
@@ -221,9 +238,7 @@ def create_app(
         workload: str, variant: str, params: str = "{}", division: str = "standard"
     ) -> JSONResponse:
         """Machines ranked on one case: pooled median, its 95 % CI, shared ranks."""
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
-        rows = ranking.rank(chosen, _case(workload, variant, params), _machines(subs))
+        rows = ranked(division, _case(workload, variant, params))
         return JSONResponse(finite_json([ranking.row_json(x) for x in rows]))
 
     @app.post("/api/v1/place", dependencies=[Reader])
@@ -249,13 +264,11 @@ def create_app(
             mine = parse_run(json.dumps(strip_document(doc)[0]), "the run")
         except InputError as e:
             raise HTTPException(422, str(e)) from None
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == "standard"]
         out = []
         for r in mine.results:
             if not r.ok:
                 continue
-            rows = ranking.rank(chosen, ranking.case_of(r), _machines(subs))
+            rows = ranked("standard", ranking.case_of(r))
             t = r.measurement.median
             faster = sum(1 for row in rows if row.result.measurement.median < t)
             slower = sum(1 for row in rows if row.result.measurement.median > t)
@@ -276,9 +289,8 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse, dependencies=[Reader])
     def index(case: str = "", division: str = "standard") -> HTMLResponse:
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
-        all_cases = ranking.cases(chosen)
+        gen = cases.generation(engine)
+        all_cases = cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
         labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
         picked = next((c for c in all_cases if json.dumps(c) == case), None)
         if picked is None and all_cases:
@@ -286,14 +298,14 @@ def create_app(
             seed = [c for c in all_cases if c[:2] == (SEED_WORKLOAD, SEED_VARIANT)]
             picked = (seed or all_cases)[0]
         show_seed = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
-        rows = ranking.rank(chosen, picked, _machines(subs)) if picked else []
+        rows = ranked(division, picked) if picked else []
         html = pages.get_template("index.html").render(
             labels=labels,
             picked=json.dumps(picked) if picked else "",
             picked_label=ranking.case_label(picked) if picked else "",
             rows=rows,
             division=division,
-            n_runs=len(chosen),
+            n_runs=accounts.count_division(division),
             seed=reference.load(SEED_SET) if show_seed else None,
         )
         return HTMLResponse(html)
@@ -309,15 +321,14 @@ def create_app(
 
     @app.get("/machines/{machine}", response_class=HTMLResponse, dependencies=[Reader])
     def machine_page(machine: str) -> HTMLResponse:
-        runs, subs = submitted_runs()
-        mine = [r for r in runs if subs[r.run_id or ""][1] == machine]
-        if not mine:
+        found = dict(cases.machine_runs(engine, machine))
+        if not found:
             raise HTTPException(404, f"no machine {machine!r}")
-        mine.sort(key=lambda r: r.created_utc)
+        mine = sorted(runs_by_id(list(found)), key=lambda r: r.created_utc)
         html = pages.get_template("machine.html").render(
             machine=machine,
             runs=mine,
-            divisions={r.run_id: subs[r.run_id or ""][0] for r in mine},
+            divisions=found,
             devices=mine[-1].environment.get("devices") or {},
             software=mine[-1].environment.get("software") or {},
         )
@@ -334,7 +345,3 @@ def _case(workload: str, variant: str, params: str) -> ranking.Case:
     if not isinstance(parsed, dict):
         raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}')
     return (workload, variant, json.dumps(parsed, sort_keys=True, default=str))
-
-
-def _machines(subs: dict[str, tuple[str, str]]) -> dict[str, str]:
-    return {run_id: machine for run_id, (_, machine) in subs.items()}

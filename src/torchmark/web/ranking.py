@@ -102,11 +102,24 @@ class Row:
     speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
 
 
-def _pooled(results: list[Result]) -> Result:
-    first = results[0]
-    samples = [s for r in results for s in r.measurement.kept.tolist()]
-    return first.model_copy(
-        update={"samples_s": samples, "excluded": [], "calls_per_sample": 1}, deep=True
+@dataclass
+class Group:
+    """One machine's device on one case: the runs that pool and their kept samples."""
+
+    machine: str
+    device: str
+    model: str
+    runs: list[str]
+    samples: list[float]  # every member's kept samples, pooled
+    first: Result  # the first member: work, headline and unit of the pooled result
+
+
+def _pooled(first: Result, samples: list[float]) -> Result:
+    # Built anew, not first.model_copy(update=...): a copy carries first's cached
+    # `measurement`, so the pooled row showed the first run's median, CI and n alone.
+    doc = first.model_dump(exclude=set(Result.model_computed_fields))
+    return Result.model_validate(
+        {**doc, "samples_s": samples, "excluded": [], "calls_per_sample": 1}
     )
 
 
@@ -115,18 +128,28 @@ def rank(
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
     (default: computed). Results whose verdict is ``invalid`` are never ranked."""
-    from torchmark.comparison import ci_text, independent
-
-    groups: dict[tuple[str, str], list[tuple[RunRecord, Result]]] = {}
+    groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
         for r in run.results:
             if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
                 continue
-            groups.setdefault((machine, r.device), []).append((run, r))
+            g = groups.get((machine, r.device))
+            if g is None:
+                g = Group(machine, r.device, device_model(run, r.device), [], [], r)
+                groups[(machine, r.device)] = g
+            g.runs.append(run.run_id or "")
+            g.samples.extend(r.measurement.kept.tolist())
+    return rank_groups(list(groups.values()))
+
+
+def rank_groups(groups: list[Group]) -> list[Row]:
+    """Rows for the groups of one case (in first-submitted order), fastest first."""
+    from torchmark.comparison import ci_text, independent
+
     rows: list[Row] = []
-    for (machine, device), members in groups.items():
-        pooled = _pooled([r for _, r in members])
+    for g in groups:
+        pooled = _pooled(g.first, g.samples)
         tp = pooled.throughput
         median = pooled.measurement.median
         lo, hi = pooled.measurement.ci
@@ -134,10 +157,10 @@ def rank(
         ci = (scale / hi, scale / lo) if tp and math.isfinite(lo) and lo > 0 else None
         rows.append(
             Row(
-                machine=machine,
-                device=device,
-                model=device_model(members[0][0], device),
-                runs=[run.run_id or "" for run, _ in members],
+                machine=g.machine,
+                device=g.device,
+                model=g.model,
+                runs=g.runs,
                 result=pooled,
                 unit=tp.unit if tp else "",
                 rate=tp.value if tp else 0.0,

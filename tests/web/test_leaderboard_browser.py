@@ -100,3 +100,48 @@ def test_the_board_in_a_browser(browser, board: str) -> None:  # type: ignore[no
     assert page.url.startswith(board + "/machines/")
     assert "Fast CPU" in page.locator("main").inner_text()
     assert dialogs == [] and outside == []
+
+
+def order(page) -> list[str]:  # type: ignore[no-untyped-def]
+    texts = page.locator("#board tbody tr td:nth-child(2)").all_inner_texts()
+    return [next(n for n in ("Fast", "Twin", "<script>") if n in t) for t in texts]
+
+
+def test_columns_sort_with_and_without_script(browser, board: str) -> None:  # type: ignore[no-untyped-def]
+    case = board + "/?case=" + urllib.request.quote('["add", "seed", "{\\"n\\": 1000}"]')
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    csp = "Content Security Policy"
+    page.on("console", lambda m: errors.append(m.text) if csp in m.text else None)
+    page.goto(case)
+    assert order(page) == ["Fast", "Twin", "<script>"]
+    median = page.locator("#board th[data-sort=median]")
+    page.evaluate("window.stillHere = true")  # gone if the click reloaded the page
+    median.locator("a").click()  # board.js sorts in place: no navigation
+    assert order(page) == ["<script>", "Twin", "Fast"]  # slowest first
+    assert median.get_attribute("aria-sort") == "ascending" and "sort=median" in page.url
+    median.locator("a").click()
+    assert order(page) == ["Fast", "Twin", "<script>"]
+    assert median.get_attribute("aria-sort") == "descending" and "sort=-median" in page.url
+    page.locator("#board th[data-sort=rank] a").click()
+    assert order(page) == ["Fast", "Twin", "<script>"] and "sort=rank" in page.url
+    page.locator("#board th[data-sort=rank] a").click()
+    assert order(page) == ["<script>", "Twin", "Fast"]
+    assert page.evaluate("window.stillHere") is True
+    page.reload()  # the server sorts as the script did
+    assert order(page) == ["<script>", "Twin", "Fast"]
+    assert page.locator("#board th[data-sort=rank]").get_attribute("aria-sort") == "descending"
+    assert errors == []  # the CSP let board.js run and it threw nothing
+    page.close()
+
+    quiet = browser.new_context(java_script_enabled=False)
+    page = quiet.new_page()
+    page.goto(case)
+    with page.expect_navigation():
+        page.locator("#board th[data-sort=median] a").click()  # a plain link: the server sorts
+    assert order(page) == ["<script>", "Twin", "Fast"] and "sort=median" in page.url
+    with page.expect_navigation():
+        page.locator("#board th[data-sort=median] a").click()
+    assert order(page) == ["Fast", "Twin", "<script>"] and "sort=-median" in page.url
+    quiet.close()

@@ -82,3 +82,20 @@ def test_runs_stored_before_the_index_are_indexed_at_start(tmp_path: Path) -> No
     again = create_app(f"sqlite:///{tmp_path / 'b.db'}")
     after = [ranking.row_json(x) for x in cases.rank(again.state.accounts.engine, "standard", case)]
     assert after == before and len(after) == 7
+
+
+def test_the_page_sorts_by_a_column_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    client, _ = submit_all(tmp_path)
+    case = {"case": '["add", "seed", "{\\"n\\": 1000}"]'}
+    ranked = client.get("/", params=case).text
+    by_runs = client.get("/", params=case | {"sort": "-runs"}).text
+    assert ranked.count("<tr class=") == by_runs.count("<tr class=") == 7
+    # A's GPU and CPU rows pool 3 runs each: first by runs, descending, in their ranked
+    # order (the GPU's 3x faster); the others, 1 run each, follow in theirs
+    rows = by_runs.split("<tbody>")[1].split("</tr>")
+    assert "A GPU" in rows[0] and ">A <" in rows[1] and "(cpu," in rows[1]
+    assert "D GPU" in rows[2]  # rank 1 among the 1-run rows
+    assert 'data-sort="runs" aria-sort="descending"><a href="/?case=' in by_runs
+    for bad in ("runs; DROP TABLE", "model", "--runs"):
+        r = client.get("/", params=case | {"sort": bad})
+        assert r.status_code == 422, bad

@@ -13,9 +13,10 @@ import hashlib
 import io
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -288,7 +289,11 @@ def create_app(
     # -- pages -------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse, dependencies=[Reader])
-    def index(case: str = "", division: str = "standard") -> HTMLResponse:
+    def index(
+        case: str = "",
+        division: str = "standard",
+        sort: str = Query("", pattern=f"^-?({'|'.join(SORTS)})?$"),
+    ) -> HTMLResponse:
         gen = cases.generation(engine)
         all_cases = cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
         labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
@@ -299,11 +304,23 @@ def create_app(
             picked = (seed or all_cases)[0]
         show_seed = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
         rows = ranked(division, picked) if picked else []
+        values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
+        key, desc = sort.removeprefix("-"), sort.startswith("-")
+        order = list(range(len(rows)))
+        if key:
+            order = sorted_by(values, key, desc)
+        query = {"case": json.dumps(picked) if picked else "", "division": division}
+        # a header link sorts by its column, ascending; the sorted column's link reverses it
+        flip = {k: f"-{k}" if k == key and not desc else k for k in SORTS}
+        links = {k: "/?" + urlencode(query | {"sort": flip[k]}) for k in SORTS}
         html = pages.get_template("index.html").render(
             labels=labels,
             picked=json.dumps(picked) if picked else "",
             picked_label=ranking.case_label(picked) if picked else "",
-            rows=rows,
+            rows=[(rows[i], values[i]) for i in order],
+            sort_key=key,
+            sort_desc=desc,
+            sort_links=links,
             division=division,
             n_runs=accounts.count_division(division),
             seed=reference.load(SEED_SET) if show_seed else None,
@@ -335,6 +352,25 @@ def create_app(
         return HTMLResponse(html)
 
     return app
+
+
+# The ranking page's sortable columns: each row's value (None sorts last either way). `rank`
+# is the ranked order itself: ties keep it, on the server as in board.js.
+SORTS: dict[str, Callable[[int, ranking.Row], float | None]] = {
+    "rank": lambda i, row: i,
+    "runs": lambda i, row: len(row.runs),
+    "samples": lambda i, row: row.result.measurement.n,
+    "median": lambda i, row: row.rate,
+    "ci": lambda i, row: row.rate_ci[0] if row.rate_ci else None,
+    "speedup": lambda i, row: row.speedup_x,
+}
+
+
+def sorted_by(values: list[dict[str, float | None]], key: str, desc: bool) -> list[int]:
+    """Row positions ordered by ``key``; equal values keep the ranked order, None last."""
+    have = [i for i, v in enumerate(values) if v[key] is not None]
+    have.sort(key=lambda i: (-1 if desc else 1) * float(values[i][key] or 0))
+    return have + [i for i, v in enumerate(values) if v[key] is None]
 
 
 def _case(workload: str, variant: str, params: str) -> ranking.Case:

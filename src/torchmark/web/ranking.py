@@ -100,6 +100,7 @@ class Row:
     rank: str = ""
     vs_above: str = ""  # how this row compares with the one above
     speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
+    speedup_x: float | None = None  # the same speed, for sorting
 
 
 @dataclass
@@ -175,6 +176,7 @@ def rank_groups(groups: list[Group]) -> list[Row]:
             j = independent(base.result.measurement, row.result.measurement)
             if not isinstance(j, str):
                 row.speedup = f"{j.speed:.3g}x ({ci_text(j.ci)}) vs its CPU"
+                row.speedup_x = j.speed
     current = 1
     for i, row in enumerate(rows):
         if i == 0:

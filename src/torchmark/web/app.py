@@ -39,6 +39,10 @@ from torchmark.web.strip import strip_document
 HERE = Path(__file__).parent
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
 RATE_LIMIT = 60  # submissions per token per hour
+NEED_TOKEN = (
+    "a valid token is needed: send 'Authorization: Bearer <token>' "
+    "(made by `torchmark serve token create NAME`)"
+)
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -80,6 +84,19 @@ def create_app(
     app.state.store, app.state.accounts = store, accounts
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
+    if private:
+        # Every path, not only the routes that declare `Reader`: the static files and the
+        # OpenAPI document too, and a 404 (which would tell which run ids exist).
+        @app.middleware("http")
+        async def _private(request: Request, call_next: Any) -> Response:
+            authorization = request.headers.get("authorization")
+            if await run_in_threadpool(bearer, authorization) is None:
+                return JSONResponse(
+                    {"detail": NEED_TOKEN}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
+            response: Response = await call_next(request)
+            return response
+
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
         response: Response = await call_next(request)
@@ -95,12 +112,7 @@ def create_app(
     def writer(authorization: Annotated[str | None, Header()] = None) -> str:
         name = bearer(authorization)
         if name is None:
-            raise HTTPException(
-                401,
-                "a valid token is needed: send 'Authorization: Bearer <token>' "
-                "(made by `torchmark serve token create NAME`)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            raise HTTPException(401, NEED_TOKEN, headers={"WWW-Authenticate": "Bearer"})
         return name
 
     def reader(authorization: Annotated[str | None, Header()] = None) -> None:

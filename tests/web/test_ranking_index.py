@@ -99,3 +99,25 @@ def test_the_page_sorts_by_a_column_and_refuses_an_unknown_one(tmp_path: Path) -
     for bad in ("runs; DROP TABLE", "model", "--runs"):
         r = client.get("/", params=case | {"sort": bad})
         assert r.status_code == 422, bad
+
+
+def test_the_standard_division_needs_the_default_flags() -> None:
+    from torchmark.config import RunConfig
+
+    defaults = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in RunConfig().as_dict().items()
+    }
+    assert {k: defaults[k] for k in ranking.STANDARD_CONFIG} == ranking.STANDARD_CONFIG
+    run = make_run()
+    assert ranking.division_of(run) == "standard"  # nothing recorded: the defaults
+    run.config = RunConfig(devices=("cpu",), workloads=("add",), telemetry=False).as_dict()
+    assert ranking.division_of(run) == "standard"  # choosing cases changes no measurement
+    for change in ({"threads": 4}, {"timing": "e2e"}, {"suite": "quick"}, {"batches": (8,)},
+                   {"rule": "micro"}, {"sizes": (10,)}):  # fmt: skip
+        run.config = RunConfig(**change).as_dict()  # type: ignore[arg-type]
+        assert ranking.division_of(run) == "custom", change
+        (key,) = change
+        assert [f.split("=")[0] for f in ranking.nonstandard_flags(run)] == [key]
+    run.config = {}
+    run.kind = "model"
+    assert ranking.division_of(run) == "custom"

@@ -22,6 +22,19 @@ CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (n
 DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
 # Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
 STANDARD_KINDS = ("run",)
+# `torchmark run`'s options that change how a case is measured or which cases exist, at their
+# defaults (RunConfig's; a test holds them equal, and the server need not import torch for
+# them). Options that only choose among the suite's cases (--device, -w, --scenario,
+# --precision) or skip ceilings or telemetry leave a run standard.
+STANDARD_CONFIG: dict[str, Any] = {
+    "suite": "standard",
+    "timing": "device",
+    "rule": None,
+    "threads": None,
+    "batches": [],
+    "sizes": [],
+    "extra": {},
+}
 
 Case = tuple[str, str, str]  # workload, variant, params as sorted JSON
 
@@ -63,9 +76,25 @@ def check_bounds(run: RunRecord) -> str | None:
     return None
 
 
+def nonstandard_flags(run: RunRecord) -> list[str]:
+    """The run's options that differ from ``torchmark run``'s defaults (``--threads 4``...).
+    A key the run does not record counts as its default: documents made before the config
+    was recorded carry none."""
+    out = []
+    for key, default in STANDARD_CONFIG.items():
+        value = run.config.get(key, default)
+        if isinstance(value, tuple):
+            value = list(value)
+        if value != default:
+            out.append(f"{key}={value!r}")
+    return out
+
+
 def division_of(run: RunRecord) -> str:
-    """``standard`` for the built-in suite, ``custom`` for anything else (user models)."""
-    return "standard" if run.kind in STANDARD_KINDS else "custom"
+    """``standard`` for the built-in suite at default flags, ``custom`` for anything else
+    (user models, tuning, another suite, timing, stopping rule, thread count, batch or size)."""
+    standard = run.kind in STANDARD_KINDS and not nonstandard_flags(run)
+    return "standard" if standard else "custom"
 
 
 def machine_of(run: RunRecord) -> str:

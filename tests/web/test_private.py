@@ -38,3 +38,26 @@ def test_a_public_server_serves_them_to_anyone(tmp_path: Path) -> None:
     client = TestClient(create_app(f"sqlite:///{tmp_path / 'o.db'}"))
     for path in PATHS:
         assert client.get(path).status_code == 200, path
+
+
+def test_the_report_page_may_style_inline_and_run_nothing(tmp_path: Path) -> None:
+    from boardtest import body, make_run
+
+    app = create_app(f"sqlite:///{tmp_path / 'r.db'}")
+    token = app.state.accounts.create_token("t")
+    client = TestClient(app)
+    r = client.post(
+        "/api/v1/runs", content=body(make_run()), headers={"Authorization": f"Bearer {token}"}
+    )
+    page = client.get(f"/runs/{r.json()['run_id']}/report")
+    assert page.status_code == 200 and "Test CPU 9000" in page.text
+    csp = page.headers["Content-Security-Policy"].split("; ")
+    # no script-src: default-src 'none' forbids every script, and the sandbox runs none
+    assert csp[0] == "sandbox" and "default-src 'none'" in csp
+    assert not any(d.startswith(("script-src", "connect-src")) for d in csp)
+    # the other pages keep the app's own policy
+    assert (
+        "script-src 'self'"
+        in client.get(f"/runs/{r.json()['run_id']}").headers["Content-Security-Policy"]
+    )
+    assert client.get("/runs/nope/report").status_code == 404

@@ -36,6 +36,8 @@ submissions_t = sa.Table(
     sa.Column("submitted_utc", sa.Text, nullable=False),
     sa.Column("division", sa.Text, nullable=False),
     sa.Column("machine", sa.Text, nullable=False),  # hardware+software fingerprint, no host
+    sa.Index("ix_server_submissions_run_id", "run_id"),
+    sa.Index("ix_server_submissions_machine", "machine"),
 )
 TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
 
@@ -63,6 +65,8 @@ class Accounts:
             raise StoreError(f"the server needs an SQL results store, not {store.url}")
         self.engine = store.engine
         metadata.create_all(self.engine)
+        for index in submissions_t.indexes:  # create_all adds none to a table made before them
+            index.create(self.engine, checkfirst=True)
 
     # -- tokens ------------------------------------------------------------------------
 
@@ -166,6 +170,16 @@ class Accounts:
                 raise
             return first
         return run_id
+
+    def submitted(self, run_id: str) -> tuple[str, str] | None:
+        """(division, machine) of the submitted run ``run_id``, else None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(submissions_t.c.division, submissions_t.c.machine).where(
+                    submissions_t.c.run_id == run_id
+                )
+            ).first()
+        return None if row is None else (row.division, row.machine)
 
     def count_division(self, division: str) -> int:
         with self.engine.connect() as conn:

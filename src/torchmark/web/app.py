@@ -49,6 +49,15 @@ CSP = (
 )
 
 
+# The report is one self-contained file with inline CSS and matplotlib's SVG (style
+# attributes): it may use inline style, and nothing else. `sandbox` without allow-scripts
+# runs no script at all in it, and gives it an origin of its own.
+REPORT_CSP = (
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
 def create_app(
     db: str | None = None,
     *,
@@ -61,6 +70,7 @@ def create_app(
     engine = accounts.engine
     cases.backfill(engine, store)  # runs submitted before the ranking index existed
     cache = cases.Cache()
+    reports = cases.Cache(32)  # rendered report pages, ~50-250 kB each
     # One submission at a time in this process: check-duplicate, store and record stay one
     # step, so the same run sent twice at once is stored once.
     write_lock = threading.Lock()
@@ -100,7 +110,7 @@ def create_app(
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
         response: Response = await call_next(request)
-        response.headers["Content-Security-Policy"] = CSP
+        response.headers.setdefault("Content-Security-Policy", CSP)  # the report sets its own
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
@@ -138,7 +148,7 @@ def create_app(
     def load_run(run_id: str) -> RunRecord:
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
-        if run_id not in accounts.submissions():
+        if accounts.submitted(run_id) is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
             return store.load(run_id)
@@ -342,11 +352,24 @@ def create_app(
     @app.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
     def run_page(run_id: str) -> HTMLResponse:
         run = load_run(run_id)
+        division = (accounts.submitted(run_id) or ("?", ""))[0]
         html = pages.get_template("run.html").render(
             run=run,
+            division=division,
+            why_custom=ranking.nonstandard_flags(run),
             models={r.device: ranking.device_model(run, r.device) for r in run.results},
         )
         return HTMLResponse(html)
+
+    @app.get("/runs/{run_id}/report", response_class=HTMLResponse, dependencies=[Reader])
+    def run_report(run_id: str) -> HTMLResponse:
+        """The page `torchmark report` makes for this run: its tables, charts and notes."""
+        from torchmark.report import html as report_html
+
+        run = load_run(run_id)
+        # ~2-10 s of matplotlib per run on a 2-core machine; a stored run never changes
+        page = reports.get(run_id, lambda: report_html.render([run]))
+        return HTMLResponse(page, headers={"Content-Security-Policy": REPORT_CSP})
 
     @app.get("/machines/{machine}", response_class=HTMLResponse, dependencies=[Reader])
     def machine_page(machine: str) -> HTMLResponse:

@@ -87,7 +87,10 @@ def seed(db: str, results: int, cases: int, machines: int) -> None:
 
     from torchmark.web.app import create_app
 
+    t0 = time.perf_counter()
     app = create_app(db, rate_limit=10**9)
+    # a store from before the ranking index gets indexed here, once
+    print(f"app opened on the store in {time.perf_counter() - t0:.1f} s")
     client = TestClient(app)
     runs = results // cases
     have = len(client.get("/api/v1/runs").json())

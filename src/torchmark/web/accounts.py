@@ -181,16 +181,6 @@ class Accounts:
             ).first()
         return None if row is None else (row.division, row.machine)
 
-    def count_division(self, division: str) -> int:
-        with self.engine.connect() as conn:
-            return int(
-                conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(submissions_t)
-                    .where(submissions_t.c.division == division)
-                ).scalar_one()
-            )
-
     def submissions(self) -> dict[str, tuple[str, str]]:
         """run id -> (division, machine) of every submission."""
         with self.engine.connect() as conn:

@@ -142,7 +142,7 @@ def create_app(
         return [loaded[run_id] for run_id in run_ids]
 
     def ranked(division: str, case: ranking.Case) -> list[ranking.Row]:
-        key = ("rank", division, case, cases.generation(engine))
+        key = ("rank", division, case, cases.generation(engine, division, case))
         return cache.get(key, lambda: cases.rank(engine, division, case))
 
     def load_run(run_id: str) -> RunRecord:
@@ -316,7 +316,7 @@ def create_app(
         division: str = "standard",
         sort: str = Query("", pattern=f"^-?({'|'.join(SORTS)})?$"),
     ) -> HTMLResponse:
-        gen = cases.generation(engine)
+        gen = cases.generation(engine, division)
         all_cases = cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
         labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
         picked = next((c for c in all_cases if json.dumps(c) == case), None)
@@ -344,7 +344,7 @@ def create_app(
             sort_desc=desc,
             sort_links=links,
             division=division,
-            n_runs=accounts.count_division(division),
+            n_runs=gen[2],
             seed=reference.load(SEED_SET) if show_seed else None,
         )
         return HTMLResponse(html)

@@ -38,6 +38,7 @@ submissions_t = sa.Table(
     sa.Column("machine", sa.Text, nullable=False),  # hardware+software fingerprint, no host
     sa.Index("ix_server_submissions_run_id", "run_id"),
     sa.Index("ix_server_submissions_machine", "machine"),
+    sa.Index("ix_server_submissions_division", "division"),
 )
 TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
 

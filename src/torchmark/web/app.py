@@ -344,7 +344,7 @@ def create_app(
             sort_desc=desc,
             sort_links=links,
             division=division,
-            n_runs=gen[2],
+            n_runs=gen[0],
             seed=reference.load(SEED_SET) if show_seed else None,
         )
         return HTMLResponse(html)

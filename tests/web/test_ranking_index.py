@@ -119,5 +119,9 @@ def test_the_standard_division_needs_the_default_flags() -> None:
         (key,) = change
         assert [f.split("=")[0] for f in ranking.nonstandard_flags(run)] == [key]
     run.config = {}
+    run.results[0].extra["world_size"] = 2
+    assert ranking.nonstandard_flags(run) == ["world_size=2"]
+    run.results[0].extra["world_size"] = 1
+    assert ranking.division_of(run) == "standard"
     run.kind = "model"
     assert ranking.division_of(run) == "custom"

@@ -87,6 +87,11 @@ def nonstandard_flags(run: RunRecord) -> list[str]:
             value = list(value)
         if value != default:
             out.append(f"{key}={value!r}")
+    # a distributed run (--nproc-per-node, --nnodes) times the slowest of its ranks
+    ranks = [r.extra.get("world_size") for r in run.results]
+    world = max((n for n in ranks if isinstance(n, int)), default=1)
+    if world > 1:
+        out.append(f"world_size={world}")
     return out
 
 

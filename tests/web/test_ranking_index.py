@@ -125,3 +125,14 @@ def test_the_standard_division_needs_the_default_flags() -> None:
     assert ranking.division_of(run) == "standard"
     run.kind = "model"
     assert ranking.division_of(run) == "custom"
+
+
+def test_a_case_name_too_long_to_index_is_refused(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'b.db'}")
+    token = app.state.accounts.create_token("t")
+    run = make_run()
+    run.results[0].params = {"n": "x" * 3000}
+    r = TestClient(app).post(
+        "/api/v1/runs", content=body(run), headers={"Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 422 and "at most 2000" in r.json()["detail"]

@@ -18,6 +18,9 @@ from torchmark.results import Result, RunRecord
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
 MAX_SAMPLES = 100_000  # per result: the stopping rules stop far below
+# A case's name is indexed (PostgreSQL refuses a b-tree entry over ~2,700 bytes); the
+# built-in suite's longest is under 100.
+MAX_CASE_BYTES = 2_000
 CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (noise), no more
 DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
 # Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
@@ -61,6 +64,12 @@ def check_bounds(run: RunRecord) -> str | None:
             )
     for i, r in enumerate(run.results):
         where = f"results.{i} ({r.workload} {r.variant} on {r.device})"
+        name = sum(len(x.encode()) for x in case_of(r))
+        if name > MAX_CASE_BYTES:
+            return (
+                f"results.{i}: workload, variant and params take {name} bytes; "
+                f"at most {MAX_CASE_BYTES}"
+            )
         if len(r.samples_s) > MAX_SAMPLES:
             return f"{where}: {len(r.samples_s)} samples; at most {MAX_SAMPLES}"
         if r.status == "ok" and not r.samples_s:

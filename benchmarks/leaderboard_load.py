@@ -1,6 +1,13 @@
-"""Submissions/s and p95 latency of `torchmark serve` at 1, 50 and 200 concurrent clients.
+"""Submissions/s and p95 latency of `torchmark serve` at 1, 50 and 200 concurrent clients;
+page latency of `/` over a large store.
 
     python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
+    python benchmarks/leaderboard_load.py --page-results 100000 [--db URL] [--cases 100]
+
+The second form fills the store (in process, through the submission endpoint; skipped when
+--db already holds that many) with runs of --cases results each from --machines machines,
+then starts `torchmark serve` on it and times `/` (the default case, then every case once:
+each a different ranking) and `/api/v1/leaderboard`. Target: p95 < 200 ms at 100,000 results.
 
 Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
 throw-away PostgreSQL database), sends --per-level distinct runs at each concurrency with an
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -28,6 +36,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from boardtest import make_run
+from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
 
 
@@ -56,13 +65,124 @@ async def level(url: str, token: str, bodies: list[bytes], clients: int) -> tupl
     return latencies, answers
 
 
+def bench_run(i: int, cases: int, machines: int) -> RunRecord:
+    """Run ``i``: ``cases`` results (add/seed at n = 1000, 2000, ...) from machine
+    ``i % machines``, 24 samples each, times distinct per run (so no two are duplicates)."""
+    run = make_run(f"Bench CPU {i % machines}", scale=1 + (i % machines) / 10 + i * 1e-7, n=24)
+    first = run.results[0]
+    run.results = [
+        first.model_copy(
+            update={
+                "params": {"n": 1000 * (k + 1)},
+                "samples_s": [s * (k + 1) for s in first.samples_s],
+            }
+        )
+        for k in range(cases)
+    ]
+    return run
+
+
+def seed(db: str, results: int, cases: int, machines: int) -> None:
+    from fastapi.testclient import TestClient
+
+    from torchmark.web.app import create_app
+
+    t0 = time.perf_counter()
+    app = create_app(db, rate_limit=10**9)
+    # a store from before the ranking index gets indexed here, once
+    print(f"app opened on the store in {time.perf_counter() - t0:.1f} s")
+    client = TestClient(app)
+    runs = results // cases
+    have = len(client.get("/api/v1/runs").json())
+    if have >= runs:
+        print(f"store holds {have} runs already: not seeded")
+        return
+    token = app.state.accounts.create_token(f"seed{have}")
+    headers = {"Authorization": f"Bearer {token}"}
+    t0 = time.perf_counter()
+    for i in range(have, runs):
+        r = client.post("/api/v1/runs", content=export_run(bench_run(i, cases, machines)),
+                        headers=headers)  # fmt: skip
+        assert r.status_code == 201, r.text
+    print(f"seeded {runs - have} runs x {cases} results in {time.perf_counter() - t0:.0f} s")
+    client.close()
+    app.state.store.close()
+
+
+def p50_p95(times: list[float]) -> str:
+    p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
+    return f"p50 {statistics.median(times) * 1e3:6.0f} ms, p95 {p95 * 1e3:6.0f} ms (n={len(times)})"
+
+
+def pages(url: str, cases: int) -> None:
+    client = httpx.Client(timeout=300)  # one kept-alive connection, as a browser keeps
+
+    def get(path: str, **params: str) -> float:
+        t0 = time.perf_counter()
+        client.get(url + path, params=params).raise_for_status()
+        return time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    get("/")
+    print(f"first / after start: {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    print(f"/ again (default case)   {p50_p95([get('/') for _ in range(20)])}")
+    keys = [json.dumps(["add", "seed", json.dumps({"n": 1000 * (k + 1)})]) for k in range(cases)]
+    print(f"/?case= each case once   {p50_p95([get('/', case=k) for k in keys])}")
+    api = [
+        get("/api/v1/leaderboard", workload="add", variant="seed", params=json.loads(k)[2])
+        for k in keys
+    ]
+    print(f"/api/v1/leaderboard      {p50_p95(api)} (each case after its page)")
+
+
+def serve(db: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp / "serve.log").open("ab")
+    cmd = ["serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
+    proc = subprocess.Popen([sys.executable, "-m", "torchmark", *cmd], stdout=log, stderr=log)
+    t0 = time.monotonic()
+    while True:
+        try:
+            httpx.get(url + "/api/v1/runs", timeout=2)
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > t0 + 600 or proc.poll() is not None:
+                proc.kill()
+                raise SystemExit(f"server did not start; see {tmp / 'serve.log'}") from None
+            time.sleep(0.2)
+    print(f"server up in {time.monotonic() - t0:.1f} s")
+    return proc, url
+
+
+def page_main(args: argparse.Namespace, tmp: Path) -> int:
+    db = args.db or f"sqlite:///{tmp / 'board.db'}"
+    print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
+    seed(db, args.page_results, args.cases, args.machines)
+    proc, url = serve(db, tmp)
+    try:
+        pages(url, args.cases)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"load average at end: {os.getloadavg()}")
+    if not args.db:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", default=None)
     ap.add_argument("--per-level", type=int, default=200)
     ap.add_argument("--levels", default="1,50,200")
+    ap.add_argument("--page-results", type=int, default=0)
+    ap.add_argument("--cases", type=int, default=100)
+    ap.add_argument("--machines", type=int, default=50)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tmboard"))
+    if args.page_results:
+        return page_main(args, tmp)
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
     print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
     token = subprocess.run(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from torchmark.errors import InputError, StoreError
 from torchmark.store import ResultStore, SQLStore
@@ -34,6 +36,9 @@ submissions_t = sa.Table(
     sa.Column("submitted_utc", sa.Text, nullable=False),
     sa.Column("division", sa.Text, nullable=False),
     sa.Column("machine", sa.Text, nullable=False),  # hardware+software fingerprint, no host
+    sa.Index("ix_server_submissions_run_id", "run_id"),
+    sa.Index("ix_server_submissions_machine", "machine"),
+    sa.Index("ix_server_submissions_division", "division"),
 )
 TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
 
@@ -61,6 +66,8 @@ class Accounts:
             raise StoreError(f"the server needs an SQL results store, not {store.url}")
         self.engine = store.engine
         metadata.create_all(self.engine)
+        for index in submissions_t.indexes:  # create_all adds none to a table made before them
+            index.create(self.engine, checkfirst=True)
 
     # -- tokens ------------------------------------------------------------------------
 
@@ -133,10 +140,17 @@ class Accounts:
             )
 
     def record(
-        self, content_hash: str, run_id: str, token_name: str, division: str, machine: str
+        self,
+        content_hash: str,
+        run_id: str,
+        token_name: str,
+        division: str,
+        machine: str,
+        also: Callable[[Connection], None] | None = None,
     ) -> str:
         """Record a stored run as a submission; returns the run id kept for this content
-        (the earlier one when a concurrent twin got there first)."""
+        (the earlier one when a concurrent twin got there first). ``also`` writes in the
+        same transaction (the ranking index), so it exists exactly when the record does."""
         try:
             with self.engine.begin() as conn:
                 conn.execute(
@@ -149,12 +163,24 @@ class Accounts:
                         machine=machine,
                     )
                 )
+                if also is not None:
+                    also(conn)
         except sa.exc.IntegrityError:
             first = self.submission(content_hash)
             if first is None:
                 raise
             return first
         return run_id
+
+    def submitted(self, run_id: str) -> tuple[str, str] | None:
+        """(division, machine) of the submitted run ``run_id``, else None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(submissions_t.c.division, submissions_t.c.machine).where(
+                    submissions_t.c.run_id == run_id
+                )
+            ).first()
+        return None if row is None else (row.division, row.machine)
 
     def submissions(self) -> dict[str, tuple[str, str]]:
         """run id -> (division, machine) of every submission."""

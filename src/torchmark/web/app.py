@@ -13,9 +13,10 @@ import hashlib
 import io
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -31,16 +32,29 @@ from torchmark.results import RunRecord
 from torchmark.store import open_store
 from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
 from torchmark.store.sql import usable_run_id
-from torchmark.web import ranking
+from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
 from torchmark.web.strip import strip_document
 
 HERE = Path(__file__).parent
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
 RATE_LIMIT = 60  # submissions per token per hour
+NEED_TOKEN = (
+    "a valid token is needed: send 'Authorization: Bearer <token>' "
+    "(made by `torchmark serve token create NAME`)"
+)
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+# The report is one self-contained file with inline CSS and matplotlib's SVG (style
+# attributes): it may use inline style, and nothing else. `sandbox` without allow-scripts
+# runs no script at all in it, and gives it an origin of its own.
+REPORT_CSP = (
+    "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
 
@@ -53,6 +67,10 @@ def create_app(
 ) -> FastAPI:
     store = open_store(db)
     accounts = Accounts(store)
+    engine = accounts.engine
+    cases.backfill(engine, store)  # runs submitted before the ranking index existed
+    cache = cases.Cache()
+    reports = cases.Cache(32)  # rendered report pages, ~50-250 kB each
     # One submission at a time in this process: check-duplicate, store and record stay one
     # step, so the same run sent twice at once is stored once.
     write_lock = threading.Lock()
@@ -76,10 +94,23 @@ def create_app(
     app.state.store, app.state.accounts = store, accounts
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
+    if private:
+        # Every path, not only the routes that declare `Reader`: the static files and the
+        # OpenAPI document too, and a 404 (which would tell which run ids exist).
+        @app.middleware("http")
+        async def _private(request: Request, call_next: Any) -> Response:
+            authorization = request.headers.get("authorization")
+            if await run_in_threadpool(bearer, authorization) is None:
+                return JSONResponse(
+                    {"detail": NEED_TOKEN}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
+            response: Response = await call_next(request)
+            return response
+
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
         response: Response = await call_next(request)
-        response.headers["Content-Security-Policy"] = CSP
+        response.headers.setdefault("Content-Security-Policy", CSP)  # the report sets its own
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
@@ -91,12 +122,7 @@ def create_app(
     def writer(authorization: Annotated[str | None, Header()] = None) -> str:
         name = bearer(authorization)
         if name is None:
-            raise HTTPException(
-                401,
-                "a valid token is needed: send 'Authorization: Bearer <token>' "
-                "(made by `torchmark serve token create NAME`)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            raise HTTPException(401, NEED_TOKEN, headers={"WWW-Authenticate": "Bearer"})
         return name
 
     def reader(authorization: Annotated[str | None, Header()] = None) -> None:
@@ -106,19 +132,23 @@ def create_app(
     Reader = Depends(reader)
 
     # A submitted run never changes: each is read from the database once per process (a
-    # page over 200 runs took 270 ms reading them all on every request).
+    # page over 200 runs took 270 ms reading them all on every request). Rankings never
+    # read runs: they query the index of their one case (cases.rank).
     loaded: dict[str, RunRecord] = {}
 
-    def submitted_runs() -> tuple[list[RunRecord], dict[str, tuple[str, str]]]:
-        subs = accounts.submissions()
-        for run_id in subs.keys() - loaded.keys():
+    def runs_by_id(run_ids: list[str]) -> list[RunRecord]:
+        for run_id in set(run_ids) - loaded.keys():
             loaded[run_id] = store.load(run_id)
-        return [loaded[run_id] for run_id in subs], subs
+        return [loaded[run_id] for run_id in run_ids]
+
+    def ranked(division: str, case: ranking.Case) -> list[ranking.Row]:
+        key = ("rank", division, case, cases.generation(engine, division, case))
+        return cache.get(key, lambda: cases.rank(engine, division, case))
 
     def load_run(run_id: str) -> RunRecord:
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
-        if run_id not in accounts.submissions():
+        if accounts.submitted(run_id) is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
             return store.load(run_id)
@@ -173,8 +203,15 @@ def create_app(
                     headers={"Retry-After": "3600"},
                 )
             run_id = store.save(run)
+            division, machine = ranking.division_of(run), ranking.machine_of(run)
+            rows = cases.index_rows(run, run_id, division, machine)
             run_id = accounts.record(
-                content, run_id, token_name, ranking.division_of(run), ranking.machine_of(run)
+                content,
+                run_id,
+                token_name,
+                division,
+                machine,
+                also=lambda conn: cases.insert(conn, rows),
             )
         url = f"{public_url.rstrip('/')}/runs/{run_id}"
         return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
@@ -201,7 +238,10 @@ def create_app(
         format: str = Query("json", pattern="^(json|csv)$"),
     ) -> Response:
         """Every ranked-or-not result of submitted runs, with raw samples."""
-        runs, _ = submitted_runs()
+        if workload is None:
+            runs = runs_by_id(list(accounts.submissions()))
+        else:
+            runs = runs_by_id(cases.runs_with(engine, workload))
         rows = [
             _csv_row(run, r)
             for run in runs
@@ -221,9 +261,7 @@ def create_app(
         workload: str, variant: str, params: str = "{}", division: str = "standard"
     ) -> JSONResponse:
         """Machines ranked on one case: pooled median, its 95 % CI, shared ranks."""
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
-        rows = ranking.rank(chosen, _case(workload, variant, params), _machines(subs))
+        rows = ranked(division, _case(workload, variant, params))
         return JSONResponse(finite_json([ranking.row_json(x) for x in rows]))
 
     @app.post("/api/v1/place", dependencies=[Reader])
@@ -249,13 +287,11 @@ def create_app(
             mine = parse_run(json.dumps(strip_document(doc)[0]), "the run")
         except InputError as e:
             raise HTTPException(422, str(e)) from None
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == "standard"]
         out = []
         for r in mine.results:
             if not r.ok:
                 continue
-            rows = ranking.rank(chosen, ranking.case_of(r), _machines(subs))
+            rows = ranked("standard", ranking.case_of(r))
             t = r.measurement.median
             faster = sum(1 for row in rows if row.result.measurement.median < t)
             slower = sum(1 for row in rows if row.result.measurement.median > t)
@@ -275,10 +311,13 @@ def create_app(
     # -- pages -------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse, dependencies=[Reader])
-    def index(case: str = "", division: str = "standard") -> HTMLResponse:
-        runs, subs = submitted_runs()
-        chosen = [r for r in runs if subs[r.run_id or ""][0] == division]
-        all_cases = ranking.cases(chosen)
+    def index(
+        case: str = "",
+        division: str = "standard",
+        sort: str = Query("", pattern=f"^-?({'|'.join(SORTS)})?$"),
+    ) -> HTMLResponse:
+        gen = cases.generation(engine, division)
+        all_cases = cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
         labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
         picked = next((c for c in all_cases if json.dumps(c) == case), None)
         if picked is None and all_cases:
@@ -286,14 +325,26 @@ def create_app(
             seed = [c for c in all_cases if c[:2] == (SEED_WORKLOAD, SEED_VARIANT)]
             picked = (seed or all_cases)[0]
         show_seed = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
-        rows = ranking.rank(chosen, picked, _machines(subs)) if picked else []
+        rows = ranked(division, picked) if picked else []
+        values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
+        key, desc = sort.removeprefix("-"), sort.startswith("-")
+        order = list(range(len(rows)))
+        if key:
+            order = sorted_by(values, key, desc)
+        query = {"case": json.dumps(picked) if picked else "", "division": division}
+        # a header link sorts by its column, ascending; the sorted column's link reverses it
+        flip = {k: f"-{k}" if k == key and not desc else k for k in SORTS}
+        links = {k: "/?" + urlencode(query | {"sort": flip[k]}) for k in SORTS}
         html = pages.get_template("index.html").render(
             labels=labels,
             picked=json.dumps(picked) if picked else "",
             picked_label=ranking.case_label(picked) if picked else "",
-            rows=rows,
+            rows=[(rows[i], values[i]) for i in order],
+            sort_key=key,
+            sort_desc=desc,
+            sort_links=links,
             division=division,
-            n_runs=len(chosen),
+            n_runs=gen[0],
             seed=reference.load(SEED_SET) if show_seed else None,
         )
         return HTMLResponse(html)
@@ -301,29 +352,60 @@ def create_app(
     @app.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
     def run_page(run_id: str) -> HTMLResponse:
         run = load_run(run_id)
+        division = (accounts.submitted(run_id) or ("?", ""))[0]
         html = pages.get_template("run.html").render(
             run=run,
+            division=division,
+            why_custom=ranking.nonstandard_flags(run),
             models={r.device: ranking.device_model(run, r.device) for r in run.results},
         )
         return HTMLResponse(html)
 
+    @app.get("/runs/{run_id}/report", response_class=HTMLResponse, dependencies=[Reader])
+    def run_report(run_id: str) -> HTMLResponse:
+        """The page `torchmark report` makes for this run: its tables, charts and notes."""
+        from torchmark.report import html as report_html
+
+        run = load_run(run_id)
+        # ~2-10 s of matplotlib per run on a 2-core machine; a stored run never changes
+        page = reports.get(run_id, lambda: report_html.render([run]))
+        return HTMLResponse(page, headers={"Content-Security-Policy": REPORT_CSP})
+
     @app.get("/machines/{machine}", response_class=HTMLResponse, dependencies=[Reader])
     def machine_page(machine: str) -> HTMLResponse:
-        runs, subs = submitted_runs()
-        mine = [r for r in runs if subs[r.run_id or ""][1] == machine]
-        if not mine:
+        found = dict(cases.machine_runs(engine, machine))
+        if not found:
             raise HTTPException(404, f"no machine {machine!r}")
-        mine.sort(key=lambda r: r.created_utc)
+        mine = sorted(runs_by_id(list(found)), key=lambda r: r.created_utc)
         html = pages.get_template("machine.html").render(
             machine=machine,
             runs=mine,
-            divisions={r.run_id: subs[r.run_id or ""][0] for r in mine},
+            divisions=found,
             devices=mine[-1].environment.get("devices") or {},
             software=mine[-1].environment.get("software") or {},
         )
         return HTMLResponse(html)
 
     return app
+
+
+# The ranking page's sortable columns: each row's value (None sorts last either way). `rank`
+# is the ranked order itself: ties keep it, on the server as in board.js.
+SORTS: dict[str, Callable[[int, ranking.Row], float | None]] = {
+    "rank": lambda i, row: i,
+    "runs": lambda i, row: len(row.runs),
+    "samples": lambda i, row: row.result.measurement.n,
+    "median": lambda i, row: row.rate,
+    "ci": lambda i, row: row.rate_ci[0] if row.rate_ci else None,
+    "speedup": lambda i, row: row.speedup_x,
+}
+
+
+def sorted_by(values: list[dict[str, float | None]], key: str, desc: bool) -> list[int]:
+    """Row positions ordered by ``key``; equal values keep the ranked order, None last."""
+    have = [i for i, v in enumerate(values) if v[key] is not None]
+    have.sort(key=lambda i: (-1 if desc else 1) * float(values[i][key] or 0))
+    return have + [i for i, v in enumerate(values) if v[key] is None]
 
 
 def _case(workload: str, variant: str, params: str) -> ranking.Case:
@@ -334,7 +416,3 @@ def _case(workload: str, variant: str, params: str) -> ranking.Case:
     if not isinstance(parsed, dict):
         raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}')
     return (workload, variant, json.dumps(parsed, sort_keys=True, default=str))
-
-
-def _machines(subs: dict[str, tuple[str, str]]) -> dict[str, str]:
-    return {run_id: machine for run_id, (_, machine) in subs.items()}

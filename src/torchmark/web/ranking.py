@@ -18,10 +18,26 @@ from torchmark.results import Result, RunRecord
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
 MAX_SAMPLES = 100_000  # per result: the stopping rules stop far below
+# A case's name is indexed (PostgreSQL refuses a b-tree entry over ~2,700 bytes); the
+# built-in suite's longest is under 100.
+MAX_CASE_BYTES = 2_000
 CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (noise), no more
 DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
 # Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
 STANDARD_KINDS = ("run",)
+# `torchmark run`'s options that change how a case is measured or which cases exist, at their
+# defaults (RunConfig's; a test holds them equal, and the server need not import torch for
+# them). Options that only choose among the suite's cases (--device, -w, --scenario,
+# --precision) or skip ceilings or telemetry leave a run standard.
+STANDARD_CONFIG: dict[str, Any] = {
+    "suite": "standard",
+    "timing": "device",
+    "rule": None,
+    "threads": None,
+    "batches": [],
+    "sizes": [],
+    "extra": {},
+}
 
 Case = tuple[str, str, str]  # workload, variant, params as sorted JSON
 
@@ -48,6 +64,12 @@ def check_bounds(run: RunRecord) -> str | None:
             )
     for i, r in enumerate(run.results):
         where = f"results.{i} ({r.workload} {r.variant} on {r.device})"
+        name = sum(len(x.encode()) for x in case_of(r))
+        if name > MAX_CASE_BYTES:
+            return (
+                f"results.{i}: workload, variant and params take {name} bytes; "
+                f"at most {MAX_CASE_BYTES}"
+            )
         if len(r.samples_s) > MAX_SAMPLES:
             return f"{where}: {len(r.samples_s)} samples; at most {MAX_SAMPLES}"
         if r.status == "ok" and not r.samples_s:
@@ -63,9 +85,30 @@ def check_bounds(run: RunRecord) -> str | None:
     return None
 
 
+def nonstandard_flags(run: RunRecord) -> list[str]:
+    """The run's options that differ from ``torchmark run``'s defaults (``--threads 4``...).
+    A key the run does not record counts as its default: documents made before the config
+    was recorded carry none."""
+    out = []
+    for key, default in STANDARD_CONFIG.items():
+        value = run.config.get(key, default)
+        if isinstance(value, tuple):
+            value = list(value)
+        if value != default:
+            out.append(f"{key}={value!r}")
+    # a distributed run (--nproc-per-node, --nnodes) times the slowest of its ranks
+    ranks = [r.extra.get("world_size") for r in run.results]
+    world = max((n for n in ranks if isinstance(n, int)), default=1)
+    if world > 1:
+        out.append(f"world_size={world}")
+    return out
+
+
 def division_of(run: RunRecord) -> str:
-    """``standard`` for the built-in suite, ``custom`` for anything else (user models)."""
-    return "standard" if run.kind in STANDARD_KINDS else "custom"
+    """``standard`` for the built-in suite at default flags, ``custom`` for anything else
+    (user models, tuning, another suite, timing, stopping rule, thread count, batch or size)."""
+    standard = run.kind in STANDARD_KINDS and not nonstandard_flags(run)
+    return "standard" if standard else "custom"
 
 
 def machine_of(run: RunRecord) -> str:
@@ -100,13 +143,27 @@ class Row:
     rank: str = ""
     vs_above: str = ""  # how this row compares with the one above
     speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
+    speedup_x: float | None = None  # the same speed, for sorting
 
 
-def _pooled(results: list[Result]) -> Result:
-    first = results[0]
-    samples = [s for r in results for s in r.measurement.kept.tolist()]
-    return first.model_copy(
-        update={"samples_s": samples, "excluded": [], "calls_per_sample": 1}, deep=True
+@dataclass
+class Group:
+    """One machine's device on one case: the runs that pool and their kept samples."""
+
+    machine: str
+    device: str
+    model: str
+    runs: list[str]
+    samples: list[float]  # every member's kept samples, pooled
+    first: Result  # the first member: work, headline and unit of the pooled result
+
+
+def _pooled(first: Result, samples: list[float]) -> Result:
+    # Built anew, not first.model_copy(update=...): a copy carries first's cached
+    # `measurement`, so the pooled row showed the first run's median, CI and n alone.
+    doc = first.model_dump(exclude=set(Result.model_computed_fields))
+    return Result.model_validate(
+        {**doc, "samples_s": samples, "excluded": [], "calls_per_sample": 1}
     )
 
 
@@ -115,18 +172,28 @@ def rank(
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
     (default: computed). Results whose verdict is ``invalid`` are never ranked."""
-    from torchmark.comparison import ci_text, independent
-
-    groups: dict[tuple[str, str], list[tuple[RunRecord, Result]]] = {}
+    groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
         for r in run.results:
             if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
                 continue
-            groups.setdefault((machine, r.device), []).append((run, r))
+            g = groups.get((machine, r.device))
+            if g is None:
+                g = Group(machine, r.device, device_model(run, r.device), [], [], r)
+                groups[(machine, r.device)] = g
+            g.runs.append(run.run_id or "")
+            g.samples.extend(r.measurement.kept.tolist())
+    return rank_groups(list(groups.values()))
+
+
+def rank_groups(groups: list[Group]) -> list[Row]:
+    """Rows for the groups of one case (in first-submitted order), fastest first."""
+    from torchmark.comparison import ci_text, independent
+
     rows: list[Row] = []
-    for (machine, device), members in groups.items():
-        pooled = _pooled([r for _, r in members])
+    for g in groups:
+        pooled = _pooled(g.first, g.samples)
         tp = pooled.throughput
         median = pooled.measurement.median
         lo, hi = pooled.measurement.ci
@@ -134,10 +201,10 @@ def rank(
         ci = (scale / hi, scale / lo) if tp and math.isfinite(lo) and lo > 0 else None
         rows.append(
             Row(
-                machine=machine,
-                device=device,
-                model=device_model(members[0][0], device),
-                runs=[run.run_id or "" for run, _ in members],
+                machine=g.machine,
+                device=g.device,
+                model=g.model,
+                runs=g.runs,
                 result=pooled,
                 unit=tp.unit if tp else "",
                 rate=tp.value if tp else 0.0,
@@ -152,6 +219,7 @@ def rank(
             j = independent(base.result.measurement, row.result.measurement)
             if not isinstance(j, str):
                 row.speedup = f"{j.speed:.3g}x ({ci_text(j.ci)}) vs its CPU"
+                row.speedup_x = j.speed
     current = 1
     for i, row in enumerate(rows):
         if i == 0:

@@ -216,7 +216,7 @@ def test_sweep_on_a_16_core_gpu_machine_is_bounded(monkeypatch: pytest.MonkeyPat
     # warm-up and samples each end at the rule's time-out: the sweep in a few minutes
     assert len(cases) * 2 * max(rules) <= 5 * 60
     (line,) = plan_notes(cases)
-    assert line.startswith("input on fake:0: 11 cases, each measured for at most ~20 s")
-    assert "(~4 min in all)" in line and "512 JPEGs of ~400 px (8 batches of 64)" in line
+    assert line.startswith("input on fake:0: 11 cases; a call is an epoch of 512 JPEGs of ~400")
+    assert "(8 batches of 64," in line and "for ~10 s each (at least one epoch each)" in line
     # the slowest epoch measured on an H100 VM (workers=0, 259 images/s) fits the rule
     assert workload.GPU_SHAPE.images / 259 < max(rules) / 4

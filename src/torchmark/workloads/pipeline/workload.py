@@ -131,22 +131,21 @@ class InputPipeline(Workload):
 
     @classmethod
     def plan_note(cls, cases: Sequence[Case]) -> list[str]:
-        """Per device: the cases, the data one call reads and the time the sweep may take.
-        Each case's rule ends its warm-up and then its samples at ``max_time_s`` each."""
+        """Per device: the cases, the data one call reads and how long a case measures: its
+        rule ends the warm-up and then the samples at ``max_time_s`` each, or after one
+        call where a call (an epoch) is longer."""
         out = []
         for device in dict.fromkeys(c.device for c in cases):
             mine = [c for c in cases if c.device == device]
             p = mine[-1].param_dict
             shape = GPU_SHAPE if device.is_accelerator else CPU_SHAPE
             images, batch = int(p.get("images", shape.images)), int(p["batch"])
-            bound = 2 * preset(mine[-1].rule or "epoch").max_time_s
-            total = len(mine) * bound
-            most = f"{total:.0f} s" if total < 120 else f"{total / 60:.0f} min"
+            rule_s = preset(mine[-1].rule or "epoch").max_time_s
             out.append(
-                f"input on {device.name}: {fmt.plural(len(mine), 'case')}, each measured "
-                f"for at most ~{bound:.0f} s (~{most} in all); "
-                f"one call is one epoch: {images} JPEGs of ~{shape.side} px "
-                f"({images // batch} batches of {batch}), written once to the cache dir"
+                f"input on {device.name}: {fmt.plural(len(mine), 'case')}; a call is an epoch "
+                f"of {images} JPEGs of ~{shape.side} px ({images // batch} batches of {batch}, "
+                f"written once to the cache dir); each case: its check and first epoch, then "
+                f"warm-up and samples for ~{rule_s:.0f} s each (at least one epoch each)"
             )
         return out
 

@@ -4,6 +4,11 @@ with the reason, leaves no worker process behind, and the run goes on."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +26,7 @@ from torchmark.loaders import LoaderConfig, config_of
 from torchmark.results import RunRecord
 from torchmark.session import Quiet, Session
 from torchmark.workloads.base import Case, PlanOptions
-from torchmark.workloads.pipeline.feed import make_loader
+from torchmark.workloads.pipeline.feed import make_loader, shut
 from torchmark.workloads.pipeline.images import JpegImages
 from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 
@@ -172,3 +177,101 @@ def test_too_few_images_for_the_batch_is_skipped_with_the_fix(tmp_path: Path) ->
     session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
     (r,) = runner.run_planned(session, [case], {"input": w}, CFG).results
     assert r.status == "skipped" and "pass --size 16 or more" in (r.reason or "")
+
+
+def test_sigterm_to_the_process_group_while_workers_run_stops_cleanly(tmp_path: Path) -> None:
+    """`timeout` and Slurm signal the whole process group: the DataLoader workers get the
+    SIGTERM too. Dying of it, they made DataLoader's SIGCHLD handler raise "worker killed
+    by signal" in the main process over the run's own stop (a traceback, not exit 143)."""
+    env = {**os.environ, "TORCHMARK_DB": f"sqlite:///{tmp_path / 'r.db'}", "PYTHONUNBUFFERED": "1"}
+    args = ["run", "-w", "input", "-d", "cpu", "--quick", "--no-ceilings", "--no-telemetry"]
+    args += ["--cache-dir", str(tmp_path), "--batch", "8", "--size", "64", "--threads", "1"]
+    args += ["--stopping", "test"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchmark", *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as `timeout` gives it
+    )
+    main = psutil.Process(proc.pid)
+
+    def workers() -> set[int]:
+        # forked with the main's command line and still so 0.1 s later: a DataLoader worker,
+        # not a subprocess (cpuinfo) between its fork and its exec
+        with contextlib.suppress(psutil.Error):
+            seen = {c.pid for c in main.children() if c.cmdline() == main.cmdline()}
+            time.sleep(0.1)
+            return seen & {c.pid for c in main.children() if c.cmdline() == main.cmdline()}
+        return set()
+
+    try:
+        deadline = time.monotonic() + 90
+        while not (seen := workers()) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before its workers were seen"
+        assert seen, "no DataLoader worker within 90 s"
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 143, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err, err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # every process of the group has ended
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("processes of the run outlived it")
+
+
+def started(workers: int) -> Any:
+    ds = list(range(64))
+    it = iter(make_loader(ds, 4, LoaderConfig(workers), 5.0))  # type: ignore[arg-type]
+    next(it)
+    return it
+
+
+def test_a_worker_stopped_by_sigterm_exits_0() -> None:
+    # killed by it, the SIGCHLD handler would raise "killed by signal" in this process
+    it = started(1)
+    (w,) = it._workers
+    subprocess.run(["kill", "-TERM", str(w.pid)], check=True)  # not from its parent, as a group's
+    w.join(timeout=10)
+    assert w.exitcode == 0
+    shut(it)
+
+
+def test_teardown_with_a_worker_already_dead_does_not_raise() -> None:
+    from torch.utils.data._utils import signal_handling
+
+    # SIGCHLD held (in every thread: they inherit the mask) so that the death is found
+    # where the test says, mid-shutdown, not at whatever line the signal lands on
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
+        it = started(2)
+        dead, alive = it._workers
+        os.kill(dead.pid, signal.SIGKILL)  # as the OOM killer, or a group signal to a user's
+        deadline = time.monotonic() + 10  # dead, not reaped (join would reap it)
+        while not os.waitid(os.P_PID, dead.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        real = it._shutdown_workers
+
+        def interrupted() -> None:  # the SIGCHLD handler's check, as it runs: mid-shutdown
+            signal_handling._error_if_any_worker_fails()
+            real()
+
+        it._shutdown_workers = interrupted
+        with pytest.raises(RuntimeError, match="killed by signal"):
+            interrupted()  # what the old teardown raised out of the run's Stopped handler
+        shut(it)
+        assert not it._worker_pids_set and not dead.is_alive() and not alive.is_alive()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})

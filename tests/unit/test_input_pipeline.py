@@ -201,3 +201,22 @@ def test_advice_never_contradicts_itself() -> None:
     assert "still helping at 4, the most tried" in text
     (a,) = advise(rs)
     assert a.cost is None and a.plateau == 4
+
+
+def test_sweep_on_a_16_core_gpu_machine_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.testing import FakeClock, FakeDevice
+    from torchmark.timing.stopping import preset
+    from torchmark.workloads.base import plan_notes
+    from torchmark.workloads.pipeline import workload
+
+    monkeypatch.setattr(workload, "available_cores", lambda: 16)
+    cases = InputPipeline().cases(FakeDevice(FakeClock()), PlanOptions())
+    assert len(cases) == 11  # resident, workers 0-16, persistent, prefetch, pin, pin+persistent
+    rules = {preset(c.rule or "").max_time_s for c in cases}
+    # warm-up and samples each end at the rule's time-out: the sweep in a few minutes
+    assert len(cases) * 2 * max(rules) <= 5 * 60
+    (line,) = plan_notes(cases)
+    assert line.startswith("input on fake:0: 11 cases; a call is an epoch of 512 JPEGs of ~400")
+    assert "(8 batches of 64," in line and "for ~10 s each (at least one epoch each)" in line
+    # the slowest epoch measured on an H100 VM (workers=0, 259 images/s) fits the rule
+    assert workload.GPU_SHAPE.images / 259 < max(rules) / 4

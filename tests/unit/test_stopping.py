@@ -113,11 +113,11 @@ def test_describe_names_every_parameter() -> None:
 def test_presets_and_registry() -> None:
     assert preset("micro") == Adaptive(target=0.005, max_time_s=10.0)
     assert preset("model").target == 0.015  # type: ignore[attr-defined]
-    for name in ("micro", "model", "quick", "test"):
+    for name in ("micro", "model", "quick", "test", "epoch"):
         rule = preset(name)
         assert rule.max_time_s > 0
         assert rule.decide([1e-3] * 20, 100.0) is not None  # every preset ends
-    with pytest.raises(UnknownNameError, match="valid stopping presets: micro, model"):
+    with pytest.raises(UnknownNameError, match="valid stopping presets: epoch, micro, model"):
         preset("mikro")
     assert RULES.get("adaptive") is Adaptive
     assert RULES.get("fixed") is Fixed

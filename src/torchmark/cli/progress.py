@@ -84,6 +84,10 @@ class ProgressEvents:
             f"Planned {fmt.plural(len(cases), 'case')} on {', '.join(devices) or 'no device'} "
             f"({fmt.plural(len(workloads), 'workload')}: {', '.join(workloads)})"
         )
+        from torchmark.workloads.base import plan_notes
+
+        for line in plan_notes(cases):
+            self._say(line)
         if self.progress is not None:
             self.progress.update(self.task, total=len(cases), description="ceilings")
 

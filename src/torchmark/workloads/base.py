@@ -7,7 +7,7 @@ derives throughput, arithmetic intensity and % of the measured ceiling.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -96,5 +96,20 @@ class Workload(ABC):
         """Static facts for ``torchmark list`` (e.g. parameter count, FLOPs per item)."""
         return {}
 
+    @classmethod
+    def plan_note(cls, cases: Sequence[Case]) -> list[str]:
+        """Lines said with the plan: what it will write, how long it should take."""
+        return []
+
 
 WORKLOADS: Registry[type[Workload]] = Registry("workload", "torchmark.workloads")
+
+
+def plan_notes(cases: Sequence[Case]) -> list[str]:
+    """Each planned workload's ``plan_note`` over its own cases."""
+    names = [n for n in dict.fromkeys(c.workload for c in cases) if n in WORKLOADS]
+    return [
+        line
+        for n in names
+        for line in WORKLOADS.get(n).plan_note([c for c in cases if c.workload == n])
+    ]

@@ -6,6 +6,10 @@ to be none; on an accelerator it is also timed with the device's own timer."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -33,8 +37,40 @@ def make_loader(
         drop_last=True,
         generator=torch.Generator().manual_seed(seed),
         timeout=timeout_s if cfg.workers else 0,
+        worker_init_fn=stop_quietly if cfg.workers else None,
         **cfg.kwargs(),
     )
+
+
+# The signals that stop a run (session.STOP_SIGNALS) reach the workers too when they are
+# sent to the process group, as `timeout`, Slurm and a closed terminal send them.
+GROUP_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def stop_quietly(worker_id: int) -> None:
+    """``worker_init_fn``: a worker stopped by the group's SIGTERM / SIGHUP exits 0, as it
+    does on Ctrl-C. Killed by it instead, it made DataLoader's SIGCHLD handler raise "worker
+    killed by signal" in the main process wherever that was, over the run's own stop (seen
+    on an H100 under `timeout 90`: a traceback instead of "interrupted", exit 1, not 143).
+    The main process still finds a worker that left early: "exited unexpectedly"."""
+    del worker_id
+    for s in GROUP_STOP_SIGNALS:
+        signal.signal(s, _exit_now)
+    threading.excepthook = _quiet_hangup
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    os._exit(0)
+
+
+def _quiet_hangup(args: threading.ExceptHookArgs) -> None:
+    """A main process stopped while it received a batch's shared-memory handle closes the
+    connection: the worker's resource-sharer thread then printed a ConnectionResetError
+    traceback under the run's "interrupted" line, though nothing failed but the stop."""
+    tb = args.exc_traceback  # its outermost frame: the thread's own function
+    sharer = tb is not None and tb.tb_frame.f_code.co_filename.endswith("resource_sharer.py")
+    if not (sharer and issubclass(args.exc_type, ConnectionError | EOFError)):
+        threading.__excepthook__(args)
 
 
 def first_batches(loader: Iterable[Batch], n: int) -> list[Batch]:
@@ -59,10 +95,45 @@ def failed(e: Exception) -> CaseSkipped:
 def shut(it: Iterator[Any] | None) -> None:
     """Stop the iterator's worker processes now (not whenever it is collected): a crashed or
     hung worker must not outlive its case. DataLoader joins each for up to 5 s, then
-    terminates it."""
-    stop = getattr(it, "_shutdown_workers", None)
-    if stop is not None:
-        stop()
+    terminates it; one still alive after that is killed.
+
+    Never raises for workers already dead: DataLoader's SIGCHLD handler raises "DataLoader
+    worker (pid N) is killed by signal" for each registered worker that died of a signal,
+    at whatever line the main process runs, shutting down included; a case that is ending
+    has no use for it, and raising it here would hide why the case ended (a stop, a
+    failure). One raise per dead worker at most: the loop ends."""
+    if getattr(it, "_shutdown_workers", None) is None:
+        return
+    workers = list(getattr(it, "_workers", []))
+    for attempt in range(len(workers) + 2):
+        try:
+            if attempt:  # unwatched first: no dead worker can raise again
+                _forget_workers(it, workers)
+            it._shutdown_workers()  # type: ignore[union-attr]
+            _forget_workers(it, workers)
+            return
+        except RuntimeError as e:
+            if not dead_worker(e):
+                raise
+
+
+def dead_worker(e: BaseException) -> bool:
+    return isinstance(e, RuntimeError) and str(e).startswith("DataLoader worker")
+
+
+def _forget_workers(it: Any, workers: list[Any]) -> None:
+    """What ``_shutdown_workers`` leaves undone when a worker's death interrupted it: the
+    pids still watched by the SIGCHLD handler, a worker still alive."""
+    from torch.utils.data._utils import signal_handling
+
+    if getattr(it, "_worker_pids_set", False):
+        it._worker_pids_set = False
+        with contextlib.suppress(ValueError, RuntimeError):
+            signal_handling._remove_worker_pids(id(it))
+    for w in workers:
+        if w.is_alive():
+            w.kill()
+            w.join(timeout=1.0)
 
 
 class FedEpoch:
@@ -84,6 +155,7 @@ class FedEpoch:
         self.copy_device_s: list[float] = []
         self.ends: list[float] = []  # per epoch: the last, empty next()
         self.steps_per_epoch = 0
+        self.out: object = None
 
     def _next(self) -> Batch | None:
         assert self.it is not None
@@ -94,14 +166,38 @@ class FedEpoch:
         except (CaseSkipped, KeyboardInterrupt):
             raise
         except Exception as e:
-            self.close()
+            for _ in range(4):  # inline: a dead worker's error can be raised on entering close()
+                try:
+                    self.close()
+                    break
+                except RuntimeError as again:
+                    if not dead_worker(again):
+                        break
             raise failed(e) from e
 
     def __call__(self) -> object:
-        dev = self.device.torch_device
-        steps, out = 0, None
         t0 = self.clock()
         self.it = iter(self.loader)  # starting workers is part of the first step's wait
+        try:
+            steps = self._epoch(t0)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the workers go before the stop goes on
+            for _ in range(4):  # as in _next: a dead worker's error here is not news
+                try:
+                    self.close()
+                    break
+                except RuntimeError as e:
+                    if not dead_worker(e):
+                        break
+            raise
+        self.it = None
+        if not steps:
+            raise CaseSkipped("the loader yielded no batches")
+        self.steps_per_epoch = steps
+        return self.out
+
+    def _epoch(self, t0: float) -> int:
+        dev = self.device.torch_device
+        steps = 0
         while True:
             batch = self._next()
             if batch is None:  # joining the workers at the epoch's end: the loop waits
@@ -115,19 +211,17 @@ class FedEpoch:
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
                 self.copy_device_s.append(timer.stop())
             t2 = self.clock()
-            out = self.train(x, y)
+            self.out = self.train(x, y)
             self.device.synchronize()
             t3 = self.clock()
             self.segments.append((t1 - t0, t2 - t1, t3 - t2))
             steps, t0 = steps + 1, t3
-        self.it = None
-        if not steps:
-            raise CaseSkipped("the loader yielded no batches")
-        self.steps_per_epoch = steps
-        return out
+        return steps
 
     def close(self) -> None:
         shut(self.it)
+        # persistent workers outlive the epoch in the DataLoader's own iterator
+        shut(getattr(self.loader, "_iterator", None))
         self.it = None
 
     def breakdown(self, skip_epochs: int = 0) -> dict[str, Any]:

@@ -7,7 +7,7 @@ measured against). Each step's wait / copy / compute is kept (``feed.FedEpoch``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,12 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchmark import format as fmt
 from torchmark.config import available_cores
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
+from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader
 from torchmark.workloads.pipeline.images import JpegImages, ensure_images
@@ -44,8 +46,11 @@ class Shape:
 # CPU: 2 cores must finish the sweep in about a minute; decode (~1 ms per 160 px JPEG here)
 # is of the order of the small CNN's step, the regime where the loader settings matter.
 CPU_SHAPE = Shape(images=256, side=160, crop=64, batch=16, classes=10)
-# GPU: ImageNet-like images into resnet50, the reference input-bound training loop.
-GPU_SHAPE = Shape(images=2048, side=400, crop=224, batch=64, classes=1000)
+# GPU: ImageNet-like images into resnet50, the reference input-bound training loop. 512
+# images: the slowest configuration (workers=0, 259 images/s on a 16-core H100 VM) takes
+# 2 s an epoch, so its case ends in ~20 s; 2048 took 8 s an epoch and the 11-case sweep
+# did not end in 90 s.
+GPU_SHAPE = Shape(images=512, side=400, crop=224, batch=64, classes=1000)
 
 
 class SmallCNN(nn.Module):
@@ -101,7 +106,7 @@ class InputPipeline(Workload):
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.cache_dir = Path(opts.cache_dir) if opts.cache_dir else None
-        rule = "quick" if opts.suite == "quick" else "model"
+        rule = "quick" if opts.suite == "quick" else "epoch"
         shape = self.shape(device)
         batches = opts.batches or (shape.batch,)
         top = worker_counts(available_cores(), opts.suite == "quick")
@@ -124,11 +129,32 @@ class InputPipeline(Workload):
                 ]
         return out
 
+    @classmethod
+    def plan_note(cls, cases: Sequence[Case]) -> list[str]:
+        """Per device: the cases, the data one call reads and how long a case measures: its
+        rule ends the warm-up and then the samples at ``max_time_s`` each, or after one
+        call where a call (an epoch) is longer."""
+        out = []
+        for device in dict.fromkeys(c.device for c in cases):
+            mine = [c for c in cases if c.device == device]
+            p = mine[-1].param_dict
+            shape = GPU_SHAPE if device.is_accelerator else CPU_SHAPE
+            images, batch = int(p.get("images", shape.images)), int(p["batch"])
+            rule_s = preset(mine[-1].rule or "epoch").max_time_s
+            out.append(
+                f"input on {device.name}: {fmt.plural(len(mine), 'case')}; a call is an epoch "
+                f"of {images} JPEGs of ~{shape.side} px ({images // batch} batches of {batch}, "
+                f"written once to the cache dir); each case: its check and first epoch, then "
+                f"warm-up and samples for ~{rule_s:.0f} s each (at least one epoch each)"
+            )
+        return out
+
     def prepare(self, case: Case) -> Prepared:
         device, p = case.device, case.param_dict
         shape = _with(self.shape(device), batch=int(p["batch"]))
         shape = _with(shape, images=int(p.get("images", shape.images)))
         model, opt = self._model(shape, device)
+        rule = case.rule or "epoch"
 
         def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             loss = F.cross_entropy(model(x), y)
@@ -151,7 +177,7 @@ class InputPipeline(Workload):
                 device.synchronize()  # as the fed step does: the two differ only in feeding
                 return out
 
-            return Prepared(fn=resident, work=work, timing="e2e", rule="model", notes=[note])
+            return Prepared(fn=resident, work=work, timing="e2e", rule=rule, notes=[note])
         cfg = config_of(p)
         dataset = self._dataset(shape)
         extra |= {"images": len(dataset), "image_side": shape.side, "loader": cfg.code()}
@@ -192,7 +218,7 @@ class InputPipeline(Workload):
             work=Work(items=steps * shape.batch, item_unit="images"),
             check=check,
             timing="e2e",  # the wait happens on the host: device time would hide it
-            rule="model",
+            rule=rule,
             notes=notes,
             extra=extra,
             teardown=epoch.close,

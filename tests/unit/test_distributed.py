@@ -157,7 +157,7 @@ def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
     m = merged(case, r, ranks)
     assert m.extra["total_items_per_s"] == pytest.approx(2 * 640.0)
     assert "DDP x2, each rank its own batch" in m.notes[-1]
-    assert "1280 samples/s in total" in m.notes[-1]
+    assert "1.28 k samples/s in total" in m.notes[-1]
 
 
 def test_ranks_that_disagree_are_said_and_flagged_not_averaged() -> None:

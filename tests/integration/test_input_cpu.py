@@ -55,7 +55,15 @@ def run(w: InputPipeline, cache: Path, keep: Any) -> RunRecord:
 
 def plain(c: Case) -> bool:
     cfg = config_of(c.param_dict)
-    return c.variant == "resident" or (not cfg.persistent and cfg.prefetch is None)
+    plain = not (cfg.persistent or cfg.copies_async) and cfg.prefetch is None
+    return c.variant == "resident" or plain
+
+
+def test_copy_configurations_are_skipped_on_the_cpu_with_the_reason(tmp_path: Path) -> None:
+    record = run(InputPipeline(), tmp_path, lambda c: config_of(c.param_dict).copies_async)
+    assert len(record.results) == 4  # pinned, pinned + non_blocking, non_blocking, side stream
+    assert all(r.status == "skipped" for r in record.results)
+    assert {r.reason for r in record.results} == {"not available: no CUDA"}
 
 
 def test_breakdown_adds_up_to_the_measured_step(tmp_path: Path) -> None:

@@ -114,8 +114,14 @@ class InputPipeline(Workload):
         w = top[-1]
         if w:
             configs += [LoaderConfig(w, persistent=True), LoaderConfig(w, prefetch=4)]
-        if device.is_accelerator:
-            configs += [LoaderConfig(w, pin=True), LoaderConfig(w, pin=True, persistent=True)]
+        # how the batch reaches the device: planned everywhere, skipped with the reason
+        # where there is no CUDA (the CPU's batch is already in its memory)
+        configs += [
+            LoaderConfig(w, pin=True),
+            LoaderConfig(w, pin=True, non_blocking=True),
+            LoaderConfig(w, non_blocking=True),  # pageable: the tutorial's slow case
+            LoaderConfig(w, pin=True, non_blocking=True, side_stream=True),
+        ]
         out = []
         # --size N: N images (named in the case only when asked, to keep labels short)
         counts: list[tuple[tuple[str, int], ...]] = [(("images", n),) for n in opts.sizes] or [()]
@@ -179,16 +185,21 @@ class InputPipeline(Workload):
 
             return Prepared(fn=resident, work=work, timing="e2e", rule=rule, notes=[note])
         cfg = config_of(p)
+        if cfg.copies_async and (why := device.supports_async_copy()) is not None:
+            raise CaseSkipped(why)
         dataset = self._dataset(shape)
-        extra |= {"images": len(dataset), "image_side": shape.side, "loader": cfg.code()}
+        extra |= {"images": len(dataset), "image_side": shape.side, "loader": cfg.label()}
 
         def loader(c: LoaderConfig) -> Any:
             return make_loader(dataset, shape.batch, c, self.batch_timeout_s)
 
-        epoch = FedEpoch(loader(cfg), train, device)
+        epoch = FedEpoch(
+            loader(cfg), train, device, non_blocking=cfg.non_blocking, side_stream=cfg.side_stream
+        )
 
         def check() -> list[str]:
-            got = first_batches(loader(cfg), CHECK_BATCHES)
+            # through the case's own copy path: a side stream read too early is wrong
+            got = epoch.copied(first_batches(loader(cfg), CHECK_BATCHES))
             if cfg.is_default:
                 return []
             want = first_batches(loader(LoaderConfig()), CHECK_BATCHES)

@@ -9,6 +9,7 @@ from typing import Any
 
 RESIDENT = "resident"  # the input case fed from device memory: the ceiling
 LOADER = "loader"  # an input case fed by a DataLoader configuration
+INPUT_WORKLOADS = ("input", "input-tokens")  # the workloads whose results these describe
 
 
 @dataclass(frozen=True)

@@ -283,3 +283,24 @@ def test_teardown_with_a_worker_already_dead_does_not_raise() -> None:
         assert not it._worker_pids_set and not dead.is_alive() and not alive.is_alive()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+
+def test_token_pipeline_runs_and_is_reported_in_tokens(tmp_path: Path) -> None:
+    from torchmark.report.pipeline import pipeline_tables
+    from torchmark.workloads.pipeline.workload import InputTokens
+
+    w = InputTokens()
+    opts = PlanOptions(suite="quick", sizes=(32,), batches=(8,), cache_dir=str(tmp_path))
+    cases = [c for c in w.cases(CPUDevice(), opts) if plain(c)]
+    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    record = runner.run_planned(session, cases, {"input-tokens": w}, CFG)
+    assert all(r.ok for r in record.results), [r.reason for r in record.results]
+    fed = next(r for r in record.results if r.variant == "loader")
+    assert fed.work is not None and fed.work.item_unit == "tokens"
+    assert fed.work.items == 32 * 32  # 4 batches of 8 sequences of 32 tokens an epoch
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    console.print(*pipeline_tables(record))
+    out = console.export_text()
+    assert "input-tokens pipeline" in out and "tokens/s" in out

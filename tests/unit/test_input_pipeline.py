@@ -275,3 +275,44 @@ def test_gpu_table_names_the_copy_and_fits_80_columns() -> None:
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "w=4 pin side-stream" in out or "w=4 pin side" in out
     assert "w=4 non_blocking" in out or "w=4 nb" in out
+
+
+def test_token_shards_windows(tmp_path: Path) -> None:
+    import numpy as np
+
+    from torchmark.workloads.pipeline.tokens import SHARDS, TokenShards, ensure_tokens
+
+    folder = ensure_tokens(tmp_path, sequences=10, seq=8, vocab=1000)
+    assert len(list(folder.glob("*.bin"))) == SHARDS
+    assert ensure_tokens(tmp_path, sequences=10, seq=8, vocab=1000) == folder  # once
+    ds = TokenShards(folder, seq=8, vocab=1000)
+    assert len(ds) == 10
+    flat = [np.fromfile(f, dtype=np.uint16) for f in sorted(folder.glob("*.bin"))]
+    for i in range(len(ds)):
+        x, y = ds[i]
+        assert x.shape == y.shape == (8,) and x.dtype == torch.int64
+        assert torch.equal(x[1:], y[:-1])  # the target is the next token
+        assert int(x.max()) < 1000
+    # window 3 is the first of the second shard (3 windows a shard): it starts the file
+    assert torch.equal(ds[3][0], torch.from_numpy(flat[1][:8].astype(np.int64)))
+
+
+def test_token_cache_dir_that_is_a_file_names_it(tmp_path: Path) -> None:
+    from torchmark.workloads.pipeline.tokens import ensure_tokens
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match=r"afile/tokens-4x8.*--cache-dir"):
+        ensure_tokens(blocker, 4, 8, 100)
+
+
+def test_token_plan_is_the_light_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.workloads.pipeline import workload
+
+    for cores, plain in [(16, [0, 2]), (1, [0, 1])]:
+        monkeypatch.setattr(workload, "available_cores", lambda n=cores: n)
+        cases = workload.InputTokens().cases(CPUDevice(), PlanOptions(cache_dir="/tmp/x"))
+        assert cases[0].variant == "resident" and all(c.workload == "input-tokens" for c in cases)
+        configs = [config_of(c.param_dict) for c in cases[1:]]
+        assert [c.workers for c in configs if not c.copies_async] == plain
+        assert [c.side_stream for c in configs if c.copies_async] == [False, True]

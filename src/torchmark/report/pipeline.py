@@ -1,14 +1,16 @@
-"""The ``input`` workload's breakdown and advice, pure functions of its stored results.
+"""The ``input`` and ``input-tokens`` workloads' breakdown and advice, pure functions of
+their stored results.
 
-The table: per loader configuration, images/s, the share of a step spent waiting for data,
-copying it and computing, and the ratio to the same step fed from device memory. The
-advice: the best configuration and its measured gain over DataLoader's defaults, where
-adding workers stops helping, what the pipeline costs against device-resident data, and
-the code to apply it. Gains are judged against the noise (``comparison.independent``): an
-effect the noise covers is "can't tell", never "same"."""
+The table: per loader configuration, images/s (or tokens/s), the share of a step spent
+waiting for data, copying it and computing, and the ratio to the same step fed from
+device memory. The advice: the best configuration and its measured gain over DataLoader's
+defaults, where adding workers stops helping, what the pipeline costs against
+device-resident data, and the code to apply it. Gains are judged against the noise
+(``comparison.independent``): an effect the noise covers is "can't tell", never "same"."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,7 +18,7 @@ from rich.console import RenderableType
 
 from torchmark import format as fmt
 from torchmark.comparison import independent
-from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of
+from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.results import Ceiling, Result, RunRecord
 
@@ -43,21 +45,25 @@ def share(part: float | None, step: float | None) -> str:
     return f"{round(100 * part / step)} %"
 
 
-def breakdown_table(record: RunRecord) -> FitTable | None:
-    rs = [r for r in record.results if r.workload == "input"]
+def unit_of(rs: Sequence[Result]) -> str:
+    return next((r.work.item_unit for r in rs if r.work is not None), "items")
+
+
+def breakdown_table(record: RunRecord, workload: str = "input") -> FitTable | None:
+    rs = [r for r in record.results if r.workload == workload]
     if not rs:
         return None
     devices = list(dict.fromkeys(r.device for r in rs))
     table = FitTable(
         Col("loader", wrap=10),
         Col("device", show=len(devices) > 1),
-        Col("images/s", justify="right"),
+        Col(f"{unit_of(rs)}/s", justify="right"),
         Col("step", justify="right", drop=2),
         Col("wait", justify="right"),
         Col("copy", justify="right", drop=1),
         Col("compute", justify="right"),
         Col("vs resident", justify="right", short_header="vs res."),
-        title="input pipeline · share of each step (wait / copy / compute)",
+        title=f"{workload} pipeline · share of each step (wait / copy / compute)",
     )
     for device in devices:
         mine = [r for r in rs if r.device == device]
@@ -88,15 +94,21 @@ def breakdown_table(record: RunRecord) -> FitTable | None:
 
 
 def pipeline_tables(record: RunRecord) -> list[RenderableType]:
-    table = breakdown_table(record)
-    if table is None:
-        return []
-    text: list[str] = []
-    for a in advise(record.results, record.ceilings):
-        text += [f"input on {a.device}: {line}" for line in a.lines]
-    if any(r.ok and r.extra.get("input", {}).get("copy_s") is None for r in record.results):
-        text.append("copy: none on the CPU (the batch is already in its memory)")
-    return [table, lines(text)]
+    out: list[RenderableType] = []
+    advice = advise(record.results, record.ceilings)
+    for workload in INPUT_WORKLOADS:
+        table = breakdown_table(record, workload)
+        if table is None:
+            continue
+        text: list[str] = []
+        for a in advice:
+            if a.workload == workload:
+                text += [f"{workload} on {a.device}: {line}" for line in a.lines]
+        mine = [r for r in record.results if r.workload == workload]
+        if any(r.ok and r.extra.get("input", {}).get("copy_s") is None for r in mine):
+            text.append("copy: none on the CPU (the batch is already in its memory)")
+        out += [table, lines(text)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -107,18 +119,21 @@ class Advice:
     gain: float | None  # best items/s over the default's
     cost: float | None  # 1 - best / resident: the share of the possible throughput lost
     plateau: int | None  # the smallest worker count no larger count measurably beat
+    workload: str = "input"
 
 
 def advise(results: Sequence[Result], ceilings: Sequence[Ceiling] = ()) -> list[Advice]:
     """One Advice per device and batch the ``input`` workload ran on; ``ceilings``: the
     run's measured ones (the copies are read against h2d:pinned / h2d:pageable)."""
-    groups: dict[tuple[str, object], list[Result]] = {}
+    groups: dict[tuple[str, str, object], list[Result]] = {}
     for r in results:
-        if r.workload == "input":
-            groups.setdefault((r.device, r.params.get("batch")), []).append(r)
+        if r.workload in INPUT_WORKLOADS:
+            groups.setdefault((r.workload, r.device, r.params.get("batch")), []).append(r)
     return [
-        _one(device, rs, [c for c in ceilings if c.device == device])
-        for (device, _), rs in groups.items()
+        dataclasses.replace(
+            _one(device, rs, [c for c in ceilings if c.device == device]), workload=workload
+        )
+        for (workload, device, _), rs in groups.items()
     ]
 
 
@@ -131,6 +146,7 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     loaders = [(config_of(r.params), r) for r in rs if r.variant == LOADER and r.ok]
     wrong = [r for r in rs if r.status == "wrong"]
     lines = [f"{config_of(r.params).label()}: wrong batches, left out ({r.reason})" for r in wrong]
+    unit = unit_of(rs)
     default = next((r for c, r in loaders if c.is_default), None)
     if not loaders:
         return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
@@ -142,12 +158,12 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         j = independent(default.measurement, best.measurement)
         faster = not isinstance(j, str) and j.verdict == "FASTER"
         lines.append(
-            f"best: {best_cfg.label()}: {rate(best):,.0f} images/s, {gain:.2f}x the "
-            f"DataLoader defaults ({rate(default):,.0f} images/s)"
+            f"best: {best_cfg.label()}: {rate(best):,.0f} {unit}/s, {gain:.2f}x the "
+            f"DataLoader defaults ({rate(default):,.0f} {unit}/s)"
             + ("" if faster else "; can't tell it from the noise")
         )
     elif default is not None:
-        lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} images/s)")
+        lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} {unit}/s)")
     plateau, most = _plateau(loaders)
     if plateau is not None and plateau == most and most > 0:
         lines.append(f"workers: still helping at {most}, the most tried (the cores it may use)")
@@ -161,13 +177,13 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
             lines.append(
                 f"pipeline cost: can't tell; the best fed step measured faster than the "
                 f"same step fed from device memory ({rate(best):,.0f} vs "
-                f"{rate(resident):,.0f} images/s): the machine's load changed between them"
+                f"{rate(resident):,.0f} {unit}/s): the machine's load changed between them"
             )
         else:
             cost = 1 - rate(best) / rate(resident)
             lines.append(
                 f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
-                f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
+                f"{rate(best):,.0f} vs {rate(resident):,.0f} {unit}/s fed from device memory"
             )
     lines += _contention(loaders, resident)
     lines += _copies(loaders, ceilings)

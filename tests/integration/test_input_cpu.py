@@ -55,7 +55,15 @@ def run(w: InputPipeline, cache: Path, keep: Any) -> RunRecord:
 
 def plain(c: Case) -> bool:
     cfg = config_of(c.param_dict)
-    return c.variant == "resident" or (not cfg.persistent and cfg.prefetch is None)
+    plain = not (cfg.persistent or cfg.copies_async) and cfg.prefetch is None
+    return c.variant == "resident" or plain
+
+
+def test_copy_configurations_are_skipped_on_the_cpu_with_the_reason(tmp_path: Path) -> None:
+    record = run(InputPipeline(), tmp_path, lambda c: config_of(c.param_dict).copies_async)
+    assert len(record.results) == 4  # pinned, pinned + non_blocking, non_blocking, side stream
+    assert all(r.status == "skipped" for r in record.results)
+    assert {r.reason for r in record.results} == {"not available: no CUDA"}
 
 
 def test_breakdown_adds_up_to_the_measured_step(tmp_path: Path) -> None:
@@ -275,3 +283,24 @@ def test_teardown_with_a_worker_already_dead_does_not_raise() -> None:
         assert not it._worker_pids_set and not dead.is_alive() and not alive.is_alive()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+
+def test_token_pipeline_runs_and_is_reported_in_tokens(tmp_path: Path) -> None:
+    from torchmark.report.pipeline import pipeline_tables
+    from torchmark.workloads.pipeline.workload import InputTokens
+
+    w = InputTokens()
+    opts = PlanOptions(suite="quick", sizes=(32,), batches=(8,), cache_dir=str(tmp_path))
+    cases = [c for c in w.cases(CPUDevice(), opts) if plain(c)]
+    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    record = runner.run_planned(session, cases, {"input-tokens": w}, CFG)
+    assert all(r.ok for r in record.results), [r.reason for r in record.results]
+    fed = next(r for r in record.results if r.variant == "loader")
+    assert fed.work is not None and fed.work.item_unit == "tokens"
+    assert fed.work.items == 32 * 32  # 4 batches of 8 sequences of 32 tokens an epoch
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    console.print(*pipeline_tables(record))
+    out = console.export_text()
+    assert "input-tokens pipeline" in out and "tokens/s" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -211,12 +212,107 @@ def test_sweep_on_a_16_core_gpu_machine_is_bounded(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(workload, "available_cores", lambda: 16)
     cases = InputPipeline().cases(FakeDevice(FakeClock()), PlanOptions())
-    assert len(cases) == 11  # resident, workers 0-16, persistent, prefetch, pin, pin+persistent
+    # resident, workers 0-16, persistent, prefetch; pinned, pinned + non_blocking, pageable +
+    # non_blocking, side stream
+    assert len(cases) == 13
     rules = {preset(c.rule or "").max_time_s for c in cases}
     # warm-up and samples each end at the rule's time-out: the sweep in a few minutes
     assert len(cases) * 2 * max(rules) <= 5 * 60
     (line,) = plan_notes(cases)
-    assert line.startswith("input on fake:0: 11 cases; a call is an epoch of 512 JPEGs of ~400")
+    assert line.startswith("input on fake:0: 13 cases; a call is an epoch of 512 JPEGs of ~400")
     assert "(8 batches of 64," in line and "for ~10 s each (at least one epoch each)" in line
     # the slowest epoch measured on an H100 VM (workers=0, 259 images/s) fits the rule
     assert workload.GPU_SHAPE.images / 259 < max(rules) / 4
+
+
+def gpu_sweep() -> list[Result]:
+    rs = [result("resident", spread(0.05)), result("loader", spread(0.20), workers=0)]
+    rs.append(result("loader", spread(0.10), workers=4, pin=1))
+    rs.append(result("loader", spread(0.09), workers=4, pin=1, non_blocking=1))
+    rs.append(result("loader", spread(0.12), workers=4, non_blocking=1))
+    rs.append(result("loader", spread(0.07), workers=4, pin=1, non_blocking=1, side_stream=1))
+    mb = 38.5e6  # 64 x 3 x 224 x 224 float32 and the labels
+    copies = [None, 2e-3, 1.75e-3, 3.85e-3, 2.5e-3]  # pinned 22 GB/s, pageable 10 GB/s
+    for r, copy in zip(rs[1:], copies, strict=True):
+        r.device = "cuda:0"
+        if copy is not None:
+            r.extra["input"] |= {"copy_device_s": copy, "batch_bytes": mb, "copy_s": 1e-4}
+    rs[0].device = "cuda:0"
+    rs[-1].extra["input"] |= {"overlap": 0.6, "overlap_ideal": 0.8}
+    return rs
+
+
+def ceiling(key: str, value: float) -> Any:
+    from torchmark.results import Ceiling
+
+    return Ceiling(device="cuda:0", key=key, value=value, unit="B/s", method="test")
+
+
+def test_gpu_advice_reads_copies_against_the_ceilings_and_the_side_stream() -> None:
+    cs = [ceiling("h2d:pinned", 55e9), ceiling("h2d:pageable", 11e9)]
+    (a,) = advise(gpu_sweep(), cs)
+    text = "\n".join(a.lines)
+    # pinned: 38.5 MB in 1.75 ms; pageable: 38.5 MB in 3.85 ms
+    assert "pinned 22 GB/s (40 % of the measured h2d:pinned, 55 GB/s)" in text
+    assert "pageable 10 GB/s (91 % of the measured h2d:pageable, 11 GB/s)" in text
+    assert "side stream: hid 60 % of the copy time behind the compute (ideal 80 %" in text
+    assert "1.29x the same loader copying in line" in text  # 0.09 / 0.07 s per epoch
+    assert a.best == LoaderConfig(4, pin=True, non_blocking=True, side_stream=True)
+    assert "best: num_workers=4, pin_memory=True, side-stream copy: 2,286 images/s" in text
+    assert "apply: and copy batch i+1 on a side stream" in text
+    (b,) = advise(gpu_sweep())  # no ceilings measured: the rates alone
+    assert "pinned 22 GB/s; pageable 10 GB/s" in "\n".join(b.lines)
+
+
+def test_gpu_table_names_the_copy_and_fits_80_columns() -> None:
+    from rich.console import Console
+
+    record = RunRecord(kind="run", command="x", config={}, environment={}, fingerprint="f")
+    record.results = gpu_sweep()
+    console = Console(width=80, record=True)
+    console.print(*pipeline_tables(record))
+    out = console.export_text()
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "w=4 pin side-stream" in out or "w=4 pin side" in out
+    assert "w=4 non_blocking" in out or "w=4 nb" in out
+
+
+def test_token_shards_windows(tmp_path: Path) -> None:
+    import numpy as np
+
+    from torchmark.workloads.pipeline.tokens import SHARDS, TokenShards, ensure_tokens
+
+    folder = ensure_tokens(tmp_path, sequences=10, seq=8, vocab=1000)
+    assert len(list(folder.glob("*.bin"))) == SHARDS
+    assert ensure_tokens(tmp_path, sequences=10, seq=8, vocab=1000) == folder  # once
+    ds = TokenShards(folder, seq=8, vocab=1000)
+    assert len(ds) == 10
+    flat = [np.fromfile(f, dtype=np.uint16) for f in sorted(folder.glob("*.bin"))]
+    for i in range(len(ds)):
+        x, y = ds[i]
+        assert x.shape == y.shape == (8,) and x.dtype == torch.int64
+        assert torch.equal(x[1:], y[:-1])  # the target is the next token
+        assert int(x.max()) < 1000
+    # window 3 is the first of the second shard (3 windows a shard): it starts the file
+    assert torch.equal(ds[3][0], torch.from_numpy(flat[1][:8].astype(np.int64)))
+
+
+def test_token_cache_dir_that_is_a_file_names_it(tmp_path: Path) -> None:
+    from torchmark.workloads.pipeline.tokens import ensure_tokens
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match=r"afile/tokens-4x8.*--cache-dir"):
+        ensure_tokens(blocker, 4, 8, 100)
+
+
+def test_token_plan_is_the_light_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.workloads.pipeline import workload
+
+    for cores, plain in [(16, [0, 2]), (1, [0, 1])]:
+        monkeypatch.setattr(workload, "available_cores", lambda n=cores: n)
+        cases = workload.InputTokens().cases(CPUDevice(), PlanOptions(cache_dir="/tmp/x"))
+        assert cases[0].variant == "resident" and all(c.workload == "input-tokens" for c in cases)
+        configs = [config_of(c.param_dict) for c in cases[1:]]
+        assert [c.workers for c in configs if not c.copies_async] == plain
+        assert [c.side_stream for c in configs if c.copies_async] == [False, True]

@@ -49,6 +49,31 @@ class HostTimer(SampleTimer):
         return self._clock() - self._t0
 
 
+class Streams(ABC):
+    """A copy stream beside the compute stream, and marks (events) on either: what a
+    side-stream prefetcher needs. A mark is recorded on the stream current where it is
+    made and read only after a synchronize, so marking never stalls the host."""
+
+    @abstractmethod
+    def mark(self) -> Any: ...
+
+    @abstractmethod
+    def elapsed_s(self, start: Any, end: Any) -> float: ...
+
+    @abstractmethod
+    def side(self) -> Any:
+        """Context manager: work issued inside runs on the copy stream."""
+
+    @abstractmethod
+    def wait_side(self) -> None:
+        """The compute stream waits for the copy stream's work issued so far."""
+
+    @abstractmethod
+    def keep(self, t: torch.Tensor) -> None:
+        """``t`` (made on the copy stream) is used on the compute stream: its memory must
+        not be reused before that work ends."""
+
+
 class Device(ABC):
     """One processor torchmark can measure."""
 
@@ -113,6 +138,14 @@ class Device(ABC):
         the new step. Raises CaseSkipped with the reason where graphs cannot be captured."""
         reason = self.supports_graphs() or "it cannot capture graphs"
         raise CaseSkipped(f"graph capture is not available on {self.name}: {reason}")
+
+    def supports_async_copy(self) -> str | None:
+        """None where batches can be copied from pinned host memory without blocking the
+        host, on a side stream beside the compute (``streams()``); else why not."""
+        return "not available: no CUDA"
+
+    def streams(self) -> Streams:
+        raise CaseSkipped(self.supports_async_copy() or "no copy stream on this device")
 
     def supports_compile(self) -> str | None:
         """None when ``torch.compile`` (inductor) can generate code for this device."""

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchmark.devices.base import Device, SampleTimer, TimingMode
+from torchmark.devices.base import Device, SampleTimer, Streams, TimingMode
 
 # GPU cycles (~25 µs at 2 GHz) the stream sleeps before a sample's start event: longer than
 # the host takes to launch the first kernel (the H100 host here: a 13.8 µs dispatch floor).
@@ -41,6 +41,31 @@ class EventTimer(SampleTimer):
         self._end.record(torch.cuda.current_stream(self._device))
         self._end.synchronize()
         return float(self._start.elapsed_time(self._end)) / 1e3
+
+
+class CUDAStreams(Streams):
+    """A second CUDA stream for host-to-device copies; CUDA events as marks."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.copy = torch.cuda.Stream(device)
+
+    def mark(self) -> torch.cuda.Event:
+        e = torch.cuda.Event(enable_timing=True)
+        e.record(torch.cuda.current_stream(self.device))
+        return e
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end)) / 1e3
+
+    def side(self) -> Any:
+        return torch.cuda.stream(self.copy)
+
+    def wait_side(self) -> None:
+        torch.cuda.current_stream(self.device).wait_stream(self.copy)
+
+    def keep(self, t: torch.Tensor) -> None:
+        t.record_stream(torch.cuda.current_stream(self.device))
 
 
 class CUDADevice(Device):
@@ -117,6 +142,12 @@ class CUDADevice(Device):
             return static_out
 
         return replay
+
+    def supports_async_copy(self) -> str | None:
+        return None
+
+    def streams(self) -> Streams:
+        return CUDAStreams(self.torch_device)
 
     def supports_compile(self) -> str | None:
         from torch.utils._triton import has_triton

@@ -1,14 +1,16 @@
-"""The ``input`` workload's breakdown and advice, pure functions of its stored results.
+"""The ``input`` and ``input-tokens`` workloads' breakdown and advice, pure functions of
+their stored results.
 
-The table: per loader configuration, images/s, the share of a step spent waiting for data,
-copying it and computing, and the ratio to the same step fed from device memory. The
-advice: the best configuration and its measured gain over DataLoader's defaults, where
-adding workers stops helping, what the pipeline costs against device-resident data, and
-the code to apply it. Gains are judged against the noise (``comparison.independent``): an
-effect the noise covers is "can't tell", never "same"."""
+The table: per loader configuration, images/s (or tokens/s), the share of a step spent
+waiting for data, copying it and computing, and the ratio to the same step fed from
+device memory. The advice: the best configuration and its measured gain over DataLoader's
+defaults, where adding workers stops helping, what the pipeline costs against
+device-resident data, and the code to apply it. Gains are judged against the noise
+(``comparison.independent``): an effect the noise covers is "can't tell", never "same"."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,9 +18,9 @@ from rich.console import RenderableType
 
 from torchmark import format as fmt
 from torchmark.comparison import independent
-from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of
+from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
-from torchmark.results import Result, RunRecord
+from torchmark.results import Ceiling, Result, RunRecord
 
 
 def config_cell(r: Result) -> Alt:
@@ -31,7 +33,9 @@ def config_cell(r: Result) -> Alt:
     words += ["pin"] if c.pin else []
     words += [f"prefetch={c.prefetch}"] if c.prefetch is not None else []
     words += ["persistent"] if c.persistent else []
+    words += ["side-stream"] if c.side_stream else ["non_blocking"] if c.non_blocking else []
     short = " ".join(words).replace("prefetch=", "pf=").replace("persistent", "pers")
+    short = short.replace("non_blocking", "nb").replace("side-stream", "side")
     return Alt(" ".join(words), short)
 
 
@@ -41,21 +45,25 @@ def share(part: float | None, step: float | None) -> str:
     return f"{round(100 * part / step)} %"
 
 
-def breakdown_table(record: RunRecord) -> FitTable | None:
-    rs = [r for r in record.results if r.workload == "input"]
+def unit_of(rs: Sequence[Result]) -> str:
+    return next((r.work.item_unit for r in rs if r.work is not None), "items")
+
+
+def breakdown_table(record: RunRecord, workload: str = "input") -> FitTable | None:
+    rs = [r for r in record.results if r.workload == workload]
     if not rs:
         return None
     devices = list(dict.fromkeys(r.device for r in rs))
     table = FitTable(
         Col("loader", wrap=10),
         Col("device", show=len(devices) > 1),
-        Col("images/s", justify="right"),
+        Col(f"{unit_of(rs)}/s", justify="right"),
         Col("step", justify="right", drop=2),
         Col("wait", justify="right"),
         Col("copy", justify="right", drop=1),
         Col("compute", justify="right"),
         Col("vs resident", justify="right", short_header="vs res."),
-        title="input pipeline · share of each step (wait / copy / compute)",
+        title=f"{workload} pipeline · share of each step (wait / copy / compute)",
     )
     for device in devices:
         mine = [r for r in rs if r.device == device]
@@ -86,15 +94,21 @@ def breakdown_table(record: RunRecord) -> FitTable | None:
 
 
 def pipeline_tables(record: RunRecord) -> list[RenderableType]:
-    table = breakdown_table(record)
-    if table is None:
-        return []
-    text: list[str] = []
-    for a in advise(record.results):
-        text += [f"input on {a.device}: {line}" for line in a.lines]
-    if any(r.ok and r.extra.get("input", {}).get("copy_s") is None for r in record.results):
-        text.append("copy: none on the CPU (the batch is already in its memory)")
-    return [table, lines(text)]
+    out: list[RenderableType] = []
+    advice = advise(record.results, record.ceilings)
+    for workload in INPUT_WORKLOADS:
+        table = breakdown_table(record, workload)
+        if table is None:
+            continue
+        text: list[str] = []
+        for a in advice:
+            if a.workload == workload:
+                text += [f"{workload} on {a.device}: {line}" for line in a.lines]
+        mine = [r for r in record.results if r.workload == workload]
+        if any(r.ok and r.extra.get("input", {}).get("copy_s") is None for r in mine):
+            text.append("copy: none on the CPU (the batch is already in its memory)")
+        out += [table, lines(text)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -105,26 +119,34 @@ class Advice:
     gain: float | None  # best items/s over the default's
     cost: float | None  # 1 - best / resident: the share of the possible throughput lost
     plateau: int | None  # the smallest worker count no larger count measurably beat
+    workload: str = "input"
 
 
-def advise(results: Sequence[Result]) -> list[Advice]:
-    """One Advice per device and batch the ``input`` workload ran on."""
-    groups: dict[tuple[str, object], list[Result]] = {}
+def advise(results: Sequence[Result], ceilings: Sequence[Ceiling] = ()) -> list[Advice]:
+    """One Advice per device and batch the ``input`` workload ran on; ``ceilings``: the
+    run's measured ones (the copies are read against h2d:pinned / h2d:pageable)."""
+    groups: dict[tuple[str, str, object], list[Result]] = {}
     for r in results:
-        if r.workload == "input":
-            groups.setdefault((r.device, r.params.get("batch")), []).append(r)
-    return [_one(device, rs) for (device, _), rs in groups.items()]
+        if r.workload in INPUT_WORKLOADS:
+            groups.setdefault((r.workload, r.device, r.params.get("batch")), []).append(r)
+    return [
+        dataclasses.replace(
+            _one(device, rs, [c for c in ceilings if c.device == device]), workload=workload
+        )
+        for (workload, device, _), rs in groups.items()
+    ]
 
 
 def rate(r: Result) -> float:
     return r.rate("items") or 0.0
 
 
-def _one(device: str, rs: list[Result]) -> Advice:
+def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Advice:
     resident = next((r for r in rs if r.variant == RESIDENT and r.ok), None)
     loaders = [(config_of(r.params), r) for r in rs if r.variant == LOADER and r.ok]
     wrong = [r for r in rs if r.status == "wrong"]
-    lines = [f"{config_of(r.params).code()}: wrong batches, left out ({r.reason})" for r in wrong]
+    lines = [f"{config_of(r.params).label()}: wrong batches, left out ({r.reason})" for r in wrong]
+    unit = unit_of(rs)
     default = next((r for c, r in loaders if c.is_default), None)
     if not loaders:
         return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
@@ -136,12 +158,12 @@ def _one(device: str, rs: list[Result]) -> Advice:
         j = independent(default.measurement, best.measurement)
         faster = not isinstance(j, str) and j.verdict == "FASTER"
         lines.append(
-            f"best: {best_cfg.code()}: {rate(best):,.0f} images/s, {gain:.2f}x the "
-            f"DataLoader defaults ({rate(default):,.0f} images/s)"
+            f"best: {best_cfg.label()}: {rate(best):,.0f} {unit}/s, {gain:.2f}x the "
+            f"DataLoader defaults ({rate(default):,.0f} {unit}/s)"
             + ("" if faster else "; can't tell it from the noise")
         )
     elif default is not None:
-        lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} images/s)")
+        lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} {unit}/s)")
     plateau, most = _plateau(loaders)
     if plateau is not None and plateau == most and most > 0:
         lines.append(f"workers: still helping at {most}, the most tried (the cores it may use)")
@@ -155,20 +177,24 @@ def _one(device: str, rs: list[Result]) -> Advice:
             lines.append(
                 f"pipeline cost: can't tell; the best fed step measured faster than the "
                 f"same step fed from device memory ({rate(best):,.0f} vs "
-                f"{rate(resident):,.0f} images/s): the machine's load changed between them"
+                f"{rate(resident):,.0f} {unit}/s): the machine's load changed between them"
             )
         else:
             cost = 1 - rate(best) / rate(resident)
             lines.append(
                 f"your pipeline costs {round(100 * cost)} % of the possible throughput: best "
-                f"{rate(best):,.0f} vs {rate(resident):,.0f} images/s fed from device memory"
+                f"{rate(best):,.0f} vs {rate(resident):,.0f} {unit}/s fed from device memory"
             )
     lines += _contention(loaders, resident)
+    lines += _copies(loaders, ceilings)
+    lines += _side_stream(loaders)
     bound = best.extra.get("input", {}).get("input_bound")
     if bound is not None:
         lines.append(f"input-bound: {round(100 * bound)} % of each step waits for data (best)")
     if faster:
         lines.append(f"apply: DataLoader(dataset, batch_size=..., {best_cfg.code()})")
+        if (copy := best_cfg.copy_code()) is not None:
+            lines.append(f"apply: and {copy}")
     elif default is not None:
         lines.append("apply: nothing; no configuration measurably beat DataLoader's defaults")
     return Advice(device, lines, best_cfg, gain, cost, plateau)
@@ -196,7 +222,7 @@ def _contention(loaders: list[tuple[LoaderConfig, Result]], resident: Result | N
         return []
     c, t = max(slowed, key=lambda ct: ct[1])
     return [
-        f"contention: with {c.code()} the step's compute took {t * 1e3:.3g} ms vs "
+        f"contention: with {c.label()} the step's compute took {t * 1e3:.3g} ms vs "
         f"{resident.median_s * 1e3:.3g} ms fed from device memory: the workers take the "
         "cores or memory bandwidth the step needs"
     ]
@@ -218,3 +244,59 @@ def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> tuple[int | None, in
         if not beaten:
             return w, curve[-1][0]
     return None, curve[-1][0]  # unreachable: the last count has nothing above it
+
+
+def _copy_rate(r: Result) -> float | None:
+    b = r.extra.get("input", {})
+    copy, size = b.get("copy_device_s"), b.get("batch_bytes")
+    return size / copy if copy and size else None
+
+
+def _copies(loaders: list[tuple[LoaderConfig, Result]], ceilings: Sequence[Ceiling]) -> list[str]:
+    """The fastest in-line copy from pinned and from pageable memory, each against the
+    transfer ceiling measured for that kind of memory. Side-stream copies are left out:
+    they share the device with the compute beside them."""
+    parts = []
+    for pinned, key in ((True, "h2d:pinned"), (False, "h2d:pageable")):
+        rates = [
+            rate_
+            for c, r in loaders
+            if c.pin == pinned and not c.side_stream and (rate_ := _copy_rate(r)) is not None
+        ]
+        if not rates:
+            continue
+        best = max(rates)
+        part = f"{'pinned' if pinned else 'pageable'} {best / 1e9:.3g} GB/s"
+        ceiling = next((c for c in ceilings if c.key == key), None)
+        if ceiling is not None and ceiling.value > 0:
+            part += f" ({round(100 * best / ceiling.value)} % of the measured {key}, "
+            part += f"{ceiling.value / 1e9:.3g} GB/s)"
+        parts.append(part)
+    if not parts:
+        return []
+    return ["host-to-device copy of a batch (fastest): " + "; ".join(parts)]
+
+
+def _side_stream(loaders: list[tuple[LoaderConfig, Result]]) -> list[str]:
+    """What the side stream hid of the copy, against what it could hide, and its gain
+    over the same loader copying in line (pinned, non_blocking)."""
+    out = []
+    for c, r in loaders:
+        b = r.extra.get("input", {})
+        if not c.side_stream or b.get("overlap") is None:
+            continue
+        line = (
+            f"side stream: hid {round(100 * b['overlap'])} % of the copy time behind the "
+            f"compute (ideal {round(100 * b['overlap_ideal'])} %: the copy can hide only "
+            "behind as much compute)"
+        )
+        twin = LoaderConfig(c.workers, c.pin, c.prefetch, c.persistent, non_blocking=True)
+        base = next((r2 for c2, r2 in loaders if c2 == twin), None)
+        if base is not None and rate(base) > 0:
+            j = independent(base.measurement, r.measurement)
+            told = not isinstance(j, str) and j.verdict in ("FASTER", "SLOWER")
+            line += f"; {rate(r) / rate(base):.2f}x the same loader copying in line" + (
+                "" if told else " (can't tell it from the noise)"
+            )
+        out.append(line)
+    return out

@@ -140,7 +140,22 @@ class FedEpoch:
     """``epoch()``: every batch of the loader fed to the step, each step's three segments
     kept. One call is one epoch so that what happens once per epoch (non-persistent
     workers start again, the first batches' latency) is in the timed calls, not hidden
-    between them: the median of single steps would leave it out."""
+    between them: the median of single steps would leave it out.
+
+    The copy, where the device has a copy stream (CUDA), is one of:
+
+    * in line: ``x.to(device, non_blocking=nb)`` then the step, on one stream;
+    * ``side_stream``: batch i+1 is fetched and its copy issued on a side stream before
+      batch i's step is issued, so the copy runs beside the compute::
+
+          wait_side(); keep(x_i)                   # compute waits for copy i, owns x_i
+          b = next(loader)                         # wait   (host)
+          with side(): x_next = b.to(dev, nb=True) # copy   (issued: host time is ~0)
+          train(x_i); synchronize()                # compute (and copy i+1 beside it)
+
+    Device marks (events) time each copy and each compute without a sync between them;
+    the overlap is the device time the copy of batch i+1 and the compute of batch i ran
+    together, against the ideal (the shorter of the two)."""
 
     def __init__(
         self,
@@ -148,13 +163,22 @@ class FedEpoch:
         train: Callable[[torch.Tensor, torch.Tensor], object],
         device: Device,
         clock: Callable[[], float] = time.perf_counter,
+        non_blocking: bool = False,
+        side_stream: bool = False,
     ) -> None:
         self.loader, self.train, self.device, self.clock = loader, train, device, clock
+        self.non_blocking, self.side_stream = non_blocking or side_stream, side_stream
+        self.marks = device.streams() if device.supports_async_copy() is None else None
+        if side_stream and self.marks is None:
+            raise CaseSkipped(device.supports_async_copy() or "no copy stream")
         self.it: Iterator[Batch] | None = None
         self.segments: list[tuple[float, float, float]] = []
         self.copy_device_s: list[float] = []
+        # per step, device seconds: (copy, compute, copy hidden behind compute, hideable)
+        self.device_s: list[tuple[float, float, float, float]] = []
         self.ends: list[float] = []  # per epoch: the last, empty next()
         self.steps_per_epoch = 0
+        self.batch_bytes = 0
         self.out: object = None
 
     def _next(self) -> Batch | None:
@@ -196,7 +220,10 @@ class FedEpoch:
         return self.out
 
     def _epoch(self, t0: float) -> int:
-        dev = self.device.torch_device
+        return self._epoch_side(t0) if self.side_stream else self._epoch_in_line(t0)
+
+    def _epoch_in_line(self, t0: float) -> int:
+        dev, m = self.device.torch_device, self.marks
         steps = 0
         while True:
             batch = self._next()
@@ -204,19 +231,113 @@ class FedEpoch:
                 self.ends.append(self.clock() - t0)
                 break
             x, y = batch
+            self.batch_bytes = x.nbytes + y.nbytes
             t1 = self.clock()
-            if self.device.is_accelerator:
+            marks = []
+            if m is not None:
+                marks.append(m.mark())
+                x, y = (
+                    x.to(dev, non_blocking=self.non_blocking),
+                    y.to(dev, non_blocking=self.non_blocking),
+                )
+                marks.append(m.mark())
+            elif self.device.is_accelerator:  # no marks: the copy timed alone, with a sync
                 timer = self.device.timer("device")
                 timer.start()
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                x, y = (
+                    x.to(dev, non_blocking=self.non_blocking),
+                    y.to(dev, non_blocking=self.non_blocking),
+                )
                 self.copy_device_s.append(timer.stop())
             t2 = self.clock()
             self.out = self.train(x, y)
+            if m is not None:
+                marks.append(m.mark())
             self.device.synchronize()
             t3 = self.clock()
             self.segments.append((t1 - t0, t2 - t1, t3 - t2))
+            if m is not None:
+                copy, compute = m.elapsed_s(marks[0], marks[1]), m.elapsed_s(marks[1], marks[2])
+                self.copy_device_s.append(copy)
+                self.device_s.append((copy, compute, 0.0, 0.0))  # one stream: in series
             steps, t0 = steps + 1, t3
         return steps
+
+    def _issue(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
+        """The batch's copy issued on the side stream, between two marks on it."""
+        assert self.marks is not None
+        dev, m = self.device.torch_device, self.marks
+        x, y = batch
+        self.batch_bytes = x.nbytes + y.nbytes
+        with m.side():
+            c0 = m.mark()
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            c1 = m.mark()
+        return x, y, c0, c1
+
+    def _epoch_side(self, t0: float) -> int:
+        m = self.marks
+        assert m is not None
+        batch = self._next()  # batch 0: fetched and copied in step 0's wait and copy
+        if batch is None:
+            self.ends.append(self.clock() - t0)
+            return 0
+        t_fetched = self.clock()
+        pending: tuple[torch.Tensor, torch.Tensor, Any, Any] | None = self._issue(batch)
+        first = (t_fetched - t0, self.clock() - t_fetched)
+        t0 = self.clock()
+        steps = 0
+        while pending is not None:
+            x, y, c0, c1 = pending
+            m.wait_side()
+            m.keep(x)
+            m.keep(y)
+            batch = self._next()
+            t1 = self.clock()
+            pending = self._issue(batch) if batch is not None else None
+            t2 = self.clock()
+            a = m.mark()
+            self.out = self.train(x, y)
+            z = m.mark()
+            self.device.synchronize()
+            t3 = self.clock()
+            wait, copy = t1 - t0, t2 - t1
+            if not steps:
+                wait, copy = wait + first[0], copy + first[1]
+            self.segments.append((wait, copy, t3 - t2))
+            compute = m.elapsed_s(a, z)
+            mine = m.elapsed_s(c0, c1)  # this batch's copy (issued a step ago)
+            if pending is None:
+                hidden, hideable = 0.0, 0.0
+            else:  # the next batch's copy, beside this compute
+                n0, n1 = pending[2], pending[3]
+                nxt = m.elapsed_s(n0, n1)
+                start, end = max(m.elapsed_s(a, n0), 0.0), max(m.elapsed_s(a, n1), 0.0)
+                hidden = max(0.0, min(end, compute) - min(start, compute))
+                hideable = min(nxt, compute)
+            self.copy_device_s.append(mine)
+            self.device_s.append((mine, compute, hidden, hideable))
+            steps, t0 = steps + 1, t3
+        return steps
+
+    def copied(self, batches: list[Batch]) -> list[Batch]:
+        """``batches`` through this epoch's copy path and back to the host: a copy that
+        reads a batch before it has landed would give other values."""
+        if self.marks is None:
+            return batches
+        out = []
+        for batch in batches:
+            if self.side_stream:
+                x, y, _, _ = self._issue(batch)
+                self.marks.wait_side()
+                self.marks.keep(x)
+                self.marks.keep(y)
+            else:
+                dev = self.device.torch_device
+                x, y = (t.to(dev, non_blocking=self.non_blocking) for t in batch)
+            out.append((x.cpu(), y.cpu()))
+        self.device.synchronize()
+        return out
 
     def close(self) -> None:
         shut(self.it)
@@ -244,8 +365,16 @@ class FedEpoch:
             "step_s": float(step),
             "input_bound": float(wait / step) if step > 0 else None,
         }
-        if self.copy_device_s:  # the copy alone on the device's timer (it syncs after it)
+        if self.copy_device_s:  # the copy on the device's own clock
             out["copy_device_s"] = float(np.mean(self.copy_device_s[skip:] or self.copy_device_s))
+            out["batch_bytes"] = self.batch_bytes
+        dev = np.array(self.device_s[skip:] or self.device_s, dtype=float).reshape(-1, 4)
+        if len(dev):
+            copy_s, compute_s, hidden, hideable = dev.sum(axis=0)
+            out["compute_device_s"] = float(compute_s / len(dev))
+            if self.side_stream and copy_s > 0:
+                out["overlap"] = float(hidden / copy_s)  # share of the copy time hidden
+                out["overlap_ideal"] = float(hideable / copy_s)  # at most the compute's
         if not self.device.is_accelerator:
             out["copy_note"] = "no copy: the batch is already in the CPU's memory"
         return out

@@ -28,6 +28,7 @@ from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader
 from torchmark.workloads.pipeline.images import JpegImages, ensure_images
+from torchmark.workloads.pipeline.tokens import TokenShards, ensure_tokens
 
 CHECK_BATCHES = 2  # batches compared with the default configuration's before timing
 
@@ -91,6 +92,11 @@ class InputPipeline(Workload):
         "vs the same step fed from device memory"
     )
     group: ClassVar[str] = "model"
+    unit: ClassVar[str] = "images"
+    shapes: ClassVar[dict[bool, Shape]] = {False: CPU_SHAPE, True: GPU_SHAPE}  # accelerator?
+    loading: ClassVar[str] = (
+        "JPEG decode, random resized crop, flip and normalise in Dataset.__getitem__"
+    )
     # One batch's wait on a worker past this is a hung worker: below the watchdog's 10 s
     # call bound, so the reason named is the loader's.
     batch_timeout_s: ClassVar[float] = 8.0
@@ -101,21 +107,18 @@ class InputPipeline(Workload):
         self.dataset_factory: Callable[[Shape, Path], Any] | None = None  # tests: faulty sets
 
     def shape(self, device: Device) -> Shape:
-        base = self.fixed or (GPU_SHAPE if device.is_accelerator else CPU_SHAPE)
-        return base
+        return self.fixed or self.shapes[device.is_accelerator]
+
+    @staticmethod
+    def data_words(count: int, shape: Shape) -> str:
+        return f"{count} JPEGs of ~{shape.side} px"
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.cache_dir = Path(opts.cache_dir) if opts.cache_dir else None
         rule = "quick" if opts.suite == "quick" else "epoch"
         shape = self.shape(device)
         batches = opts.batches or (shape.batch,)
-        top = worker_counts(available_cores(), opts.suite == "quick")
-        configs = [LoaderConfig(workers=w) for w in top]
-        w = top[-1]
-        if w:
-            configs += [LoaderConfig(w, persistent=True), LoaderConfig(w, prefetch=4)]
-        if device.is_accelerator:
-            configs += [LoaderConfig(w, pin=True), LoaderConfig(w, pin=True, persistent=True)]
+        configs = self._configs(worker_counts(available_cores(), opts.suite == "quick"))
         out = []
         # --size N: N images (named in the case only when asked, to keep labels short)
         counts: list[tuple[tuple[str, int], ...]] = [(("images", n),) for n in opts.sizes] or [()]
@@ -129,6 +132,21 @@ class InputPipeline(Workload):
                 ]
         return out
 
+    def _configs(self, top: list[int]) -> list[LoaderConfig]:
+        configs = [LoaderConfig(workers=w) for w in top]
+        w = top[-1]
+        if w:
+            configs += [LoaderConfig(w, persistent=True), LoaderConfig(w, prefetch=4)]
+        # how the batch reaches the device: planned everywhere, skipped with the reason
+        # where there is no CUDA (the CPU's batch is already in its memory)
+        return [
+            *configs,
+            LoaderConfig(w, pin=True),
+            LoaderConfig(w, pin=True, non_blocking=True),
+            LoaderConfig(w, non_blocking=True),  # pageable: the tutorial's slow case
+            LoaderConfig(w, pin=True, non_blocking=True, side_stream=True),
+        ]
+
     @classmethod
     def plan_note(cls, cases: Sequence[Case]) -> list[str]:
         """Per device: the cases, the data one call reads and how long a case measures: its
@@ -138,12 +156,12 @@ class InputPipeline(Workload):
         for device in dict.fromkeys(c.device for c in cases):
             mine = [c for c in cases if c.device == device]
             p = mine[-1].param_dict
-            shape = GPU_SHAPE if device.is_accelerator else CPU_SHAPE
+            shape = cls.shapes[device.is_accelerator]
             images, batch = int(p.get("images", shape.images)), int(p["batch"])
             rule_s = preset(mine[-1].rule or "epoch").max_time_s
             out.append(
-                f"input on {device.name}: {fmt.plural(len(mine), 'case')}; a call is an epoch "
-                f"of {images} JPEGs of ~{shape.side} px ({images // batch} batches of {batch}, "
+                f"{cls.name} on {device.name}: {fmt.plural(len(mine), 'case')}; a call is an "
+                f"epoch of {cls.data_words(images, shape)} ({images // batch} batches of {batch}, "
                 f"written once to the cache dir); each case: its check and first epoch, then "
                 f"warm-up and samples for ~{rule_s:.0f} s each (at least one epoch each)"
             )
@@ -157,18 +175,16 @@ class InputPipeline(Workload):
         rule = case.rule or "epoch"
 
         def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            loss = F.cross_entropy(model(x), y)
+            loss = self._loss(model, x, y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
             return loss
 
-        work = Work(items=shape.batch, item_unit="images")
+        work = Work(items=shape.batch * self.per_sample(shape), item_unit=self.unit)
         extra: dict[str, Any] = {"crop": shape.crop, "model": type(model).__name__}
         if case.variant == RESIDENT:
-            g = torch.Generator().manual_seed(1)
-            x = torch.randn(shape.batch, 3, shape.crop, shape.crop, generator=g)
-            y = torch.randint(0, shape.classes, (shape.batch,), generator=g)
+            x, y = self._resident_batch(shape, torch.Generator().manual_seed(1))
             xd, yd = x.to(device.torch_device), y.to(device.torch_device)
             note = "resident: the same step fed one batch already in device memory (the ceiling)"
 
@@ -179,16 +195,21 @@ class InputPipeline(Workload):
 
             return Prepared(fn=resident, work=work, timing="e2e", rule=rule, notes=[note])
         cfg = config_of(p)
+        if cfg.copies_async and (why := device.supports_async_copy()) is not None:
+            raise CaseSkipped(why)
         dataset = self._dataset(shape)
-        extra |= {"images": len(dataset), "image_side": shape.side, "loader": cfg.code()}
+        extra |= {"items": len(dataset), "item_side": shape.side, "loader": cfg.label()}
 
         def loader(c: LoaderConfig) -> Any:
             return make_loader(dataset, shape.batch, c, self.batch_timeout_s)
 
-        epoch = FedEpoch(loader(cfg), train, device)
+        epoch = FedEpoch(
+            loader(cfg), train, device, non_blocking=cfg.non_blocking, side_stream=cfg.side_stream
+        )
 
         def check() -> list[str]:
-            got = first_batches(loader(cfg), CHECK_BATCHES)
+            # through the case's own copy path: a side stream read too early is wrong
+            got = epoch.copied(first_batches(loader(cfg), CHECK_BATCHES))
             if cfg.is_default:
                 return []
             want = first_batches(loader(LoaderConfig()), CHECK_BATCHES)
@@ -203,19 +224,18 @@ class InputPipeline(Workload):
         steps = len(dataset) // shape.batch
         if steps < CHECK_BATCHES:
             raise CaseSkipped(
-                f"{len(dataset)} images make {steps} batches of {shape.batch}: the check needs "
+                f"{len(dataset)} samples make {steps} batches of {shape.batch}: the check needs "
                 f"{CHECK_BATCHES}; pass --size {CHECK_BATCHES * shape.batch} or more"
             )
         extra["steps_per_epoch"] = steps
         notes = [
-            "loader: one call is one epoch; JPEG decode, random resized crop, flip and "
-            "normalise in Dataset.__getitem__",
+            f"loader: one call is one epoch; {self.loading}",
             f"workers are swept no higher than the {available_cores()} cores this process may "
             "use: past them workers compete with the step for the same cores",
         ]
         return Prepared(
             fn=epoch,
-            work=Work(items=steps * shape.batch, item_unit="images"),
+            work=Work(items=steps * shape.batch * self.per_sample(shape), item_unit=self.unit),
             check=check,
             timing="e2e",  # the wait happens on the host: device time would hide it
             rule=rule,
@@ -224,6 +244,20 @@ class InputPipeline(Workload):
             teardown=epoch.close,
             summarize=summarize,
         )
+
+    @staticmethod
+    def per_sample(shape: Shape) -> int:
+        return 1
+
+    def _resident_batch(
+        self, shape: Shape, g: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(shape.batch, 3, shape.crop, shape.crop, generator=g)
+        return x, torch.randint(0, shape.classes, (shape.batch,), generator=g)
+
+    @staticmethod
+    def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(model(x), y)
 
     def _dataset(self, shape: Shape) -> Any:
         cache = self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
@@ -257,3 +291,70 @@ def same_batches(got: list[Batch], want: list[Batch], cfg: LoaderConfig) -> None
                 f"{cfg.code()}: batch {i} differs from the default loader's "
                 f"(labels equal: {torch.equal(y, wy)}, max pixel difference {diff:.3g})"
             )
+
+
+# A small GPT on the CPU (21 ms a step on one thread here; 56 ms at 64 tokens and a
+# 2048-token vocabulary); GPT-2 small on an accelerator, 8 steps of 16 x 512 tokens an
+# epoch. images = sequences, side = crop = tokens per sequence, classes = the vocabulary.
+TOKENS_CPU = Shape(images=128, side=32, crop=32, batch=8, classes=1024)
+TOKENS_GPU = Shape(images=128, side=512, crop=512, batch=16, classes=50257)
+
+
+@WORKLOADS.register("input-tokens")
+class InputTokens(InputPipeline):
+    """The light loader: pre-tokenised shards read through numpy memmap feed a GPT's
+    training step. Workers have little to do here; the sweep shows whether they (or
+    pinned memory and a side stream) still pay."""
+
+    name: ClassVar[str] = "input-tokens"
+    summary: ClassVar[str] = (
+        "DataLoader sweep feeding a GPT's training step from memmapped token shards: "
+        "wait / copy / compute per step, vs the same step fed from device memory"
+    )
+    unit: ClassVar[str] = "tokens"
+    shapes: ClassVar[dict[bool, Shape]] = {False: TOKENS_CPU, True: TOKENS_GPU}
+    loading: ClassVar[str] = "a window of a memmapped uint16 shard cast to int64"
+
+    @staticmethod
+    def data_words(count: int, shape: Shape) -> str:
+        return f"{count} sequences of {shape.side} tokens in memmapped shards"
+
+    def _configs(self, top: list[int]) -> list[LoaderConfig]:
+        # a light loader: 0 workers and a few, then the copy paths with none
+        plain = [LoaderConfig(w) for w in sorted({0, min(2, top[-1])})]
+        return [
+            *plain,
+            LoaderConfig(0, pin=True, non_blocking=True),
+            LoaderConfig(0, pin=True, non_blocking=True, side_stream=True),
+        ]
+
+    @staticmethod
+    def per_sample(shape: Shape) -> int:
+        return shape.side
+
+    def _resident_batch(
+        self, shape: Shape, g: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.randint(0, shape.classes, (shape.batch, shape.side + 1), generator=g)
+        return t[:, :-1], t[:, 1:]
+
+    @staticmethod
+    def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+    def _dataset(self, shape: Shape) -> Any:
+        cache = self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
+        folder = ensure_tokens(cache, shape.images, shape.side, shape.classes)
+        return TokenShards(folder, shape.side, shape.classes)
+
+    def _model(self, shape: Shape, device: Device) -> tuple[nn.Module, torch.optim.Optimizer]:
+        from torchmark.workloads.models.gpt2 import GPT2, GPT2Config
+
+        torch.manual_seed(0)
+        if device.is_accelerator:
+            c = GPT2Config(vocab=shape.classes, context=shape.side)
+        else:
+            c = GPT2Config(shape.classes, shape.side, layers=2, heads=4, hidden=128)
+        with torch.device(device.torch_device):
+            model = GPT2(c)
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-4)

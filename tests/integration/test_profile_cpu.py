@@ -185,9 +185,10 @@ def test_check_measures_each_suggested_variant_against_the_profiled_case(
     assert code == 0, err
     flat = " ".join(out.split())
     assert "- amp-bf16: because" in flat
+    # the command on one line however narrow the terminal: it copies whole
     assert (
-        "$ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
-        "--precision amp-bf16" in flat
+        "    $ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
+        "--precision amp-bf16\n" in out
     )
     doc = json.loads(out_json.read_text())
     checked = doc["extra"]["profile"]["advice"][0]["checked"]

@@ -185,9 +185,10 @@ def test_check_measures_each_suggested_variant_against_the_profiled_case(
     assert code == 0, err
     flat = " ".join(out.split())
     assert "- amp-bf16: because" in flat
+    # the command on one line however narrow the terminal: it copies whole
     assert (
-        "$ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
-        "--precision amp-bf16" in flat
+        "    $ torchmark run -w linear10 --scenario infer --batch 1000 -d cpu --precision fp32 "
+        "--precision amp-bf16\n" in out
     )
     doc = json.loads(out_json.read_text())
     checked = doc["extra"]["profile"]["advice"][0]["checked"]
@@ -200,3 +201,18 @@ def test_check_measures_each_suggested_variant_against_the_profiled_case(
     )
     assert ("measured:" in flat) == (checked["status"] == "ok")
     assert len(doc["results"]) == (2 if checked["status"] in ("ok", "skipped") else 1)
+
+
+def test_flops_per_call_are_keyed_as_the_trace_names_each_call() -> None:
+    # a kernel finds its launching call's FLOPs by name and input shapes: the two sides
+    # (torch's key_averages, the trace's Input Dims) must spell them alike
+    import torch
+
+    a, b, m = torch.randn(64, 32), torch.randn(32, 16), torch.randn(48, 48)
+    got = capture(lambda: (a @ b, m @ m), resolve(("cpu",))[0], active=2)
+    mms = [
+        e for e in got.trace["traceEvents"] if e.get("name") == "aten::mm" and e.get("ph") == "X"
+    ]
+    keys = {c.call_key("aten::mm", e["args"]["Input Dims"]) for e in mms}
+    assert len(keys) == 2
+    assert {got.flops_by_call[k] for k in keys} == {2 * 64 * 32 * 16, 2 * 48**3}

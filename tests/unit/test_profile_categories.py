@@ -323,12 +323,13 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     assert "profiler overhead +467 %" in line and "inflated" in line
 
 
-def test_a_kernel_takes_the_flops_and_bytes_of_the_op_that_launched_it() -> None:
+def test_a_kernel_takes_the_flops_and_bytes_of_the_op_call_that_launched_it() -> None:
     mm_in = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+    small = {"Input Dims": [[8, 64], [64, 64]], "Input type": ["float", "float"]}
     conv_in = {"Input Dims": [[1, 8, 8, 8]], "Input type": ["float"]}
     events = [
-        step(1, 0, 200),
-        x("aten::matmul", 1, 40),  # counted by torch one level up, as conv2d is
+        step(1, 0, 300),
+        x("aten::matmul", 1, 40, **mm_in),  # counted by torch one level up, as conv2d is
         x("aten::mm", 2, 30, **{"External id": 10}, **mm_in),
         launch(3, 1),
         k("gemm", 10, 50, 1, **{"External id": 10}),
@@ -340,15 +341,22 @@ def test_a_kernel_takes_the_flops_and_bytes_of_the_op_that_launched_it() -> None
         x("aten::add", 80, 5, **{"External id": 12}, **mm_in),
         launch(81, 4),
         k("add_kernel", 150, 4, 4, **{"External id": 12}),
+        # a second matmul of other shapes: the same kernel, its own FLOPs (not an average)
+        x("aten::matmul", 160, 20, **small),
+        x("aten::mm", 161, 10, **{"External id": 13}, **small),
+        launch(162, 5),
+        k("gemm", 170, 10, 5, **{"External id": 13}),
     ]
     bd = c.gpu_breakdown(events)
-    assert bd.cpu_calls == {"aten::matmul": 1, "aten::mm": 1, "aten::cudnn_convolution": 1,
-                            "aten::add": 1}  # fmt: skip
-    flops = {"aten::matmul": 2 * 64**3}
-    rows = {r.name: r for r in top_ops(bd, flops, CEILINGS, "matmul:float32")}
+    by_call = {
+        c.call_key("aten::matmul", [[64, 64], [64, 64]]): 2 * 64**3,
+        c.call_key("aten::matmul", [[8, 64], [64, 64]]): 2 * 8 * 64 * 64,
+    }
+    rows = {r.name: r for r in top_ops(bd, {}, CEILINGS, "matmul:float32", flops_by_call=by_call)}
     gemm = rows["gemm"]
-    assert gemm.flops == 2 * 64**3 and gemm.bytes == 2 * 64 * 64 * 4
-    assert gemm.bound == "compute" and gemm.flop_rate == pytest.approx(2 * 64**3 / 50e-6)
+    assert gemm.flops == 2 * 64**3 + 2 * 8 * 64 * 64
+    assert gemm.bytes == 2 * 64 * 64 * 4 + (8 * 64 + 64 * 64) * 4
+    assert gemm.bound == "compute" and gemm.flop_rate == pytest.approx(gemm.flops / 60e-6)
     assert rows["tiny_fill"].flops is None and rows["tiny_fill"].bound == ""
     # a convolution's kernel with no FLOPs is never called memory-bound from its inputs
     assert rows["conv_kernel"].bytes is None and rows["conv_kernel"].bound == ""

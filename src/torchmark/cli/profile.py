@@ -34,7 +34,9 @@ def show(record: RunRecord, verbose: bool = False) -> None:
     for renderable in run_tables(record):
         console.print(renderable)
     for renderable in profile_tables(record, verbose):
-        console.print(renderable)
+        # a command line (no_wrap) prints whole: the terminal folds it, a copy stays one line
+        whole = isinstance(renderable, Text) and bool(renderable.no_wrap)
+        console.print(renderable, soft_wrap=whole)
 
 
 @app.command()

@@ -38,6 +38,7 @@ class Capture:
     trace: dict[str, Any]  # the Chrome trace torch.profiler exported
     breakdown: c.Breakdown
     flops: dict[str, float]  # per step, by op name (torch's with_flops counter)
+    flops_by_call: dict[str, float]  # per call, by categories.call_key (name, input shapes)
     device_peak_bytes: int | None
     host_rss_peak_bytes: int | None
 
@@ -94,7 +95,12 @@ def capture(
         for e in prof.key_averages()
         if getattr(e, "flops", 0) and e.flops > 0
     }
-    return Capture(trace, bd, flops, device.peak_memory_bytes(), _rss_peak())
+    by_call = {
+        c.call_key(e.key, e.input_shapes): e.flops / e.count
+        for e in prof.key_averages(group_by_input_shape=True)
+        if getattr(e, "flops", 0) and e.flops > 0 and e.count
+    }
+    return Capture(trace, bd, flops, by_call, device.peak_memory_bytes(), _rss_peak())
 
 
 # Kineto (torch 2.13) writes a "USDT:... profiler_start/stop" line to the process's stderr

@@ -15,6 +15,7 @@ categories sum to the window's wall time by construction:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,8 +231,6 @@ class Breakdown:
     # GPU: per launched activity, the host's launch call and its wait before starting (µs)
     launch_us: list[float] = field(default_factory=list)
     queue_us: list[float] = field(default_factory=list)
-    # GPU: calls of each host op in the steps (a kernel's FLOPs are its launching op's)
-    cpu_calls: dict[str, int] = field(default_factory=dict)
 
     def shares(self) -> dict[str, float]:
         return {k: 100 * v / self.wall_us for k, v in self.categories.items() if self.wall_us}
@@ -245,8 +244,9 @@ class OpTime:
     bytes_read: float | None = None  # input tensors, where their dims and dtype are known
     # names of the ops that called it, with how many of its calls each enclosed
     ancestors: dict[str, int] = field(default_factory=dict)
-    # GPU kernel: the host ops that launched it (innermost first), with how many of its
-    # calls it was the longest kernel of that launch, i.e. the one doing the op's work
+    # GPU kernel: the host op call that launched it and its callers (``call_key``s,
+    # innermost first), with how many of its calls it was the longest kernel of that
+    # launch, i.e. the one doing the op's work
     work_of: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
@@ -336,23 +336,29 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                     op.bytes_read = (op.bytes_read or 0.0) + read
     wall = sum(w.dur for w in windows)
     steps_us = [w.dur for w in windows]
-    calls: dict[str, int] = {}
-    for s in host.ops:
-        if any(w.start <= s.start < w.end for w in windows):
-            calls[s.name] = calls.get(s.name, 0) + 1
-    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us, calls)
+    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us)
+
+
+def call_key(name: str, dims: Any) -> str:
+    """An op call by name and input shapes, as torch's ``key_averages(group_by_input_shape)``
+    tells its FLOPs apart: ``aten::mm|[[64,32],[32,16]]``."""
+    return f"{name}|{json.dumps(dims, separators=(',', ':'))}"
+
+
+def call_name(key: str) -> str:
+    return key.split("|", 1)[0]
 
 
 @dataclass
 class _HostOps:
     ops: list[Span]
-    chains: dict[int, tuple[str, ...]]  # External id -> its op's name and its callers'
+    chains: dict[int, tuple[str, ...]]  # External id -> its op's call_key and its callers'
     args: dict[int, Mapping[str, Any]]
 
 
 def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
     """The host's ops, and for each External id (what a kernel names its launching op by)
-    the op's name with its enclosing ops' names, innermost first."""
+    the op's ``call_key`` with its enclosing ops', innermost first."""
     ops = sorted((s for s in all_spans if s.cat == "cpu_op"), key=lambda s: (s.start, -s.end))
     chains: dict[int, tuple[str, ...]] = {}
     args: dict[int, Mapping[str, Any]] = {}
@@ -364,7 +370,9 @@ def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
         stack.append(s)
         ext = s.args.get("External id")
         if ext is not None:
-            chains[int(ext)] = tuple(a.name for a in reversed(stack))
+            chains[int(ext)] = tuple(
+                call_key(a.name, a.args.get("Input Dims")) for a in reversed(stack)
+            )
             args[int(ext)] = s.args
     return _HostOps(ops, chains, args)
 

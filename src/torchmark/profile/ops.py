@@ -46,8 +46,10 @@ def top_ops(
     ceilings: Mapping[str, Ceiling],
     matmul_key: str | None,
     n: int = 10,
+    flops_by_call: Mapping[str, float] | None = None,
 ) -> list[OpRow]:
-    """The ``n`` ops with the most self time per step. ``flops``: per step, by op name."""
+    """The ``n`` ops with the most self time per step. ``flops``: per step, by op name;
+    ``flops_by_call``: per call, by ``categories.call_key`` (GPU kernels take theirs)."""
     steps = max(bd.steps, 1)
     per_step_wall = bd.wall_us / steps
     peak = ceilings.get(matmul_key) if matmul_key else None
@@ -61,7 +63,7 @@ def top_ops(
         f = (flops.get(name) or inherited(name, bd, flops)) if works else None
         b = op.bytes_read / steps if op.bytes_read and works else None
         if op.work_of and works:
-            f, b = kernel_work(name, bd, flops)
+            f, b = kernel_work(name, bd, flops_by_call or {})
         t = self_us / 1e6
         f_rate = f / t if f and t > 0 else None
         b_rate = b / t if b and t > 0 else None
@@ -81,25 +83,26 @@ def top_ops(
 
 
 def kernel_work(
-    name: str, bd: c.Breakdown, flops: Mapping[str, float]
+    name: str, bd: c.Breakdown, flops_by_call: Mapping[str, float]
 ) -> tuple[float | None, float | None]:
-    """A GPU kernel's FLOPs and bytes per step: those torch counted on the host op that
-    launched it (or the nearest enclosing op it counted: aten::conv2d over
-    cudnn_convolution), per call, for each launch where it was that op's longest kernel.
-    Known only when it was so in every call (a cuDNN convolution also launches layout
-    kernels such as nchwToNhwcKernel, which get none); bytes: the launching op's inputs."""
+    """A GPU kernel's FLOPs and bytes per step: those torch counted on the host op call
+    that launched it (or on the nearest enclosing call it counted: aten::conv2d over
+    cudnn_convolution), by name and input shapes, for each launch where it was that call's
+    longest kernel. Known only when it was so in every call (a cuDNN convolution also
+    launches layout kernels such as nchwToNhwcKernel, which get none); bytes: the
+    launching op's inputs."""
     op = bd.ops[name]
     if sum(op.work_of.values()) != op.calls:
         return None, None
     steps = max(bd.steps, 1)
     total = 0.0
     for chain, n in op.work_of.items():
-        src = next((a for a in chain if flops.get(a) and bd.cpu_calls.get(a)), None)
-        if src is None:
+        per_call = next((flops_by_call[k] for k in chain if flops_by_call.get(k)), None)
+        if per_call is None:
             # a matmul's or convolution's inputs alone would call it memory-bound
-            matmul = any(c.cpu_category(a, False) == c.MATMUL for a in chain)
+            matmul = any(c.cpu_category(c.call_name(k), False) == c.MATMUL for k in chain)
             return None, (None if matmul else _per_step(op.bytes_read, steps))
-        total += flops[src] * steps / bd.cpu_calls[src] * n
+        total += per_call * n
     return total / steps, _per_step(op.bytes_read, steps)
 
 

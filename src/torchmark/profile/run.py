@@ -286,7 +286,10 @@ def summary(
             for k in order
         ],
         "rules": c.rules_text(bd.kind),
-        "ops": [r.as_dict() for r in top_ops(bd, cap.flops, ceilings, matmul_key)],
+        "ops": [
+            r.as_dict()
+            for r in top_ops(bd, cap.flops, ceilings, matmul_key, flops_by_call=cap.flops_by_call)
+        ],
         "verdict": verdict(bd, unprofiled_s),
         "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),

@@ -267,7 +267,11 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
                 style="bold",
             )
         )
-        out.extend(Text(line) for line in advice_lines(p))
+        # a command stays on one line (the terminal folds it), so that it copies whole
+        out.extend(
+            Text(line, no_wrap=True, overflow="ignore") if line.startswith("    $ ") else Text(line)
+            for line in advice_lines(p)
+        )
     if p.get("launches"):
         out.append(Text(launch_line(p["launches"])))
     memory = memory_line(p)

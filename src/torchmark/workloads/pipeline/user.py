@@ -23,7 +23,7 @@ from torchmark.config import available_cores
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, YOURS, LoaderConfig, config_of, params
-from torchmark.results import Work
+from torchmark.results import RunRecord, Work
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import (
@@ -99,14 +99,14 @@ class Capped:
         self.loader, self.n = loader, n
 
     def __iter__(self) -> Any:
-        return Iterator(self.loader, self.n)
+        return CappedIter(self.loader, self.n)
 
     @property
     def _iterator(self) -> Any:  # persistent workers, for FedEpoch.close()
         return getattr(self.loader, "_iterator", None)
 
 
-class Iterator:
+class CappedIter:
     """``islice`` that keeps the DataLoader iterator reachable: a pass that ends early
     stops its workers (a persistent loader keeps them for the next pass), as does
     ``shut`` when the case fails."""
@@ -260,7 +260,7 @@ def benchmark_loader(
     store: Any = None,
     events: Any = None,
     config: dict[str, Any] | None = None,
-) -> Any:
+) -> RunRecord:
     """The user's model fed by the user's loader on each device: the breakdown per
     setting (stored like a run's, shown by ``report.pipeline``). Errors in the factory,
     its batches or the model's call on them: one InputError line, before any timing."""

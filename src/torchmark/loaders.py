@@ -7,9 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+YOURS = "yours"  # the param of a user-input case fed by the user's loader as given
 RESIDENT = "resident"  # the input case fed from device memory: the ceiling
 LOADER = "loader"  # an input case fed by a DataLoader configuration
-INPUT_WORKLOADS = ("input", "input-tokens")  # the workloads whose results these describe
+INPUT_WORKLOADS = (
+    "input",
+    "input-tokens",
+    "user-input",
+)  # the workloads whose results these describe
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ def batches(n: int, pin: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
-def busy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def busy(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = batch
     torch.cuda._sleep(5_000_000)  # ~2-3 ms of device time at ~2 GHz: longer than the copy
     return x.sum() + y.sum()
 

@@ -78,7 +78,8 @@ def epoch(copy_s: float, side_stream: bool) -> tuple[FedEpoch, CopyDevice, list[
     device = CopyDevice(clock, copy_s)
     seen: list[float] = []
 
-    def train(x: torch.Tensor, y: torch.Tensor) -> None:
+    def train(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        x, y = batch
         device.log.append("train")
         seen.append(float(x[0, 0]))
         assert int(y[0]) == int(x[0, 0])  # the batch's own labels

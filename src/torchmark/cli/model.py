@@ -44,6 +44,14 @@ INPUTS_HELP = (
 )
 
 
+LOADER_HELP = (
+    "file.py:make_loader or module:make_loader: make_loader() returns a DataLoader or any "
+    "iterable of batches; your model is fed them and the input pipeline's breakdown and "
+    "advice are shown (a tuple batch: its first item is the model's input). Runs that "
+    "file's code."
+)
+
+
 def input_factory(shapes: list[str] | None, inputs: str | None) -> InputFactory:
     from torchmark.user import spec
     from torchmark.user.inputs import from_callable
@@ -79,6 +87,7 @@ def model(
     spec: Annotated[str, SPEC_ARG],
     input: Annotated[list[str] | None, typer.Option("--input", help=INPUT_HELP)] = None,
     inputs: Annotated[str | None, typer.Option("--inputs", help=INPUTS_HELP)] = None,
+    loader: Annotated[str | None, typer.Option("--loader", help=LOADER_HELP)] = None,
     device: DevicesOption = None,
     batch: Annotated[str, typer.Option(help="Batch sizes to sweep.")] = "1,2,4,8,16",
     price: Annotated[
@@ -105,6 +114,9 @@ def model(
     check_json_path(json_path)
     batches = parse_int_list(batch, "--batch")
     prices = parse_price(price)  # bad text fails before anything is loaded or measured
+    if loader:
+        model_with_loader(spec, loader, input or inputs, device, stopping, telemetry, json_path, db)
+        return
     factory = input_factory(input, inputs)
     loaded = spec_mod.load(spec)
     store = open_store(db)
@@ -125,6 +137,44 @@ def model(
             config={"spec": spec, "source": loaded.source, "inputs": input or inputs},
         )
     finish(record, show_model, json_path, store.url)
+
+
+def model_with_loader(
+    spec: str,
+    loader: str,
+    inputs: object,
+    device: list[str] | None,
+    stopping: str,
+    telemetry: bool,
+    json_path: Path | None,
+    db: str | None,
+) -> None:
+    """``--loader``: the model fed the user's batches; the input pipeline's view."""
+    from torchmark.cli.run import show
+    from torchmark.user import spec as spec_mod
+    from torchmark.user.bench import benchmark_model
+
+    if inputs:
+        raise InputError("give either --loader or --input / --inputs, not both")
+    make = spec_mod.attribute(loader)
+    if not callable(make):
+        raise InputError(f"--loader {loader}: not callable (write a make_loader())")
+    loaded = spec_mod.load(spec)
+    store = open_store(db)
+    events = ProgressEvents(console, lines=True)
+    with shown_even_if_interrupted(show, json_path), events.shown():
+        record = benchmark_model(
+            loaded.model,
+            loader=make,
+            devices=device or None,
+            rule=stopping,
+            store=store,
+            events=events,
+            name=f"--loader {loader}",
+            telemetry=telemetry,
+            config={"spec": spec, "source": loaded.source},
+        )
+    finish(record, show, json_path, store.url)
 
 
 def short_name(spec: str) -> str:

@@ -18,7 +18,7 @@ from rich.console import RenderableType
 
 from torchmark import format as fmt
 from torchmark.comparison import independent
-from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, LoaderConfig, config_of
+from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.results import Ceiling, Result, RunRecord
 
@@ -26,6 +26,8 @@ from torchmark.results import Ceiling, Result, RunRecord
 def config_cell(r: Result) -> Alt:
     if r.variant == RESIDENT:
         return Alt("device-resident", "resident")
+    if r.params.get(YOURS):
+        return Alt("your loader, as given", "yours")
     c = config_of(r.params)
     if c == LoaderConfig():
         return Alt("defaults (workers=0)", "w=0")
@@ -143,11 +145,20 @@ def rate(r: Result) -> float:
 
 def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Advice:
     resident = next((r for r in rs if r.variant == RESIDENT and r.ok), None)
-    loaders = [(config_of(r.params), r) for r in rs if r.variant == LOADER and r.ok]
+    loaders = [
+        (config_of(r.params), r)
+        for r in rs
+        if r.variant == LOADER and r.ok and not r.params.get(YOURS)
+    ]
+    yours = next((r for r in rs if r.params.get(YOURS) and r.ok), None)
     wrong = [r for r in rs if r.status == "wrong"]
     lines = [f"{config_of(r.params).label()}: wrong batches, left out ({r.reason})" for r in wrong]
     unit = unit_of(rs)
     default = next((r for c, r in loaders if c.is_default), None)
+    rebuilt_any = any(r.variant == LOADER and not r.params.get(YOURS) for r in rs)
+    if yours is not None and not rebuilt_any:  # not a DataLoader: nothing was rebuilt
+        loaders = [(LoaderConfig(), yours)]
+        lines.append("your loader is not a DataLoader: it was measured as given only")
     if not loaders:
         return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
     best_cfg, best = max(loaders, key=lambda cr: rate(cr[1]))
@@ -164,6 +175,13 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         )
     elif default is not None:
         lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} {unit}/s)")
+    if yours is not None and rate(yours) > 0 and best is not yours:
+        j = independent(yours.measurement, best.measurement)
+        told = not isinstance(j, str) and j.verdict in ("FASTER", "SLOWER")
+        lines.append(
+            f"your loader as given: {rate(yours):,.0f} {unit}/s; the best setting is "
+            f"{rate(best) / rate(yours):.2f}x it" + ("" if told else " (can't tell from the noise)")
+        )
     plateau, most = _plateau(loaders)
     if plateau is not None and plateau == most and most > 0:
         lines.append(f"workers: still helping at {most}, the most tried (the cores it may use)")

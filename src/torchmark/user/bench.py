@@ -324,7 +324,7 @@ def _as_model(model: Any) -> tuple[nn.Module, str]:
 
 def benchmark_model(
     model: nn.Module | str,
-    example_inputs: Any,
+    example_inputs: Any = None,
     *,
     devices: Sequence[str] | str | None = None,
     batches: Sequence[int] | None = None,
@@ -336,8 +336,13 @@ def benchmark_model(
     measure_energy: bool = True,
     telemetry: bool = True,
     config: Mapping[str, Any] | None = None,
+    loader: Callable[[], Any] | None = None,
 ) -> RunRecord:
     """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
+
+    ``loader``: a function returning a DataLoader or any iterable of batches: the model is
+    fed your batches instead, and the run holds the input pipeline's breakdown and advice
+    (``torchmark.workloads.pipeline.user``); ``example_inputs`` is then not needed.
 
     ``example_inputs``: a tensor, tuple (positional) or dict (keyword) of tensors whose first
     dimension is the batch (rows are resampled for other batch sizes), or a callable
@@ -348,6 +353,15 @@ def benchmark_model(
     module, label = _as_model(model)
     label = name or label
     _eval(module)
+    if loader is not None:
+        from torchmark.workloads.pipeline.user import benchmark_loader
+
+        return benchmark_loader(
+            module, loader, devices=devices, what=label, rule=rule, telemetry=telemetry,
+            store=store, events=events, config=dict(config or {}),
+        )  # fmt: skip
+    if example_inputs is None:
+        raise InputError("give the model's example_inputs, or a loader")
     preset(rule)  # an unknown rule fails here, naming the valid ones, before any work
     factory, example_batch = _factory(example_inputs)
     batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))

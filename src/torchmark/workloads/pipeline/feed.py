@@ -16,13 +16,29 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.data import DataLoader, Dataset
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped
 from torchmark.loaders import LoaderConfig
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+Batch = Any  # a tensor, or a tuple / list / dict of them (as the model's inputs or (x, y))
+
+
+def to_device(batch: Batch, device: torch.device, non_blocking: bool) -> Batch:
+    return tree_map(
+        lambda t: t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t,
+        batch,
+    )
+
+
+def tensors(batch: Batch) -> list[torch.Tensor]:
+    return [t for t in tree_leaves(batch) if isinstance(t, torch.Tensor)]
+
+
+def nbytes(batch: Batch) -> int:
+    return sum(t.nbytes for t in tensors(batch))
 
 
 def make_loader(
@@ -160,7 +176,7 @@ class FedEpoch:
     def __init__(
         self,
         loader: Iterable[Batch],
-        train: Callable[[torch.Tensor, torch.Tensor], object],
+        train: Callable[[Batch], object],
         device: Device,
         clock: Callable[[], float] = time.perf_counter,
         non_blocking: bool = False,
@@ -230,27 +246,20 @@ class FedEpoch:
             if batch is None:  # joining the workers at the epoch's end: the loop waits
                 self.ends.append(self.clock() - t0)
                 break
-            x, y = batch
-            self.batch_bytes = x.nbytes + y.nbytes
+            self.batch_bytes = nbytes(batch)
             t1 = self.clock()
             marks = []
             if m is not None:
                 marks.append(m.mark())
-                x, y = (
-                    x.to(dev, non_blocking=self.non_blocking),
-                    y.to(dev, non_blocking=self.non_blocking),
-                )
+                batch = to_device(batch, dev, self.non_blocking)
                 marks.append(m.mark())
             elif self.device.is_accelerator:  # no marks: the copy timed alone, with a sync
                 timer = self.device.timer("device")
                 timer.start()
-                x, y = (
-                    x.to(dev, non_blocking=self.non_blocking),
-                    y.to(dev, non_blocking=self.non_blocking),
-                )
+                batch = to_device(batch, dev, self.non_blocking)
                 self.copy_device_s.append(timer.stop())
             t2 = self.clock()
-            self.out = self.train(x, y)
+            self.out = self.train(batch)
             if m is not None:
                 marks.append(m.mark())
             self.device.synchronize()
@@ -263,17 +272,16 @@ class FedEpoch:
             steps, t0 = steps + 1, t3
         return steps
 
-    def _issue(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
+    def _issue(self, batch: Batch) -> tuple[Batch, Any, Any]:
         """The batch's copy issued on the side stream, between two marks on it."""
         assert self.marks is not None
         dev, m = self.device.torch_device, self.marks
-        x, y = batch
-        self.batch_bytes = x.nbytes + y.nbytes
+        self.batch_bytes = nbytes(batch)
         with m.side():
             c0 = m.mark()
-            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            batch = to_device(batch, dev, True)
             c1 = m.mark()
-        return x, y, c0, c1
+        return batch, c0, c1
 
     def _epoch_side(self, t0: float) -> int:
         m = self.marks
@@ -283,21 +291,21 @@ class FedEpoch:
             self.ends.append(self.clock() - t0)
             return 0
         t_fetched = self.clock()
-        pending: tuple[torch.Tensor, torch.Tensor, Any, Any] | None = self._issue(batch)
+        pending: tuple[Batch, Any, Any] | None = self._issue(batch)
         first = (t_fetched - t0, self.clock() - t_fetched)
         t0 = self.clock()
         steps = 0
         while pending is not None:
-            x, y, c0, c1 = pending
+            mine_batch, c0, c1 = pending
             m.wait_side()
-            m.keep(x)
-            m.keep(y)
+            for t in tensors(mine_batch):
+                m.keep(t)
             batch = self._next()
             t1 = self.clock()
             pending = self._issue(batch) if batch is not None else None
             t2 = self.clock()
             a = m.mark()
-            self.out = self.train(x, y)
+            self.out = self.train(mine_batch)
             z = m.mark()
             self.device.synchronize()
             t3 = self.clock()
@@ -310,7 +318,7 @@ class FedEpoch:
             if pending is None:
                 hidden, hideable = 0.0, 0.0
             else:  # the next batch's copy, beside this compute
-                n0, n1 = pending[2], pending[3]
+                n0, n1 = pending[1], pending[2]
                 nxt = m.elapsed_s(n0, n1)
                 start, end = max(m.elapsed_s(a, n0), 0.0), max(m.elapsed_s(a, n1), 0.0)
                 hidden = max(0.0, min(end, compute) - min(start, compute))
@@ -328,14 +336,13 @@ class FedEpoch:
         out = []
         for batch in batches:
             if self.side_stream:
-                x, y, _, _ = self._issue(batch)
+                on, _, _ = self._issue(batch)
                 self.marks.wait_side()
-                self.marks.keep(x)
-                self.marks.keep(y)
+                for t in tensors(on):
+                    self.marks.keep(t)
             else:
-                dev = self.device.torch_device
-                x, y = (t.to(dev, non_blocking=self.non_blocking) for t in batch)
-            out.append((x.cpu(), y.cpu()))
+                on = to_device(batch, self.device.torch_device, self.non_blocking)
+            out.append(to_device(on, torch.device("cpu"), False))
         self.device.synchronize()
         return out
 

@@ -174,7 +174,8 @@ class InputPipeline(Workload):
         model, opt = self._model(shape, device)
         rule = case.rule or "epoch"
 
-        def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        def train(batch: Batch) -> torch.Tensor:
+            x, y = batch
             loss = self._loss(model, x, y)
             loss.backward()
             opt.step()
@@ -189,7 +190,7 @@ class InputPipeline(Workload):
             note = "resident: the same step fed one batch already in device memory (the ceiling)"
 
             def resident() -> object:
-                out = train(xd, yd)
+                out = train((xd, yd))
                 device.synchronize()  # as the fed step does: the two differ only in feeding
                 return out
 

@@ -106,13 +106,19 @@ def _decide(
     practical: float,
     noise: float | None,
     n: str,
+    separated: bool = False,
 ) -> Judgement:
+    """``separated``: every sample of the faster beat every sample of the slower, which
+    excludes 1 where a median's CI needs more samples than there are (fewer than 6 leave
+    a 95 % CI unbounded: 5 epochs of a DataLoader at 2 s each read "can't tell" beside 14
+    at 0.73 s, 2.8x apart, p=0.00017)."""
     change = abs(speed - 1)
     if _within(ci, practical):
         why = f"ratio CI {ci_text(ci)} within ±{practical:.0%}"
         return Judgement("SAME", speed, ci, p, threshold, why)
     p_text = "p n/a" if p is None else f"p={p:.2g}"
-    if p is not None and p < alpha and change >= threshold and _excludes_one(ci, speed):
+    excluded = _excludes_one(ci, speed) or separated
+    if p is not None and p < alpha and change >= threshold and excluded:
         verdict: Verdict = "FASTER" if speed > 1 else "SLOWER"
         why = f"{p_text}, {change:.1%} beyond the {threshold:.1%} threshold"
         return Judgement(verdict, speed, ci, p, threshold, why)
@@ -153,7 +159,8 @@ def independent(
         from scipy.stats import mannwhitneyu
 
         p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-    return _decide(speed, ci, p, alpha, threshold, practical, noise, n)
+    separated = bool(xa.min() > xb.max() or xa.max() < xb.min())
+    return _decide(speed, ci, p, alpha, threshold, practical, noise, n, separated)
 
 
 def paired(

@@ -63,3 +63,18 @@ def test_no_chart_says_why() -> None:
     assert only_relu.svg is None and "no top op has both a FLOP count and bytes" in only_relu.note
     page = html.render([run(OPS[2:])])
     assert re.search(r'<p class="nochart">no top op has both', page)
+
+
+def test_flops_that_put_a_kernel_above_the_matmul_peak_are_not_its_own() -> None:
+    """An H100 GPT-2 profile gave a cuBLAS GEMM 1.38 PFLOP/s, 174 % of the 794 TFLOP/s bf16
+    ceiling: the launching op's FLOPs were not all this kernel's. No rate, not a ceiling
+    beaten."""
+    from torchmark.profile import ops
+    from torchmark.results import Ceiling
+
+    peak = Ceiling(device="cuda:0", key="matmul:bfloat16", value=794e12, unit="FLOP/s", method="m")
+    bw = Ceiling(device="cuda:0", key="bandwidth", value=3.05e12, unit="B/s", method="m")
+    bound, pct, key = ops._bound(2470.0, 36, 1.38e15, None, peak, bw, None)
+    assert (bound, pct, key) == ("", None, None)
+    bound, pct, key = ops._bound(2470.0, 36, 705e12, None, peak, bw, None)
+    assert bound == "compute" and pct is not None and 88 < pct < 89

@@ -17,7 +17,7 @@ from torchmark import format as fmt
 from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report.table import case_key, devices_of
-from torchmark.results import Result, RunRecord
+from torchmark.results import Ceiling, Result, RunRecord
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -324,39 +324,7 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
             bw = run.ceiling(device, "bandwidth")
             peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
             xs = [r.work.flops / r.work.bytes for r in placed]
-            lo = min([*(x / 4 for x in xs), 0.05])
-            hi = max([*(4 * x for x in xs), 100.0])
-            if bw is not None:
-                hi = max([hi, *(4 * c.value / bw.value for c in peaks)])
-                for c in peaks:
-                    ridge = c.value / bw.value
-                    ax.plot([lo, ridge, hi], [lo * bw.value, c.value, c.value], color="grey", lw=1)
-                if not peaks:  # no compute ceiling measured: the bandwidth slope alone
-                    ax.plot([lo, hi], [lo * bw.value, hi * bw.value], color="grey", linewidth=1)
-                # Along the slope below the first ridge, where the low-intensity points
-                # (elementwise work, ~0.1 FLOP/B) do not sit.
-                knee = min([c.value / bw.value for c in peaks] or [hi])
-                at = math.sqrt(max(lo, 0.5) * knee) if knee > 0.5 else lo * 1.5
-                ax.annotate(
-                    f"bw {fmt.ceiling_value(bw)}",
-                    (at, at * bw.value),
-                    xytext=(-3, 3),
-                    textcoords="offset points",
-                    fontsize=7,
-                    ha="right",
-                    va="bottom",
-                )
-            else:
-                for c in peaks:
-                    ax.axhline(c.value, color="grey", linewidth=1)
-            for c in peaks:
-                ax.annotate(
-                    f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}",
-                    (hi, c.value),
-                    ha="right",
-                    va="bottom",
-                    fontsize=7,
-                )
+            lo, hi = _roof(ax, xs, peaks, bw)
             ys = [r.rate("flops") or math.nan for r in placed]
             span = [*ys, *(c.value for c in peaks)]
             edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
@@ -762,35 +730,7 @@ def ops_roofline(run: RunRecord) -> Chart:
     fig, axes = _figure()
     ax: Axes = axes[0][0]
     with _rc():
-        lo = min([*(x / 4 for x in xs), 0.05])
-        hi = max([*(4 * x for x in xs), 100.0])
-        if bw is not None:
-            hi = max([hi, *(4 * c.value / bw.value for c in peaks)])
-            for c in peaks:
-                ridge = c.value / bw.value
-                ax.plot([lo, ridge, hi], [lo * bw.value, c.value, c.value], color="grey", lw=1)
-            if not peaks:
-                ax.plot([lo, hi], [lo * bw.value, hi * bw.value], color="grey", lw=1)
-            ax.annotate(
-                f"bw {fmt.ceiling_value(bw)}",
-                (lo * 1.5, lo * 1.5 * bw.value),
-                xytext=(3, 3),
-                textcoords="offset points",
-                fontsize=7,
-                ha="left",
-                va="bottom",
-            )
-        else:
-            for c in peaks:
-                ax.axhline(c.value, color="grey", lw=1)
-        for c in peaks:
-            ax.annotate(
-                f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}",
-                (hi, c.value),
-                ha="right",
-                va="bottom",
-                fontsize=7,
-            )
+        lo, hi = _roof(ax, xs, peaks, bw)
         span = [*ys, *(c.value for c in peaks)]
         edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
         for (label, o), x, y, ty in zip(placed, xs, ys, _spread(ys, span), strict=True):
@@ -819,3 +759,44 @@ def ops_roofline(run: RunRecord) -> Chart:
     if missing:
         note += f". Not drawn, no FLOP or byte count: {_listed(missing)}"
     return Chart("ops_roofline", title, _svg(fig), note)
+
+
+def _roof(
+    ax: Axes, xs: list[float], peaks: list[Ceiling], bw: Ceiling | None
+) -> tuple[float, float]:
+    """The roofline's frame on ``ax``: the bandwidth slope up to each measured matmul peak
+    (or the peaks alone as lines), each labelled; returns the x range (FLOP/B) it spans."""
+    lo = min([*(x / 4 for x in xs), 0.05])
+    hi = max([*(4 * x for x in xs), 100.0])
+    if bw is not None:
+        hi = max([hi, *(4 * c.value / bw.value for c in peaks)])
+        for c in peaks:
+            ridge = c.value / bw.value
+            ax.plot([lo, ridge, hi], [lo * bw.value, c.value, c.value], color="grey", lw=1)
+        if not peaks:  # no compute ceiling measured: the bandwidth slope alone
+            ax.plot([lo, hi], [lo * bw.value, hi * bw.value], color="grey", lw=1)
+        # Along the slope below the first ridge, where the low-intensity points
+        # (elementwise work, ~0.1 FLOP/B) do not sit.
+        knee = min([c.value / bw.value for c in peaks] or [hi])
+        at = math.sqrt(max(lo, 0.5) * knee) if knee > 0.5 else lo * 1.5
+        ax.annotate(
+            f"bw {fmt.ceiling_value(bw)}",
+            (at, at * bw.value),
+            xytext=(-3, 3),
+            textcoords="offset points",
+            fontsize=7,
+            ha="right",
+            va="bottom",
+        )
+    else:
+        for c in peaks:
+            ax.axhline(c.value, color="grey", lw=1)
+    for c in peaks:
+        ax.annotate(
+            f"{fmt.ceiling_label(c)} {fmt.ceiling_value(c)}",
+            (hi, c.value),
+            ha="right",
+            va="bottom",
+            fontsize=7,
+        )
+    return lo, hi

@@ -419,7 +419,7 @@ def comparison_parts(cmp: Comparison, names: Sequence[str]) -> list[RenderableTy
                 continue
             unit = unit_of([c.a for c in mine])
             table = FitTable(
-                Col("loader", wrap=10),
+                Col("loader", wrap=10, shorten=1),
                 Col("device", show=len({c.a.device for c in mine}) > 1),
                 Col(f"A {unit}/s", justify="right", short_header="A"),
                 Col(f"{x} {unit}/s", justify="right", short_header=x),

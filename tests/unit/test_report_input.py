@@ -220,3 +220,29 @@ def test_cpu_copy_note_only_where_a_fed_step_copied_nothing() -> None:
 
 def test_default_is_the_plain_dataloader() -> None:
     assert config_of({"workers": 0, "batch": 64}) == LoaderConfig()
+
+
+@pytest.mark.parametrize("width", [80, 120, None])
+def test_terminal_breakdown_matches_golden_text(
+    width: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None: as piped (rich's 80-column fallback, not a terminal, no COLUMNS)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    console = (
+        Console(file=out, force_terminal=False)
+        if width is None
+        else Console(file=out, width=width, color_system=None, force_terminal=True)
+    )
+    for part in pipeline_tables(run()):
+        console.print(part)
+    text = "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+    assert all(len(line) <= (width or 80) for line in text.splitlines())
+    assert matches_golden(text, f"input-breakdown-{width or 'piped'}.txt")
+
+
+def test_two_runs_get_their_own_input_sections() -> None:
+    page = html.render([run(), slowed(1.4)])
+    for i in (1, 2):
+        assert f'id="chart-input-breakdown-{i}"' in page
+        assert f'id="chart-input-workers-{i}"' in page

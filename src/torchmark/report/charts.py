@@ -903,6 +903,12 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
             xs = [w for w, _ in curve]
             ys = [rate(r) for _, r in curve]
             (line,) = ax.plot(xs, ys, marker="o", label=f"plain DataLoader{where}")
+            # the 95 % CI of each median as a bar: a count whose bar overlaps the next one's
+            # is not shown to be faster (fewer than 6 samples: no CI, no bar)
+            for w, r in curve:
+                ci, per = r.ci_median_s, r.work.items if r.work else None
+                if ci and per and ci[0] > 0:
+                    ax.vlines(w, per / ci[1], per / ci[0], color=line.get_color(), linewidth=1)
             others = [r for r in mine if r.variant == LOADER and r.ok and r not in plain]
             top = max([rate(r) for r in mine if r.ok] or [1.0])
             last: dict[int, float] = {}  # per worker count: the highest label so far
@@ -947,6 +953,7 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
         f"{workload}-workers",
         title,
         _svg(fig),
-        "line: num_workers alone; diamonds: other knobs at their worker count; dashed: the "
-        "same step fed from device memory, the ceiling a loader can only approach",
+        "line: num_workers alone, with the 95 % confidence interval of each median (none "
+        "under 6 samples); diamonds: other knobs at their worker count; dashed: the same "
+        "step fed from device memory, the ceiling a loader can only approach",
     )

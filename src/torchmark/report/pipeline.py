@@ -475,5 +475,9 @@ def _best_moved(ra: RunRecord, rb: RunRecord, workload: str, x: str) -> list[str
     for device, cfg in best[0].items():
         other = best[1].get(device)
         if cfg is not None and other is not None and cfg != other:
-            out.append(f"best on {device}: A {cfg.label()}; {x} {other.label()}")
+            # "fastest measured", not "best": the two may sit within each other's noise
+            out.append(
+                f"fastest measured on {device}: A {cfg.label()}; {x} {other.label()} "
+                "(each run's advice says whether it beat the defaults beyond the noise)"
+            )
     return out

@@ -30,6 +30,7 @@ from torchmark.comparison import (
     run_name,
 )
 from torchmark.errors import InputError
+from torchmark.report.pipeline import comparison_parts
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
 
@@ -202,6 +203,8 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
         parts += [table, Text("\n".join([*notes, *summary_lines(sub, ids)]))]
     if only_lines(cmp):
         parts.append(Text("\n".join(only_lines(cmp))))
+    # the input workloads' breakdown side by side (nothing when no run has them)
+    parts += comparison_parts(cmp, [letter(i) for i in range(len(cmp.runs))])
     return [*parts, Text(RULE, style="dim")]
 
 

@@ -194,6 +194,24 @@ def profile_section(run: RunRecord) -> dict[str, Any] | None:
     return html_context(run)
 
 
+def _inputs(run: RunRecord) -> list[dict[str, Any]]:
+    """Per input workload that ran: the stacked breakdown, the workers curve (or why
+    either is missing) and the advice, as the terminal prints it."""
+    from torchmark.report.pipeline import advice_lines, workloads_in
+
+    return [
+        {
+            "workload": w,
+            "charts": [
+                _chart(charts_mod.input_breakdown(run, w)),
+                _chart(charts_mod.workers_curve(run, w)),
+            ],
+            "advice": advice_lines(run, w),
+        }
+        for w in workloads_in(run)
+    ]
+
+
 def _break_even_note(run: RunRecord) -> str | None:
     """Why a user-model run has no break-even, and how to get one (``model`` on a CPU-only
     machine): said in the run's section, where its reader looks for the answer."""
@@ -222,6 +240,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
                 "tune": _tune(run),
                 "profile": profile_section(run),
+                "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from torchmark import format as fmt
 from torchmark.reference import device_label
 from torchmark.report.flags import pills
+from torchmark.report.pipeline import markdown_lines
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell
 from torchmark.results import Result, RunRecord
@@ -84,6 +85,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                 for c in ceiling_rows(run)
             ]
             lines += ["", "Measured ceilings: " + _text("; ".join(parts)) + "."]
+        lines += markdown_lines(run, _cell)  # the input workloads' breakdown, if they ran
         lines.append("")
     lines.append(
         "Throughput uses the median sample; spread is the interquartile range relative to the "

@@ -484,3 +484,15 @@ def test_the_ladder_says_each_rungs_comm_check_in_80_columns() -> None:
     assert "timed alone: 1.50 ms (IQR 1.0 %): DDP's figure is 2.50 ms longer" in flat
     assert "exposed comm 1.70 ms is more than all the buckets take alone" in flat
     assert "timed alone: after the case, every bucket's all_reduce in turn" in flat
+
+
+def test_an_exposed_share_above_the_step_is_marked_and_said_why() -> None:
+    recs = fake_ladder()
+    two = recs[2].results[0]
+    ddp = {**two.extra["ddp"], "exposed_comm_s": 0.013, "exposed_comm_share": 0.013 / 0.0125}
+    recs[2] = record(two.model_copy(update={"extra": {**two.extra, "ddp": ddp}}), 2)
+    out = text(recs)
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "104 %!" in out
+    assert "!: exposed comm above the median step: DDP's timers average sampled" in out
+    assert "!:" not in text(fake_ladder())

@@ -32,6 +32,7 @@ from torchmark.results import Result, RunRecord
 # Below a 2 % difference no straggler is named, whatever the noise (comparison.PRACTICAL).
 PRACTICAL = 0.02
 UNCLEAR_MARK = "?"
+OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
 
 
 def is_training(r: Result) -> bool:
@@ -429,6 +430,12 @@ def _pp(x: float) -> str:
     return f"{'+' if x >= 0 else '-'}{fmt.sig(abs(100 * x))}"
 
 
+def _share(share: float | None) -> str:
+    if share is None:
+        return ""
+    return fmt.pct(100 * share) + (OVER_MARK if share > 1 else "")
+
+
 def _told(verdict: str) -> str:
     """What the comparison's verdict says of a step-time change."""
     return {
@@ -498,7 +505,7 @@ def ladder_renderables(
                 g.vs_plain.text() if g.vs_plain else "",
                 g.vs_ddp1.text() if g.vs_ddp1 else "",
                 fmt.duration(g.result.median_s) if g.result.ok else "",
-                fmt.pct(100 * g.exposed_share) if g.exposed_share is not None else "",
+                _share(g.exposed_share),
                 g.straggler.split(":")[0] if g.straggler else ("none" if len(g.ranks) > 1 else ""),
             )
         out.append(t)
@@ -506,6 +513,11 @@ def ladder_renderables(
             "step: median step time, each sample the slowest rank's; vs x1: vs DDP x1",
             "exp. comm: DDP's backward communication not overlapped with compute, % of step",
         ]
+        if any((g.exposed_share or 0) > 1 for g in rungs):
+            notes.append(
+                f"{OVER_MARK}: exposed comm above the median step: DDP's timers average "
+                "sampled steps (the first ones, warm-up, in), the step is a median"
+            )
         if any(g.comm for g in rungs):
             notes.append(
                 "timed alone: after the case, every bucket's all_reduce in turn on the idle "

@@ -216,6 +216,13 @@ def test_simplenet_trains_under_ddp_on_two_ranks(tmp_path: Path) -> None:
     assert ddp["exposed_comm_s"] == pytest.approx(
         max(0.0, ddp["backward_comm_s"] - ddp["overlap_s"])
     )
+    # all_reduce timed alone at the model's own buckets, after the samples, on both ranks
+    alone = ddp["alone"]
+    assert alone["sizes_bytes"] == ddp["bucket_sizes_bytes"] and alone["dtype"] == "float32"
+    assert len(alone["samples_s"]) >= 5 and min(alone["samples_s"]) > 0
+    said = " ".join(p.stdout.split())
+    assert "rank 0: DDP says backward comm" in said
+    assert f"all_reduce of its {len(alone['sizes_bytes'])} bucket" in said
 
 
 def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
@@ -234,6 +241,8 @@ def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
     assert "DDP x2: world size 2, backend gloo" in out
     assert "scaling of simplenet/train fp32 b=8: samples/s, weak (8 per rank a step), gloo" in out
     assert "DDP x2 step p50/p95 per rank: r0 " in out and " · r1 " in out
+    assert "JSON written to" not in out  # the rungs' files are the ladder's own
+    assert "DDP x2: DDP says backward comm" in " ".join(out.split())
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     runs = [store.load(s.run_id) for s in reversed(store.list_runs())]
     assert [r.config.get("distributed", {}).get("world_size") for r in runs] == [None, 1, 2, None]

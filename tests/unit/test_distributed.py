@@ -198,3 +198,93 @@ def test_exposed_communication_of_fixed_numbers() -> None:
     hidden = explain({"backward_comm_s": 0.001, "overlap_s": 0.002}, 0.01)
     assert hidden == {"exposed_comm_s": 0.0, "exposed_comm_share": 0.0}
     assert explain({}, 0.01) is None
+
+
+@pytest.fixture
+def one_rank_group() -> Any:
+    """A 1-rank gloo group in this process (an in-memory store, no ports)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+class StepClock:
+    """A clock shared by the ranks that moves ``step`` seconds at every read."""
+
+    def __init__(self, step: float) -> None:
+        self.t, self.step, self.reads = 0.0, step, 0
+
+    def __call__(self) -> float:
+        self.t += self.step
+        self.reads += 1
+        return self.t
+
+
+def test_buckets_are_timed_alone_in_rounds_bounded_by_count_and_budget(one_rank_group: Any) -> None:
+    from torchmark.launch import buckets
+
+    timings = {"bucket_sizes_bytes": [4096, 1000], "grad_dtype": "float32"}
+    cpu = torch.device("cpu")
+    syncs: list[int] = []
+    # a fast group: the budget never runs out, the count stops it
+    fast = buckets.check(timings, cpu, StepClock(1e-3), lambda: syncs.append(1))
+    assert fast is not None and fast["sizes_bytes"] == [4096, 1000]
+    assert fast["dtype"] == "float32" and len(fast["samples_s"]) == buckets.MAX_ROUNDS
+    assert all(t > 0 for t in fast["samples_s"])
+    assert len(syncs) == 2 * (buckets.MAX_ROUNDS + 1)  # each round (and the warm-up) waits
+    # a slow one: the budget is spent at once, the minimum for a noise estimate still taken
+    slow = buckets.check(timings, cpu, StepClock(10.0), lambda: None)
+    assert slow is not None and len(slow["samples_s"]) == buckets.MIN_ROUNDS
+    # nothing to time: a collectives case, a skipped one (rank 0 decides for every rank)
+    assert buckets.check(None, cpu, StepClock(1.0), lambda: None) is None
+    no_dtype = {"bucket_sizes_bytes": [4096]}
+    assert buckets.check(no_dtype, cpu, StepClock(1.0), lambda: None) is None
+
+
+def test_a_ddp_step_says_its_comm_beside_the_buckets_timed_alone() -> None:
+    from torchmark.results import Work
+
+    cpu = resolve(["cpu"])[0]
+    case = Case("simplenet", "train", cpu)
+    r = Result(
+        workload="simplenet",
+        variant="train",
+        device="cpu",
+        samples_s=[0.1] * 7,
+        work=Work(items=64, item_unit="samples"),
+        extra={"optimizer": "sgd"},
+    )
+    alone = {"sizes_bytes": [2_577_416], "dtype": "float32", "samples_s": [0.002] * 5}
+    ddp = {"backward_comm_s": 0.004, "overlap_s": 0.003, "alone": alone}
+    ranks = [{"rank": i, "status": "ok", "reason": None, "samples_s": [0.1] * 7} for i in (0, 1)]
+    m = merged(case, r, [{**ranks[0], "ddp": ddp}, ranks[1]])
+    assert m.extra["ddp"]["alone"] == alone
+    assert (
+        "rank 0: DDP says backward comm 4.00 ms per step; all_reduce of its 1 bucket "
+        "(2.58 MB, float32) timed alone: 2.00 ms (IQR 0 %): DDP's figure is 2.00 ms longer"
+    ) in " ".join(m.notes)
+
+
+def test_a_ladder_rung_does_not_announce_its_json_file(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from torchmark.cli.run import write_json
+    from torchmark.launch.env import RUNG_ENV
+    from torchmark.launch.ladder import rung_env
+    from torchmark.results import RunRecord
+
+    rec = RunRecord(tool_version="t", kind="run")
+    assert RUNG_ENV not in os.environ
+    with rung_env():
+        assert os.environ[RUNG_ENV] == "1"  # the launcher's ranks inherit it
+        write_json(rec, tmp_path / "rung.json")
+    assert RUNG_ENV not in os.environ
+    assert (tmp_path / "rung.json").exists() and capsys.readouterr().out == ""
+    write_json(rec, tmp_path / "mine.json")
+    assert "JSON written to" in capsys.readouterr().out  # (a long path may fold)

@@ -354,3 +354,145 @@ def test_a_dataparallel_row_is_per_gpu_and_a_skipped_row_says_why() -> None:
     out = text([*recs, record(skipped)], 80, labels)
     assert out.count("scaling of") == 1, out  # the skipped row joins its case (batch per GPU)
     assert any(line.split() == ["DP", "x2", "skipped"] for line in out.splitlines()), out
+
+
+# -- DDP's comm figure against all_reduce timed alone; DDP x1's overhead split -------------
+
+
+def ddp_extra(comm: float, alone: list[float], exposed: float | None = None) -> dict[str, Any]:
+    sizes = [1_050_624, 26_214_400, 26_214_400, 26_214_400, 23_000_000]
+    d: dict[str, Any] = {"backward_comm_s": comm, "overlap_s": comm - (exposed or 0.0)}
+    d["alone"] = {"sizes_bytes": sizes, "dtype": "float32", "samples_s": alone}
+    if exposed is not None:
+        d["exposed_comm_s"] = exposed
+    return d
+
+
+def test_ddp_comm_beside_its_buckets_timed_alone() -> None:
+    from torchmark.report.scaling import comm_check, comm_check_text, sizes_text
+
+    assert sizes_text([1_050_624, 26_214_400, 26_214_400, 5]) == "1.05 MB, 26.2 MB x2, 5 B"
+    assert sizes_text(list(range(1, 9)), most=3) == "1 B, 2 B, 3 B, ... 5 more"
+    # the H100's DDP x1: an 18.2 ms window (17.6 ms of it overlapped), 0.4 ms alone
+    c = comm_check(ddp_extra(0.0182, spread(0.0004, rel=0.02), exposed=0.0006), 0.10)
+    assert c is not None and c.alone_s == pytest.approx(0.0004)
+    assert c.threshold == pytest.approx(np.hypot(c.alone_rel_iqr, 0.10))
+    assert comm_check_text(c) == (
+        "DDP says backward comm 18.2 ms per step; all_reduce of its 5 buckets (1.05 MB, "
+        "26.2 MB x3, 23.0 MB, float32) timed alone: 400 µs (IQR 2.0 %): DDP's figure is "
+        "17.8 ms longer (+4,450 %, noise ±10 %): its window runs from the first bucket's "
+        "all_reduce to the last's end, so it also holds the waits for gradients still being "
+        "computed; exposed comm 600 µs is more than all the buckets take alone: DDP counts "
+        "more than communication as exposed (its work after the last bucket), or "
+        "communication ran slower inside the step (sharing cores or links)"
+    )
+
+
+def test_comm_figures_agree_only_when_the_noise_is_small_else_cant_tell() -> None:
+    from torchmark.report.scaling import comm_check, comm_check_text
+
+    quiet = comm_check(ddp_extra(0.0101, spread(0.010, rel=0.001), exposed=0.002), 0.001)
+    assert quiet is not None
+    text = comm_check_text(quiet)
+    assert text.endswith(
+        ": they agree within 2 %; exposed comm 2.00 ms is within what all the buckets take alone"
+    )
+    # +5 % inside a 30 % spread: not "agree"
+    noisy = comm_check(ddp_extra(0.0105, spread(0.010, rel=0.3)), 0.0)
+    assert noisy is not None
+    assert "can't tell them apart (+5.00 % inside the ±30 % noise)" in comm_check_text(noisy)
+    assert "agree" not in comm_check_text(noisy)
+    slower = comm_check(ddp_extra(0.005, spread(0.010, rel=0.01)), 0.01)
+    assert slower is not None
+    assert "the all_reduce alone takes 5.00 ms more than DDP's window (-50.0 %, noise ±2.0 %)" in (
+        comm_check_text(slower)
+    )
+    assert comm_check({"backward_comm_s": 0.01}, 0.0) is None  # no buckets timed
+
+
+def h100_ladder(plain_rel: float = 0.048, ddp1_rel: float = 0.10) -> list[RunRecord]:
+    """The lent H100's resnet50 amp-bf16 b=64 rungs: no DDP 2,024 images/s (31.6 ms), DDP x1
+    1,671 (38.3 ms), backward comm 18.2 ms of which 17.6 ms overlapped."""
+    plain = train(spread(64 / 2024, rel=plain_rel))
+    one = spread(64 / 1671, rel=ddp1_rel)
+    ddp = {"exposed_comm_s": 0.0006, "exposed_comm_share": 0.0006 / (64 / 1671)}
+    ddp |= {"backward_comm_s": 0.0182, "overlap_s": 0.0176}
+    ddp1 = train(one, world=1, per_rank=[rank(0, one, 0.0182, 0.0176)], ddp=ddp)
+    return [record(plain), record(ddp1, 1)]
+
+
+def test_ddp_x1_overhead_is_split_into_exposed_comm_and_the_rest_against_the_noise() -> None:
+    (rungs,) = ladder(h100_ladder()).values()
+    ci = rungs[1].vs_plain.ci if rungs[1].vs_plain else None
+    assert ci is not None and ci[0] < 1671 / 2024 < ci[1]  # the speed ratio's CI
+    lo, hi = 100 * (1 / ci[1] - 1), 100 * (1 / ci[0] - 1)
+    assert 10 < lo < 21.1 < hi < 35
+    # 38.30 / 31.62 ms = +21.1 %; exposed 0.6 ms = 1.90 points of no DDP's 31.6 ms step
+    comm = 100 * 0.0006 / (64 / 2024)
+    assert loss_lines(rungs)[0] == (
+        f"DDP x1 vs no DDP (DDP's own overhead): step time +21.1 % (95 % CI +{lo:.1f} to "
+        f"+{hi:.1f} %): exposed communication 600 µs is 1.90 points of it; the other +19.2 "
+        f"points (CI +{lo - comm:.1f} to +{hi - comm:.1f}) are not communication: DDP's own "
+        "work outside its comm timers (a hook per parameter, gradients copied into buckets, "
+        "buffers broadcast each forward), which weighs most on a step that waits on the host"
+    )
+
+
+def with_exposed(recs: list[RunRecord], exposed: float) -> list[RunRecord]:
+    one = recs[1].results[0]
+    ddp = {**one.extra["ddp"], "exposed_comm_s": exposed}
+    return [recs[0], record(one.model_copy(update={"extra": {**one.extra, "ddp": ddp}}), 1)]
+
+
+def test_an_overhead_rest_inside_the_noise_is_not_called_one() -> None:
+    # exposed comm 5 ms = 15.8 points of the +21.1 %: the other 5.31 points' CI reaches 0
+    (rungs,) = ladder(with_exposed(h100_ladder(), 0.005)).values()
+    assert rungs[1].vs_plain is not None and rungs[1].vs_plain.verdict == "SLOWER"
+    line = loss_lines(rungs)[0]
+    assert ": exposed communication 5.00 ms is 15.8 points of it; the other +5.31 points (CI -" in (
+        line
+    )
+    assert line.endswith(") can't be told from the noise")
+    # the change itself inside the noise: not split at all
+    noisy = [
+        train(spread(64 / 2024, rel=0.3, n=8)),
+        train(spread(64 / 1671, rel=0.3, n=8), world=1, ddp={"exposed_comm_s": 0.0006}),
+    ]
+    (rungs,) = ladder([record(noisy[0]), record(noisy[1], 1)]).values()
+    assert loss_lines(rungs)[0] == (
+        "DDP x1 vs no DDP (DDP's own overhead): step time +21.1 %, can't tell from the noise"
+    )
+
+
+def test_exposed_comm_beyond_the_overhead_covers_it_all() -> None:
+    (rungs,) = ladder(with_exposed(h100_ladder(0.001, 0.001), 0.008)).values()
+    assert loss_lines(rungs)[0].endswith(
+        ": exposed communication 8.00 ms is 25.3 points, covering all of it (DDP's timers "
+        "average sampled steps, warm-up included)"
+    )
+
+
+def test_the_ladder_says_each_rungs_comm_check_in_80_columns() -> None:
+    recs = fake_ladder()
+    two = recs[2].results[0]
+    ddp = {**two.extra["ddp"], **ddp_extra(0.004, spread(0.0015, rel=0.01), exposed=0.0017)}
+    recs[2] = record(two.model_copy(update={"extra": {**two.extra, "ddp": ddp}}), 2)
+    out = text(recs)
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    flat = " ".join(out.split())
+    assert "DDP x2: DDP says backward comm 4.00 ms per step; all_reduce of its 5 buckets" in flat
+    assert "timed alone: 1.50 ms (IQR 1.0 %): DDP's figure is 2.50 ms longer" in flat
+    assert "exposed comm 1.70 ms is more than all the buckets take alone" in flat
+    assert "timed alone: after the case, every bucket's all_reduce in turn" in flat
+
+
+def test_an_exposed_share_above_the_step_is_marked_and_said_why() -> None:
+    recs = fake_ladder()
+    two = recs[2].results[0]
+    ddp = {**two.extra["ddp"], "exposed_comm_s": 0.013, "exposed_comm_share": 0.013 / 0.0125}
+    recs[2] = record(two.model_copy(update={"extra": {**two.extra, "ddp": ddp}}), 2)
+    out = text(recs)
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "104 %!" in out
+    assert "!: exposed comm above the median step: DDP's timers average sampled" in out
+    assert "!:" not in text(fake_ladder())

@@ -50,7 +50,10 @@ def write_json(record: RunRecord, path: Path) -> None:
         path.write_text(record.model_dump_json(indent=2))
     except OSError as e:
         raise InputError(f"cannot write --json file {path}: {e.strerror}") from None
-    console.print(f"JSON written to {path}")
+    from torchmark.launch.env import RUNG_ENV
+
+    if not os.environ.get(RUNG_ENV):
+        console.print(f"JSON written to {path}")
 
 
 @contextlib.contextmanager

@@ -129,6 +129,9 @@ def take_logging_data() -> dict[str, Any] | None:
     out: dict[str, Any] = {k: float(d[v]) * NS for k, v in keys.items() if v in d}
     sizes = str(d.get("rebuilt_bucket_sizes") or d.get("bucket_sizes") or "")
     out["bucket_sizes_bytes"] = [int(x) for x in sizes.replace(",", " ").split() if x.isdigit()]
+    grads = [p for p in module.parameters() if p.requires_grad]  # type: ignore[union-attr]
+    if grads:  # the buckets hold gradients of the parameters' dtype (fp32 under AMP)
+        out["grad_dtype"] = str(grads[0].dtype).removeprefix("torch.")
     return out
 
 

@@ -18,6 +18,9 @@ from torchmark.errors import InputError
 # do not meet on one port.
 DEFAULT_PORT = 29500
 SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 10000
+# Set by ``--scaling`` for each rung's ranks: the rung's --json file is the ladder's to read
+# back, so the rung does not announce it (cli/run.py).
+RUNG_ENV = "TORCHMARK_LADDER_RUNG"
 
 
 @dataclass(frozen=True)

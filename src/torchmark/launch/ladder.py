@@ -12,14 +12,17 @@ other); the ladder table is a view of them (report/scaling.py).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from torchmark.config import RunConfig
 from torchmark.errors import InputError
 from torchmark.launch.ddp import STRATEGIES, using
+from torchmark.launch.env import RUNG_ENV
 from torchmark.launch.torchrun import Launch, launch
 from torchmark.results import RunRecord
 from torchmark.workloads import Case
@@ -114,7 +117,8 @@ def run_ladder(
                 continue
             out = Path(tmp) / f"{s}{n}.json"
             try:
-                launch(replace(opts, nproc_per_node=n), rung_argv(argv, n, out, s))
+                with rung_env():
+                    launch(replace(opts, nproc_per_node=n), rung_argv(argv, n, out, s))
             except Exception as e:
                 if out.exists():  # rank 0 wrote what finished before the failure
                     records.append(RunRecord.model_validate_json(out.read_text()))
@@ -123,6 +127,20 @@ def run_ladder(
                 raise LadderFailed(records, labels, label, e) from None
             records.append(RunRecord.model_validate_json(out.read_text()))
     return records, labels
+
+
+@contextlib.contextmanager
+def rung_env() -> Iterator[None]:
+    """The launcher's ranks inherit this process's environment: mark them as a rung."""
+    old = os.environ.get(RUNG_ENV)
+    os.environ[RUNG_ENV] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(RUNG_ENV, None)
+        else:
+            os.environ[RUNG_ENV] = old
 
 
 class LadderFailed(Exception):

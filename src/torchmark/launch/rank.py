@@ -37,6 +37,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
 from torchmark.errors import InputError, RunInterrupted, UsageError
+from torchmark.launch import buckets
 from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
@@ -243,6 +244,12 @@ class RankSession(Session):
         self.strategy = strategy
 
     def add(self, case: Case | None, result: Result) -> None:
+        timings = take_logging_data()
+        # after the case's samples, outside its timed region; every rank takes part
+        lock = self.lockstep
+        alone = buckets.check(timings, lock.comm_device, lock.clock, lock.device.synchronize)
+        if timings is not None and alone is not None and self.world.is_main:
+            timings["alone"] = alone
         mine = {
             "rank": self.world.rank,
             "host": socket.gethostname(),
@@ -251,7 +258,7 @@ class RankSession(Session):
             "status": result.status,
             "reason": result.reason,
             "samples_s": self.lockstep.local_samples(result),
-            "ddp": take_logging_data(),
+            "ddp": timings,
         }
         everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
         dist.gather_object(mine, everyone, dst=0)
@@ -268,6 +275,8 @@ def merged(
     strategy: str = "ddp",
 ) -> Result:
     """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
+    from torchmark.report.scaling import comm_check, comm_check_text
+
     wrong = [r for r in ranks if r["status"] == "wrong"]
     if wrong and result.status != "wrong" and case is not None:
         r = wrong[0]
@@ -300,6 +309,9 @@ def merged(
                     f"{why['exposed_comm_s'] * 1e3:.3g} ms = "
                     f"{100 * why['exposed_comm_share']:.3g} % of the step"
                 )
+                check = comm_check(extra["ddp"], result.measurement.rel_iqr)
+                if check is not None:
+                    notes.append(f"rank 0: {comm_check_text(check)}")
             over = f" over {backend}" if backend else ""
             notes.append(
                 f"{strategy.upper()} x{len(ranks)}{over}, each rank its own batch: throughput "

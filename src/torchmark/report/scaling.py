@@ -10,7 +10,10 @@ Pure functions of stored runs (one run per rung, ``torchmark run --scaling 1,2``
 - per-rank p50/p95 of each rank's own step times; the straggler is the rank whose
   compute is slower than the others' by more than the noise (see ``straggler``);
 - exposed communication (comm - overlap, from DDP's own timers) as a share of the step,
-  and the share of the step time lost vs DDP x1 that it explains.
+  and the share of the step time lost (vs DDP x1, and DDP x1's own overhead vs no DDP)
+  that it explains, judged against the noise;
+- DDP's backward-comm figure beside all_reduce timed alone at the model's own bucket
+  sizes (launch/buckets.py), and whether they agree within the noise.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from torchmark.results import Result, RunRecord
 # Below a 2 % difference no straggler is named, whatever the noise (comparison.PRACTICAL).
 PRACTICAL = 0.02
 UNCLEAR_MARK = "?"
+OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
 
 
 def is_training(r: Result) -> bool:
@@ -76,6 +80,107 @@ def world_difference(a: Result, b: Result) -> str | None:
     return f"{sides}: the times are of different collectives"
 
 
+# -- DDP's comm figure against all_reduce timed alone -------------------------------------
+
+
+@dataclass(frozen=True)
+class CommCheck:
+    """DDP's backward-comm window beside its buckets' all_reduce timed alone."""
+
+    ddp_s: float  # DDP's avg_backward_comm_time: first bucket launched -> last one done
+    alone_s: float  # median round of all_reduce over every bucket in turn, idle group
+    alone_rel_iqr: float
+    threshold: float  # the smallest relative difference called one (noise, at least 2 %)
+    sizes_bytes: tuple[int, ...]
+    dtype: str
+    exposed_s: float | None
+
+    @property
+    def difference(self) -> float:
+        return self.ddp_s / self.alone_s - 1
+
+
+def comm_check(ddp: Mapping[str, Any], step_rel_iqr: float) -> CommCheck | None:
+    """From a result's ``extra["ddp"]``; ``step_rel_iqr``: the step's noise, standing in for
+    the noise of DDP's own figure (an average of sampled steps with no spread of its own)."""
+    alone = ddp.get("alone") or {}
+    samples = np.asarray(alone.get("samples_s") or [], dtype=float)
+    if "backward_comm_s" not in ddp or not samples.size or not alone.get("sizes_bytes"):
+        return None
+    q25, med, q75 = np.percentile(samples, [25, 50, 75])
+    if med <= 0:
+        return None
+    rel = float((q75 - q25) / med)
+    step = step_rel_iqr if np.isfinite(step_rel_iqr) else 0.0
+    return CommCheck(
+        ddp_s=float(ddp["backward_comm_s"]),
+        alone_s=float(med),
+        alone_rel_iqr=rel,
+        threshold=max(PRACTICAL, float(np.hypot(rel, step))),
+        sizes_bytes=tuple(int(b) for b in alone["sizes_bytes"]),
+        dtype=str(alone.get("dtype") or "?"),
+        exposed_s=ddp.get("exposed_comm_s"),
+    )
+
+
+def sizes_text(sizes: Sequence[int], most: int = 6) -> str:
+    """'1.05 MB, 26.2 MB x3, 23.5 MB': runs of equal (as printed) sizes counted."""
+    runs: list[list[Any]] = []
+    for b in sizes:
+        t = fmt.si(b, "B") if b >= 1000 else f"{b} B"
+        if runs and runs[-1][0] == t:
+            runs[-1][1] += 1
+        else:
+            runs.append([t, 1])
+    out = [t if n == 1 else f"{t} x{n}" for t, n in runs[:most]]
+    if len(runs) > most:
+        out.append(f"... {len(runs) - most} more")
+    return ", ".join(out)
+
+
+def comm_check_text(c: CommCheck) -> str:
+    """'DDP says backward comm X per step; all_reduce of its N buckets (...) timed alone:
+    Y: <verdict>', the verdict judged against the noise."""
+    n = len(c.sizes_bytes)
+    head = (
+        f"DDP says backward comm {fmt.duration(c.ddp_s)} per step; all_reduce of its "
+        f"{fmt.plural(n, 'bucket')} ({sizes_text(c.sizes_bytes)}, {c.dtype}) timed alone: "
+        f"{fmt.duration(c.alone_s)} (IQR {fmt.pct(100 * c.alone_rel_iqr, 2)})"
+    )
+    d, noise = c.difference, c.threshold
+    if abs(d) <= noise:
+        verdict = (
+            f"they agree within {100 * PRACTICAL:g} %"
+            if noise <= PRACTICAL
+            else f"can't tell them apart ({_signed(d)} inside the ±{fmt.pct(100 * noise, 2)} noise)"
+        )
+    elif d > 0:
+        verdict = (
+            f"DDP's figure is {fmt.duration(c.ddp_s - c.alone_s)} longer ({_signed(d)}, noise "
+            f"±{fmt.pct(100 * noise, 2)}): its window runs from the first bucket's all_reduce "
+            "to the last's end, so it also holds the waits for gradients still being computed"
+        )
+    else:
+        verdict = (
+            f"the all_reduce alone takes {fmt.duration(c.alone_s - c.ddp_s)} more than DDP's "
+            f"window ({_signed(d)}, noise ±{fmt.pct(100 * noise, 2)}): DDP reduced buckets "
+            "concurrently, or its sampled timers (warm-up steps in) caught faster steps"
+        )
+    out = f"{head}: {verdict}"
+    if c.exposed_s is not None and c.exposed_s > c.alone_s * (1 + noise):
+        # the exposed tail is at most every bucket's all_reduce, when comm runs at full speed
+        out += (
+            f"; exposed comm {fmt.duration(c.exposed_s)} is more than all the buckets take "
+            "alone: DDP counts more than communication as exposed (its work after the last "
+            "bucket), or communication ran slower inside the step (sharing cores or links)"
+        )
+    elif c.exposed_s is not None:
+        out += (
+            f"; exposed comm {fmt.duration(c.exposed_s)} is within what all the buckets take alone"
+        )
+    return out
+
+
 # -- one ladder ---------------------------------------------------------------------------
 
 
@@ -92,6 +197,7 @@ class RankTimes:
 class Efficiency:
     value: float
     verdict: str  # comparison's FASTER / SLOWER / SAME / UNCLEAR
+    ci: tuple[float, float] | None = None  # 95 % CI of ``value`` (None: too few samples)
 
     def text(self) -> str:
         mark = UNCLEAR_MARK if self.verdict == "UNCLEAR" else ""
@@ -110,6 +216,7 @@ class Rung:
     straggler: str | None
     exposed_s: float | None
     exposed_share: float | None
+    comm: CommCheck | None = None
 
     @property
     def total(self) -> float | None:
@@ -172,7 +279,7 @@ def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficienc
     j = independent(b.measurement, r.measurement)
     if isinstance(j, str):  # too few samples to judge
         return Efficiency((b.median_s or 0) / (r.median_s or 1), "UNCLEAR")
-    return Efficiency(j.speed, j.verdict)
+    return Efficiency(j.speed, j.verdict, j.ci)
 
 
 def case_key(r: Result, label: str) -> tuple[Any, ...]:
@@ -228,6 +335,7 @@ def ladder(
                     straggler=straggler(ranks),
                     exposed_s=ddp.get("exposed_comm_s"),
                     exposed_share=ddp.get("exposed_comm_share"),
+                    comm=comm_check(ddp, r.measurement.rel_iqr) if r.ok else None,
                 )
             )
         out[key] = rungs
@@ -240,11 +348,7 @@ def loss_lines(rungs: Sequence[Rung]) -> list[str]:
     plain = next((g for g in rungs if g.label == "no DDP"), None)
     ddp1 = next((g for g in rungs if g.label == "DDP x1"), None)
     if ddp1 is not None and ddp1.vs_plain is not None and plain is not None:
-        cost = 1 / ddp1.vs_plain.value - 1 if ddp1.vs_plain.value > 0 else None
-        out.append(
-            f"DDP x1 vs no DDP (DDP's own overhead): step time {_signed(cost)}"
-            + _told(ddp1.vs_plain.verdict)
-        )
+        out.append(overhead_line(plain, ddp1))
     for g in rungs:
         if g.world_size < 2 or g.vs_ddp1 is None or ddp1 is None or not g.result.ok:
             if not g.result.ok:
@@ -272,7 +376,64 @@ def loss_lines(rungs: Sequence[Rung]) -> list[str]:
             f"{fmt.pct(100 * share)} of it; the other {fmt.pct(100 * (1 - share))} is not "
             "communication (compute slowed by shared cores, stragglers, waiting)"
         )
+    for g in rungs:
+        if g.comm is not None:
+            out.append(f"{g.label}: {comm_check_text(g.comm)}")
     return out
+
+
+def overhead_line(plain: Rung, ddp1: Rung) -> str:
+    """DDP x1's step time over no DDP's, split in points of no DDP's step: exposed
+    communication (DDP's timers) and the rest, the rest judged against the CI of the
+    change (a rest whose CI reaches 0 is not called one)."""
+    eff = ddp1.vs_plain
+    assert eff is not None
+    cost = 1 / eff.value - 1 if eff.value > 0 else None
+    head = f"DDP x1 vs no DDP (DDP's own overhead): step time {_signed(cost)}"
+    base = plain.result.median_s or 0.0
+    if eff.verdict != "SLOWER" or cost is None or cost <= 0:
+        return head + _told(eff.verdict)
+    ci = _cost_ci(eff.ci)
+    if ci is not None:
+        head += f" (95 % CI {_pp(ci[0])} to {_pp(ci[1])} %)"
+    if ddp1.exposed_s is None or base <= 0:
+        return f"{head}; DDP's timers not recorded: not split"
+    comm = ddp1.exposed_s / base
+    said = f"exposed communication {fmt.duration(ddp1.exposed_s)} is {_pp(comm)[1:]} points"
+    if comm >= cost:
+        return (
+            f"{head}: {said}, covering all of it (DDP's timers average sampled steps, "
+            "warm-up included)"
+        )
+    rest = f"the other {_pp(cost - comm)} points"
+    if ci is None:
+        return f"{head}: {said} of it; {rest} (no CI: too few samples) are not split"
+    rest += f" (CI {_pp(ci[0] - comm)} to {_pp(ci[1] - comm)})"
+    if ci[0] - comm <= 0:
+        return f"{head}: {said} of it; {rest} can't be told from the noise"
+    return (
+        f"{head}: {said} of it; {rest} are not communication: DDP's own work outside its "
+        "comm timers (a hook per parameter, gradients copied into buckets, buffers broadcast "
+        "each forward), which weighs most on a step that waits on the host"
+    )
+
+
+def _cost_ci(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The speed ratio's CI as a step-time change's (speed 0.8 -> +25 %)."""
+    if ci is None or not all(np.isfinite(x) and x > 0 for x in ci):
+        return None
+    return (1 / ci[1] - 1, 1 / ci[0] - 1)
+
+
+def _pp(x: float) -> str:
+    """A change of no DDP's step time in percentage points, signed: '+1.90'."""
+    return f"{'+' if x >= 0 else '-'}{fmt.sig(abs(100 * x))}"
+
+
+def _share(share: float | None) -> str:
+    if share is None:
+        return ""
+    return fmt.pct(100 * share) + (OVER_MARK if share > 1 else "")
 
 
 def _told(verdict: str) -> str:
@@ -344,7 +505,7 @@ def ladder_renderables(
                 g.vs_plain.text() if g.vs_plain else "",
                 g.vs_ddp1.text() if g.vs_ddp1 else "",
                 fmt.duration(g.result.median_s) if g.result.ok else "",
-                fmt.pct(100 * g.exposed_share) if g.exposed_share is not None else "",
+                _share(g.exposed_share),
                 g.straggler.split(":")[0] if g.straggler else ("none" if len(g.ranks) > 1 else ""),
             )
         out.append(t)
@@ -352,6 +513,16 @@ def ladder_renderables(
             "step: median step time, each sample the slowest rank's; vs x1: vs DDP x1",
             "exp. comm: DDP's backward communication not overlapped with compute, % of step",
         ]
+        if any((g.exposed_share or 0) > 1 for g in rungs):
+            notes.append(
+                f"{OVER_MARK}: exposed comm above the median step: DDP's timers average "
+                "sampled steps (the first ones, warm-up, in), the step is a median"
+            )
+        if any(g.comm for g in rungs):
+            notes.append(
+                "timed alone: after the case, every bucket's all_reduce in turn on the idle "
+                "process group, slowest rank's time; median of the rounds"
+            )
         if any(e and e.verdict == "UNCLEAR" for g in rungs for e in (g.vs_plain, g.vs_ddp1)):
             notes.append(f"{UNCLEAR_MARK}: efficiency the noise cannot tell from 100 %")
         lines = rank_lines(rungs) + loss_lines(rungs) + notes
@@ -360,12 +531,16 @@ def ladder_renderables(
 
 
 __all__ = [
+    "CommCheck",
     "Efficiency",
     "RankTimes",
     "Rung",
+    "comm_check",
+    "comm_check_text",
     "ladder",
     "ladder_renderables",
     "loss_lines",
+    "overhead_line",
     "result_world",
     "straggler",
     "world_difference",

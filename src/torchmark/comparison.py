@@ -164,8 +164,8 @@ def _mann_whitney_p(xa: np.ndarray, xb: np.ndarray) -> float:
     u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2
     u = max(u1, n1 * n2 - u1)
     n = n1 + n2
-    # the tie counts laid out as scipy keeps them (zeros between): the same sum, bit for bit,
-    # also where a count's cube passes 2**53 (over 208,000 equal samples)
+    # the tie counts laid out as scipy keeps them (zeros between), so the sum runs in its
+    # order: the same float also where a count's cube passes 2**53 and rounding depends on it
     t = np.zeros(n)
     t[starts] = counts
     s = np.sqrt(n1 * n2 / 12 * ((n + 1) - np.sum(t**3 - t) / (n * (n - 1))))

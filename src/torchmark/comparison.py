@@ -134,6 +134,45 @@ def _decide(
     return Judgement("UNCLEAR", speed, ci, p, threshold, f"{why} ({n})")
 
 
+def _mann_whitney_p(xa: np.ndarray, xb: np.ndarray) -> float:
+    """Two-sided Mann-Whitney p, the very float ``scipy.stats.mannwhitneyu`` gives (1 where
+    every value is identical, which scipy leaves undefined).
+
+    scipy's call took 0.72 ms at 480 vs 480 samples, mostly input checks and axis handling;
+    this takes 0.08 ms, and a leaderboard tests each neighbouring pair of its machines (49
+    calls a ranking of 50: 35 ms of a first page view went to scipy). Where
+    scipy picks its normal approximation (both sides > 8 samples, or any tie) this repeats
+    its steps (average ranks, tie term, continuity correction) in the same float
+    operations; its exact test (small, tie-free samples) is left to scipy itself.
+    """
+    from scipy.special import ndtr
+    from scipy.stats import mannwhitneyu
+
+    n1, n2 = xa.size, xb.size
+    xy = np.concatenate((xa, xb))
+    if xy.min() == xy.max():
+        return 1.0  # every value identical: nothing to rank (Mann-Whitney is undefined)
+    order = np.argsort(xy, kind="stable")
+    y = xy[order]
+    first = np.concatenate(([True], y[:-1] != y[1:]))
+    starts = np.flatnonzero(first)
+    counts = np.diff(starts, append=y.size)
+    if ((n1 <= 8 or n2 <= 8) and counts.max() == 1) or not np.isfinite(y).all():
+        return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    ranks = np.empty(y.size)
+    ranks[order] = np.repeat(starts + 1 + (counts - 1) / 2, counts)
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    n = n1 + n2
+    # the tie counts laid out as scipy keeps them (zeros between), so the sum runs in its
+    # order: the same float also where a count's cube passes 2**53 and rounding depends on it
+    t = np.zeros(n)
+    t[starts] = counts
+    s = np.sqrt(n1 * n2 / 12 * ((n + 1) - np.sum(t**3 - t) / (n * (n - 1))))
+    z = (u - n1 * n2 / 2 - 0.5) / s
+    return float(np.clip(2 * ndtr(-z), 0.0, 1.0))
+
+
 def independent(
     a: Measurement, b: Measurement, practical: float = PRACTICAL, alpha: float = ALPHA_INDEPENDENT
 ) -> Judgement | str:
@@ -153,12 +192,7 @@ def independent(
         # one sample has no noise estimate: no test can call it anything
         why = f"too few samples to compare ({n})"
         return Judgement("UNCLEAR", speed, ci, None, threshold, why)
-    if min(xa.min(), xb.min()) == max(xa.max(), xb.max()):
-        p = 1.0  # every value identical: nothing to rank (Mann-Whitney is undefined)
-    else:
-        from scipy.stats import mannwhitneyu
-
-        p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    p = _mann_whitney_p(xa, xb)
     separated = bool(xa.min() > xb.max() or xa.max() < xb.min())
     return _decide(speed, ci, p, alpha, threshold, practical, noise, n, separated)
 

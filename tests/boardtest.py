@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
 from torchmark.store.exchange import export_run
@@ -65,3 +74,88 @@ def body(run: RunRecord) -> bytes:
 
 def doc(run: RunRecord) -> dict[str, Any]:
     return dict(json.loads(export_run(run)))
+
+
+START_S = 60.0  # uvicorn + FastAPI import in ~2 s; a loaded 2-core machine needs more
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`torchmark serve` on a free loopback port, answering: (process, URL)."""
+    port = free_port()
+    with log.open("ab") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_S
+    while True:
+        try:
+            urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop(proc)
+                pytest.fail(f"torchmark serve did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def survives_sigkill(db: str, token: str, log: Path) -> None:
+    """`torchmark serve` on ``db`` killed with SIGKILL while 8 threads submit: after a
+    restart every run it acknowledged is readable, none twice, and the database opens."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchmark.cli.submit import post
+    from torchmark.errors import ServerError
+
+    proc, url = start_server(db, log)
+    acked: list[str] = []
+    enough = threading.Event()
+
+    def send(i: int) -> None:
+        try:
+            acked.append(
+                post(url, token, export_run(make_run(scale=1 + i / 100)).encode())["run_id"]
+            )
+        except ServerError:
+            return  # sent while the server died: not acknowledged, so nothing is owed
+        if len(acked) >= 10:
+            enough.set()
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(send, i) for i in range(50)]
+            assert enough.wait(timeout=60)
+            proc.kill()  # SIGKILL: no shutdown handler runs
+            proc.wait(timeout=10)
+            for f in futures:
+                f.result(timeout=120)
+    finally:
+        stop(proc)
+    assert len(acked) >= 10
+    proc, url = start_server(db, log)
+    try:
+        runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
+    finally:
+        stop(proc)
+    stored = {r["run_id"] for r in runs}
+    assert set(acked) <= stored
+    assert len(stored) == len(runs)

@@ -477,3 +477,21 @@ def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str) -> None:
         proc.wait(timeout=30)
     assert len(set(ids[:40])) == 40 and ids[40:] == ids[:8]
     assert sorted(r["run_id"] for r in runs) == sorted(ids[:40])
+
+
+def test_leaderboard_acknowledged_runs_survive_sigkill_on_postgres(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The SQLite durability test's scenario on PostgreSQL: `torchmark serve` SIGKILLed
+    under 8 submitting threads, restarted: every acknowledged run is there, none twice."""
+    from boardtest import survives_sigkill
+    from torchmark.store import open_store as _open
+    from torchmark.web.accounts import Accounts
+
+    db = new_database(pg_url)
+    store = _open(db)
+    try:
+        token = Accounts(store).create_token("kill")
+    finally:
+        store.close()
+    survives_sigkill(db, token, tmp_path / "serve.log")

@@ -4,28 +4,15 @@ the token commands; `submit --dry-run`; an unreachable server."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from boardtest import make_run
+from boardtest import free_port, make_run, start_server, stop, survives_sigkill
 from clitest import cli
 from torchmark.store.exchange import export_run
-
-START_S = 60.0  # uvicorn + FastAPI import in ~2 s; a loaded 2-core machine needs more
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -33,38 +20,6 @@ def run_file(tmp_path: Path) -> Path:
     path = tmp_path / "run.json"
     path.write_text(export_run(make_run()), encoding="utf-8")
     return path
-
-
-def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`torchmark serve` on a free loopback port, answering: (process, URL)."""
-    port = free_port()
-    with log.open("ab") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=os.environ.copy(),
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
-            return proc, url
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop(proc)
-                pytest.fail(f"torchmark serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture
@@ -168,44 +123,6 @@ def test_acknowledged_runs_survive_sigkill(
 ) -> None:
     """The server killed with SIGKILL while 8 threads submit: after a restart every run it
     acknowledged is there, and the database opens cleanly."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from torchmark.cli.submit import post
-    from torchmark.errors import ServerError
-
     db = f"sqlite:///{tmp_path / 'board.db'}"
     token = cli(capsys, "serve", "token", "create", "ci", "--db", db)[1].strip().split()[-1]
-    proc, url = start_server(db, tmp_path / "serve.log")
-    acked: list[str] = []
-    enough = threading.Event()
-
-    def send(i: int) -> None:
-        try:
-            acked.append(
-                post(url, token, export_run(make_run(scale=1 + i / 100)).encode())["run_id"]
-            )
-        except ServerError:
-            return  # sent while the server died: not acknowledged, so nothing is owed
-        if len(acked) >= 10:
-            enough.set()
-
-    try:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            futures = [pool.submit(send, i) for i in range(50)]
-            assert enough.wait(timeout=60)
-            proc.kill()  # SIGKILL: no shutdown handler runs
-            proc.wait(timeout=10)
-            for f in futures:
-                f.result(timeout=120)
-    finally:
-        stop(proc)
-    assert len(acked) >= 10
-    proc, url = start_server(db, tmp_path / "serve.log")
-    try:
-        runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
-    finally:
-        stop(proc)
-    stored = {r["run_id"] for r in runs}
-    assert set(acked) <= stored
-    assert len(stored) == len(runs)
+    survives_sigkill(db, token, tmp_path / "serve.log")

@@ -381,7 +381,12 @@ def run(
         )
         try:
             with using(strategy):
-                return runner.run_planned(session, cases, workloads, cfg)
+                record = runner.run_planned(session, cases, workloads, cfg)
+            # Every rank done before any tears its group down: a rank that destroyed its
+            # gloo group while rank 0 still stored the run died once of SIGABRT
+            # ("terminate called without an active exception") and failed the ladder.
+            dist.barrier()
+            return record
         except RuntimeError as e:
             if not lost_peer(e):
                 raise

@@ -288,3 +288,41 @@ def test_a_ladder_rung_does_not_announce_its_json_file(
     assert (tmp_path / "rung.json").exists() and capsys.readouterr().out == ""
     write_json(rec, tmp_path / "mine.json")
     assert "JSON written to" in capsys.readouterr().out  # (a long path may fold)
+
+
+def test_collectives_say_which_link_carries_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    from torchmark.devices import CPUDevice
+    from torchmark.workloads.micro.collectives import link_type
+
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert link_type("gloo", CPUDevice()) == "network (ranks on several hosts)"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert link_type("gloo", CPUDevice()).startswith("loopback TCP (gloo")
+
+    class NVMLError(Exception):
+        pass
+
+    def nvml(links: int) -> SimpleNamespace:
+        def state(handle: object, i: int) -> int:
+            if i >= links:
+                raise NVMLError("invalid argument")
+            return 1
+
+        return SimpleNamespace(
+            nvmlInit=lambda: None,
+            nvmlDeviceGetHandleByIndex=lambda i: i,
+            nvmlDeviceGetNvLinkState=state,
+            NVML_FEATURE_ENABLED=1,
+            NVML_NVLINK_MAX_LINKS=18,
+            NVMLError=NVMLError,
+        )
+
+    gpu = SimpleNamespace(index=0)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml(18))
+    assert link_type("nccl", gpu) == "NVLink (18 active links on this GPU)"  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "pynvml", nvml(0))
+    assert link_type("nccl", gpu) == "PCIe (no active NVLink on this GPU)"  # type: ignore[arg-type]

@@ -136,10 +136,50 @@ class Collectives(Workload):
             check=guarded_check,
             timing="device",
             rule=case.rule or "micro",
-            notes=[f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}"],
-            extra={"op": op, "backend": dist.get_backend(), "ranks": n},
+            notes=[
+                f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
+                f"link: {link_type(dist.get_backend(), case.device)}; no ceiling measured "
+                "for it, so busbw has no % of ceiling",
+            ],
+            extra={
+                "op": op,
+                "backend": dist.get_backend(),
+                "ranks": n,
+                "link": link_type(dist.get_backend(), case.device),
+            },
             summarize=summarize,
         )
+
+
+def link_type(backend: str, device: Device) -> str:
+    """What carries the collective between the ranks: several hosts (torchrun's
+    LOCAL_WORLD_SIZE below WORLD_SIZE) use the network; gloo on one host goes through the
+    kernel's TCP loopback (it has no shared-memory transport); NCCL on one host uses NVLink
+    where this GPU has an active link (NVML says), else PCIe through the host bridge."""
+    import os
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
+    if local < world_size:
+        return "network (ranks on several hosts)"
+    if backend != "nccl":
+        return f"loopback TCP ({backend} between processes on one host)"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        active = 0
+        for i in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                active += pynvml.nvmlDeviceGetNvLinkState(handle, i) == pynvml.NVML_FEATURE_ENABLED
+            except pynvml.NVMLError:
+                break  # past this GPU's last link, or no NVLink at all
+    except Exception as e:  # no NVML: say so rather than guess
+        return f"unknown (NVML could not say: {first_line(e)})"
+    if active:
+        return f"NVLink ({active} active links on this GPU)"
+    return "PCIe (no active NVLink on this GPU)"
 
 
 def first_line(e: BaseException) -> str:

@@ -161,3 +161,10 @@ def test_a_reduced_schedule_is_said_beside_the_steps() -> None:
     text = " ".join(console.export_text().split())
     assert "2 active steps after 0 wait and 1 warm-up (5 asked; fewer for a long step" in text
     assert "reserved 224 MB" in text
+
+
+def test_the_html_report_says_the_allocator_peaks() -> None:
+    from torchmark.report import html
+
+    page = html.render([record(gpu_profile(step_memory=STEP_MEMORY))])
+    assert "allocated 160 MB, reserved 224 MB" in page

@@ -356,7 +356,8 @@ def summary(
             *filter(None, [reduced_note(cap.schedule, budget_s)]),
             "each profiled step ends with a device sync; the unprofiled median is the same "
             "case measured by `run`'s loop just before",
-            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events, "
-            f"{budget_s:.0f} s of active steps",
+            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events; the active "
+            f"steps are kept within {budget_s:.0f} s and {cap.schedule.get('events_budget'):,} "
+            "events",
         ],
     }

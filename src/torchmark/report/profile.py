@@ -386,6 +386,7 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         "memory": memory,
         "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
         "memory_note": mem.get("note") or mem.get("error"),
+        "memory_line": memory_line(p),
         "overhead": overhead_line(p),
         "categories": cats,
         "ops": ops,

@@ -168,3 +168,11 @@ def test_the_html_report_says_the_allocator_peaks() -> None:
 
     page = html.render([record(gpu_profile(step_memory=STEP_MEMORY))])
     assert "allocated 160 MB, reserved 224 MB" in page
+
+
+def test_noise_unknown_after_a_cut_points_to_the_notes() -> None:
+    from torchmark.report.profile import overhead_line
+
+    sched = {"wait": 0, "warmup": 1, "active": 2, "requested": 5}
+    line = overhead_line(gpu_profile(schedule=sched, spread_pct=None))
+    assert line.endswith("(its noise is not known: under 4 steps, see the notes)")

@@ -71,6 +71,9 @@ def overhead_line(p: dict[str, Any]) -> str:
         return line + "unknown"
     spread = p.get("spread_pct")
     if spread is None:
+        sched = p.get("schedule") or {}
+        if (sched.get("requested") or 0) > sched.get("active", 0):  # cut for a long step
+            return line + f"{over:+.0f} % (its noise is not known: under 4 steps, see the notes)"
         return line + f"{over:+.0f} % (its noise is not known: give 4 or more --steps)"
     if abs(over) <= spread:
         return line + (

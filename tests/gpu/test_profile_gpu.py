@@ -72,3 +72,17 @@ def test_a_gemm_kernel_takes_its_matmul_flops_and_memory_is_split_by_role() -> N
     assert sum(held.values()) == mem["peak_bytes"]
     params = 4 * (1024 * 1024 + 1024)
     assert held["parameters"] >= params and held["optimizer state"] >= 2 * params
+
+
+def test_allocator_peaks_are_read_per_step_allocated_within_reserved() -> None:
+    a = torch.randn(256, 256, device="cuda")
+
+    def step() -> None:
+        torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda").fill_(1)  # 64 MiB, freed
+        a.relu()
+
+    got = capture(step, CUDADevice(0), active=2)
+    assert len(got.step_memory) == 2
+    for m in got.step_memory:
+        assert m.reserved_bytes is not None
+        assert 64 * 2**20 <= m.allocated_bytes <= m.reserved_bytes

@@ -147,6 +147,7 @@ def profile(
             memory=memory,
             check=check,
             user_spec=user_spec,
+            say=lambda line: console.print(Text(line)),
         )
     show(record, verbose)
     console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store.url}"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -16,6 +17,16 @@ import torch
 from torchmark.errors import CaseSkipped
 
 TimingMode = Literal["device", "e2e"]
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """The device allocator's peaks since ``reset_peak_memory``: bytes handed to tensors
+    (allocated) and bytes the caching allocator holds from the driver (reserved, >= allocated:
+    what other processes cannot have)."""
+
+    allocated_bytes: int
+    reserved_bytes: int | None
 
 
 class SampleTimer(ABC):
@@ -163,6 +174,11 @@ class Device(ABC):
 
     def peak_memory_bytes(self) -> int | None:
         """Peak memory used since ``reset_peak_memory`` (allocator stats or host RSS)."""
+        return None
+
+    def memory_stats(self) -> MemoryStats | None:
+        """Allocator peaks since ``reset_peak_memory``; None where the device has no allocator
+        statistics (the CPU: its only figure is the process's host RSS)."""
         return None
 
     def empty_cache(self) -> None:

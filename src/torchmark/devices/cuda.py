@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchmark.devices.base import Device, SampleTimer, Streams, TimingMode
+from torchmark.devices.base import Device, MemoryStats, SampleTimer, Streams, TimingMode
 
 # GPU cycles (~25 µs at 2 GHz) the stream sleeps before a sample's start event: longer than
 # the host takes to launch the first kernel (the H100 host here: a 13.8 µs dispatch floor).
@@ -165,6 +165,12 @@ class CUDADevice(Device):
 
     def peak_memory_bytes(self) -> int | None:
         return int(torch.cuda.max_memory_allocated(self.torch_device))
+
+    def memory_stats(self) -> MemoryStats | None:
+        return MemoryStats(
+            int(torch.cuda.max_memory_allocated(self.torch_device)),
+            int(torch.cuda.max_memory_reserved(self.torch_device)),
+        )
 
     def empty_cache(self) -> None:
         torch.cuda.empty_cache()

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchmark.devices.base import Device
+from torchmark.devices.base import Device, MemoryStats
 
 
 class MPSDevice(Device):
@@ -58,6 +58,12 @@ class XPUDevice(Device):
 
     def peak_memory_bytes(self) -> int | None:
         return int(torch.xpu.max_memory_allocated(self.torch_device))
+
+    def memory_stats(self) -> MemoryStats | None:
+        return MemoryStats(
+            int(torch.xpu.max_memory_allocated(self.torch_device)),
+            int(torch.xpu.max_memory_reserved(self.torch_device)),
+        )
 
     def empty_cache(self) -> None:
         torch.xpu.empty_cache()

@@ -75,7 +75,9 @@ def at_peak(columns: Sequence[str | None], rows: Sequence[Sequence[int]]) -> Mem
     return MemoryAtPeak(sum(peak.values()), peak, largest)
 
 
-def capture_memory(fn: Callable[[], object], device: Device) -> dict[str, Any]:
+def capture_memory(
+    fn: Callable[[], object], device: Device, warmup: int = WARMUP
+) -> dict[str, Any]:
     """One profiled step with memory recording, after warm-up; its memory at the peak.
     Never raises for the profiler's own faults (a private torch API): the reason is
     returned as ``{"error": ...}`` and said in the report."""
@@ -87,9 +89,16 @@ def capture_memory(fn: Callable[[], object], device: Device) -> dict[str, Any]:
         from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
     except ImportError as e:
         return {"error": f"torch's memory profiler is not available here ({e})"}
+
     # the step ran warm just before (the breakdown's pass): one profiler warm-up step, then
-    # one recorded (a resnet50 train step at b=2 took 13 s on this loaded 2-core machine)
-    sched = tp.schedule(wait=0, warmup=WARMUP, active=1, repeat=1)
+    # one recorded (a resnet50 train step at b=2 took 13 s on this loaded 2-core machine);
+    # a long step (``warmup`` 0) is recorded at once: only its memory is read, not its time
+    # (torch's own schedule() warns at warm-up 0; this one says the same without the warning)
+    def sched(step: int) -> tp.ProfilerAction:
+        if step < warmup:
+            return tp.ProfilerAction.WARMUP
+        return tp.ProfilerAction.RECORD_AND_SAVE if step == warmup else tp.ProfilerAction.NONE
+
     activities = [tp.ProfilerActivity.CPU, *device.profiler_activities()]
     try:
         with (
@@ -102,7 +111,7 @@ def capture_memory(fn: Callable[[], object], device: Device) -> dict[str, Any]:
                 with_stack=True,
             ) as prof,
         ):
-            for _ in range(WARMUP + 1):
+            for _ in range(warmup + 1):
                 fn()
                 device.synchronize()
                 prof.step()

@@ -11,23 +11,27 @@ record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchmark import format as fmt
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
 from torchmark.profile.advice import advise
 from torchmark.profile.capture import (
+    ACTIVE_BUDGET_S,
+    LONG_STEP_S,
     MAX_ACTIVE,
     MAX_EVENTS,
-    WAIT,
-    WARMUP,
     Capture,
     ProfileError,
     capture,
     check_active,
+    lead_steps,
+    reduced_note,
 )
 from torchmark.profile.ops import device_busy_us, top_ops, verdict
 from torchmark.results import Result, RunRecord
@@ -106,12 +110,16 @@ def profile(
     memory: bool = True,
     check: bool = False,
     user_spec: str | None = None,
+    budget_s: float = ACTIVE_BUDGET_S,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[RunRecord, Path | None]:
     """Measure the case unprofiled, profile it, store both as one ``profile`` run.
     ``target``: default, the built-in case ``cfg`` selects (``builtin_target``);
     ``memory``: also a pass of torch's memory profiler (memory by category at the peak);
     ``check``: measure each variant the advice names (built-in workloads only);
-    ``user_spec``: the user's model as SPEC and input options, for the ``tune`` command."""
+    ``user_spec``: the user's model as SPEC and input options, for the ``tune`` command;
+    ``budget_s``: wall time for the active steps (fewer for long steps, stated);
+    ``say``: progress lines while long steps are profiled."""
     check_active(active)
     if check and user_spec is not None:
         raise InputError(
@@ -125,27 +133,48 @@ def profile(
     with session:
         ceilings = measure_ceilings([case.device], session, cfg)[case.device.name]
         session.case_started(case)
+        if say:
+            say(f"profiling: measuring {case.label} unprofiled first (its stopping rule)")
         result = run_case(workload, case, ceilings, cfg, session)
         session.add(case, result)
         if result.status != "ok":
             raise ProfileError(f"cannot profile {case.label}: {result.reason}")
+        if say:
+            wait, warmup = lead_steps(result.median_s)
+            say(
+                f"profiling: {wait} wait, {warmup} warm-up and up to {active} active step(s) "
+                f"of {fmt.duration(result.median_s or 0.0)} unprofiled (active steps kept "
+                f"within {budget_s:.0f} s)"
+            )
         try:
             prepared = workload.prepare(case)
         except CaseSkipped as e:
             raise ProfileError(f"cannot profile {case.label}: {e}") from None
         mem = None
         try:
-            cap = capture(prepared.fn, case.device, active, max_events)
+            cap = capture(
+                prepared.fn,
+                case.device,
+                active,
+                max_events,
+                step_s=result.median_s,
+                budget_s=budget_s,
+                say=say,
+            )
             if memory:
+                from torchmark.profile.memory import WARMUP as MEMORY_WARMUP
                 from torchmark.profile.memory import capture_memory
 
-                mem = capture_memory(prepared.fn, case.device)
+                long_step = (result.median_s or 0.0) > LONG_STEP_S
+                if say and long_step:
+                    say("profiling: one more step for memory by category (--no-memory skips it)")
+                mem = capture_memory(prepared.fn, case.device, 0 if long_step else MEMORY_WARMUP)
         finally:
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
         session.record.extra["profile"] = summary(
-            case, result, cap, ceilings, matmul, notes, max_events
+            case, result, cap, ceilings, matmul, notes, max_events, budget_s
         )
         p = session.record.extra["profile"]
         p["memory"] = mem
@@ -251,6 +280,25 @@ def launch_summary(bd: c.Breakdown) -> dict[str, float] | None:
     }
 
 
+def step_memory(cap: Capture) -> dict[str, Any] | None:
+    """The device allocator's peaks per active step (each step's peak reset before it):
+    the largest and the smallest step, so that a step that grows memory shows."""
+    if not cap.step_memory:
+        return None
+    alloc = [m.allocated_bytes for m in cap.step_memory]
+    reserved = [m.reserved_bytes for m in cap.step_memory if m.reserved_bytes is not None]
+    return {
+        "steps": [
+            {"allocated_bytes": m.allocated_bytes, "reserved_bytes": m.reserved_bytes}
+            for m in cap.step_memory
+        ],
+        "peak_allocated_bytes": max(alloc),
+        "peak_reserved_bytes": max(reserved) if reserved else None,
+        "smallest_allocated_bytes": min(alloc),
+        "largest_step": alloc.index(max(alloc)) + 1,
+    }
+
+
 def summary(
     case: Case,
     result: Result,
@@ -259,6 +307,7 @@ def summary(
     matmul_key: str | None,
     notes: list[str],
     max_events: int = MAX_EVENTS,
+    budget_s: float = ACTIVE_BUDGET_S,
 ) -> dict[str, Any]:
     """What is stored with the run: plain JSON, enough to render without the trace."""
     bd = cap.breakdown
@@ -272,7 +321,12 @@ def summary(
         "workload": case.workload,
         "device": case.device.name,
         "kind": bd.kind,
-        "schedule": {"wait": WAIT, "warmup": WARMUP, "active": bd.steps},
+        "schedule": {
+            "wait": cap.schedule.get("wait"),
+            "warmup": cap.schedule.get("warmup"),
+            "active": bd.steps,
+            "requested": cap.schedule.get("requested"),
+        },
         "steps": bd.steps,
         "wall_us": bd.wall_us,
         "step_us": bd.step_us,
@@ -296,10 +350,14 @@ def summary(
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS
         "device_peak_bytes": cap.device_peak_bytes if case.device.is_accelerator else None,
         "host_rss_peak_bytes": cap.host_rss_peak_bytes,
+        "step_memory": step_memory(cap),
         "notes": [
             *notes,
+            *filter(None, [reduced_note(cap.schedule, budget_s)]),
             "each profiled step ends with a device sync; the unprofiled median is the same "
             "case measured by `run`'s loop just before",
-            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events",
+            f"trace caps: {MAX_ACTIVE} active steps, {max_events:,} events; the active "
+            f"steps are kept within {budget_s:.0f} s and {cap.schedule.get('events_budget'):,} "
+            "events",
         ],
     }

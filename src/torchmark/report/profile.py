@@ -71,6 +71,9 @@ def overhead_line(p: dict[str, Any]) -> str:
         return line + "unknown"
     spread = p.get("spread_pct")
     if spread is None:
+        sched = p.get("schedule") or {}
+        if (sched.get("requested") or 0) > sched.get("active", 0):  # cut for a long step
+            return line + f"{over:+.0f} % (its noise is not known: under 4 steps, see the notes)"
         return line + f"{over:+.0f} % (its noise is not known: give 4 or more --steps)"
     if abs(over) <= spread:
         return line + (
@@ -129,7 +132,21 @@ def launch_line(lx: dict[str, float]) -> str:
 
 def memory_line(p: dict[str, Any]) -> str | None:
     parts = []
-    if p.get("device_peak_bytes"):
+    sm = p.get("step_memory")
+    if sm:
+        n = len(sm["steps"])
+        line = f"device peak per step (allocator, reset before each of {n}): allocated " + fmt.si(
+            sm["peak_allocated_bytes"], "B"
+        )
+        if sm.get("peak_reserved_bytes") is not None:
+            line += f", reserved {fmt.si(sm['peak_reserved_bytes'], 'B')}"
+        if n > 1:
+            line += (
+                f" (step {sm['largest_step']}, the largest; the smallest step's allocated "
+                f"peak {fmt.si(sm['smallest_allocated_bytes'], 'B')})"
+            )
+        parts.append(line)
+    elif p.get("device_peak_bytes"):
         parts.append(f"device peak allocated {fmt.si(p['device_peak_bytes'], 'B')} while profiled")
     if p.get("host_rss_peak_bytes"):
         parts.append(f"host RSS peak {fmt.si(p['host_rss_peak_bytes'], 'B')} (the process's)")
@@ -196,7 +213,9 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         Text.assemble(("Profile of ", "bold"), (p["case"], "bold")),
         Text(
             f"{p['schedule']['active']} active steps after {p['schedule']['wait']} wait and "
-            f"{p['schedule']['warmup']} warm-up; "
+            f"{p['schedule']['warmup']} warm-up"
+            + _reduced(p["schedule"])
+            + "; "
             + ("GPU breakdown" if p["kind"] == "gpu" else "CPU breakdown (no kernel-level events)")
         ),
         Text(overhead_line(p)),
@@ -370,6 +389,7 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         "memory": memory,
         "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
         "memory_note": mem.get("note") or mem.get("error"),
+        "memory_line": memory_line(p),
         "overhead": overhead_line(p),
         "categories": cats,
         "ops": ops,
@@ -379,6 +399,13 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
         if any(above(o) for o in p["ops"])
         else None,
     }
+
+
+def _reduced(sched: dict[str, Any]) -> str:
+    asked = sched.get("requested")
+    if asked is None or asked <= sched["active"]:
+        return ""
+    return f" ({asked} asked; fewer for a long step, see the notes)"
 
 
 def _rate(o: dict[str, Any]) -> str:

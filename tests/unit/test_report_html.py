@@ -322,3 +322,34 @@ def test_a_cpu_only_model_run_says_how_to_get_the_break_even_once() -> None:
     assert '<p class="nochart" id="break-even-note">no GPU on this machine' in page
     assert "run the same `torchmark model` command on a machine with a GPU" in page
     assert "see the break-even note in the run&#39;s section above" in page
+
+
+def _collectives_run() -> RunRecord:
+    from torchmark.results import Result, Work
+
+    results = [
+        Result(
+            workload="collectives",
+            variant=op,
+            device="cpu",
+            params={"bytes": size},
+            samples_s=[size / rate] * 5,
+            work=Work(bytes=size, items=1, item_unit="call"),
+            headline="bytes",
+            extra={"op": op, "ranks": 2, "busbw_Bps": rate * factor, "backend": "gloo"},
+        )
+        for op, factor in (("all_reduce", 1.0), ("broadcast", 1.0))
+        for size, rate in ((1024, 1e8), (65536, 2e9), (1 << 20, 5e9))
+    ]
+    return RunRecord(tool_version="t", fingerprint="f", results=results)
+
+
+def test_collectives_get_a_busbw_chart_and_other_runs_none() -> None:
+    run = _collectives_run()
+    found = [c for c in charts.all_charts([run]) if c.key == "busbw"]
+    assert len(found) == 1 and found[0].svg is not None
+    assert (
+        "all_reduce (2 ranks, cpu)" in found[0].svg and "broadcast (2 ranks, cpu)" in found[0].svg
+    )
+    assert "2(n-1)/n" in found[0].note
+    assert not [c for c in charts.all_charts([load("cpu-only")]) if c.key == "busbw"]

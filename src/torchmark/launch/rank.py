@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from torchmark import __version__
+from torchmark import __version__, stragglers
 from torchmark import format as fmt
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
@@ -43,6 +43,7 @@ from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
 from torchmark.session import Events, Session, skipped
 from torchmark.store.base import ResultStore
+from torchmark.telemetry import judge
 from torchmark.workloads import Case
 
 BACKENDS = ("gloo", "nccl")
@@ -318,7 +319,12 @@ def merged(
                 f"is per rank (slowest rank's time), "
                 f"{fmt.si(per_rank * len(ranks))} {result.work.item_unit}/s in total"
             )
-    return result.model_copy(update={"extra": extra, "notes": notes, "extra_flags": flags})
+    out = result.model_copy(update={"extra": extra, "notes": notes})
+    if stragglers.of_result(out) and stragglers.FLAG not in flags:
+        flags.append(stragglers.FLAG)
+    # judged on rank 0's samples alone; now that every rank's are here, judged again
+    verdict = judge(out) if out.verdict is not None else None
+    return out.model_copy(update={"extra_flags": flags, "verdict": verdict})
 
 
 def run(

@@ -27,6 +27,7 @@ FLAG_HELP = {
     "throttled": "samples taken while the device throttled",
     "above_ceiling": "more than 2 % above the measured ceiling: a measurement error",
     "out_of_memory": "ran out of memory",
+    "straggler": "one rank's step p50 slower than the others' by more than the noise",
 }
 # The verdict reason (telemetry/verdict.py's words) that explains each flag.
 FLAG_REASON = {
@@ -38,6 +39,7 @@ FLAG_REASON = {
     "throttled": "throttl",
     "all_excluded": "throttl",
     "above_ceiling": "above 100 %",
+    "straggler": "straggles",
 }
 
 

@@ -28,9 +28,9 @@ from rich.console import RenderableType
 from torchmark import format as fmt
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
+from torchmark.stragglers import PRACTICAL, RankTimes, rank_times
+from torchmark.stragglers import find as find_straggler
 
-# Below a 2 % difference no straggler is named, whatever the noise (comparison.PRACTICAL).
-PRACTICAL = 0.02
 UNCLEAR_MARK = "?"
 OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
 
@@ -185,15 +185,6 @@ def comm_check_text(c: CommCheck) -> str:
 
 
 @dataclass(frozen=True)
-class RankTimes:
-    rank: int
-    p50_s: float
-    p95_s: float
-    rel_iqr: float
-    compute_s: float | None  # DDP's forward + backward compute on this rank
-
-
-@dataclass(frozen=True)
 class Efficiency:
     value: float
     verdict: str  # comparison's FASTER / SLOWER / SAME / UNCLEAR
@@ -223,46 +214,10 @@ class Rung:
         return None if self.per_rank is None else self.per_rank * self.world_size
 
 
-def rank_times(result: Result) -> tuple[RankTimes, ...]:
-    """Each rank's own step times (every rank's raw samples, gathered on rank 0)."""
-    per = result.extra.get("per_rank") or [{"rank": 0, "samples_s": result.samples_s}]
-    out = []
-    for r in per:
-        s = np.asarray(r.get("samples_s") or [], dtype=float)
-        if not s.size:
-            continue
-        q25, p50, q75, p95 = np.percentile(s, [25, 50, 75, 95])
-        ddp = r.get("ddp") or {}
-        compute = (  # printed, not judged: see straggler()
-            ddp["forward_s"] + ddp["backward_compute_s"]
-            if "forward_s" in ddp and "backward_compute_s" in ddp
-            else None
-        )
-        out.append(RankTimes(int(r["rank"]), p50, p95, (q75 - q25) / p50 if p50 else 0, compute))
-    return tuple(out)
-
-
 def straggler(ranks: Sequence[RankTimes]) -> str | None:
-    """The slowest rank, when its step p50 exceeds the median of the others' by more than
-    the noise (the largest relative IQR of the ranks' step times, at least 2 %).
-
-    In lockstep a rank that waits for a straggler waits inside the gradient all_reduce, so
-    a mild straggler shows little here; DDP's per-rank compute timers would show it, but
-    they average the first ten iterations (warm-up) with every 100th, and on this 2-core
-    machine they put rank 0 at 4x rank 1 on a short run with equal step times: they are
-    printed per rank, not judged."""
-    if len(ranks) < 2:
-        return None
-    slowest = max(ranks, key=lambda r: r.p50_s)
-    others = float(np.median([r.p50_s for r in ranks if r is not slowest]))
-    noise = max(PRACTICAL, max(r.rel_iqr for r in ranks))
-    if others <= 0 or slowest.p50_s <= others * (1 + noise):
-        return None
-    return (
-        f"rank {slowest.rank}: step p50 {fmt.duration(slowest.p50_s)} vs "
-        f"{fmt.duration(others)} on the others (+{fmt.pct(100 * (slowest.p50_s / others - 1))}"
-        f", noise {fmt.pct(100 * noise)})"
-    )
+    """'rank 1: step p50 ...', the rule in ``torchmark.stragglers.find`` (the verdict's too)."""
+    found = find_straggler(ranks)
+    return found.text() if found else None
 
 
 def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficiency | None:

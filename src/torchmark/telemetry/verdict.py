@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from torchmark import stragglers
 from torchmark.format import result_label
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
@@ -144,6 +145,9 @@ def judge(result: Result) -> Verdict:
     first = _first_call(result)
     if first:
         v.add("warn", first)
+    late = stragglers.of_result(result)  # a distributed run: every rank's samples gathered
+    if late:
+        v.add("warn", late.reason())
     if result.telemetry:
         artefact = _scheduler_artefact(result)
         if artefact:

@@ -327,21 +327,16 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
             lo, hi = _roof(ax, xs, peaks, bw)
             ys = [r.rate("flops") or math.nan for r in placed]
             span = [*ys, *(c.value for c in peaks)]
-            edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
-            for r, x, y, text, ty in zip(
-                placed, xs, ys, _point_labels(placed), _spread(ys, span), strict=True
-            ):
-                ax.scatter([x], [y], color=colour[r.workload], zorder=3, s=18)
-                left = math.log10(x) > edge  # near the right edge: label to the left
-                ax.annotate(
-                    text,
-                    (x, y),
-                    xytext=(x * (0.8 if left else 1.25), ty),
-                    fontsize=6.5,
-                    va="center",
-                    ha="right" if left else "left",
-                    arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
-                )
+            _labelled(
+                ax,
+                [
+                    (x, y, text, colour[r.workload], 18.0)
+                    for r, x, y, text in zip(placed, xs, ys, _point_labels(placed), strict=True)
+                ],
+                lo,
+                hi,
+                span,
+            )
             _log(ax, "x")
             _log(ax, "y")
             ax.set_xlim(lo, hi)
@@ -775,19 +770,16 @@ def ops_roofline(run: RunRecord) -> Chart:
     with _rc():
         lo, hi = _roof(ax, xs, peaks, bw)
         span = [*ys, *(c.value for c in peaks)]
-        edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
-        for (label, o), x, y, ty in zip(placed, xs, ys, _spread(ys, span), strict=True):
-            ax.scatter([x], [y], color="#4e79a7", zorder=3, s=10 + 90 * o["share"] / 100)
-            left = math.log10(x) > edge
-            ax.annotate(
-                f"{label} ({fmt.pct(o['share'])})",
-                (x, y),
-                xytext=(x * (0.8 if left else 1.25), ty),
-                fontsize=6.5,
-                va="center",
-                ha="right" if left else "left",
-                arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
-            )
+        _labelled(
+            ax,
+            [
+                (x, y, f"{label} ({fmt.pct(o['share'])})", "#4e79a7", 10 + 90 * o["share"] / 100)
+                for (label, o), x, y in zip(placed, xs, ys, strict=True)
+            ],
+            lo,
+            hi,
+            span,
+        )
         _log(ax, "x")
         _log(ax, "y")
         ax.set_xlim(lo, hi)
@@ -981,3 +973,29 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
         "under 6 samples); diamonds: other knobs at their worker count; dashed: the same "
         "step fed from device memory, the ceiling a loader can only approach",
     )
+
+
+def _labelled(
+    ax: Axes,
+    points: list[tuple[float, float, str, str, float]],
+    lo: float,
+    hi: float,
+    span: list[float],
+) -> None:
+    """Roofline points (x, y, label, colour, size), each labelled beside it; labels spread
+    apart vertically (a thin line back to the point when moved), to the left near the
+    right edge."""
+    edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
+    ys = [p[1] for p in points]
+    for (x, y, text, colour, size), ty in zip(points, _spread(ys, span), strict=True):
+        ax.scatter([x], [y], color=colour, zorder=3, s=size)
+        left = math.log10(x) > edge
+        ax.annotate(
+            text,
+            (x, y),
+            xytext=(x * (0.8 if left else 1.25), ty),
+            fontsize=6.5,
+            va="center",
+            ha="right" if left else "left",
+            arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
+        )

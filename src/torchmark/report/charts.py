@@ -566,8 +566,8 @@ def seed_table(run: RunRecord) -> Chart:
         ax.grid(axis="y", visible=False)
         handles = [
             Patch(color=MINE, label="this machine"),
-            Patch(color=KIND_COLOURS["gpu"], label="GPU (published)"),
-            Patch(color=KIND_COLOURS["cpu"], label="CPU (published)"),
+            Patch(color=KIND_COLOURS["gpu"], label="GPU, another machine"),
+            Patch(color=KIND_COLOURS["cpu"], label="CPU, another machine"),
             Patch(facecolor="white", edgecolor="grey", hatch="///", label="implausible"),
         ]
         ax.legend(handles=handles, loc="lower right")
@@ -577,9 +577,10 @@ def seed_table(run: RunRecord) -> Chart:
         title,
         _svg(fig),
         f"rank {', '.join(str(rows.index(m) + 1) for m in mine)} of {len(rows)}, log scale; "
-        f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; hatched "
-        "rows cannot be taken at face value (`torchmark compare --reference seed-2023` says "
-        "why)",
+        f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; a row "
+        "marked [name] is a reference run measured by torchmark, the others the blog's as "
+        "published; hatched rows cannot be taken at face value (`torchmark compare "
+        "--reference seed-2023` says why)",
     )
 
 

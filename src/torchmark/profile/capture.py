@@ -163,43 +163,35 @@ def capture(
     device.reset_peak_memory()
     overall = device.memory_stats()
     step_memory: list[MemoryStats] = []
-    try:
-        with (
-            kineto_chatter_filtered(),
-            tp.profile(activities=activities, schedule=schedule, record_shapes=True) as prof,
-        ):
-            n = 0
-            while n < lead + plan["active"]:
-                device.reset_peak_memory()
-                t0 = clock()
-                fn()
-                device.synchronize()
-                took = clock() - t0
-                stats = device.memory_stats()
-                if n >= lead and stats is not None:
-                    step_memory.append(stats)
-                overall = _larger(overall, stats)
-                if n == lead - 1:
-                    plan["warm_step_s"] = took
-                    plan["by_time"] = active_steps(took, active, budget_s)
-                    plan["active"] = min(plan["by_time"], by_events)
-                    if talk:
-                        talk(
-                            f"profiling: a profiled step takes {took:.3g} s; recording "
-                            f"{plan['active']} active step(s)"
-                        )
-                elif talk and n >= lead:
+    with (
+        step_failures_said(device),
+        kineto_chatter_filtered(),
+        tp.profile(activities=activities, schedule=schedule, record_shapes=True) as prof,
+    ):
+        n = 0
+        while n < lead + plan["active"]:
+            device.reset_peak_memory()
+            t0 = clock()
+            fn()
+            device.synchronize()
+            took = clock() - t0
+            stats = device.memory_stats()
+            if n >= lead and stats is not None:
+                step_memory.append(stats)
+            overall = _larger(overall, stats)
+            if n == lead - 1:
+                plan["warm_step_s"] = took
+                plan["by_time"] = active_steps(took, active, budget_s)
+                plan["active"] = min(plan["by_time"], by_events)
+                if talk:
                     talk(
-                        f"profiling: active step {n - lead + 1}/{plan['active']} took {took:.3g} s"
+                        f"profiling: a profiled step takes {took:.3g} s; recording "
+                        f"{plan['active']} active step(s)"
                     )
-                n += 1
-                prof.step()
-    except TorchmarkError:
-        raise
-    except Exception as e:
-        if device.is_out_of_memory(e):
-            raise ProfileError(f"out of memory while profiling: {e}") from None
-        raise ProfileError(f"the step failed under the profiler: {type(e).__name__}: {e}") from e
+            elif talk and n >= lead:
+                talk(f"profiling: active step {n - lead + 1}/{plan['active']} took {took:.3g} s")
+            n += 1
+            prof.step()
     counted = _event_count(prof)
     if counted is not None and counted > max_events:
         raise ProfileError(
@@ -237,25 +229,19 @@ def count_flops(
         return tp.ProfilerAction.RECORD_AND_SAVE if step == 0 else tp.ProfilerAction.NONE
 
     activities = [tp.ProfilerActivity.CPU, *device.profiler_activities()]
-    try:
-        with (
-            kineto_chatter_filtered(),
-            tp.profile(
-                activities=activities,
-                schedule=record_first,
-                record_shapes=True,
-                with_flops=True,
-            ) as prof,
-        ):
-            fn()
-            device.synchronize()
-            prof.step()
-    except TorchmarkError:
-        raise
-    except Exception as e:
-        if device.is_out_of_memory(e):
-            raise ProfileError(f"out of memory while profiling: {e}") from None
-        raise ProfileError(f"the step failed under the profiler: {type(e).__name__}: {e}") from e
+    with (
+        step_failures_said(device),
+        kineto_chatter_filtered(),
+        tp.profile(
+            activities=activities,
+            schedule=record_first,
+            record_shapes=True,
+            with_flops=True,
+        ) as prof,
+    ):
+        fn()
+        device.synchronize()
+        prof.step()
     events = _event_count(prof)
     flops = {e.key: e.flops for e in prof.key_averages() if getattr(e, "flops", 0) and e.flops > 0}
     by_call = {
@@ -292,6 +278,20 @@ KINETO_CHATTER = re.compile(
     r"|^\[W\d+ [\d:.]+ CPUAllocator\.cpp:\d+\] Memory block of unknown size was allocated "
     r"before the profiling started"
 )
+
+
+@contextlib.contextmanager
+def step_failures_said(device: Device) -> Iterator[None]:
+    """A step that fails under the profiler becomes one ProfileError line (out of memory
+    said as such); torchmark's own errors pass through."""
+    try:
+        yield
+    except TorchmarkError:
+        raise
+    except Exception as e:
+        if device.is_out_of_memory(e):
+            raise ProfileError(f"out of memory while profiling: {e}") from None
+        raise ProfileError(f"the step failed under the profiler: {type(e).__name__}: {e}") from e
 
 
 @contextlib.contextmanager

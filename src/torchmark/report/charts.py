@@ -337,9 +337,6 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
                 hi,
                 span,
             )
-            _log(ax, "x")
-            _log(ax, "y")
-            ax.set_xlim(lo, hi)
             ax.set_title(f"{label} {_model(run, device)}".strip(), fontsize=9)
             ax.set_xlabel("arithmetic intensity (FLOP/byte)")
             if col == 1:
@@ -781,9 +778,6 @@ def ops_roofline(run: RunRecord) -> Chart:
             hi,
             span,
         )
-        _log(ax, "x")
-        _log(ax, "y")
-        ax.set_xlim(lo, hi)
         ax.set_title(f"{p.get('case', '')} · {device} {_model(run, device)}".strip(), fontsize=9)
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bytes: the op's tensor inputs)")
         ax.set_ylabel("achieved FLOP/s (over its self time)")
@@ -983,9 +977,9 @@ def _labelled(
     hi: float,
     span: list[float],
 ) -> None:
-    """Roofline points (x, y, label, colour, size), each labelled beside it; labels spread
-    apart vertically (a thin line back to the point when moved), to the left near the
-    right edge."""
+    """Roofline points (x, y, label, colour, size) on log-log axes over [lo, hi], each
+    labelled beside it; labels spread apart vertically (a thin line back to the point when
+    moved), to the left near the right edge."""
     edge = math.log10(lo) + 0.7 * (math.log10(hi) - math.log10(lo))
     ys = [p[1] for p in points]
     for (x, y, text, colour, size), ty in zip(points, _spread(ys, span), strict=True):
@@ -1000,3 +994,6 @@ def _labelled(
             ha="right" if left else "left",
             arrowprops={"arrowstyle": "-", "color": "#bbb", "lw": 0.4} if ty != y else None,
         )
+    _log(ax, "x")
+    _log(ax, "y")
+    ax.set_xlim(lo, hi)

@@ -104,6 +104,7 @@ class Collectives(Workload):
         count = size // F32
         fn, check = OP_BUILDERS[op](dist, rank, n, count, dev)
         factor = bus_factor(op, n)
+        link = link_type(dist.get_backend(), case.device)
 
         def summarize(m: Measurement) -> dict[str, Any]:
             algbw = size / m.median
@@ -138,14 +139,13 @@ class Collectives(Workload):
             rule=case.rule or "micro",
             notes=[
                 f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
-                f"link: {link_type(dist.get_backend(), case.device)}; no ceiling measured "
-                "for it, so busbw has no % of ceiling",
+                f"link: {link}; no ceiling measured for it, so busbw has no % of ceiling",
             ],
             extra={
                 "op": op,
                 "backend": dist.get_backend(),
                 "ranks": n,
-                "link": link_type(dist.get_backend(), case.device),
+                "link": link,
             },
             summarize=summarize,
         )

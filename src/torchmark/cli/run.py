@@ -261,7 +261,13 @@ def distributed(
 
     if not world.is_main:
         rank.run(cfg, None, None, world, backend, strategy=strategy)
-        return
+        # A worker rank stores and prints nothing, and its group is destroyed: it leaves
+        # without the interpreter's teardown, where a finished rank 1 twice died of SIGABRT
+        # ("terminate called without an active exception", a C++ thread still joinable),
+        # failing a complete ladder rung.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)

@@ -39,6 +39,7 @@ class ReferenceRow:
     implausible: str | None = None  # why the figure cannot be taken at face value
     source: str = ""  # reference set name, or "this machine"
     this_machine: bool = False
+    measured: bool = False  # measured by torchmark (else copied from a published table)
 
     @property
     def pct_of_datasheet(self) -> float | None:
@@ -120,6 +121,7 @@ def seed_rows(
                 implausible="above the measured ceiling" if "above_ceiling" in r.flags else None,
                 source=source,
                 this_machine=mine,
+                measured=True,
             )
         )
     return rows

@@ -57,15 +57,15 @@ def letter(i: int) -> str:
 def run_legend(runs: Sequence[RunRecord]) -> list[str]:
     lines = []
     for i, r in enumerate(runs):
-        host = r.environment.get("host", "?")
+        host = r.environment.get("host") or ""  # a reference run's host name is stripped
         devs = ", ".join(
             f"{d} {info.get('model', '')}".strip()
             for d, info in r.environment.get("devices", {}).items()
             if isinstance(info, dict)
         )
         lines.append(
-            f"{letter(i)} = {_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  {host}  "
-            f"[{devs or 'devices not recorded'}]  {r.status}"
+            f"{letter(i)} = {_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
+            f"{host + '  ' if host else ''}[{devs or 'devices not recorded'}]  {r.status}"
         )
     return lines
 
@@ -79,7 +79,7 @@ MIN_CASE = 24
 
 
 def _case(r: Result) -> str:
-    return f"{r.workload}/{r.variant} {fmt.params(r.params)}".strip()
+    return fmt.case_label(r.variant, r.params, r.workload)  # as `run` names it
 
 
 def _rows(cmp: Comparison) -> list[list[str]]:
@@ -174,10 +174,11 @@ def only_lines(cmp: Comparison) -> list[str]:
     lines = []
     for i, results in sorted(cmp.only_in.items()):
         cases = ", ".join(
-            f"{r.workload}/{r.variant} {fmt.params(r.params)} {r.device}".replace("  ", " ")
-            for r in results
+            fmt.case_label(r.variant, r.params, r.workload, r.device) for r in results
         )
-        lines.append(f"only in {letter(i)} ({len(results)} cases, not compared): {cases}")
+        lines.append(
+            f"only in {letter(i)} ({fmt.plural(len(results), 'case')}, not compared): {cases}"
+        )
     return lines
 
 
@@ -251,7 +252,8 @@ def placement_table(
             table,
             str(rank),
             Text(name, style="bold") if r.this_machine else name,
-            fmt.sig(r.value) if r.this_machine else f"{r.value:g}",
+            # a published figure as printed; a measured one to its significant digits
+            fmt.sig(r.value) if r.measured else f"{r.value:g}",
             fmt.si(r.implied_bytes_per_s, "B/s"),
             fmt.pct(r.pct_of_datasheet),
             caveat,
@@ -280,5 +282,5 @@ def placement_renderables(
         table,
         *([Text("\n".join(notes))] if notes else []),
         Text(f"source: {ref.provenance}"),
-        Text(f"what it measured: {ref.what} {per_it}".strip()),
+        *([Text(f"what it measured: {ref.what} {per_it}".strip())] if ref.what else []),
     ]

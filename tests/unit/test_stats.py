@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
 from torchmark.timing import Measurement, median_ci
-from torchmark.timing.stats import rel_ci_halfwidth
+from torchmark.timing.stats import _ci_ranks, rel_ci_halfwidth
 
 
 def seeded(n: int, seed: int = 0) -> np.ndarray:
@@ -27,6 +29,25 @@ def test_median_ci_is_scipy_quantile_test_interval(n: int, confidence: float) ->
     got = median_ci(x, confidence)
     # NaN where scipy has no bound (n = 6 at 99 %), else the very same order statistics
     assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("confidence", [0.5, 0.75, 0.9, 0.95, 0.99])
+def test_ci_ranks_are_scipys_binomial_quantiles(confidence: float) -> None:
+    # every n to 3,000 (exact integer sums to 1,024, floats above), then large ones; 0.5
+    # and 0.75 give dyadic tails (0.25, 0.125) where a CDF can equal the tail exactly
+    a = (1 - confidence) / 2
+    for n in [*range(3001), 4095, 10_000, 100_000]:
+        want = (int(sps.binom.ppf(a, n, 0.5)) - 1, int(sps.binom.isf(a, n, 0.5)))
+        assert _ci_ranks(n, confidence) == want, n
+
+
+def test_a_stored_results_ci_needs_no_scipy_stats() -> None:
+    # scipy.stats costs ~0.8 s to import: export, report and the leaderboard show CIs
+    code = (
+        "import sys; from torchmark.timing import median_ci; median_ci(list(range(99)));"
+        "assert 'scipy.stats' not in sys.modules, 'scipy.stats imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_median_ci_exact_on_small_data() -> None:

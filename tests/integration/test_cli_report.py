@@ -64,7 +64,7 @@ def test_fail_on_regression_exits_1_with_a_line_per_case(
 def test_cases_in_one_run_only_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "compare", fixture("cpu-only"), fixture("cpu-gpu"))
     assert code == 0
-    assert "only in A (1 cases, not compared): triad/out-of-place n=16.8M cpu" in out
+    assert "only in A (1 case, not compared): triad/out-of-place n=16.8M on cpu" in out
     assert "only in B (17 cases" in out
 
 

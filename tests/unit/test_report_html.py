@@ -266,7 +266,7 @@ def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
     assert chart.svg is not None
     assert chart.svg.count(">seed-add<") == 2  # one per device panel
     # batch=32 on the roofline, batch=1 in the strip: each point says what tells it apart
-    assert chart.svg.count(">resnet50 precision=fp32<") == 4
+    assert chart.svg.count(">resnet50 fp32<") == 4
     assert "models:" in chart.svg and "bytes not counted" in chart.svg
     assert "Not drawn, no FLOP count: seed-add intended · cpu" in chart.note
 

@@ -135,7 +135,7 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
                 continue
             rest = {k: v for k, v in r.params.items() if k not in BATCH_KEYS}
             label = (
-                f"{_run_prefix(runs, run)}{r.device} {r.workload}/{r.variant} {fmt.params(rest)}"
+                f"{_run_prefix(runs, run)}{r.device} {fmt.case_label(r.variant, rest, r.workload)}"
             )
             series.setdefault(label.strip(), []).append((b, rate))
             units.add(fmt.base_unit(r))
@@ -273,7 +273,7 @@ def _point_labels(pts: Sequence[Result]) -> list[str]:
             for k, v in r.params.items()
             if len({str(x.params.get(k)) for x in same}) > 1 and str(v) != r.variant
         }
-        words.append(fmt.params(varying))
+        words.append(fmt.case_label("", varying))
         out.append(" ".join(w for w in words if w))
     return out
 
@@ -582,10 +582,8 @@ def seed_table(run: RunRecord) -> Chart:
 
 
 def case_words(r: Result) -> str:
-    """workload, variant and parameters, each said once (``scenario=infer`` repeats the
-    variant ``infer``)."""
-    rest = {k: v for k, v in r.params.items() if str(v) != r.variant}
-    return f"{r.workload} {r.variant} {fmt.params(rest)}".strip()
+    """The case as the tables name it: ``simplenet/infer fp32 b=64``."""
+    return fmt.case_label(r.variant, r.params, r.workload)
 
 
 def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:

@@ -268,7 +268,7 @@ def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
     # batch=32 on the roofline, batch=1 in the strip: each point says what tells it apart
     assert chart.svg.count(">resnet50 fp32<") == 4
     assert "models:" in chart.svg and "bytes not counted" in chart.svg
-    assert "Not drawn, no FLOP count: seed-add intended · cpu" in chart.note
+    assert "Not drawn, no FLOP count: seed-add/intended · cpu" in chart.note
 
 
 def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:

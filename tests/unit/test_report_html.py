@@ -53,6 +53,15 @@ def test_numbers_carry_their_verdicts_and_flags(full_page: str) -> None:
     assert "3.35 TB/s" in full_page  # theoretical next to the measured ceiling
 
 
+def test_the_vs_cpu_column_is_shown_only_where_an_accelerator_has_a_ratio(
+    full_page: str,
+) -> None:
+    assert "<th>vs CPU</th>" in full_page and "vs CPU: the" in full_page
+    assert re.search(r'<td class="num">\d[\d.,]*×</td>', full_page)
+    cpu = html.render([load("cpu-only")])
+    assert "vs CPU" not in cpu and 'colspan="8"' in cpu
+
+
 def test_missing_data_gives_one_line_per_chart() -> None:
     page = html.render([load("cpu-only")])
     # A CPU-only run still has its % of ceiling and its place in the seed table.

@@ -234,7 +234,9 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "kind": run.kind,
                 "environment": _environment(run),
                 "ceilings": _ceilings(run),
-                "rows": _rows(run),
+                "rows": (rows := _rows(run)),
+                # no accelerator result beside a CPU one: a column of blanks says nothing
+                "vs_cpu": any(r["speedup"] for r in rows),
                 "placement": seed_placement(run),
                 # drawn only when there is something to place: the lines above say so
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from torchmark.cli.doctor import sparkline
+from torchmark.cli.doctor import show_soak, sparkline
 from torchmark.errors import InputError
-from torchmark.results import Work
+from torchmark.results import RunRecord, Work
 from torchmark.soak import parse_duration, soak, trend_reasons
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
@@ -124,3 +124,34 @@ def test_soak_on_a_fake_clock_finds_the_fall() -> None:
     r = rec.results[0]
     assert r.telemetry is not None and r.telemetry["sources"] == {}
     assert r.excluded == []  # a soak reports the throttled speed: that is its point
+
+
+def soak_record(wins: list[dict[str, Any]]) -> RunRecord:
+    soak_info = {"case": "matmul/bf16 n=8192 on cuda:0", "elapsed_s": 600.0, "unit": "TFLOP/s"}
+    return RunRecord(kind="soak", extra={"soak": {**soak_info, "windows": wins}})
+
+
+def full(t0: float, rate: float, **throttle: int) -> dict[str, Any]:
+    w = win(t0, t0 + 30, rate, temp=81.0, **throttle)
+    return {**w, "clock_mhz": 1980.0, "power_w": 698.4}
+
+
+def test_soak_table_reads_in_80_columns_with_every_sensor(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    wins = [full(0, 790.2), full(30, 702.6, sw_power_cap=40, hw_thermal_slowdown=100)]
+    show_soak(soak_record(wins))
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 80, out
+    assert "temp °C" in out and "power W" in out and "throttle" in out
+    assert "790" in out and "703" in out and "0–30" in out and "not read" not in out
+
+
+def test_soak_table_says_once_which_sensors_are_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    show_soak(soak_record([win(0, 1, 0.2), win(1, 2, 0.21)]))
+    out = capsys.readouterr().out
+    assert "not read on this device: clock, temperature, power (no sensor exposed)" in out
+    assert "temp" not in out.split("not read")[0] and "throttle" not in out

@@ -57,35 +57,54 @@ def sparkline(values: list[float | None]) -> str:
     )
 
 
+# telemetry columns of the soak table: (window key, header, what to say when no window has it)
+SOAK_SENSORS = (
+    ("clock_mhz", "clock MHz", "clock"),
+    ("temp_c", "temp °C", "temperature"),
+    ("power_w", "power W", "power"),
+)
+
+
 def show_soak(record: RunRecord) -> None:
+    """Throughput per window beside the telemetry of the same span, in 80 columns; a
+    sensor no window read is said once under the table instead of a column of dashes."""
+    from rich import box
+
+    from torchmark import format as fmt
+
     s = record.extra["soak"]
     wins: list[dict[str, Any]] = s["windows"]
     unit = s.get("unit") or ""
     case = (str(s["case"]), "bold")
     console.print(Text.assemble("Soak of ", case, f" for {s['elapsed_s']:.0f} s"))
-    t = Table(title_justify="left")
-    for col in ("time", f"throughput ({unit})", "", "clock MHz", "temp C", "power W", "throttle"):
-        t.add_column(
-            col,
-            justify="right" if col not in ("", "throttle") else "left",
-            min_width=12 if col == "" else None,
-            no_wrap=col == "",
-        )
+    sensors = [x for x in SOAK_SENSORS if any(w[x[0]] is not None for w in wins)]
+    throttled = any(w["throttle"] for w in wins)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("seconds", justify="right", no_wrap=True)
+    t.add_column(unit, justify="right", no_wrap=True)
+    t.add_column("", no_wrap=True, min_width=12)
+    for _, header, _ in sensors:
+        t.add_column(header, justify="right", no_wrap=True)
+    if throttled:
+        t.add_column("throttle", overflow="fold")
     top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
     digits = 0 if s["elapsed_s"] >= 60 else 1
     for w in wins:
         rate = w["rate"]
         bar = "█" * round(12 * (rate or 0.0) / top)
-        t.add_row(
-            f"{w['t0_s']:.{digits}f}-{w['t1_s']:.{digits}f} s",
-            "-" if rate is None else f"{rate:.4g}",
+        cells = [
+            f"{w['t0_s']:.{digits}f}–{w['t1_s']:.{digits}f}",
+            fmt.DASH if rate is None else fmt.sig(rate, 3),
             bar,
-            _num(w["clock_mhz"]),
-            _num(w["temp_c"]),
-            _num(w["power_w"]),
-            ", ".join(f"{k} {v} %" for k, v in w["throttle"].items()),
-        )
+            *(_num(w[key]) for key, _, _ in sensors),
+        ]
+        if throttled:
+            cells.append(", ".join(f"{k} {v} %" for k, v in w["throttle"].items()))
+        t.add_row(*cells)
     console.print(t)
+    missing = [word for key, _, word in SOAK_SENSORS if (key, _, word) not in sensors]
+    if missing:
+        console.print(f"not read on this device: {', '.join(missing)} (no sensor exposed)")
     console.print(f"throughput over time: {sparkline([w['rate'] for w in wins])}")
     v = record.verdict
     if v is not None:

@@ -171,8 +171,9 @@ def shape_advice(
         f"{share:.0f} % of the step is {len(gemms)} {dtype} GEMM shape(s) with a dimension of "
         f"{dim:,}, not a multiple of {ALIGN} (largest: {short_name(top['op'])} {shape}, "
         f"{top['share']:.0f} %): tensor cores need multiples of {ALIGN}, ideally "
-        f"{ALIGN_IDEAL}. Pad the vocabulary or hidden size it comes from to a multiple of "
-        f"{ALIGN_IDEAL}: e.g. {dim:,} -> {to:,} (extra logits are never targets)"
+        f"{ALIGN_IDEAL}. Pad the size it comes from (vocabulary, hidden size, batch x tokens) "
+        f"to a multiple of {ALIGN_IDEAL}: e.g. {dim:,} -> {to:,} (a padded vocabulary's "
+        "extra logits are never targets)"
     )
     twin = ALIGNED_TWIN.get(workload)
     cmd = ""

@@ -230,7 +230,8 @@ def test_a_real_profile_keeps_gemm_shapes_and_finds_the_odd_vocabulary(
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 
     load_builtins()
-    params = {"scenario": "train", "precision": "amp-bf16", "batch": 1, "seq": 8}
+    # 64 tokens: GEMMs with a dimension under 64 are matrix-vector work, not checked
+    params = {"scenario": "train", "precision": "amp-bf16", "batch": 1, "seq": 64}
     case = Case(name, "train", resolve("cpu")[0], (*params.items(), ("layers", 1), ("vocab", 500)))
     prepared = WORKLOADS.get(name)().prepare(case)
     try:

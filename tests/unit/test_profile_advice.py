@@ -136,6 +136,10 @@ def test_aligned_small_fp32_or_cpu_gemms_say_nothing_of_padding() -> None:
     # the CPU's GEMMs are not tensor-core kernels
     cpu = {**profile("cpu", "compute-heavy", {c.MATMUL: 20.0}), "gemms": HEAD}
     assert all(a.kind != "shape" for a in advise(cpu, GPT2_TRAIN, "gpt2", "cpu"))
+    # decode at batch 1: the LM head is a matrix-vector product; padding 1 or 50,257 would
+    # not make it a tensor-core GEMM
+    decode = gemms(([[1, 768], [768, 50257]], 40.0), ([[16, 768], [768, 50257]], 30.0))
+    assert advise({**base, "gemms": decode}, GPT2_TRAIN, "gpt2", "cuda:0") == []
     # a batched GEMM's batch dimension is not a matrix dimension
     batched = gemms(([[12, 1024, 64], [12, 64, 1024]], 40.0))
     assert advise({**base, "gemms": batched}, GPT2_TRAIN, "gpt2", "cuda:0") == []

@@ -40,6 +40,9 @@ HALF_DTYPES = ("c10::BFloat16", "c10::Half")  # as record_shapes names them
 # as fast would win under 5 % of the step, about the noise of a model measured on a busy
 # machine.
 MISALIGNED_SHARE = 10.0
+# Only GEMMs with every matrix dimension >= ALIGN_IDEAL count: one with a smaller one (decode's
+# single token per sequence: M = batch) is a matrix-vector product bound by memory, where
+# tiles do not decide its speed, and padding it would multiply its work.
 # Built-in workloads with an aligned twin: the same model padded, measured by `run`.
 ALIGNED_TWIN = {"gpt2": "gpt2-padded"}
 
@@ -137,7 +140,10 @@ def misaligned(p: Mapping[str, Any]) -> tuple[int, float, list[Mapping[str, Any]
     shares: dict[int, float] = {}
     calls: dict[int, list[Mapping[str, Any]]] = {}
     for g in p.get("gemms") or []:
-        if g.get("dtype") not in HALF_DTYPES:
+        if (
+            g.get("dtype") not in HALF_DTYPES
+            or min(x for d in g["dims"] for x in d[-2:]) < ALIGN_IDEAL
+        ):
             continue
         # a batched GEMM's leading dims are its batch; its matrices are the last two
         for dim in {x for d in g["dims"] for x in d[-2:] if x % ALIGN}:

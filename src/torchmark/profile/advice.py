@@ -140,13 +140,11 @@ def misaligned(p: Mapping[str, Any]) -> tuple[int, float, list[Mapping[str, Any]
     shares: dict[int, float] = {}
     calls: dict[int, list[Mapping[str, Any]]] = {}
     for g in p.get("gemms") or []:
-        if (
-            g.get("dtype") not in HALF_DTYPES
-            or min(x for d in g["dims"] for x in d[-2:]) < ALIGN_IDEAL
-        ):
-            continue
         # a batched GEMM's leading dims are its batch; its matrices are the last two
-        for dim in {x for d in g["dims"] for x in d[-2:] if x % ALIGN}:
+        dims = {x for d in g["dims"] for x in d[-2:]}
+        if g.get("dtype") not in HALF_DTYPES or min(dims) < ALIGN_IDEAL:
+            continue
+        for dim in (x for x in dims if x % ALIGN):
             shares[dim] = shares.get(dim, 0.0) + g["share"]
             calls.setdefault(dim, []).append(g)
     if not shares:

@@ -14,6 +14,7 @@ from torchmark.devices import CPUDevice
 from torchmark.results import Ceiling, Result
 from torchmark.runner import run_case
 from torchmark.workloads import WORKLOADS, Case, load_builtins
+from torchmark.workloads.models.base import Sizes
 
 load_builtins()
 CFG = RunConfig(rule="test", ceilings=False, telemetry=False)
@@ -125,6 +126,15 @@ def test_gpt2_train_and_decode_tiny() -> None:
     assert median is not None
     assert dec.extra["per_token_latency_s"] == pytest.approx(median / 3)
     assert any("in total across the batch" in n for n in dec.notes)
+
+
+def test_padded_gpt2_trains_and_says_what_is_padded() -> None:
+    r = run("gpt2-padded", scenario="train", precision="fp32", batch=1, seq=8, layers=1, vocab=500)
+    assert r.status == "ok", r.reason
+    note = "vocabulary padded from 500 to 512 (a multiple of 64); the 12 extra logits"
+    assert any(n.startswith(note) for n in r.notes), r.notes
+    plain = WORKLOADS.get("gpt2")().flops_per_call  # the same case, unpadded
+    assert r.work.flops > plain("train", Sizes(batch=1, seq=8, layers=1, vocab=500))
 
 
 def test_variant_that_does_not_apply_is_skipped_with_reason() -> None:

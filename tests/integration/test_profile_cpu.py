@@ -216,3 +216,64 @@ def test_flops_per_call_are_keyed_as_the_trace_names_each_call() -> None:
     keys = {c.call_key("aten::mm", e["args"]["Input Dims"]) for e in mms}
     assert len(keys) == 2
     assert {got.flops_by_call[k] for k in keys} == {2 * 64 * 32 * 16, 2 * 48**3}
+
+
+@pytest.mark.parametrize(("name", "odd"), [("gpt2", 500), ("gpt2-padded", None)])
+def test_a_real_profile_keeps_gemm_shapes_and_finds_the_odd_vocabulary(
+    name: str, odd: int | None
+) -> None:
+    """A tiny GPT-2 over a 500-token vocabulary, trained under bf16 autocast: the profile
+    keeps each GEMM's shapes and dtype, and the LM head's 500 is the misaligned dimension;
+    padded to 512, no dimension is."""
+    from torchmark.profile.advice import misaligned
+    from torchmark.profile.ops import gemm_rows
+    from torchmark.workloads import WORKLOADS, Case, load_builtins
+
+    load_builtins()
+    # 64 tokens: GEMMs with a dimension under 64 are matrix-vector work, not checked
+    params = {"scenario": "train", "precision": "amp-bf16", "batch": 1, "seq": 64}
+    case = Case(name, "train", resolve("cpu")[0], (*params.items(), ("layers", 1), ("vocab", 500)))
+    prepared = WORKLOADS.get(name)().prepare(case)
+    try:
+        got = capture(prepared.fn, case.device, active=1)
+    finally:
+        if prepared.teardown:
+            prepared.teardown()
+    rows = gemm_rows(got.breakdown)
+    assert rows and all(r["share"] > 0 and r["calls"] >= 1 for r in rows)
+    assert any(r["dtype"] == "c10::BFloat16" for r in rows)
+    # every GEMM shape of the step is kept: 5 GEMMs, forward and two backward each
+    assert len(rows) == 15
+    found = misaligned({"gemms": rows})
+    assert (found[0] if found else None) == odd
+
+
+def test_check_measures_the_padded_twin_on_the_same_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The padding advice (a GPU's finding, put here by hand) is checked by measuring the
+    very case on gpt2-padded, stored beside it and judged against the unprofiled median."""
+    from torchmark.config import RunConfig
+    from torchmark.profile import run as run_mod
+    from torchmark.profile.advice import Advice
+    from torchmark.workloads import WORKLOADS, Case, load_builtins
+
+    load_builtins()
+    pad = Advice("pad 500 to 512", "because", "torchmark run ...", "gpt2-padded", "shape")
+    monkeypatch.setattr(run_mod, "advise", lambda *a, **k: [pad])
+    params = {"scenario": "train", "precision": "fp32", "batch": 1, "seq": 8}
+    case = Case(
+        "gpt2", "train", resolve("cpu")[0], (*params.items(), ("layers", 1), ("vocab", 500))
+    )
+    cfg = RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=False)
+    record, _ = run_mod.profile(
+        cfg, None, active=1, memory=False, check=True, target=(WORKLOADS.get("gpt2")(), case, [])
+    )
+    checked = record.extra["profile"]["advice"][0]["checked"]
+    assert checked["status"] == "ok" and checked["verdict"] in (
+        "FASTER",
+        "SLOWER",
+        "SAME",
+        "UNCLEAR",
+    )
+    twin = record.results[-1]
+    assert (twin.workload, twin.params) == ("gpt2-padded", dict(case.params))
+    assert any(n.startswith("vocabulary padded from 500 to 512") for n in twin.notes)

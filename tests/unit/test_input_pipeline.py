@@ -254,7 +254,8 @@ def test_gpu_advice_reads_copies_against_the_ceilings_and_the_side_stream() -> N
     text = "\n".join(a.lines)
     # pinned: 38.5 MB in 1.75 ms; pageable: 38.5 MB in 3.85 ms
     assert "pinned 22 GB/s (40 % of the measured h2d:pinned, 55 GB/s)" in text
-    assert "pageable 10 GB/s (91 % of the measured h2d:pageable, 11 GB/s)" in text
+    # pageable against the link's limit too, not the h2d:pageable ceiling (91 % of 11 GB/s)
+    assert "pageable 10 GB/s (18 % of the measured h2d:pinned, 55 GB/s)" in text
     assert "side stream: hid 60 % of the copy time behind the compute (ideal 80 %" in text
     assert "1.29x the same loader copying in line" in text  # 0.09 / 0.07 s per epoch
     assert a.best == LoaderConfig(4, pin=True, non_blocking=True, side_stream=True)
@@ -262,6 +263,30 @@ def test_gpu_advice_reads_copies_against_the_ceilings_and_the_side_stream() -> N
     assert "apply: and copy batch i+1 on a side stream" in text
     (b,) = advise(gpu_sweep())  # no ceilings measured: the rates alone
     assert "pinned 22 GB/s; pageable 10 GB/s" in "\n".join(b.lines)
+
+
+def test_a_pageable_copy_reads_the_same_percentage_in_input_and_transfer() -> None:
+    """The transfer workload judges every copy against the pinned rate of its direction;
+    the input pipeline's advice must print the same percentage for the same copy (it read
+    the pageable ceiling: 91 % here where transfer said 18 %)."""
+    from torchmark.workloads.micro import transfer
+
+    cs = [ceiling("h2d:pinned", 55e9), ceiling("h2d:pageable", 11e9)]
+    by_key = {c.key: c for c in cs}
+    (a,) = advise(gpu_sweep(), cs)
+    for kind, copy_s in (("pinned", 1.75e-3), ("pageable", 3.85e-3)):
+        # the same copy as transfer measures it: 38.5 MB in copy_s, against its ceiling
+        r = Result(
+            workload="transfer",
+            variant=f"h2d-{kind}",
+            device="cuda:0",
+            samples_s=[copy_s],
+            work=Work(bytes=38.5e6, items=1, item_unit="copy"),
+            ceiling=by_key[transfer.link_ceiling(f"h2d:{kind}")],
+        )
+        assert r.pct_of_ceiling is not None
+        said = f"{kind} {38.5e6 / copy_s / 1e9:.3g} GB/s ({round(r.pct_of_ceiling)} % of"
+        assert said in "\n".join(a.lines), kind
 
 
 def test_gpu_table_names_the_copy_and_fits_80_columns() -> None:

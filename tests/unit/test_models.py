@@ -39,6 +39,7 @@ def params_of(name: str, **sizes: int) -> int:
         ("resnet50", 25_557_032),
         ("bert-base", 109_482_240),
         ("gpt2", 124_439_808),
+        ("gpt2-padded", 124_439_808 + (50_304 - 50_257) * 768),  # 47 more embedding rows
     ],
 )
 def test_exact_parameter_counts(name: str, expected: int) -> None:
@@ -202,7 +203,7 @@ def test_quick_suite_is_small_on_cpu() -> None:
 
 def test_standard_cpu_caps_stay_small() -> None:
     cpu = CPUDevice()
-    for n in ("resnet50", "bert-base", "gpt2"):
+    for n in ("resnet50", "bert-base", "gpt2", "gpt2-padded"):
         cases = WORKLOADS.get(n)().cases(cpu, PlanOptions(suite="standard"))
         assert max(c.param_dict["batch"] for c in cases) <= 4, n
 
@@ -259,3 +260,39 @@ def test_the_suite_reaches_prepare_through_the_case(suite: Suite, rule: str) -> 
     finally:
         if prepared.teardown is not None:
             prepared.teardown()
+
+
+def test_padded_gpt2_pads_the_model_not_the_data() -> None:
+    """nanoGPT's fix: the LM head over 50,304 (a multiple of 64) instead of 50,257; ids and
+    targets stay below 50,257, so the extra logits are never a target."""
+    w = WORKLOADS.get("gpt2-padded")()
+    assert w.config(Sizes()).vocab == 50_304 and w.tokens(Sizes()) == 50_257
+    assert WORKLOADS.get("gpt2")().config(Sizes()).vocab == 50_257
+    sizes = Sizes(batch=4, seq=64, layers=1, vocab=500)  # a tiny model: 500 -> 512
+    assert w.config(sizes).vocab == 512
+    ids = w.make_inputs(sizes, torch.Generator().manual_seed(0))[0]
+    labels = w.make_labels(sizes, torch.Generator().manual_seed(0))
+    assert int(ids.max()) < 500 and int(labels.max()) < 500
+    assert w.describe()["vocab"] == 50_304 and w.describe()["tokens_from"] == 50_257
+
+
+def test_padded_gpt2_counts_the_padded_logits_as_flops() -> None:
+    """FLOPs are what the padded model computes: the LM head's 47 extra columns, forward
+    (2 x hidden per token) and backward (twice that), and nothing else changes."""
+    plain, pad = WORKLOADS.get("gpt2")(), WORKLOADS.get("gpt2-padded")()
+    sizes = Sizes(batch=1, seq=16, layers=1)
+    extra = {"infer": 2, "train": 6}
+    for scenario, per in extra.items():
+        more = pad.flops_per_call(scenario, sizes) - plain.flops_per_call(scenario, sizes)
+        assert more == per * 768 * (50_304 - 50_257) * 16, scenario
+
+
+def test_padded_gpt2_plans_tensor_core_cases_on_a_gpu() -> None:
+    w = WORKLOADS.get("gpt2-padded")()
+    gpu = {
+        (c.variant, c.param_dict["precision"])
+        for c in w.cases(FakeDevice(FakeClock()), PlanOptions(suite="standard"))
+    }
+    assert gpu == {("train", "amp-bf16"), ("infer", "amp-bf16")}
+    cpu = w.cases(CPUDevice(), PlanOptions(suite="standard"))
+    assert [(c.variant, c.param_dict["batch"]) for c in cpu] == [("train", 1), ("infer", 1)]

@@ -87,3 +87,67 @@ def test_a_checked_variant_says_its_outcome_in_the_words_of_compare() -> None:
                      "checked": {"status": "skipped", "reason": "r"}}]}
     )  # fmt: skip
     assert lines == ["- compile: w", "    $ torchmark run x", "    not measured: skipped (r)"]
+
+
+def gemms(*rows: tuple[list[list[int]], float], dtype: str = "c10::BFloat16") -> list[dict]:
+    return [{"op": "aten::mm", "dims": d, "dtype": dtype, "share": s} for d, s in rows]
+
+
+# the H100 GPT-2 small bf16 train b=16 profile: the LM head's forward and two backward GEMMs
+# over the 50,257-token vocabulary, 30 ms of the 87 ms step; the rest are aligned
+GPT2_TRAIN = {"scenario": "train", "precision": "amp-bf16", "batch": 16}
+HEAD = gemms(
+    ([[16384, 768], [768, 50257]], 11.0),
+    ([[16384, 50257], [50257, 768]], 12.0),
+    ([[50257, 16384], [16384, 768]], 12.0),
+    ([[16384, 768], [768, 3072]], 9.0),
+)
+
+
+def test_a_misaligned_gemm_dimension_taking_much_of_the_step_says_pad_it() -> None:
+    p = {**profile("gpu", "80 % of the step is compute kernels", {c.COMPUTE: 80.0}), "gemms": HEAD}
+    got = advise(p, GPT2_TRAIN, "gpt2", "cuda:0")
+    pad = got[0]
+    assert (pad.variant, pad.kind, pad.workload) == ("pad 50,257 to 50,304", "shape", "gpt2-padded")
+    assert pad.why.startswith(
+        "35 % of the step is 3 bf16 GEMM shape(s) with a dimension of 50,257, not a multiple "
+        "of 8 (largest: aten::mm [16384x50257] x [50257x768], 12 %)"
+    )
+    assert "e.g. 50,257 -> 50,304" in pad.why
+    # the same case on the padded twin, measured side by side
+    assert pad.command == (
+        "torchmark run -w gpt2 -w gpt2-padded --scenario train --batch 16 -d cuda:0 "
+        "--precision amp-bf16"
+    )
+    lines = advice_lines({"advice": [a.as_dict() for a in got]})
+    assert lines[0].startswith("- pad 50,257 to 50,304: 35 % of the step")
+
+
+def test_aligned_small_fp32_or_cpu_gemms_say_nothing_of_padding() -> None:
+    base = profile("gpu", "80 % of the step is compute kernels", {c.COMPUTE: 80.0})
+    aligned = gemms(([[16384, 768], [768, 50304]], 35.0), ([[16384, 768], [768, 3072]], 9.0))
+    assert advise({**base, "gemms": aligned}, GPT2_TRAIN, "gpt2-padded", "cuda:0") == []
+    # under 10 % of the step: not worth a check
+    small = gemms(([[16384, 768], [768, 50257]], 9.5))
+    assert advise({**base, "gemms": small}, GPT2_TRAIN, "gpt2", "cuda:0") == []
+    # fp32 GEMMs do not run on the 16-bit tensor cores this is about
+    fp32 = [{**g, "dtype": "float"} for g in HEAD]
+    assert advise({**base, "gemms": fp32}, GPT2_TRAIN, "gpt2", "cuda:0") == []
+    # the CPU's GEMMs are not tensor-core kernels
+    cpu = {**profile("cpu", "compute-heavy", {c.MATMUL: 20.0}), "gemms": HEAD}
+    assert all(a.kind != "shape" for a in advise(cpu, GPT2_TRAIN, "gpt2", "cpu"))
+    # decode at batch 1: the LM head is a matrix-vector product; padding 1 or 50,257 would
+    # not make it a tensor-core GEMM
+    decode = gemms(([[1, 768], [768, 50257]], 40.0), ([[16, 768], [768, 50257]], 30.0))
+    assert advise({**base, "gemms": decode}, GPT2_TRAIN, "gpt2", "cuda:0") == []
+    # a batched GEMM's batch dimension is not a matrix dimension
+    batched = gemms(([[12, 1024, 64], [12, 64, 1024]], 40.0))
+    assert advise({**base, "gemms": batched}, GPT2_TRAIN, "gpt2", "cuda:0") == []
+
+
+def test_padding_advice_for_a_model_without_a_padded_twin_has_no_command() -> None:
+    p = {**profile("gpu", "80 % compute", {c.COMPUTE: 80.0}), "gemms": HEAD}
+    got = advise(p, GPT2_TRAIN, "mine", "cuda:0", user_spec="m.py:make --input 128")
+    assert got[0].kind == "shape" and got[0].command == "" and got[0].workload is None
+    lines = advice_lines({"advice": [got[0].as_dict()]})
+    assert len(lines) == 1  # no "$" line: the change is in the user's model

@@ -3,12 +3,13 @@ step's wall time and the stated priority decides every instant."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from torchmark.profile import categories as c
-from torchmark.profile.ops import top_ops, verdict
+from torchmark.profile.ops import gemm_rows, top_ops, verdict
 from torchmark.results import Ceiling
 
 
@@ -417,3 +418,55 @@ def test_kineto_chatter_is_dropped_and_everything_else_on_stderr_kept(
         )
     err = capfd.readouterr().err
     assert err == "a real warning\n"
+
+
+def bf16(*dims: list[int], bias: bool = False) -> dict[str, Any]:
+    shapes = [[dims[1][-1]], *dims] if bias else list(dims)
+    return {"Input Dims": shapes, "Input type": ["c10::BFloat16"] * len(shapes)}
+
+
+def test_gemm_time_is_kept_by_operand_shapes_and_dtype() -> None:
+    """The H100 GPT-2 case in miniature: the LM head's GEMM over 50,257 launches a GEMM and a
+    split-K reduction (both its time); an addmm's shapes skip its bias; a GEMM launched
+    from inside a wrapper is found by the enclosing GEMM op."""
+    head = bf16([16384, 768], [768, 50257])
+    qkv = bf16([16384, 768], [768, 2304], bias=True)
+    events = [
+        step(1, 0, 300),
+        x("aten::linear", 1, 30),
+        x("aten::mm", 2, 20, **{"External id": 10}, **head),
+        launch(3, 1),
+        k("sm80_xmma_gemm_bf16", 10, 100, 1, **{"External id": 10}),
+        launch(4, 2),
+        k("splitKreduce_kernel", 111, 9, 2, **{"External id": 10}),
+        x("aten::addmm", 40, 20, **{"External id": 11}, **qkv),
+        x("cudaMemsetAsync", 41, 1, **{"External id": 12}),  # an inner call launches it
+        launch(42, 3),
+        k("sm90_gemm_bf16", 130, 30, 3, **{"External id": 11}),
+        launch(43, 4),
+        k("Memset (Device)", 125, 2, 4, cat="gpu_memset", **{"External id": 12}),
+    ]
+    bd = c.gpu_breakdown(events)
+    got = {(g.op, json.dumps(g.dims), g.dtype): (g.calls, g.us) for g in bd.gemms.values()}
+    assert got == {
+        ("aten::mm", "[[16384, 768], [768, 50257]]", "c10::BFloat16"): (1, 109.0),
+        ("aten::addmm", "[[16384, 768], [768, 2304]]", "c10::BFloat16"): (1, 32.0),
+    }
+    rows = gemm_rows(bd)
+    assert [r["op"] for r in rows] == ["aten::mm", "aten::addmm"]
+    assert rows[0]["share"] == pytest.approx(100 * 109 / 300) and rows[0]["calls"] == 1
+
+
+def test_cpu_gemm_time_is_its_self_time() -> None:
+    head = {"Input Dims": [[64, 32], [32, 500]], "Input type": ["float", "float"]}
+    bd = c.cpu_breakdown([step(1, 0, 100), x("aten::mm", 10, 40, **head), x("aten::copy_", 20, 10)])
+    (g,) = bd.gemms.values()
+    assert (g.op, g.dims, g.dtype, g.calls, g.us) == (
+        "aten::mm",
+        [[64, 32], [32, 500]],
+        "float",
+        1,
+        30,
+    )
+    # shapes not recorded: nothing to key it by
+    assert c.gemm_key("aten::mm", {}) is None and c.gemm_key("aten::add", head) is None

@@ -185,3 +185,18 @@ def test_a_large_overhead_on_gpu_says_host_wait_is_inflated() -> None:
     line = overhead_line(p)
     assert "profiler overhead +79 %; the profiler slows the host" in line
     assert "host-wait is inflated: the GPU's work, 29.8 ms per step, fills 93 % of the" in line
+
+
+def test_padding_advice_without_a_command_prints_no_empty_command() -> None:
+    """The user's model has no padded twin to run: the advice says what to change, and no
+    empty `$` line or <code> follows it."""
+    from torchmark.report import html
+
+    advice = {"variant": "pad 50,257 to 50,304", "why": "35 % of the step ...", "command": ""}
+    p = gpu_profile(advice=[{**advice, "workload": None, "kind": "shape"}])
+    text = render(p, 80)
+    assert "- pad 50,257 to 50,304: 35 % of the step ..." in text
+    assert "    $ \n" not in text and not any(ln.strip() == "$" for ln in text.splitlines())
+    page = html.render([record(p)])
+    assert "<b>pad 50,257 to 50,304</b>: 35 % of the step ..." in page
+    assert "<code></code>" not in page

@@ -231,6 +231,9 @@ class Breakdown:
     # GPU: per launched activity, the host's launch call and its wait before starting (µs)
     launch_us: list[float] = field(default_factory=list)
     queue_us: list[float] = field(default_factory=list)
+    # GEMM calls by operand shapes and dtype (``gemm_key``): CPU, the op's self time; GPU,
+    # the time of every kernel it launched
+    gemms: dict[str, GemmTime] = field(default_factory=dict)
 
     def shares(self) -> dict[str, float]:
         return {k: 100 * v / self.wall_us for k, v in self.categories.items() if self.wall_us}
@@ -250,6 +253,53 @@ class OpTime:
     work_of: dict[tuple[str, ...], int] = field(default_factory=dict)
 
 
+# The GEMM ops whose operand shapes set tensor-core alignment, with the positions of their
+# two matrix operands among the inputs (addmm's first input is the bias). Convolutions and
+# attention are left out: cuDNN and the attention kernels pad odd sizes themselves.
+GEMM_OPERANDS = {
+    "aten::mm": (0, 1),
+    "aten::bmm": (0, 1),
+    "aten::addmm": (1, 2),
+    "aten::baddbmm": (1, 2),
+    "aten::addbmm": (1, 2),
+    "aten::_addmm_activation": (1, 2),
+}
+
+
+@dataclass
+class GemmTime:
+    """One GEMM op at one operand shape and dtype: its calls and time over the steps."""
+
+    op: str
+    dims: list[list[int]]  # the two matrix operands' shapes, e.g. [[16384, 768], [768, 50257]]
+    dtype: str  # as record_shapes names it: "c10::BFloat16", "float"
+    calls: int = 0
+    us: float = 0.0
+
+
+def gemm_key(name: str, args: Mapping[str, Any]) -> tuple[str, GemmTime] | None:
+    """A GEMM op call (record_shapes args) by its operand shapes and dtype; None for any
+    other op, or when its shapes were not recorded."""
+    pos = GEMM_OPERANDS.get(name)
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if pos is None or not dims or not types or len(dims) <= max(pos) or len(types) <= pos[0]:
+        return None
+    mats = [dims[i] for i in pos]
+    if not all(
+        isinstance(d, list) and len(d) >= 2 and all(isinstance(x, int) for x in d) for d in mats
+    ):
+        return None
+    dtype = str(types[pos[0]])
+    return f"{call_key(name, mats)}|{dtype}", GemmTime(name, mats, dtype)
+
+
+def _gemm(gemms: dict[str, GemmTime], span: Span) -> GemmTime | None:
+    found = gemm_key(span.name, span.args)
+    if found is None:
+        return None
+    return gemms.setdefault(found[0], found[1])
+
+
 CPU_ORDER = (MATMUL, ELEMENTWISE, REDUCTION, MEMORY, DATA, FRAMEWORK, PYTHON, OTHER)
 GPU_ORDER = (COMPUTE, COMM, MEMCPY, MEMSET, HOST_WAIT, KERNEL_WAIT, IDLE_UNKNOWN)
 
@@ -260,6 +310,7 @@ def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
     windows = steps(all_spans)
     cats = dict.fromkeys(CPU_ORDER, 0.0)
     ops: dict[str, OpTime] = {}
+    gemms: dict[str, GemmTime] = {}
     for w in windows:
         nested = [
             s
@@ -274,6 +325,8 @@ def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
             cats[cat] += b - a
             if s is not None:
                 ops.setdefault(s.name, OpTime(cat)).self_us += b - a
+                if s.name in GEMM_OPERANDS and (g := _gemm(gemms, s)) is not None:
+                    g.us += b - a
         stack: list[Span] = []
         for s in sorted(nested, key=lambda s: (s.start, -s.end)):
             while stack and stack[-1].end <= s.start:
@@ -286,9 +339,12 @@ def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 read = tensor_bytes(s.args)
                 if read is not None:
                     op.bytes_read = (op.bytes_read or 0.0) + read
+                if s.name in GEMM_OPERANDS and (g := _gemm(gemms, s)) is not None:
+                    g.calls += 1
             stack.append(s)
     wall = sum(w.dur for w in windows)
-    return Breakdown("cpu", len(windows), wall, cats, ops, [w.dur for w in windows])
+    steps_us = [w.dur for w in windows]
+    return Breakdown("cpu", len(windows), wall, cats, ops, steps_us, gemms=gemms)
 
 
 def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
@@ -306,8 +362,10 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
     ops: dict[str, OpTime] = {}
     launch_us: list[float] = []
     queue_us: list[float] = []
+    gemms: dict[str, GemmTime] = {}
     for w in windows:
         inside = [s for s in acts if s.end > w.start and s.start < w.end]
+        called: set[int] = set()  # the GEMM op calls whose kernels ran in this step
         for s in inside:
             launched = launches.get(s.correlation) if s.correlation is not None else None
             if launched is not None and w.start <= s.start < w.end:
@@ -326,6 +384,13 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 ext = s.args.get("External id")
                 if ext is not None and (ext not in main or s.dur > main[ext].dur):
                     main[int(ext)] = s
+                gemm = host.gemms.get(int(ext)) if ext is not None else None
+                if gemm is not None:
+                    key, like, call = gemm
+                    g = gemms.setdefault(key, GemmTime(like.op, like.dims, like.dtype))
+                    g.us += min(s.end, w.end) - s.start
+                    g.calls += call not in called
+                    called.add(call)
         for ext, s in main.items():
             if ext in host.chains:
                 op = ops[s.name]
@@ -336,7 +401,7 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                     op.bytes_read = (op.bytes_read or 0.0) + read
     wall = sum(w.dur for w in windows)
     steps_us = [w.dur for w in windows]
-    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us)
+    return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us, gemms)
 
 
 def call_key(name: str, dims: Any) -> str:
@@ -354,6 +419,9 @@ class _HostOps:
     ops: list[Span]
     chains: dict[int, tuple[str, ...]]  # External id -> its op's call_key and its callers'
     args: dict[int, Mapping[str, Any]]
+    # External id -> the innermost GEMM op enclosing that launch: its ``gemm_key``, shapes,
+    # and which call it is (several launches inside one call count it once)
+    gemms: dict[int, tuple[str, GemmTime, int]] = field(default_factory=dict)
 
 
 def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
@@ -362,6 +430,7 @@ def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
     ops = sorted((s for s in all_spans if s.cat == "cpu_op"), key=lambda s: (s.start, -s.end))
     chains: dict[int, tuple[str, ...]] = {}
     args: dict[int, Mapping[str, Any]] = {}
+    gemms: dict[int, tuple[str, GemmTime, int]] = {}
     stacks: dict[Any, list[Span]] = {}
     for s in ops:
         stack = stacks.setdefault(s.tid, [])
@@ -374,7 +443,14 @@ def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
                 call_key(a.name, a.args.get("Input Dims")) for a in reversed(stack)
             )
             args[int(ext)] = s.args
-    return _HostOps(ops, chains, args)
+            found = next(
+                ((g, a) for a in reversed(stack) if (g := gemm_key(a.name, a.args)) is not None),
+                None,
+            )
+            if found is not None:
+                (key, template), op = found
+                gemms[int(ext)] = (key, template, id(op))
+    return _HostOps(ops, chains, args, gemms)
 
 
 def _gpu_cat(s: Span) -> str:

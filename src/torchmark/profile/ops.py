@@ -82,6 +82,31 @@ def top_ops(
     return rows
 
 
+# GEMM shapes kept with a profile: a GPT-2 train step has 15 (4 linears and the LM head,
+# forward and two backward each; layers share shapes); past 40 the tail is too small a
+# share to call for padding, and the stored run stays small.
+GEMM_ROWS = 40
+
+
+def gemm_rows(bd: c.Breakdown, n: int = GEMM_ROWS) -> list[dict[str, Any]]:
+    """The ``n`` GEMM shapes with the most time per step: op, operand shapes, dtype, calls
+    and time per step, and share of the step's wall time (what ``advice`` reads)."""
+    steps = max(bd.steps, 1)
+    per_step_wall = bd.wall_us / steps
+    ranked = sorted(bd.gemms.values(), key=lambda g: -g.us)[:n]
+    return [
+        {
+            "op": g.op,
+            "dims": g.dims,
+            "dtype": g.dtype,
+            "calls": g.calls / steps,
+            "us_per_step": g.us / steps,
+            "share": 100 * g.us / steps / per_step_wall if per_step_wall else 0.0,
+        }
+        for g in ranked
+    ]
+
+
 def kernel_work(
     name: str, bd: c.Breakdown, flops_by_call: Mapping[str, float]
 ) -> tuple[float | None, float | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from torchmark.profile.capture import (
     lead_steps,
     reduced_note,
 )
-from torchmark.profile.ops import device_busy_us, top_ops, verdict
+from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
 from torchmark.session import Events, Session
@@ -184,9 +185,16 @@ def profile(
         ]
         if check:
             for a in p["advice"]:
-                a["checked"] = check_variant(
-                    workload, case, a["variant"], result, cfg, session, ceilings
-                )
+                if a.get("workload"):  # the same case on an aligned twin (gpt2-padded)
+                    twin = select_workloads(replace(cfg, workloads=(a["workload"],)))
+                    same = replace(case, workload=a["workload"], sweep=None)
+                    a["checked"] = against(
+                        twin[a["workload"]], same, result, cfg, session, ceilings
+                    )
+                elif a.get("kind", "variant") == "variant":
+                    a["checked"] = check_variant(
+                        workload, case, a["variant"], result, cfg, session, ceilings
+                    )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
@@ -206,10 +214,7 @@ def check_variant(
 ) -> dict[str, Any]:
     """The profiled case measured again with ``variant``, judged against its unprofiled
     baseline (``comparison.independent``: FASTER / SLOWER / SAME / UNCLEAR vs the noise)."""
-    from dataclasses import replace
-
     from torchmark import variants
-    from torchmark.comparison import independent
 
     params = case.param_dict
     want = {**params, "precision": variants.parse(variant)}
@@ -230,7 +235,20 @@ def check_variant(
         return {"status": "skipped", "reason": str(e)}
     if not planned:
         return {"status": "skipped", "reason": f"{variant} is not a variant of {case.workload}"}
-    candidate = planned[0]
+    return against(workload, planned[0], baseline, cfg, session, ceilings)
+
+
+def against(
+    workload: Workload,
+    candidate: Case,
+    baseline: Result,
+    cfg: RunConfig,
+    session: Session,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """``candidate`` measured, stored in the run, and judged against ``baseline``."""
+    from torchmark.comparison import independent
+
     session.case_started(candidate)
     result = run_case(workload, candidate, ceilings, cfg, session)
     session.add(candidate, result)
@@ -344,6 +362,7 @@ def summary(
             r.as_dict()
             for r in top_ops(bd, cap.flops, ceilings, matmul_key, flops_by_call=cap.flops_by_call)
         ],
+        "gemms": gemm_rows(bd),
         "verdict": verdict(bd, unprofiled_s),
         "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),

@@ -20,7 +20,7 @@ from torchmark import format as fmt
 from torchmark.comparison import Change, Comparison, independent
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
-from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.results import Ceiling, Result, RunRecord, link_ceiling
 
 
 def config_cell(r: Result) -> Alt:
@@ -180,7 +180,7 @@ class Advice:
 
 def advise(results: Sequence[Result], ceilings: Sequence[Ceiling] = ()) -> list[Advice]:
     """One Advice per device and batch the ``input`` workload ran on; ``ceilings``: the
-    run's measured ones (the copies are read against h2d:pinned / h2d:pageable)."""
+    run's measured ones (each copy is read against the link's limit, ``link_ceiling``)."""
     groups: dict[tuple[str, str, object], list[Result]] = {}
     for r in results:
         if r.workload in INPUT_WORKLOADS:
@@ -326,10 +326,12 @@ def _copy_rate(r: Result) -> float | None:
 
 def _copies(loaders: list[tuple[LoaderConfig, Result]], ceilings: Sequence[Ceiling]) -> list[str]:
     """The fastest in-line copy from pinned and from pageable memory, each against the
-    transfer ceiling measured for that kind of memory. Side-stream copies are left out:
-    they share the device with the compute beside them."""
+    link's limit (``link_ceiling``: the pinned rate, as the transfer workload reads every
+    copy), so the gap of pageable is what pinning would win. Side-stream copies are left
+    out: they share the device with the compute beside them."""
     parts = []
-    for pinned, key in ((True, "h2d:pinned"), (False, "h2d:pageable")):
+    for pinned, memory in ((True, "h2d:pinned"), (False, "h2d:pageable")):
+        key = link_ceiling(memory)
         rates = [
             rate_
             for c, r in loaders

@@ -171,7 +171,8 @@ def advice_lines(p: dict[str, Any]) -> list[str]:
     out = []
     for a in p.get("advice") or []:
         out.append(f"- {a['variant']}: {a['why']}")
-        out.append(f"    $ {a['command']}")
+        if a.get("command"):  # none where the change is in the user's model
+            out.append(f"    $ {a['command']}")
         if a.get("checked"):
             out.append(f"    {checked_words(a['checked'])}")
     return out

@@ -13,7 +13,7 @@ import torch
 from torchmark.ceilings.transfer import DIRECTIONS, buffers, copier
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
-from torchmark.results import Work
+from torchmark.results import Work, link_ceiling
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, rule_for, sizes_or
 
@@ -90,13 +90,3 @@ PAGEABLE_NOTE = (
     "pageable: % of ceiling is against the pinned rate of the same direction, the link's "
     "limit; the gap is what pinning the host buffer would win"
 )
-
-
-def link_ceiling(key: str) -> str:
-    """Every copy is judged against the pinned rate of its direction: the link's limit.
-
-    The ``h2d:pageable`` ceiling is one large size's figure (256 MiB), and a pageable copy
-    of a few MiB, staged by the host from its cache, beats it: on an H100 host 12.7 GB/s at
-    16 MiB against 10.1 GB/s at 256 MiB, which read 126 % of "the ceiling". Against the link
-    the same copy reads 23 %, which is what a user deciding to pin memory needs to see."""
-    return key.split(":")[0] + ":pinned"

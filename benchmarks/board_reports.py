@@ -33,9 +33,10 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from boardtest import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def p50_p95(times: list[float]) -> str:

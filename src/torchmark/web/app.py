@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -413,6 +414,16 @@ def create_app(
         return HTMLResponse(html)
 
     return app
+
+
+# The settings of `torchmark serve --workers N` for its worker processes (JSON: create_app's
+# keyword arguments), set by the command and read by from_settings only.
+SERVE_SETTINGS = "TORCHMARK_SERVE_SETTINGS"
+
+
+def from_settings() -> FastAPI:
+    """uvicorn's app factory in each worker process of `torchmark serve --workers N`."""
+    return create_app(**json.loads(os.environ[SERVE_SETTINGS]))
 
 
 def _run_bytes(run: RunRecord) -> int:

@@ -22,7 +22,9 @@ import gzip
 import hashlib
 import logging
 import multiprocessing
+import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -75,10 +77,28 @@ def render_page(run: RunRecord) -> bytes:
     return gzip.compress(html.render([run]).encode(), compresslevel=6, mtime=0)
 
 
+def _leave_with(parent: int) -> None:
+    """In a drawing process: exit once the server process that started it is gone. A
+    uvicorn worker ended without its shutdown (SIGKILL, or its supervisor's time-out) left
+    its drawing process waiting for work for ever (seen in the 2-worker test)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="torchmark-report-parent", daemon=True).start()
+
+
 def _spawned_pool(workers: int) -> Executor:
     # spawn, not fork: the server process has threads (uvicorn, SQLAlchemy's pool) that a
     # forked child would inherit mid-state
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_leave_with,
+        initargs=(os.getpid(),),
+    )
 
 
 class Reports:
@@ -192,4 +212,6 @@ class Reports:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # waits for a drawing under way (seconds): a uvicorn worker leaves with
+            # os._exit, which would skip the pool's own clean-up and orphan its processes
+            pool.shutdown(wait=True, cancel_futures=True)

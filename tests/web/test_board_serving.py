@@ -151,3 +151,21 @@ def test_the_same_report_asked_for_at_once_is_drawn_once(tmp_path: Path) -> None
     assert len(set(pages)) == 1 and not isinstance(pages[0], BaseException)
     assert drawing.calls == [run_id]
     assert reports.stored(run_id, "stale") is None and reports.key("nope") is None
+
+
+def test_a_kept_ranking_page_is_made_again_when_its_case_gains_a_run(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'p.db'}")
+    token = app.state.accounts.create_token("t")
+    client = TestClient(app)
+    headers = {"Authorization": f"Bearer {token}"}
+    first = client.post("/api/v1/runs", content=body(make_run("Alpha CPU")), headers=headers)
+    page = client.get("/").text
+    assert "Alpha CPU" in page and "1 submitted runs" in page
+    assert client.get("/").text == page  # kept
+    assert f'<a href="/runs/{first.json()["run_id"]}">1</a> ' in page
+    client.post("/api/v1/runs", content=body(make_run("Beta CPU", 2.0)), headers=headers)
+    again = client.get("/").text
+    assert "Beta CPU" in again and "2 submitted runs" in again
+    by_rate = client.get("/", params={"sort": "median"}).text  # the rate, lowest first
+    assert by_rate.index("Beta CPU") < by_rate.index("Alpha CPU")
+    assert again.index("Alpha CPU") < again.index("Beta CPU")

@@ -169,3 +169,45 @@ def test_a_kept_ranking_page_is_made_again_when_its_case_gains_a_run(tmp_path: P
     by_rate = client.get("/", params={"sort": "median"}).text  # the rate, lowest first
     assert by_rate.index("Beta CPU") < by_rate.index("Alpha CPU")
     assert again.index("Alpha CPU") < again.index("Beta CPU")
+
+
+def test_connections_on_a_socket_bound_as_uvicorn_binds_it_get_tcp_nodelay() -> None:
+    """uvicorn's own protocol on a socket bound with proto 0 (its --workers path) leaves
+    Nagle on; NoDelayHTTP turns it off."""
+    import socket
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.server import ServerState
+
+    from torchmark.web.nodelay import NoDelayHTTP
+
+    config = uvicorn.Config(app=create_app, http="torchmark.web.nodelay:NoDelayHTTP")
+    config.load()
+    assert config.http_protocol_class is NoDelayHTTP
+
+    async def nodelay(protocol: type[H11Protocol]) -> int:
+        listener = socket.socket(socket.AF_INET)  # as uvicorn's Config.bind_socket does
+        listener.bind(("127.0.0.1", 0))
+        made: list[H11Protocol] = []
+
+        def factory() -> H11Protocol:
+            made.append(protocol(config=config, server_state=ServerState(), app_state={}))
+            return made[-1]
+
+        server = await asyncio.get_running_loop().create_server(factory, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        for _ in range(200):  # the server side accepts on its next turn (2 s at most)
+            if made and made[0].transport is not None:
+                break
+            await asyncio.sleep(0.01)
+        sock = made[0].transport.get_extra_info("socket")
+        value = int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+        made[0].transport.close()
+        server.close()
+        await server.wait_closed()
+        return value
+
+    assert asyncio.run(nodelay(H11Protocol)) == 0  # uvicorn issue #3149
+    assert asyncio.run(nodelay(NoDelayHTTP)) == 1

@@ -211,3 +211,34 @@ def test_connections_on_a_socket_bound_as_uvicorn_binds_it_get_tcp_nodelay() -> 
 
     assert asyncio.run(nodelay(H11Protocol)) == 0  # uvicorn issue #3149
     assert asyncio.run(nodelay(NoDelayHTTP)) == 1
+
+
+def test_a_drawing_process_that_died_gets_503_and_a_new_one_next_time(tmp_path: Path) -> None:
+    from concurrent.futures import Executor, Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Died(Executor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            f: Future[bytes] = Future()
+            f.set_exception(BrokenProcessPool("a drawing process was killed"))
+            return f
+
+    pools: list[Executor] = []
+
+    def pool(n: int) -> Executor:
+        pools.append(Died() if not pools else ThreadPoolExecutor(n))
+        return pools[-1]
+
+    drawing = FakeDrawing()
+    client, headers = board(tmp_path / "d.db", drawing)
+    client.app.state.reports = Reports(  # type: ignore[attr-defined]
+        client.app.state.accounts.engine,  # type: ignore[attr-defined]
+        render=drawing,
+        pool=pool,
+    )
+    run_id = submit(client, headers, 1)
+    died = client.get(f"/runs/{run_id}/report")
+    assert died.status_code == 503 and "stopped; try again" in died.json()["detail"]
+    assert died.headers["Retry-After"] == "5"
+    assert client.get(f"/runs/{run_id}/report").status_code == 200
+    assert len(pools) == 2 and drawing.calls == [run_id]

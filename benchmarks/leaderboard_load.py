@@ -2,6 +2,7 @@
 page latency of `/` over a large store.
 
     python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
+                                          [--workers N]   (N > 1: a PostgreSQL --db)
     python benchmarks/leaderboard_load.py --page-results 100000 [--db URL] [--cases 100]
 
 The second form fills the store (in process, through the submission endpoint; skipped when
@@ -179,6 +180,7 @@ def main() -> int:
     ap.add_argument("--page-results", type=int, default=0)
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--machines", type=int, default=50)
+    ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tmboard"))
     if args.page_results:
@@ -193,6 +195,7 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     log = (tmp / "serve.log").open("wb")
     cmd = ["serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
+    cmd += ["--workers", str(args.workers)] if args.workers > 1 else []
     proc = subprocess.Popen([sys.executable, "-m", "torchmark", *cmd], stdout=log, stderr=log)
     failed = False
     try:

@@ -495,3 +495,66 @@ def test_leaderboard_acknowledged_runs_survive_sigkill_on_postgres(
     finally:
         store.close()
     survives_sigkill(db, token, tmp_path / "serve.log")
+
+
+def test_two_server_processes_share_one_postgres_database(pg_url: str, tmp_path: Path) -> None:
+    """`torchmark serve --workers 2` on uvicorn over PostgreSQL: 40 runs and their 8 twins
+    sent at once by 16 threads on new connections (the kernel hands them to either worker):
+    each stored once (no orphan copy in the store), the report drawn and kept once, and no
+    process left behind."""
+    import json
+    import sys
+    import time
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+    import sqlalchemy as sa
+
+    from boardtest import free_port, stop
+    from torchmark.cli.submit import post
+    from torchmark.web.accounts import Accounts
+    from torchmark.web.reports import reports_t
+
+    db = new_database(pg_url)
+    store = open_store(db)
+    assert isinstance(store, SQLStore)
+    token = Accounts(store).create_token("two")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)]
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen([*cmd, "--workers", "2"], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.2)
+        workers = [c for c in psutil.Process(proc.pid).children() if c.is_running()]
+        assert len(workers) >= 2  # uvicorn's two workers (and perhaps its resource tracker)
+        bodies = [export_run(make_run(hours=i)).encode() for i in range(40)]
+        sends = [b for pair in zip(bodies[:8], bodies[:8], strict=True) for b in pair]
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            answers = list(pool.map(lambda b: post(url, token, b), sends + bodies[8:]))
+        ids = [a["run_id"] for a in answers]
+        listed = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=30).read())
+        for _ in range(4):
+            page = urllib.request.urlopen(f"{url}/runs/{ids[0]}/report", timeout=120).read()
+            assert b"<svg" in page
+        # the workers, the process drawing reports, multiprocessing's resource tracker
+        family = psutil.Process(proc.pid).children(recursive=True)
+    finally:
+        stop(proc)
+        log.close()
+    assert ids[0:16:2] == ids[1:16:2]  # each twin got its first's id
+    assert len(set(ids)) == 40 and sorted(r["run_id"] for r in listed) == sorted(set(ids))
+    assert len(store.list_runs()) == 40  # no second copy of a twin left in the store
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(reports_t)).scalar() == 1
+    store.close()
+    _, alive = psutil.wait_procs(family, timeout=10)
+    assert alive == [], [p.cmdline() for p in alive]  # none outlives the server

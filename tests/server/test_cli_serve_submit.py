@@ -126,3 +126,15 @@ def test_acknowledged_runs_survive_sigkill(
     db = f"sqlite:///{tmp_path / 'board.db'}"
     token = cli(capsys, "serve", "token", "create", "ci", "--db", db)[1].strip().split()[-1]
     survives_sigkill(db, token, tmp_path / "serve.log")
+
+
+def test_serve_refuses_several_workers_on_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    code, _, err = cli(capsys, "serve", "--db", db, "--workers", "2")
+    assert code != 0 and "--workers 2 needs a PostgreSQL store" in err
+    assert "SQLite takes one writer at a time" in err and len(err.strip().splitlines()) <= 2
+    code, _, err = cli(capsys, "serve", "--db", db, "--workers", "0")
+    assert code != 0 and "--workers 0: serve with at least 1 process" in err
+    assert not (tmp_path / "board.db").exists()  # refused before anything was opened

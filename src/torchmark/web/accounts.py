@@ -6,9 +6,10 @@ has created or checked its own tables; runs themselves are stored through the st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -40,6 +41,9 @@ submissions_t = sa.Table(
     sa.Index("ix_server_submissions_machine", "machine"),
     sa.Index("ix_server_submissions_division", "division"),
 )
+# pg_advisory_lock key of the server's writes (any constant; the store's schema lock is
+# another): several server processes on one PostgreSQL database take turns through it
+_PG_WRITE_LOCK = 0x746D_7365_7276  # "tmserv"
 TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
 
 
@@ -65,9 +69,28 @@ class Accounts:
         if not isinstance(store, SQLStore):
             raise StoreError(f"the server needs an SQL results store, not {store.url}")
         self.engine = store.engine
-        metadata.create_all(self.engine)
-        for index in submissions_t.indexes:  # create_all adds none to a table made before them
-            index.create(self.engine, checkfirst=True)
+        with self.writing():  # server processes starting at once create the tables once
+            metadata.create_all(self.engine)
+            for index in submissions_t.indexes:  # create_all adds none to an older table
+                index.create(self.engine, checkfirst=True)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """One writer at a time across every server process on this database: on PostgreSQL
+        a session advisory lock (released by the server if this process dies); SQLite
+        serves from one process (`torchmark serve` refuses --workers on it), where the
+        caller's thread lock is enough."""
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        with self.engine.connect() as conn:
+            conn.execute(sa.select(sa.func.pg_advisory_lock(_PG_WRITE_LOCK)))
+            conn.commit()  # no transaction left open while the lock is held
+            try:
+                yield
+            finally:
+                conn.execute(sa.select(sa.func.pg_advisory_unlock(_PG_WRITE_LOCK)))
+                conn.commit()
 
     # -- tokens ------------------------------------------------------------------------
 

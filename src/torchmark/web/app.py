@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import gzip
 import hashlib
 import io
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,6 +25,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 
 from torchmark import reference
@@ -34,10 +38,16 @@ from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_j
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
+from torchmark.web.reports import RETRY_AFTER_S, Busy, Reports
 from torchmark.web.strip import strip_document
 
 HERE = Path(__file__).parent
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
+# Runs kept in memory per server process, by count and by their JSON size (the objects take
+# a few times more): a run of 100 cases x 24 samples is ~100 kB of JSON, so the 1,000-run
+# benchmark store fits, and a larger one is read again from the database as needed.
+RUN_CACHE_RUNS = 2048
+RUN_CACHE_BYTES = 128 * 2**20
 RATE_LIMIT = 60  # submissions per token per hour
 NEED_TOKEN = (
     "a valid token is needed: send 'Authorization: Bearer <token>' "
@@ -64,24 +74,33 @@ def create_app(
     rate_limit: int = RATE_LIMIT,
     private: bool = False,
     public_url: str = "",
+    render_workers: int = 1,
+    run_cache: tuple[int, int] = (RUN_CACHE_RUNS, RUN_CACHE_BYTES),
 ) -> FastAPI:
+    """The app over the store at ``db``. Several processes may serve one PostgreSQL
+    database: what must be shared (submissions, the ranking index, drawn reports) lives in
+    it, and each process keeps only caches. ``render_workers``: processes drawing report
+    pages; ``run_cache``: (runs, approximate bytes) kept in memory."""
     store = open_store(db)
     accounts = Accounts(store)
     engine = accounts.engine
-    cases.backfill(engine, store)  # runs submitted before the ranking index existed
-    cache = cases.Cache()
-    reports = cases.Cache(32)  # rendered report pages, ~50-250 kB each
-    # One submission at a time in this process: check-duplicate, store and record stay one
-    # step, so the same run sent twice at once is stored once.
+    # One submission at a time: check-duplicate, store and record stay one step, so the
+    # same run sent twice at once is stored once (the thread lock in this process, and
+    # accounts.writing() across the processes sharing a PostgreSQL database).
     write_lock = threading.Lock()
+    with write_lock, accounts.writing():
+        cases.backfill(engine, store)  # runs submitted before the ranking index existed
+    cache = cases.Cache()
+    reports = Reports(engine, workers=render_workers)
     pages = Environment(
         loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True)
     )
-    pages.filters.update(si=si, sig=sig)
+    pages.filters.update(si=si, sig=sig, run_links=run_links)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        app.state.reports.close()
         store.close()  # uvicorn's shutdown: no connection left open (PostgreSQL)
 
     app = FastAPI(
@@ -91,7 +110,7 @@ def create_app(
         docs_url=None,  # FastAPI's docs page loads its script from a CDN
         redoc_url=None,
     )
-    app.state.store, app.state.accounts = store, accounts
+    app.state.store, app.state.accounts, app.state.reports = store, accounts, reports
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     if private:
@@ -131,19 +150,25 @@ def create_app(
 
     Reader = Depends(reader)
 
-    # A submitted run never changes: each is read from the database once per process (a
-    # page over 200 runs took 270 ms reading them all on every request). Rankings never
-    # read runs: they query the index of their one case (cases.rank).
-    loaded: dict[str, RunRecord] = {}
+    # A submitted run never changes: each is read from the database once per process while
+    # it stays in this LRU (a page over 200 runs took 270 ms reading them all on every
+    # request). Rankings never read runs: they query the index of their one case.
+    runs = cases.Cache(run_cache[0], max_bytes=run_cache[1], weigh=_run_bytes)
+    app.state.runs = runs
 
     def runs_by_id(run_ids: list[str]) -> list[RunRecord]:
-        for run_id in set(run_ids) - loaded.keys():
-            loaded[run_id] = store.load(run_id)
-        return [loaded[run_id] for run_id in run_ids]
+        return [runs.get(run_id, functools.partial(store.load, run_id)) for run_id in run_ids]
 
-    def ranked(division: str, case: ranking.Case) -> list[ranking.Row]:
-        key = ("rank", division, case, cases.generation(engine, division, case))
-        return cache.get(key, lambda: cases.rank(engine, division, case))
+    def ranked(
+        division: str, case: ranking.Case, gen: tuple[int, ...] | None = None
+    ) -> list[ranking.Row]:
+        gen = gen or cases.generation(engine, division, case)
+        return cache.get(("rank", division, case, gen), lambda: cases.rank(engine, division, case))
+
+    # Rendered ranking pages, each a pure function of its query and the two generations: a
+    # page over 50 machines x 20 runs took 18 ms of Jinja on every view (1,000 run links).
+    # Up to ~100 kB each: bounded by bytes as well.
+    rendered = cases.Cache(256, max_bytes=32 * 2**20, weigh=len)
 
     def load_run(run_id: str) -> RunRecord:
         if not usable_run_id(run_id) or run_id == "latest":
@@ -192,7 +217,7 @@ def create_app(
         content = hashlib.sha256(
             json.dumps(run.model_dump(mode="json"), sort_keys=True).encode()
         ).hexdigest()
-        with write_lock:
+        with write_lock, accounts.writing():
             first = accounts.submission(content)
             if first is not None:
                 return JSONResponse({"run_id": first, "duplicate": True}, status_code=200)
@@ -318,14 +343,30 @@ def create_app(
     ) -> HTMLResponse:
         gen = cases.generation(engine, division)
         all_cases = cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
-        labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
         picked = next((c for c in all_cases if json.dumps(c) == case), None)
         if picked is None and all_cases:
             # the seed's own question first: its add loop, as published, when anyone ran it
             seed = [c for c in all_cases if c[:2] == (SEED_WORKLOAD, SEED_VARIANT)]
             picked = (seed or all_cases)[0]
+        case_gen = cases.generation(engine, division, picked) if picked else ()
+        return HTMLResponse(
+            rendered.get(
+                ("page", division, picked, sort, gen, case_gen),
+                lambda: index_page(division, sort, gen, all_cases, picked, case_gen),
+            )
+        )
+
+    def index_page(
+        division: str,
+        sort: str,
+        gen: tuple[int, ...],
+        all_cases: list[ranking.Case],
+        picked: ranking.Case | None,
+        case_gen: tuple[int, ...],
+    ) -> str:
+        labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
         show_seed = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
-        rows = ranked(division, picked) if picked else []
+        rows = ranked(division, picked, case_gen) if picked else []
         values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
         key, desc = sort.removeprefix("-"), sort.startswith("-")
         order = list(range(len(rows)))
@@ -335,7 +376,7 @@ def create_app(
         # a header link sorts by its column, ascending; the sorted column's link reverses it
         flip = {k: f"-{k}" if k == key and not desc else k for k in SORTS}
         links = {k: "/?" + urlencode(query | {"sort": flip[k]}) for k in SORTS}
-        html = pages.get_template("index.html").render(
+        return pages.get_template("index.html").render(
             labels=labels,
             picked=json.dumps(picked) if picked else "",
             picked_label=ranking.case_label(picked) if picked else "",
@@ -347,7 +388,6 @@ def create_app(
             n_runs=gen[0],
             seed=reference.load(SEED_SET) if show_seed else None,
         )
-        return HTMLResponse(html)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
     def run_page(run_id: str) -> HTMLResponse:
@@ -362,14 +402,24 @@ def create_app(
         return HTMLResponse(html)
 
     @app.get("/runs/{run_id}/report", response_class=HTMLResponse, dependencies=[Reader])
-    def run_report(run_id: str) -> HTMLResponse:
+    async def run_report(run_id: str, request: Request) -> Response:
         """The page `torchmark report` makes for this run: its tables, charts and notes."""
-        from torchmark.report import html as report_html
-
-        run = load_run(run_id)
-        # ~2-10 s of matplotlib per run on a 2-core machine; a stored run never changes
-        page = reports.get(run_id, lambda: report_html.render([run]))
-        return HTMLResponse(page, headers={"Content-Security-Policy": REPORT_CSP})
+        if not usable_run_id(run_id) or run_id == "latest":
+            raise HTTPException(404, f"no run {run_id!r}")
+        drawer: Reports = app.state.reports
+        key = await run_in_threadpool(drawer.key, run_id)
+        if key is None:
+            raise HTTPException(404, f"no submitted run {run_id!r}")
+        try:
+            page = await drawer.page(run_id, key, functools.partial(load_run, run_id))
+        except Busy as e:
+            raise HTTPException(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        headers = {"Content-Security-Policy": REPORT_CSP, "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"  # stored gzipped: sent as it is
+        else:
+            page = await run_in_threadpool(gzip.decompress, page)
+        return Response(page, media_type="text/html; charset=utf-8", headers=headers)
 
     @app.get("/machines/{machine}", response_class=HTMLResponse, dependencies=[Reader])
     def machine_page(machine: str) -> HTMLResponse:
@@ -387,6 +437,27 @@ def create_app(
         return HTMLResponse(html)
 
     return app
+
+
+# The settings of `torchmark serve --workers N` for its worker processes (JSON: create_app's
+# keyword arguments), set by the command and read by from_settings only.
+SERVE_SETTINGS = "TORCHMARK_SERVE_SETTINGS"
+
+
+def from_settings() -> FastAPI:
+    """uvicorn's app factory in each worker process of `torchmark serve --workers N`."""
+    return create_app(**json.loads(os.environ[SERVE_SETTINGS]))
+
+
+def run_links(run_ids: list[str]) -> Markup:
+    """A ranking row's runs as numbered links: one join, not a template loop (1,000 links on
+    a page of 50 machines x 20 runs took ~10 ms in Jinja)."""
+    links = (f'<a href="/runs/{escape(r)}">{i}</a> ' for i, r in enumerate(run_ids, 1))
+    return Markup("".join(links))
+
+
+def _run_bytes(run: RunRecord) -> int:
+    return len(run.model_dump_json())
 
 
 # The ranking page's sortable columns: each row's value (None sorts last either way). `rank`

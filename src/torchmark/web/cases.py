@@ -191,21 +191,46 @@ def runs_with(engine: Engine, workload: str) -> list[str]:
 
 class Cache:
     """A small LRU of computed answers; keys carry ``generation`` so a new submission
-    makes every older answer unreachable (they age out)."""
+    makes every older answer unreachable (they age out).
 
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+    Bounded by count and, when ``weigh`` is given, by the sum of its weights (approximate
+    bytes): the least recently used go first, and an answer heavier than ``max_bytes`` alone
+    is returned without being kept."""
+
+    def __init__(
+        self,
+        size: int = 256,
+        *,
+        max_bytes: int | None = None,
+        weigh: Callable[[Any], int] | None = None,
+    ) -> None:
+        self.size, self.max_bytes, self.weigh = size, max_bytes, weigh
+        self.bytes = 0
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return self._items[key][0]
         value = make()  # outside the lock: two misses may both compute, same answer
+        weight = self.weigh(value) if self.weigh is not None else 0
+        if self.max_bytes is not None and weight > self.max_bytes:
+            return value
         with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            if key in self._items:
+                self.bytes -= self._items.pop(key)[1]
+            self._items[key] = (value, weight)
+            self.bytes += weight
+            while len(self._items) > self.size or (
+                self.max_bytes is not None and self.bytes > self.max_bytes
+            ):
+                self.bytes -= self._items.popitem(last=False)[1][1]
         return value

@@ -1,0 +1,217 @@
+"""Run report pages for the server (``/runs/ID/report``): drawn once, away from the server's
+own interpreter, and kept in the database beside the run.
+
+Drawing one report is matplotlib work: 0.15-1.4 s on a quiet core for the fixture runs, 95 %
+of it in savefig (cProfile of a `torchmark run --quick` run: 0.97 of 1.12 s in 4 charts'
+savefig, the roofline alone 0.59 s). Drawn in the server's threads, six at once took 22 s
+each and held the GIL the other requests need (benchmarks/board_reports.py); matplotlib's
+rc settings are process-global, so threads drawing at once could also mix their charts.
+So each report is drawn in a separate process (a spawned pool of ``workers``), at most
+``workers + queue`` different reports are waited on at once per server process (one more
+is answered 503 with Retry-After at once), a request waits at most ``wait_s`` (then 503;
+the drawing goes on and is kept), and the page is stored gzipped (~5x smaller) under a key
+of the report code's version and the run's content: every server process sharing the
+database serves it from there, and a new torchmark draws it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gzip
+import hashlib
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import Engine
+
+from torchmark import __version__
+from torchmark.results import RunRecord
+from torchmark.store.sql import results_t as store_results_t
+from torchmark.web.accounts import metadata, now, submissions_t
+
+log = logging.getLogger(__name__)
+
+reports_t = sa.Table(
+    "server_reports",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),  # one page per run: a new key replaces it
+    sa.Column("key", sa.Text, nullable=False),  # report_version() + the run's content
+    sa.Column("page", sa.LargeBinary, nullable=False),  # the HTML, gzipped
+    sa.Column("rendered_utc", sa.Text, nullable=False),
+)
+RETRY_AFTER_S = 5  # a report draws in ~1 s on a quiet core; a few queued ahead of it
+
+
+class Busy(Exception):
+    """No report can be drawn for this request now: answer 503 with Retry-After."""
+
+
+@functools.cache
+def report_version() -> str:
+    """torchmark's version and a digest of the report package's code and templates: a page
+    drawn by other report code is drawn again."""
+    import torchmark.report
+
+    root = Path(torchmark.report.__file__).parent
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".html", ".css", ".j2", ".jinja"):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def render_page(run: RunRecord) -> bytes:
+    """The gzipped page `torchmark report` makes for ``run`` (runs in a pool process)."""
+    from torchmark.report import html
+
+    return gzip.compress(html.render([run]).encode(), compresslevel=6, mtime=0)
+
+
+def _leave_with(parent: int) -> None:
+    """In a drawing process: exit once the server process that started it is gone. A
+    uvicorn worker ended without its shutdown (SIGKILL, or its supervisor's time-out) left
+    its drawing process waiting for work for ever (seen in the 2-worker test)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="torchmark-report-parent", daemon=True).start()
+
+
+def _spawned_pool(workers: int) -> Executor:
+    # spawn, not fork: the server process has threads (uvicorn, SQLAlchemy's pool) that a
+    # forked child would inherit mid-state
+    return ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_leave_with,
+        initargs=(os.getpid(),),
+    )
+
+
+class Reports:
+    """Stored report pages and the bounded drawing of missing ones (see the module)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        workers: int = 1,
+        queue: int = 4,
+        wait_s: float = 60.0,
+        render: Callable[[RunRecord], bytes] = render_page,
+        pool: Callable[[int], Executor] = _spawned_pool,
+    ) -> None:
+        self.engine, self.workers, self.queue, self.wait_s = engine, workers, queue, wait_s
+        self._render, self._make_pool = render, pool
+        self._pool: Executor | None = None
+        # load, draw and store one report: one thread per drawing process
+        self._jobs = ThreadPoolExecutor(workers, thread_name_prefix="torchmark-report")
+        self._lock = threading.Lock()
+        self._drawing: dict[tuple[str, str], Future[bytes]] = {}
+
+    def key(self, run_id: str) -> str | None:
+        """What the stored page of ``run_id`` must have been drawn from: this report code,
+        the submitted content and the results the store holds now (a run resumed in a shared
+        database gains results); None when ``run_id`` is not a submission."""
+        with self.engine.connect() as conn:
+            content = conn.execute(
+                sa.select(submissions_t.c.content_hash).where(submissions_t.c.run_id == run_id)
+            ).scalar()
+            if content is None:
+                return None
+            n = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(store_results_t)
+                .where(store_results_t.c.run_id == run_id)
+            ).scalar_one()
+        return f"{report_version()}:{content}:{n}"
+
+    def stored(self, run_id: str, key: str) -> bytes | None:
+        with self.engine.connect() as conn:
+            page = conn.execute(
+                sa.select(reports_t.c.page).where(
+                    reports_t.c.run_id == run_id, reports_t.c.key == key
+                )
+            ).scalar()
+        return None if page is None else bytes(page)
+
+    def keep(self, run_id: str, key: str, page: bytes) -> None:
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(reports_t.delete().where(reports_t.c.run_id == run_id))
+                conn.execute(
+                    reports_t.insert().values(
+                        run_id=run_id, key=key, page=page, rendered_utc=now().isoformat()
+                    )
+                )
+        except sa.exc.IntegrityError:
+            pass  # another server process stored it first: the same page
+
+    async def page(self, run_id: str, key: str, load: Callable[[], RunRecord]) -> bytes:
+        """The gzipped page of ``run_id`` (stored under ``key``, else drawn from ``load()``);
+        raises Busy when over the bound or after ``wait_s``."""
+        loop = asyncio.get_running_loop()
+        stored = await loop.run_in_executor(None, self.stored, run_id, key)
+        if stored is not None:
+            return stored
+        with self._lock:
+            job = self._drawing.get((run_id, key))
+            if job is None:  # the same report asked for twice waits on one drawing
+                if len(self._drawing) >= self.workers + self.queue:
+                    raise Busy(f"{len(self._drawing)} reports are being drawn; try again soon")
+                job = self._jobs.submit(self._draw, run_id, key, load)
+                self._drawing[(run_id, key)] = job
+                job.add_done_callback(functools.partial(self._done, (run_id, key)))
+        # asyncio.wait, not wait_for: a request that gives up leaves the drawing going on
+        waiting = asyncio.wrap_future(job)
+        done, _ = await asyncio.wait({waiting}, timeout=self.wait_s)
+        if not done:
+            raise Busy(f"the report is still being drawn after {self.wait_s:.0f} s")
+        return waiting.result()
+
+    def _done(self, key: tuple[str, str], job: Future[bytes]) -> None:
+        with self._lock:
+            self._drawing.pop(key, None)
+        failed = None if job.cancelled() else job.exception()
+        if failed is not None and not isinstance(failed, Busy):
+            log.error("drawing the report of run %s failed", key[0], exc_info=job.exception())
+
+    def _draw(self, run_id: str, key: str, load: Callable[[], RunRecord]) -> bytes:
+        run = load()
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._make_pool(self.workers)
+            pool = self._pool
+        try:
+            page = pool.submit(self._render, run).result()
+        except BrokenProcessPool:
+            # a drawing process died (killed, out of memory): the next request starts anew
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise Busy("the process drawing reports stopped; try again") from None
+        self.keep(run_id, key, page)
+        return page
+
+    def close(self) -> None:
+        self._jobs.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            # waits for a drawing under way (seconds): a uvicorn worker leaves with
+            # os._exit, which would skip the pool's own clean-up and orphan its processes
+            pool.shutdown(wait=True, cancel_futures=True)

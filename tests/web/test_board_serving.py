@@ -1,0 +1,244 @@
+"""The server under load: report pages drawn once, bounded and kept in the database; the
+in-memory run cache bounded; several server processes on one database."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from boardtest import body, make_run
+from torchmark.results import RunRecord
+from torchmark.web import reports as reports_mod
+from torchmark.web.app import create_app
+from torchmark.web.cases import Cache
+from torchmark.web.reports import Reports
+
+
+class FakeDrawing:
+    """A render that counts its calls and, while ``hold`` is clear, waits (5 s at most)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def __call__(self, run: RunRecord) -> bytes:
+        self.calls.append(run.run_id or "")
+        self.hold.wait(timeout=5)
+        return gzip.compress(f"<p>report of {run.run_id}</p>".encode())
+
+
+NAMES = iter(range(10**6))
+
+
+def threads(n: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(n)
+
+
+def board(db: Path, drawing: FakeDrawing, **kw: float) -> tuple[TestClient, dict[str, str]]:
+    app = create_app(f"sqlite:///{db}")
+    app.state.reports = Reports(app.state.accounts.engine, render=drawing, pool=threads, **kw)  # type: ignore[arg-type]
+    token = app.state.accounts.create_token(f"t{next(NAMES)}")
+    return TestClient(app), {"Authorization": f"Bearer {token}"}
+
+
+def submit(client: TestClient, headers: dict[str, str], scale: float) -> str:
+    r = client.post("/api/v1/runs", content=body(make_run(scale=scale)), headers=headers)
+    assert r.status_code == 201, r.text
+    return str(r.json()["run_id"])
+
+
+def test_cache_evicts_least_recently_used_by_count_and_by_bytes() -> None:
+    c: Cache = Cache(3, max_bytes=10, weigh=len)
+    for k in "abc":
+        c.get(k, lambda k=k: k * 2)  # 2 bytes each
+    c.get("a", lambda: "never")  # a hit: "a" is now the most recent
+    c.get("d", lambda: "dd")
+    assert [k in c for k in "abcd"] == [True, False, True, True] and c.bytes == 6
+    c.get("e", lambda: "eeeeeeee")  # 8 bytes: "c" then "a" go, to stay within 10
+    assert [k in c for k in "acde"] == [False, False, True, True] and c.bytes == 10
+    assert c.get("huge", lambda: "x" * 11) == "x" * 11  # answered, never kept
+    assert "huge" not in c and len(c) == 2 and c.bytes == 10
+
+
+def test_the_run_cache_stays_within_its_bounds(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'b.db'}", run_cache=(2, 10**9))
+    token = app.state.accounts.create_token("t")
+    client = TestClient(app)
+    ids = [submit(client, {"Authorization": f"Bearer {token}"}, 1 + i) for i in range(3)]
+    rows = client.get("/api/v1/results").json()
+    assert sorted(r["run_id"] for r in rows) == sorted(ids)  # every run read, 2 kept
+    assert len(app.state.runs) == 2
+    one = len(
+        RunRecord.model_validate_json(client.get(f"/api/v1/runs/{ids[0]}").text).model_dump_json()
+    )
+    small = create_app(f"sqlite:///{tmp_path / 'b.db'}", run_cache=(100, int(one * 1.5)))
+    assert len(TestClient(small).get("/api/v1/results").json()) == 3
+    assert len(small.state.runs) == 1 and small.state.runs.bytes <= one * 1.5
+
+
+def test_a_report_is_drawn_once_and_served_from_the_store(tmp_path: Path) -> None:
+    drawing = FakeDrawing()
+    client, headers = board(tmp_path / "r.db", drawing)
+    run_id = submit(client, headers, 1)
+    first = client.get(f"/runs/{run_id}/report")
+    assert first.status_code == 200 and first.text == f"<p>report of {run_id}</p>"
+    assert first.headers["Content-Encoding"] == "gzip"
+    assert first.headers["Content-Security-Policy"].startswith("sandbox")
+    plain = client.get(f"/runs/{run_id}/report", headers={"Accept-Encoding": "identity"})
+    assert "Content-Encoding" not in plain.headers and plain.text == first.text
+    assert drawing.calls == [run_id]
+    # another server process on the same database: served from the store, not drawn
+    other = FakeDrawing()
+    client2, _ = board(tmp_path / "r.db", other)
+    assert client2.get(f"/runs/{run_id}/report").text == first.text and other.calls == []
+    # other report code (a new torchmark): drawn again, replacing the old page
+    reports_mod.report_version.cache_clear()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reports_mod, "__version__", "99.0")
+            assert client2.get(f"/runs/{run_id}/report").status_code == 200
+            assert other.calls == [run_id]
+    finally:
+        reports_mod.report_version.cache_clear()
+    assert client.get("/runs/nope/report").status_code == 404
+
+
+def test_reports_over_the_bound_or_too_slow_get_503_and_nothing_is_lost(tmp_path: Path) -> None:
+    drawing = FakeDrawing()
+    client, headers = board(tmp_path / "q.db", drawing, queue=0, wait_s=0.3)
+    a, b = submit(client, headers, 1), submit(client, headers, 2)
+    drawing.hold.clear()
+    slow = client.get(f"/runs/{a}/report")  # waits 0.3 s, then gives up; the drawing goes on
+    assert slow.status_code == 503 and slow.headers["Retry-After"] == "5"
+    assert "still being drawn" in slow.json()["detail"]
+    over = client.get(f"/runs/{b}/report")  # 1 worker + queue 0 busy: refused at once
+    assert over.status_code == 503 and "being drawn" in over.json()["detail"]
+    assert client.get("/").status_code == 200  # the rest of the server still answers
+    drawing.hold.set()
+    reports: Reports = client.app.state.reports  # type: ignore[attr-defined]
+    for _ in range(100):  # the held drawing finishes and is stored (bounded wait)
+        if not reports._drawing:
+            break
+        threading.Event().wait(0.05)
+    assert client.get(f"/runs/{a}/report").status_code == 200
+    assert client.get(f"/runs/{b}/report").status_code == 200
+    assert drawing.calls == [a, b]  # a was drawn once, though asked for twice
+
+
+def test_the_same_report_asked_for_at_once_is_drawn_once(tmp_path: Path) -> None:
+    drawing = FakeDrawing()
+    client, headers = board(tmp_path / "s.db", drawing, queue=0)
+    run_id = submit(client, headers, 1)
+    reports: Reports = client.app.state.reports  # type: ignore[attr-defined]
+    key = reports.key(run_id)
+    assert key is not None
+    store = client.app.state.store  # type: ignore[attr-defined]
+
+    async def both() -> list[bytes | BaseException]:
+        drawing.hold.clear()
+        asks = [reports.page(run_id, key, lambda: store.load(run_id)) for _ in range(3)]
+        asyncio.get_running_loop().call_later(0.2, drawing.hold.set)
+        return await asyncio.gather(*asks, return_exceptions=True)
+
+    pages = asyncio.run(both())
+    assert len(set(pages)) == 1 and not isinstance(pages[0], BaseException)
+    assert drawing.calls == [run_id]
+    assert reports.stored(run_id, "stale") is None and reports.key("nope") is None
+
+
+def test_a_kept_ranking_page_is_made_again_when_its_case_gains_a_run(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'p.db'}")
+    token = app.state.accounts.create_token("t")
+    client = TestClient(app)
+    headers = {"Authorization": f"Bearer {token}"}
+    first = client.post("/api/v1/runs", content=body(make_run("Alpha CPU")), headers=headers)
+    page = client.get("/").text
+    assert "Alpha CPU" in page and "1 submitted runs" in page
+    assert client.get("/").text == page  # kept
+    assert f'<a href="/runs/{first.json()["run_id"]}">1</a> ' in page
+    client.post("/api/v1/runs", content=body(make_run("Beta CPU", 2.0)), headers=headers)
+    again = client.get("/").text
+    assert "Beta CPU" in again and "2 submitted runs" in again
+    by_rate = client.get("/", params={"sort": "median"}).text  # the rate, lowest first
+    assert by_rate.index("Beta CPU") < by_rate.index("Alpha CPU")
+    assert again.index("Alpha CPU") < again.index("Beta CPU")
+
+
+def test_connections_on_a_socket_bound_as_uvicorn_binds_it_get_tcp_nodelay() -> None:
+    """uvicorn's own protocol on a socket bound with proto 0 (its --workers path) leaves
+    Nagle on; NoDelayHTTP turns it off."""
+    import socket
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.server import ServerState
+
+    from torchmark.web.nodelay import NoDelayHTTP
+
+    config = uvicorn.Config(app=create_app, http="torchmark.web.nodelay:NoDelayHTTP")
+    config.load()
+    assert config.http_protocol_class is NoDelayHTTP
+
+    async def nodelay(protocol: type[H11Protocol]) -> int:
+        listener = socket.socket(socket.AF_INET)  # as uvicorn's Config.bind_socket does
+        listener.bind(("127.0.0.1", 0))
+        made: list[H11Protocol] = []
+
+        def factory() -> H11Protocol:
+            made.append(protocol(config=config, server_state=ServerState(), app_state={}))
+            return made[-1]
+
+        server = await asyncio.get_running_loop().create_server(factory, sock=listener)
+        _, writer = await asyncio.open_connection(*listener.getsockname())
+        for _ in range(200):  # the server side accepts on its next turn (2 s at most)
+            if made and made[0].transport is not None:
+                break
+            await asyncio.sleep(0.01)
+        sock = made[0].transport.get_extra_info("socket")
+        value = int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+        made[0].transport.close()
+        server.close()
+        await server.wait_closed()
+        return value
+
+    assert asyncio.run(nodelay(H11Protocol)) == 0  # uvicorn issue #3149
+    assert asyncio.run(nodelay(NoDelayHTTP)) == 1
+
+
+def test_a_drawing_process_that_died_gets_503_and_a_new_one_next_time(tmp_path: Path) -> None:
+    from concurrent.futures import Executor, Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Died(Executor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            f: Future[bytes] = Future()
+            f.set_exception(BrokenProcessPool("a drawing process was killed"))
+            return f
+
+    pools: list[Executor] = []
+
+    def pool(n: int) -> Executor:
+        pools.append(Died() if not pools else ThreadPoolExecutor(n))
+        return pools[-1]
+
+    drawing = FakeDrawing()
+    client, headers = board(tmp_path / "d.db", drawing)
+    client.app.state.reports = Reports(  # type: ignore[attr-defined]
+        client.app.state.accounts.engine,  # type: ignore[attr-defined]
+        render=drawing,
+        pool=pool,
+    )
+    run_id = submit(client, headers, 1)
+    died = client.get(f"/runs/{run_id}/report")
+    assert died.status_code == 503 and "stopped; try again" in died.json()["detail"]
+    assert died.headers["Retry-After"] == "5"
+    assert client.get(f"/runs/{run_id}/report").status_code == 200
+    assert len(pools) == 2 and drawing.calls == [run_id]

@@ -28,6 +28,7 @@ from torchmark.report.table import (
     status_cell,
 )
 from torchmark.results import Result, RunRecord
+from torchmark.resume import parts_note
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("torchmark.report", "templates"),
@@ -242,6 +243,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "profile": profile_section(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
+                "parts": parts_note(run),  # a resumed run: measured in N parts, the gaps
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }
             for run in runs

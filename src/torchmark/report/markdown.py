@@ -14,6 +14,7 @@ from torchmark.report.pipeline import markdown_lines
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell
 from torchmark.results import Result, RunRecord
+from torchmark.resume import parts_note
 
 
 def _text(text: object) -> str:
@@ -57,6 +58,7 @@ def render(runs: Sequence[RunRecord]) -> str:
             f"{_text(run.environment.get('host', '?'))} · torch {_text(sw.get('torch', '?'))} · "
             f"torchmark {_text(run.tool_version or '?')} · {_code(run.command or '?')}",
             "",
+            *([_text(split), ""] if (split := parts_note(run)) else []),  # a resumed run
             "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |",
             "|---|---|---:|---:|---:|---:|---|",
         ]

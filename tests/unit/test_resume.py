@@ -321,3 +321,28 @@ def test_sigterm_during_a_resumed_part_keeps_both_parts() -> None:
     stored = rig.store.runs[run_id]
     assert stored.status == "incomplete" and cases_of(stored) == [0, 1]
     assert [p["results"] for p in stored.extra["parts"]] == [1, 1]
+
+
+def test_every_report_says_a_run_was_measured_in_parts() -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from torchmark.report import html, markdown
+    from torchmark.report.table import run_tables
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "cpu-only.json"
+    record = RunRecord.model_validate_json(fixture.read_text())
+    record.extra["parts"] = [
+        {"started_utc": "2026-11-23T04:00:00+00:00", "finished_utc": "2026-11-23T04:09:00+00:00"},
+        {"started_utc": "2026-11-23T04:10:00+00:00", "finished_utc": "2026-11-23T04:19:00+00:00"},
+    ]
+    said = "measured in 2 parts: ? results 2026-11-23 04:00-04:09 UTC; "
+    console = Console(width=80, record=True)
+    for r in run_tables(record):
+        console.print(r)
+    assert "note: " + said.strip() in " ".join(console.export_text().split())  # wrapped
+    assert said in markdown.render([record])
+    assert said in html.render([record])
+    record.extra.pop("parts")
+    assert "measured in" not in markdown.render([record])

@@ -39,6 +39,11 @@ def test_plan_options_with_resume_are_refused_before_anything_is_read(
 def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from torchmark.devices.cpu import CPUDevice
+
+    # CPUDevice.info() is cached for the process; tests that fake the LLC size (64 KiB in
+    # test_ceilings_cpu.py) leave theirs there, and the resume would rightly refuse it
+    CPUDevice.info.cache_clear()
     db = f"sqlite:///{tmp_path / 'r.db'}"
     open_store(db).close()  # made here first: two processes creating one database race
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -188,8 +188,9 @@ def run(
         str | None,
         typer.Option(
             metavar="RUN",
-            help="Measure the cases an interrupted run has not (run id, or latest: the newest "
-            "incomplete run), in the same run, with its stored options and ceilings.",
+            help="Finish a stopped run: measure only its cases without a result (run id, or "
+            "latest: the newest incomplete run), in the same run, with its stored options and "
+            "ceilings.",
         ),
     ] = None,
 ) -> None:

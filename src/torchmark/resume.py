@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchmark import environment
-from torchmark import format as fmt
 from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
+from torchmark.report.parts import parts_note
 from torchmark.results import Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case, Workload
@@ -240,45 +240,6 @@ def end_part(record: RunRecord, before: int) -> None:
     part = record.extra["parts"][-1]
     part["finished_utc"] = utcnow().isoformat()
     part["results"] = len(record.results) - before
-
-
-def parts_note(record: RunRecord) -> str | None:
-    """``measured in 2 parts: 37 results 04:40-04:49 UTC, then 93 after a 2 min gap``."""
-    parts = record.extra.get("parts")
-    if not isinstance(parts, list) or len(parts) < 2:
-        return None
-    said = []
-    prev_end: datetime | None = None
-    for i, p in enumerate(parts):
-        start = _time(p.get("started_utc"))
-        end = _time(p.get("finished_utc"))
-        span = f"{start:%Y-%m-%d %H:%M}" if start else "?"
-        span += f"-{end:%H:%M} UTC" if end else " UTC (end not recorded)"
-        n = p.get("results")
-        what = (fmt.plural(n, "result") if isinstance(n, int) else "? results") + f" {span}"
-        if i and start and prev_end:
-            what += f", begun {_gap(start - prev_end)} after the part before ended"
-        elif i:
-            what += " (gap unknown: the part before was killed)"
-        said.append(what)
-        prev_end = end
-    return f"measured in {len(parts)} parts: " + "; ".join(said)
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
-def _gap(delta: Any) -> str:
-    s = max(0.0, delta.total_seconds())
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def prepare(

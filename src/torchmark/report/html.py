@@ -17,6 +17,7 @@ from torchmark.devices import is_host
 from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
+from torchmark.report.parts import parts_note
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import (
     case_key,
@@ -28,7 +29,6 @@ from torchmark.report.table import (
     status_cell,
 )
 from torchmark.results import Result, RunRecord
-from torchmark.resume import parts_note
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("torchmark.report", "templates"),

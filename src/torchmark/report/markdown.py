@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from torchmark import format as fmt
 from torchmark.reference import device_label
 from torchmark.report.flags import pills
+from torchmark.report.parts import parts_note
 from torchmark.report.pipeline import markdown_lines
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell
 from torchmark.results import Result, RunRecord
-from torchmark.resume import parts_note
 
 
 def _text(text: object) -> str:

@@ -320,7 +320,7 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     if footnotes.templates:
         out.append(lines(footnotes.lines()))
     notes = _notes(record)
-    from torchmark.resume import parts_note
+    from torchmark.report.parts import parts_note
 
     parts = parts_note(record)  # a resumed run: when each part ran, the gaps between
     notes += [f"note: {parts}"] if parts else []

@@ -1,10 +1,10 @@
 """`torchmark run --resume RUN`: finish an interrupted run in the same record.
 
-    record = target(store, "latest")        # the newest incomplete `run` run, or by id
-    check_resumable(record)                 # kind, status: one line naming the fix
-    cfg = stored_config(record)             # the plan is the stored one's, never new options
-    plan = Resume(record, cfg)              # devices, env compared, done cases filtered out
-    runner.resume(plan, store, events)      # the one run path: Session + run_planned
+    record = target(store, "latest")    # the newest incomplete `run` run, or one by id
+    plan = prepare(record)              # refusals (kind, status, environment), then the
+                                        #   stored options' plan less the cases done
+    print(plan.line())                  # resuming run ID: 37 of 130 cases done, 93 to go
+    run(plan, store, events)            # the one run path: Session + runner.run_planned
 
 What a resumed run keeps: its id, its environment record (checked field by field against
 this machine before anything is touched), its ceilings (every result judged against the
@@ -199,7 +199,7 @@ def check_environment(record: RunRecord, now: dict[str, Any]) -> None:
     if why is not None:
         raise InputError(
             f"cannot resume run {record.run_id} here: {why}; its parts would not be one run: "
-            f"start a new one (`torchmark run` with the same options)"
+            f"start a new one (`{record.command or 'torchmark run'}`)"
         )
 
 

@@ -346,3 +346,34 @@ def test_every_report_says_a_run_was_measured_in_parts() -> None:
     assert said in html.render([record])
     record.extra.pop("parts")
     assert "measured in" not in markdown.render([record])
+
+
+class AboveCeiling(Counted):
+    """1 GB a 1 ms call: far above a 1 GB/s bandwidth ceiling."""
+
+    def prepare(self, case: Case) -> Prepared:
+        p = super().prepare(case)
+        return Prepared(fn=p.fn, work=Work(bytes=1e9), headline="bytes", ceiling="bandwidth")
+
+
+@pytest.mark.parametrize("looked", [True, False])
+def test_a_second_look_taken_in_an_earlier_part_is_not_taken_again(
+    monkeypatch: pytest.MonkeyPatch, looked: bool
+) -> None:
+    looks: list[str] = []
+    monkeypatch.setattr(
+        runner, "measure_device_ceilings", lambda d, cfg: looks.append(d.name) or ([], False)
+    )
+    rig = Rig(n=2, cfg=RunConfig(devices=("fake",), rule="test", telemetry=False))
+    rig.w = AboveCeiling(rig.clock, 2)
+    details = {"first_look": 5e8} if looked else {}
+    bw = Ceiling(
+        device=rig.dev.name, key="bandwidth", value=1e9, unit="B/s", method="t", details=details
+    )
+    record = runner.new_record("run", rig.cfg.as_dict(), [rig.dev], ceilings=[bw])
+    record.run_id = rig.store.begin_run(record)
+    rig.store.runs[record.run_id].ceilings = [bw]
+    rig.store.runs[record.run_id].status = "incomplete"
+    done = rig.resume(record.run_id)
+    assert all("above_ceiling" in r.flags for r in done.results)
+    assert looks == ([] if looked else [rig.dev.name])  # once per run, whichever part

@@ -94,15 +94,27 @@ def run(
 
 
 def run_planned(
-    session: Session, cases: Sequence[Case], workloads: dict[str, Workload], cfg: RunConfig
+    session: Session,
+    cases: Sequence[Case],
+    workloads: dict[str, Workload],
+    cfg: RunConfig,
+    stopped: dict[str, str] | None = None,
 ) -> RunRecord:
-    """The main loop: ceilings per device, then each planned case measured and recorded."""
+    """The main loop: ceilings per device, then each planned case measured and recorded.
+
+    ``stopped``: sweeps already stopped by an earlier part of a resumed run (sweep -> why)."""
     devices = list(dict.fromkeys(c.device for c in cases))
+    # a resumed run's ceilings had their second look already where one says "first_look"
+    second_looks = {
+        d
+        for d in devices
+        for c in session.record.ceilings
+        if c.device == d.name and "first_look" in c.details
+    }
     session.planned(cases)
     with session:
         ceilings = measure_ceilings(devices, session, cfg)
-        stopped: dict[str, str] = {}  # sweep -> why its larger cases are skipped
-        second_looks: set[Device] = set()
+        stopped = dict(stopped or {})  # sweep -> why its larger cases are skipped
         for case in cases:
             session.case_started(case)
             if case.sweep in stopped:
@@ -147,11 +159,17 @@ def new_record(
 def measure_ceilings(
     devices: list[Device], session: Session, cfg: RunConfig
 ) -> dict[str, dict[str, Ceiling]]:
-    """Each device's ceilings, measured once per device fingerprint and cached in the store."""
+    """Each device's ceilings, measured once per device fingerprint and cached in the store.
+    A resumed run keeps the ceilings it has: its results are all judged against the same."""
     out: dict[str, dict[str, Ceiling]] = {}
     store, env = session.store, session.record.environment
+    kept = session.record.ceilings
+    out.update({d.name: {c.key: c for c in kept if c.device == d.name} for d in devices})
     for d in devices:
         found: list[Ceiling] = []
+        if out[d.name]:
+            session.events.ceilings(d, True)
+            continue
         if cfg.ceilings:
             fp = environment.device_fingerprint(d, env)
             cached = None
@@ -166,7 +184,8 @@ def measure_ceilings(
                 if quiet and found:
                     _cache(store, fp, d.name, found)
         out[d.name] = {c.key: c for c in found}
-    session.set_ceilings([c for cs in out.values() for c in cs.values()])
+    others = [c for c in kept if c.device not in out]  # a device this part does not use
+    session.set_ceilings(others + [c for cs in out.values() for c in cs.values()])
     return out
 
 

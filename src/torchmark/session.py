@@ -320,6 +320,8 @@ class Session:
     ``reasons(record)``: run-level verdict reasons of this kind of run (a soak's trend).
     ``json_path``: where a run abandoned by the watchdog (a call hung in C) is written.
     ``host_clock``: the clock measurements' stopping rules read (tests pass a FakeClock).
+    ``resumed``: ``record`` was loaded from ``store`` (``torchmark run --resume``): its
+    results and ceilings are stored already; new results are appended to the same run.
     """
 
     def __init__(
@@ -333,6 +335,7 @@ class Session:
         json_path: Path | None = None,
         clock: Callable[[], datetime] = utcnow,
         host_clock: Callable[[], float] = time.perf_counter,
+        resumed: bool = False,
     ) -> None:
         self.record, self.store, self.events = record, store, events or Quiet()
         self.analyse, self.reasons = analyse, reasons
@@ -341,7 +344,7 @@ class Session:
         self.store_failures = 0
         self._next_try = 0.0  # time.monotonic() before which a failed store is not tried
         self.store_retry_after_s = STORE_RETRY_AFTER_S
-        self._stored = 0  # results already in the store
+        self._stored = len(record.results) if resumed else 0  # results already in the store
         self._ceilings_stored = True
         self._old: dict[int, Any] = {}
         self.watchdog = Watchdog(on_hung=self._abandon)

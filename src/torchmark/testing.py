@@ -87,6 +87,41 @@ class MemoryStore:
     def finish_run(self, run_id: str, run: Any) -> None:
         self.runs[run_id].status = run.status
         self.runs[run_id].finished_utc = run.finished_utc
+        self.runs[run_id].extra = dict(run.extra)
+
+    def reopen_run(self, run_id: str, run: Any) -> None:
+        from torchmark.errors import InputError
+
+        stored = self.runs[run_id]
+        if stored.status != "incomplete":
+            raise InputError(f"run {run_id} is {stored.status} now: it cannot be resumed")
+        self.runs[run_id] = run.model_copy(update={"results": stored.results})
+
+    def load(self, run_id: str) -> Any:
+        from torchmark.errors import RunNotFoundError
+
+        if run_id not in self.runs:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.url}")
+        return self.runs[run_id].model_copy(deep=True)
+
+    def list_runs(self, limit: int | None = None) -> list[Any]:
+        from torchmark.store.base import RunSummary
+
+        return [
+            RunSummary(
+                run_id=i,
+                kind=r.kind,
+                created_utc=r.created_utc,
+                status=r.status,
+                devices=list(r.environment.get("devices") or {}),
+                n_results=len(r.results),
+                n_ok=sum(x.ok for x in r.results),
+                tool_version=r.tool_version,
+                command=r.command,
+                host=str(r.environment.get("host") or ""),
+            )
+            for i, r in reversed(self.runs.items())
+        ][:limit]
 
     def cached_ceilings(self, fingerprint: str, device: str) -> list[Any] | None:
         return self.cache.get((fingerprint, device))

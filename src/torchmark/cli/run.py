@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -58,10 +59,11 @@ def write_json(record: RunRecord, path: Path) -> None:
 
 @contextlib.contextmanager
 def shown_even_if_interrupted(
-    render: Callable[[RunRecord], None], json_path: Path | None
+    render: Callable[[RunRecord], None], json_path: Path | None, resume_hint: str | None = None
 ) -> Iterator[None]:
     """Ctrl-C / SIGTERM / SIGHUP mid-run, or a store that failed: the run measured so far is
-    still shown and written (to --json, or to a rescue file when the store has not got it)."""
+    still shown and written (to --json, or to a rescue file when the store has not got it).
+    ``resume_hint``: the command line that resumes it, "{run}" standing for its id."""
     try:
         yield
     except (RunInterrupted, RunNotStored) as e:
@@ -73,6 +75,12 @@ def shown_even_if_interrupted(
             from torchmark.session import rescue_path
 
             write_json(partial, rescue_path(partial))
+        if resume_hint and isinstance(e, RunInterrupted) and partial.run_id:
+            hint = resume_hint.format(run=partial.run_id)
+            console.print(
+                Text(f"`{hint}` measures the cases left in the same run"),
+                soft_wrap=not console.is_terminal,
+            )
         raise
 
 
@@ -92,8 +100,14 @@ def show(record: RunRecord, verbose: bool = False) -> None:
         console.print(renderable)
 
 
+# Options `--resume` takes with it: where the run is, how to show it. Every other option
+# would change the plan, which is the stored run's.
+RESUME_WITH = frozenset({"resume", "db", "json_path", "verbose", "dry_run"})
+
+
 @app.command()
 def run(
+    ctx: typer.Context,
     device: DevicesOption = None,
     workload: Annotated[
         list[str] | None,
@@ -170,9 +184,34 @@ def run(
         str | None,
         typer.Option(help="Training under ranks: ddp (default) or fsdp; --scaling: ddp,fsdp,dp."),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RUN",
+            help="Finish a stopped run: measure only its cases without a result (run id, or "
+            "latest: the newest incomplete run), in the same run, with its stored options and "
+            "ceilings.",
+        ),
+    ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
     from torchmark import runner
+
+    if resume is not None:
+        given = [
+            p
+            for p in ctx.command.params
+            if p.name not in RESUME_WITH
+            # by name: typer may bring its own copy of click's ParameterSource
+            and getattr(ctx.get_parameter_source(p.name or ""), "name", "") == "COMMANDLINE"
+        ]
+        if given:
+            flags = ", ".join(p.opts[0] for p in given)
+            raise InputError(
+                f"--resume re-makes the stored run's plan: drop {flags} (or start a new run)"
+            )
+        resume_run(resume, db, json_path, verbose, dry_run)
+        return
     from torchmark.launch import env as launch_env
     from torchmark.launch import torchrun
 
@@ -220,8 +259,33 @@ def run(
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
-    with shown_even_if_interrupted(render, json_path), events.shown():
+    with shown_even_if_interrupted(render, json_path, resume_line(db)), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path)
+    finish(record, render, json_path, store.url)
+
+
+def resume_line(db: str | None) -> str:
+    return "torchmark run --resume {run}" + (f" --db {shlex.quote(db)}" if db else "")
+
+
+def resume_run(
+    spec: str, db: str | None, json_path: Path | None, verbose: bool, dry_run: bool
+) -> None:
+    """`torchmark run --resume RUN`: refusals before anything stored is touched, then the
+    cases left through the same session and loop as every run."""
+    from torchmark import resume
+
+    check_json_path(json_path)
+    store = open_store(db)
+    plan = resume.prepare(resume.target(store, spec))
+    console.print(Text(plan.line()), soft_wrap=not console.is_terminal)
+    if dry_run:
+        show_plan(plan.todo)
+        return
+    events = ProgressEvents(console)
+    render = functools.partial(show, verbose=verbose)
+    with shown_even_if_interrupted(render, json_path, resume_line(db)), events.shown():
+        record = resume.run(plan, store, events, json_path=json_path)
     finish(record, render, json_path, store.url)
 
 

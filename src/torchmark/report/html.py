@@ -17,6 +17,7 @@ from torchmark.devices import is_host
 from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
+from torchmark.report.parts import parts_note
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import (
     case_key,
@@ -244,6 +245,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "profile": profile_section(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
+                "parts": parts_note(run),  # a resumed run: measured in N parts, the gaps
                 "devices": [device_label(run, d) for d in devices_of(run)],
             }
             for run in runs

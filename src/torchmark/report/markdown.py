@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from torchmark import format as fmt
 from torchmark.reference import device_label
 from torchmark.report.flags import pills
+from torchmark.report.parts import parts_note
 from torchmark.report.pipeline import markdown_lines
 from torchmark.report.rows import ceiling_rows
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell
@@ -57,6 +58,7 @@ def render(runs: Sequence[RunRecord]) -> str:
             f"{_text(run.environment.get('host', '?'))} · torch {_text(sw.get('torch', '?'))} · "
             f"torchmark {_text(run.tool_version or '?')} · {_code(run.command or '?')}",
             "",
+            *([_text(split), ""] if (split := parts_note(run)) else []),  # a resumed run
             "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |",
             "|---|---|---:|---:|---:|---:|---|",
         ]

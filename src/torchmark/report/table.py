@@ -320,6 +320,10 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     if footnotes.templates:
         out.append(lines(footnotes.lines()))
     notes = _notes(record)
+    from torchmark.report.parts import parts_note
+
+    parts = parts_note(record)  # a resumed run: when each part ran, the gaps between
+    notes += [f"note: {parts}"] if parts else []
     if notes:
         out.append(lines(notes))
     out += pipeline_tables(record)  # the input workload's breakdown and advice, if it ran

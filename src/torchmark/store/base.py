@@ -47,6 +47,12 @@ class ResultStore(ABC):
         """Final status, finish time, run-level telemetry, verdict and extra."""
 
     @abstractmethod
+    def reopen_run(self, run_id: str, run: RunRecord) -> None:
+        """Mark an incomplete run running again for this process (``torchmark run
+        --resume``), with ``run``'s header; its results stay. Atomic: a run not incomplete
+        (finished, or resumed by another process meanwhile) raises InputError."""
+
+    @abstractmethod
     def save(self, run: RunRecord) -> str:
         """Store a whole run (import); keeps its run id unless that id is taken."""
 

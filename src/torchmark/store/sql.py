@@ -577,6 +577,25 @@ class SQLStore(ResultStore):
 
         self._write("finish a run", work)
 
+    def reopen_run(self, run_id: str, run: RunRecord) -> None:
+        writer = _writer_of(run)
+
+        def work(conn: Connection) -> None:
+            status = conn.execute(
+                sa.select(runs_t.c.status).where(runs_t.c.run_id == run_id)
+            ).scalar()
+            if status is None:
+                raise self._not_found(run_id)
+            if status != "incomplete":  # checked and changed in one write transaction
+                raise InputError(f"run {run_id} is {status} now: it cannot be resumed")
+            row = self._run_row(run)
+            del row["devices"]  # kept: results add theirs as they land
+            conn.execute(
+                runs_t.update().where(runs_t.c.run_id == run_id).values(writer=writer, **row)
+            )
+
+        self._write("reopen a run", work)
+
     def sync_run(self, run: RunRecord) -> str:
         """Make the store hold exactly ``run`` (header, ceilings, every result), in one
         transaction: for a run whose writes failed while the store was away. Keeps

@@ -1,0 +1,54 @@
+"""The line a report shows for a run measured in parts (``torchmark run --resume``), from
+``record.extra["parts"]``. Kept apart from ``torchmark.resume``: reports of stored runs
+start without importing torch."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from torchmark import format as fmt
+from torchmark.results import RunRecord
+
+__all__ = ["parts_note"]
+
+
+def parts_note(record: RunRecord) -> str | None:
+    """``measured in 2 parts: 37 results 2026-11-23 04:40-04:49 UTC; 93 results
+    2026-11-23 04:51-05:05 UTC, begun 2 min after the part before ended``; None for a run
+    measured in one part."""
+    parts = record.extra.get("parts")
+    if not isinstance(parts, list) or len(parts) < 2:
+        return None
+    said = []
+    prev_end: datetime | None = None
+    for i, p in enumerate(parts):
+        start = _time(p.get("started_utc"))
+        end = _time(p.get("finished_utc"))
+        span = f"{start:%Y-%m-%d %H:%M}" if start else "?"
+        span += f"-{end:%H:%M} UTC" if end else " UTC (end not recorded)"
+        n = p.get("results")
+        what = (fmt.plural(n, "result") if isinstance(n, int) else "? results") + f" {span}"
+        if i and start and prev_end:
+            what += f", begun {_gap(start - prev_end)} after the part before ended"
+        elif i:
+            what += " (gap unknown: the part before was killed)"
+        said.append(what)
+        prev_end = end
+    return f"measured in {len(parts)} parts: " + "; ".join(said)
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _gap(delta: Any) -> str:
+    s = max(0.0, delta.total_seconds())
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"

@@ -27,6 +27,7 @@ def tiny_ceilings() -> Iterator[dict[str, Ceiling]]:
         mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
         mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls
         yield {c.key: c for c in ceilings.measure(CPUDevice(), quick=True)}
+    CPUDevice.info.cache_clear()  # the pretend LLC must not outlive these tests
 
 
 def test_cpu_ceilings_are_all_there(tiny_ceilings: dict[str, Ceiling]) -> None:

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The standard suite on a lent GPU, over as many device calls as it needs (~20 min on an
+# H100; one call may run 10). Call it again and again until it prints "standard suite:
+# complete"; each call measures for at most 540 s, then the run is stored incomplete and the
+# next call resumes it (`torchmark run --resume`), in the same run:
+#   run(command="bash benchmarks/gpu_standard.sh", carry=[".whl"], timeout_s=600)
+# Its database, gpu-standard.db, is ignored by git, so a warm machine keeps it between calls;
+# on a fresh machine (the warm one went back) --resume refuses the other host and the suite
+# starts over. The run's JSON is in $OUT after every call; once complete, its HTML report too.
+# Commit it as a reference run here:
+#   scripts/make-reference <files_at>/standard.json h100-standard --title "..." --where "..."
+set -uo pipefail
+. "$(dirname "$0")/gpu_env.sh"
+db="sqlite:///$PWD/gpu-standard.db"
+status() {  # the newest `run` in the suite's database: "ID STATUS", or nothing
+    python3 -m torchmark history --json --db "$db" 2>/dev/null | python3 -c '
+import json, sys
+runs = [r for r in json.load(sys.stdin) if r["kind"] == "run"]
+print(f"{runs[0][\"id\"]} {runs[0][\"status\"]}" if runs else "")'
+}
+{
+    read -r id state <<<"$(status)"
+    if [ "${state:-}" = "complete" ]; then
+        step "standard suite: complete already (run $id)"
+    elif [ "${state:-}" = "incomplete" ]; then
+        step "standard suite: resuming run $id for at most 540 s"
+        timeout 540 python3 -m torchmark run --resume "$id" --db "$db" --json "$out/standard.json"
+    else
+        step "standard suite: starting, for at most 540 s"
+        timeout 540 python3 -m torchmark run --suite standard --db "$db" \
+            --json "$out/standard.json"
+    fi
+    read -r id state <<<"$(status)"
+    if [ "${state:-}" = "complete" ]; then
+        python3 -m torchmark export "$id" --db "$db" -o "$out/standard.json"
+        python3 -m torchmark report "$id" --db "$db" --html "$out/standard.html"
+        step "standard suite: complete (run $id)"
+    else
+        step "standard suite: ${state:-not started} (run ${id:-none}); call again to go on"
+    fi
+} 2>&1 | tee -a "$out/standard.log"

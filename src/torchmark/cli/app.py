@@ -29,6 +29,22 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 
+def _bare_flags(params: list[Any]) -> list[Any]:
+    """typer 0.29 writes a ``<bool>`` type after every flag (``--json <bool>``, ``--help
+    <bool>``), which reads as if the flag took a value: a flag shows its form alone."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """Every command's class (LazyGroup sets it): flags without a ``<bool>``."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _bare_flags(super().get_params(ctx))
+
+
 class LazyGroup(TyperGroup):
     """The top-level group: a command's module is imported only when that command runs.
 
@@ -57,6 +73,8 @@ class LazyGroup(TyperGroup):
         # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it.
         gc.freeze()
         for info in app.registered_commands:
+            if info.cls in (None, TyperCommand):
+                info.cls = Command
             cmd = get_command_from_info(
                 info,
                 pretty_exceptions_short=app.pretty_exceptions_short,
@@ -65,6 +83,9 @@ class LazyGroup(TyperGroup):
             if cmd.name and cmd.name not in self.commands:
                 self.add_command(cmd, cmd.name)
         return self.commands.get(cmd_name)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _bare_flags(super().get_params(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

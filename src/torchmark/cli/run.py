@@ -129,7 +129,10 @@ def run(
     ] = None,
     ceilings: CeilingsOption = True,
     remeasure_ceilings: Annotated[
-        bool, typer.Option(help="Measure ceilings again instead of using the cached ones.")
+        bool,
+        typer.Option(
+            "--remeasure-ceilings", help="Measure ceilings again instead of using the cached ones."
+        ),
     ] = False,
     telemetry: TelemetryOption = True,
     cache_dir: Annotated[

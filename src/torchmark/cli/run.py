@@ -215,16 +215,17 @@ def run(
         return
     if strategy is not None and not dry_run:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
-    unused(cfg, runner.planned)
+    suite = runner.make_plan(cfg)
+    unused(cfg, suite.cases_for)
     if dry_run:
-        show_plan(runner.planned(cfg))
+        show_plan(suite.cases)
         return
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
     with shown_even_if_interrupted(render, json_path), events.shown():
-        record = runner.run(cfg, store, events, json_path=json_path)
+        record = runner.run(cfg, store, events, json_path=json_path, suite=suite)
     finish(record, render, json_path, store.url)
 
 
@@ -301,7 +302,7 @@ def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
     from torchmark.config import OPTIONAL_AXES, ignored_options
 
     if not any(getattr(cfg, name) for _, name in OPTIONAL_AXES):
-        return  # planning twice costs model builds: only when an option was given
+        return  # each given option costs one more plan() of the built workloads
     for line in ignored_options(cfg, plan):
         if "not used by any planned workload" in line:
             raise InputError(f"{line}: drop it, or choose a --workload that uses it")

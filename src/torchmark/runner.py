@@ -44,8 +44,8 @@ __all__ = [
     "Plan",
     "Quiet",
     "Session",
-    "measure_ceilings",
     "make_plan",
+    "measure_ceilings",
     "new_record",
     "plan",
     "planned",
@@ -112,7 +112,8 @@ def run(
     if cfg.threads:
         for d in p.devices:
             d.set_threads(cfg.threads)
-    session = Session(new_record(kind, cfg.as_dict(), p.devices), store, events, json_path=json_path)
+    record = new_record(kind, cfg.as_dict(), p.devices)
+    session = Session(record, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)
 
 

@@ -41,7 +41,6 @@ from torchmark.store.base import ResultStore
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
 
-
 Target = tuple[Workload, Case, list[str]]  # the workload, its case, notes on the choice
 
 

@@ -215,17 +215,17 @@ def run(
         return
     if strategy is not None and not dry_run:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
-    suite = runner.make_plan(cfg)
-    unused(cfg, suite.cases_for)
+    the_plan = runner.make_plan(cfg)
+    unused(cfg, the_plan.cases_for)
     if dry_run:
-        show_plan(suite.cases)
+        show_plan(the_plan.cases)
         return
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
     with shown_even_if_interrupted(render, json_path), events.shown():
-        record = runner.run(cfg, store, events, json_path=json_path, suite=suite)
+        record = runner.run(cfg, store, events, json_path=json_path, suite=the_plan)
     finish(record, render, json_path, store.url)
 
 

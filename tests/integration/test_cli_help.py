@@ -49,3 +49,29 @@ def test_flags_have_the_form_their_default_needs() -> None:
             else:
                 assert not p.secondary_opts, f"torchmark {name} {form}: off by default"
     assert flags > 10
+
+
+def test_run_and_profile_declare_their_selectors_once() -> None:
+    """The options that pick cases read the same in both commands' help."""
+    import typer
+
+    from torchmark.cli import app, load_commands
+
+    load_commands()
+    group = typer.main.get_command(app)
+    ctx = group.make_context("torchmark", ["--help"], resilient_parsing=True)
+
+    def options(name: str) -> dict[str, tuple[object, ...]]:
+        cmd = group.get_command(ctx, name)
+        return {
+            p.name: (tuple(p.opts), p.help, p.multiple, p.default)
+            for p in cmd.get_params(ctx)
+            if p.name
+        }
+
+    run, profile = options("run"), options("profile")
+    shared = ("workload", "device", "scenario", "precision", "batch", "size", "stopping")
+    for name in shared:
+        assert run[name] == profile[name], name
+    for name in ("input", "inputs"):
+        assert options("model")[name] == profile[name] == options("tune")[name], name

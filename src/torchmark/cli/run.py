@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from torchmark.cli import selectors as sel
 from torchmark.cli.app import (
     AsJsonOption,
     CeilingsOption,
@@ -26,7 +27,7 @@ from torchmark.cli.app import (
     open_store,
 )
 from torchmark.cli.progress import ProgressEvents
-from torchmark.config import RunConfig, parse_int_list
+from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunInterrupted, RunNotStored
 from torchmark.results import RunRecord
 from torchmark.workloads import Case
@@ -95,38 +96,21 @@ def show(record: RunRecord, verbose: bool = False) -> None:
 @app.command()
 def run(
     device: DevicesOption = None,
-    workload: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workload", "-w", help="Workload to run (repeatable); see `torchmark list`."
-        ),
-    ] = None,
+    workload: sel.WorkloadsOption = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Small suite (about a minute on a 2-core CPU).")
     ] = False,
     suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
-    scenario: Annotated[
-        list[str] | None,
-        typer.Option(help="Model scenario (repeatable): infer, infer-e2e, train, prefill, decode."),
-    ] = None,
-    precision: Annotated[
-        list[str] | None,
-        typer.Option(help="Precision/optimisation variant (repeatable), e.g. fp32, amp-bf16."),
-    ] = None,
-    batch: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,32,256.")] = None,
-    size: Annotated[str | None, typer.Option(help="Problem sizes for micro workloads.")] = None,
+    scenario: sel.ScenariosOption = None,
+    precision: sel.PrecisionsOption = None,
+    batch: sel.BatchesOption = None,
+    size: sel.SizesOption = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
     timing: Annotated[
         str,
         typer.Option(help="device: GPU events (launch overhead hidden); e2e: host clock + sync."),
     ] = "device",
-    stopping: Annotated[
-        str | None,
-        typer.Option(
-            help="Stopping preset for every case: micro (0.5 % target), model (1.5 %), quick, test "
-            "(default: each workload's own)."
-        ),
-    ] = None,
+    stopping: sel.StoppingOption = None,
     ceilings: CeilingsOption = True,
     remeasure_ceilings: Annotated[
         bool,
@@ -179,17 +163,17 @@ def run(
     from torchmark.launch import env as launch_env
     from torchmark.launch import torchrun
 
-    cfg = RunConfig(
-        devices=tuple(device or ("all",)),
-        workloads=tuple(workload or ()),
-        suite="quick" if quick else suite,  # type: ignore[arg-type]
-        scenarios=tuple(scenario or ()),
-        precisions=tuple(precision or ()),
-        batches=parse_int_list(batch, "--batch"),
-        sizes=parse_int_list(size, "--size"),
+    cfg = sel.selected(
+        device,
+        workload,
+        scenario,
+        precision,
+        batch,
+        size,
+        stopping,
+        suite="quick" if quick else suite,
         threads=threads,
-        timing=timing,  # type: ignore[arg-type]
-        rule=stopping,
+        timing=timing,
         ceilings=ceilings,
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,

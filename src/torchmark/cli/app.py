@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # Outside standalone mode click returns the code of a `typer.Exit` (a failing
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="torchmark", standalone_mode=False)
     except TorchmarkError as e:
         err_console.print(Text.assemble(("error:", "bold red"), f" {e}"), soft_wrap=True)
         sys.exit(e.exit_code)
@@ -194,8 +194,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.exit(130)
+    except UsageError as e:
+        # click prints a usage line, a hint and the error on four lines: one line here
+        where = e.ctx.command_path if e.ctx is not None else "torchmark"
+        line = f" {e.format_message().rstrip('.')} (see `{where} --help`)"
+        err_console.print(Text.assemble(("error:", "bold red"), line), soft_wrap=True)
+        sys.exit(e.exit_code)
     except Exception as e:
-        # Usage errors of the (possibly vendored) click arrive here in non-standalone mode.
+        # Other errors of the (possibly vendored) click arrive here in non-standalone mode.
         show = getattr(e, "show", None)
         if callable(show) and isinstance(getattr(e, "exit_code", None), int):
             show()

@@ -100,6 +100,7 @@ def profile(
         device, workload, scenario, precision, batch, size, stopping, ceilings=ceilings
     )
     check_json_path(json_path)
+    check_json_path(trace, "--trace")  # written after minutes of profiling: checked first
     target, user_spec = None, None
     if spec is not None:
         from torchmark.profile.run import user_target

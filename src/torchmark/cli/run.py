@@ -33,17 +33,18 @@ from torchmark.results import RunRecord
 from torchmark.workloads import Case
 
 
-def check_json_path(path: Path | None) -> None:
-    """``--json PATH`` must be writable before anything is measured, not after."""
+def check_json_path(path: Path | None, option: str = "--json") -> None:
+    """``--json PATH`` (or another output ``option``) must be writable before anything is
+    measured, not after."""
     if path is None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise InputError(f"--json {path} is a directory: give a file name")
+        raise InputError(f"{option} {path} is a directory: give a file name")
     if not folder.is_dir():
-        raise InputError(f"--json {path}: folder {folder} does not exist (create it first)")
+        raise InputError(f"{option} {path}: folder {folder} does not exist (create it first)")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"--json {path}: not writable here (choose another path)")
+        raise InputError(f"{option} {path}: not writable here (choose another path)")
 
 
 def write_json(record: RunRecord, path: Path) -> None:

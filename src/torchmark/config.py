@@ -63,7 +63,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         )
     bad = [b for b in cfg.batches if b < 1]
     if bad:
-        raise InputError(f"batch sizes must be >= 1, got {bad[0]}")
+        raise InputError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
     bad = [n for n in cfg.sizes if n < 1]
     if bad:  # a size of 0 plans cases that measure nothing and still "complete"
         raise InputError(f"--size takes sizes >= 1, got {bad[0]}")

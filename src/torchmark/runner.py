@@ -41,8 +41,10 @@ from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
 __all__ = [
     "OUT_OF_MEMORY",
     "Events",
+    "Plan",
     "Quiet",
     "Session",
+    "make_plan",
     "measure_ceilings",
     "new_record",
     "plan",
@@ -69,10 +71,31 @@ def plan(workloads: dict[str, Workload], devices: list[Device], cfg: RunConfig) 
     return [c for d in devices for w in workloads.values() for c in w.cases(d, cfg.plan_options)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The suite planned once: workloads built, devices resolved, cases listed. The CLI
+    checks the options against it, shows it (--dry-run) or runs it, without planning again."""
+
+    cfg: RunConfig
+    workloads: dict[str, Workload]
+    devices: list[Device]
+    cases: list[Case]
+
+    def cases_for(self, cfg: RunConfig) -> list[Case]:
+        """The cases under other selectors (``ignored_options`` clears one at a time), from
+        the same built workloads and devices; the planned config gives the planned list."""
+        return self.cases if cfg == self.cfg else plan(self.workloads, self.devices, cfg)
+
+
+def make_plan(cfg: RunConfig) -> Plan:
+    validate(cfg)
+    workloads, devices = select_workloads(cfg), resolve(cfg.devices)
+    return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
+
+
 def planned(cfg: RunConfig) -> list[Case]:
     """The cases ``run`` would measure, without measuring (``torchmark run --dry-run``)."""
-    validate(cfg)
-    return plan(select_workloads(cfg), resolve(cfg.devices), cfg)
+    return make_plan(cfg).cases
 
 
 def run(
@@ -81,16 +104,17 @@ def run(
     events: Events | None = None,
     kind: str = "run",
     json_path: Path | None = None,
+    suite: Plan | None = None,
 ) -> RunRecord:
-    """Run every planned case and store each result as it lands."""
-    validate(cfg)
-    devices = resolve(cfg.devices)
-    workloads = select_workloads(cfg)
+    """Run every planned case and store each result as it lands (``suite``: ``cfg`` planned
+    already by ``make_plan``)."""
+    p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
     if cfg.threads:
-        for d in devices:
+        for d in p.devices:
             d.set_threads(cfg.threads)
-    session = Session(new_record(kind, cfg.as_dict(), devices), store, events, json_path=json_path)
-    return run_planned(session, plan(workloads, devices, cfg), workloads, cfg)
+    record = new_record(kind, cfg.as_dict(), p.devices)
+    session = Session(record, store, events, json_path=json_path)
+    return run_planned(session, p.cases, p.workloads, cfg)
 
 
 def run_planned(

@@ -171,6 +171,6 @@ def test_sweep_table_notes_show_the_verdict() -> None:
     ],
 )
 def test_tables_name_the_model_without_its_folders(spec: str, name: str) -> None:
-    from torchmark.cli.model import short_name
+    from torchmark.cli.target import short_name
 
     assert short_name(spec) == name

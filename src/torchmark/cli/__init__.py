@@ -21,7 +21,7 @@ class CommandEntry(NamedTuple):
     help: str  # the first line of its docstring (a test keeps the two equal)
 
 
-RUNS_CODE = (  # as in cli/model.py
+RUNS_CODE = (  # model, tune and profile warn with it (cli/target.py)
     "WARNING: loading SPEC imports or runs the named Python file and calls its factory; "
     "only load models you trust."
 )

@@ -29,6 +29,22 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 
+def _bare_flags(params: list[Any]) -> list[Any]:
+    """typer 0.29 writes a ``<bool>`` type after every flag (``--json <bool>``, ``--help
+    <bool>``), which reads as if the flag took a value: a flag shows its form alone."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """Every command's class (LazyGroup sets it): flags without a ``<bool>``."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _bare_flags(super().get_params(ctx))
+
+
 class LazyGroup(TyperGroup):
     """The top-level group: a command's module is imported only when that command runs.
 
@@ -57,6 +73,8 @@ class LazyGroup(TyperGroup):
         # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it.
         gc.freeze()
         for info in app.registered_commands:
+            if info.cls in (None, TyperCommand):
+                info.cls = Command
             cmd = get_command_from_info(
                 info,
                 pretty_exceptions_short=app.pretty_exceptions_short,
@@ -65,6 +83,9 @@ class LazyGroup(TyperGroup):
             if cmd.name and cmd.name not in self.commands:
                 self.add_command(cmd, cmd.name)
         return self.commands.get(cmd_name)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _bare_flags(super().get_params(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
@@ -162,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # Outside standalone mode click returns the code of a `typer.Exit` (a failing
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="torchmark", standalone_mode=False)
     except TorchmarkError as e:
         err_console.print(Text.assemble(("error:", "bold red"), f" {e}"), soft_wrap=True)
         sys.exit(e.exit_code)
@@ -173,8 +194,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.exit(130)
+    except UsageError as e:
+        # click prints a usage line, a hint and the error on four lines: one line here
+        from torchmark.cli import COMMANDS
+
+        where = e.ctx.command_path if e.ctx is not None else "torchmark"
+        named = [a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS][:1]
+        if where == "torchmark" and named:  # `run -w` fails while the group still parses
+            where = f"torchmark {named[0]}"
+        line = f" {e.format_message().rstrip('.')} (see `{where} --help`)"
+        err_console.print(Text.assemble(("error:", "bold red"), line), soft_wrap=True)
+        sys.exit(e.exit_code)
     except Exception as e:
-        # Usage errors of the (possibly vendored) click arrive here in non-standalone mode.
+        # Other errors of the (possibly vendored) click arrive here in non-standalone mode.
         show = getattr(e, "show", None)
         if callable(show) and isinstance(getattr(e, "exit_code", None), int):
             show()

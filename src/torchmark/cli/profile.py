@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +10,7 @@ import typer
 from rich.text import Text
 
 from torchmark.cli import RUNS_CODE
+from torchmark.cli import selectors as sel
 from torchmark.cli.app import (
     CeilingsOption,
     DbOption,
@@ -18,11 +18,9 @@ from torchmark.cli.app import (
     JsonOutOption,
     app,
     console,
-    open_store,
 )
-from torchmark.cli.progress import ProgressEvents
-from torchmark.cli.run import check_json_path, shown_even_if_interrupted, write_json
-from torchmark.config import RunConfig, parse_int_list
+from torchmark.cli.run import check_json_path, finish
+from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
 
@@ -49,25 +47,14 @@ def profile(
             show_default=False,
         ),
     ] = None,
-    workload: Annotated[
-        str | None,
-        typer.Option(
-            "--workload", "-w", help="Built-in workload to profile; see `torchmark list`."
-        ),
-    ] = None,
-    input: Annotated[
-        list[str] | None, typer.Option("--input", help="With SPEC: input shape, e.g. 3x224x224.")
-    ] = None,
-    inputs: Annotated[
-        str | None, typer.Option("--inputs", help="With SPEC: file.py:make_inputs.")
-    ] = None,
+    workload: sel.WorkloadsOption = None,
+    input: InputOption = None,
+    inputs: InputsOption = None,
     device: DevicesOption = None,
-    scenario: Annotated[
-        str | None, typer.Option(help="Model scenario: infer, infer-e2e, train, prefill, decode.")
-    ] = None,
-    precision: Annotated[str | None, typer.Option(help="Precision variant, e.g. fp32.")] = None,
-    batch: Annotated[str | None, typer.Option(help="Batch size.")] = None,
-    size: Annotated[str | None, typer.Option(help="Problem size for micro workloads.")] = None,
+    scenario: sel.ScenariosOption = None,
+    precision: sel.PrecisionsOption = None,
+    batch: sel.BatchesOption = None,
+    size: sel.SizesOption = None,
     steps: Annotated[int, typer.Option(help="Active (recorded) steps, 1 to 20.")] = 5,
     trace: Annotated[
         Path | None,
@@ -87,10 +74,7 @@ def profile(
             help="Also measure each variant the profile suggests against the profiled case.",
         ),
     ] = False,
-    stopping: Annotated[
-        str | None,
-        typer.Option(help="Stopping preset of the unprofiled measurement (default: its own)."),
-    ] = None,
+    stopping: sel.StoppingOption = None,
     ceilings: CeilingsOption = True,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also print every categorisation rule.")
@@ -103,40 +87,29 @@ def profile(
     from torchmark.profile.run import profile as run_profile
 
     check_active(steps)
-    if (spec is None) == (workload is None):
+    if (spec is None) == (not workload):
         raise InputError("give a built-in --workload NAME or your model's SPEC (not both)")
     if spec is None and (input or inputs):
         raise InputError("--input/--inputs go with a SPEC (your model); drop them for --workload")
-    cfg = RunConfig(
-        devices=tuple(device or ("all",)),
-        workloads=(workload,) if workload else (),
-        scenarios=(scenario,) if scenario else (),
-        precisions=(precision,) if precision else (),
-        batches=parse_int_list(batch, "--batch"),
-        sizes=parse_int_list(size, "--size"),
-        rule=stopping,
-        ceilings=ceilings,
+    if spec is not None and (scenario or precision or size):
+        raise InputError(
+            "--scenario/--precision/--size select built-in cases; your model is profiled in "
+            "inference at --batch (try variants with `torchmark tune SPEC`)"
+        )
+    cfg = sel.selected(
+        device, workload, scenario, precision, batch, size, stopping, ceilings=ceilings
     )
     check_json_path(json_path)
+    check_json_path(trace, "--trace")  # written after minutes of profiling: checked first
     target, user_spec = None, None
     if spec is not None:
-        from torchmark.cli.model import input_factory, short_name
         from torchmark.profile.run import user_target
-        from torchmark.user import spec as spec_mod
 
-        factory = input_factory(input, inputs)
-        loaded = spec_mod.load(spec)
-        target = user_target(loaded.model, factory, short_name(spec), cfg)
-        user_spec = shlex.join(
-            [spec, *(w for i in input or [] for w in ("--input", i))]
-            + (["--inputs", inputs] if inputs else [])
-        )
-    store = open_store(db)
-    events = ProgressEvents(console)
-    with (
-        shown_even_if_interrupted(functools.partial(show, verbose=verbose), json_path),
-        events.shown(),
-    ):
+        user = load_target(spec, input, inputs)
+        target = user_target(user.model, user.factory, user.name, cfg)
+        user_spec = user.command_line
+    render = functools.partial(show, verbose=verbose)
+    with recording(render, json_path, db, lines=False) as (store, events):
         record, _ = run_profile(
             cfg,
             store,
@@ -149,7 +122,4 @@ def profile(
             user_spec=user_spec,
             say=lambda line: console.print(Text(line)),
         )
-    show(record, verbose)
-    console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store.url}"))
-    if json_path:
-        write_json(record, json_path)
+    finish(record, render, json_path, store.url)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from torchmark.cli import selectors as sel
 from torchmark.cli.app import (
     AsJsonOption,
     CeilingsOption,
@@ -27,23 +28,24 @@ from torchmark.cli.app import (
     open_store,
 )
 from torchmark.cli.progress import ProgressEvents
-from torchmark.config import RunConfig, parse_int_list
+from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunInterrupted, RunNotStored
 from torchmark.results import RunRecord
 from torchmark.workloads import Case
 
 
-def check_json_path(path: Path | None) -> None:
-    """``--json PATH`` must be writable before anything is measured, not after."""
+def check_json_path(path: Path | None, option: str = "--json") -> None:
+    """``--json PATH`` (or another output ``option``) must be writable before anything is
+    measured, not after."""
     if path is None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise InputError(f"--json {path} is a directory: give a file name")
+        raise InputError(f"{option} {path} is a directory: give a file name")
     if not folder.is_dir():
-        raise InputError(f"--json {path}: folder {folder} does not exist (create it first)")
+        raise InputError(f"{option} {path}: folder {folder} does not exist (create it first)")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"--json {path}: not writable here (choose another path)")
+        raise InputError(f"{option} {path}: not writable here (choose another path)")
 
 
 def write_json(record: RunRecord, path: Path) -> None:
@@ -109,41 +111,27 @@ RESUME_WITH = frozenset({"resume", "db", "json_path", "verbose", "dry_run"})
 def run(
     ctx: typer.Context,
     device: DevicesOption = None,
-    workload: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--workload", "-w", help="Workload to run (repeatable); see `torchmark list`."
-        ),
-    ] = None,
+    workload: sel.WorkloadsOption = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Small suite (about a minute on a 2-core CPU).")
     ] = False,
     suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
-    scenario: Annotated[
-        list[str] | None,
-        typer.Option(help="Model scenario (repeatable): infer, infer-e2e, train, prefill, decode."),
-    ] = None,
-    precision: Annotated[
-        list[str] | None,
-        typer.Option(help="Precision/optimisation variant (repeatable), e.g. fp32, amp-bf16."),
-    ] = None,
-    batch: Annotated[str | None, typer.Option(help="Batch sizes, e.g. 1,32,256.")] = None,
-    size: Annotated[str | None, typer.Option(help="Problem sizes for micro workloads.")] = None,
+    scenario: sel.ScenariosOption = None,
+    precision: sel.PrecisionsOption = None,
+    batch: sel.BatchesOption = None,
+    size: sel.SizesOption = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: torch's).")] = None,
     timing: Annotated[
         str,
         typer.Option(help="device: GPU events (launch overhead hidden); e2e: host clock + sync."),
     ] = "device",
-    stopping: Annotated[
-        str | None,
-        typer.Option(
-            help="Stopping preset for every case: micro (0.5 % target), model (1.5 %), quick, test "
-            "(default: each workload's own)."
-        ),
-    ] = None,
+    stopping: sel.StoppingOption = None,
     ceilings: CeilingsOption = True,
     remeasure_ceilings: Annotated[
-        bool, typer.Option(help="Measure ceilings again instead of using the cached ones.")
+        bool,
+        typer.Option(
+            "--remeasure-ceilings", help="Measure ceilings again instead of using the cached ones."
+        ),
     ] = False,
     telemetry: TelemetryOption = True,
     cache_dir: Annotated[
@@ -215,17 +203,17 @@ def run(
     from torchmark.launch import env as launch_env
     from torchmark.launch import torchrun
 
-    cfg = RunConfig(
-        devices=tuple(device or ("all",)),
-        workloads=tuple(workload or ()),
-        suite="quick" if quick else suite,  # type: ignore[arg-type]
-        scenarios=tuple(scenario or ()),
-        precisions=tuple(precision or ()),
-        batches=parse_int_list(batch, "--batch"),
-        sizes=parse_int_list(size, "--size"),
+    cfg = sel.selected(
+        device,
+        workload,
+        scenario,
+        precision,
+        batch,
+        size,
+        stopping,
+        suite="quick" if quick else suite,
         threads=threads,
-        timing=timing,  # type: ignore[arg-type]
-        rule=stopping,
+        timing=timing,
         ceilings=ceilings,
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
@@ -251,16 +239,17 @@ def run(
         return
     if strategy is not None and not dry_run:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
-    unused(cfg, runner.planned)
+    the_plan = runner.make_plan(cfg)
+    unused(cfg, the_plan.cases_for)
     if dry_run:
-        show_plan(runner.planned(cfg))
+        show_plan(the_plan.cases)
         return
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
     with shown_even_if_interrupted(render, json_path, resume_line(db)), events.shown():
-        record = runner.run(cfg, store, events, json_path=json_path)
+        record = runner.run(cfg, store, events, json_path=json_path, suite=the_plan)
     finish(record, render, json_path, store.url)
 
 
@@ -362,7 +351,7 @@ def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
     from torchmark.config import OPTIONAL_AXES, ignored_options
 
     if not any(getattr(cfg, name) for _, name in OPTIONAL_AXES):
-        return  # planning twice costs model builds: only when an option was given
+        return  # each given option costs one more plan() of the built workloads
     for line in ignored_options(cfg, plan):
         if "not used by any planned workload" in line:
             raise InputError(f"{line}: drop it, or choose a --workload that uses it")

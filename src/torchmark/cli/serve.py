@@ -40,7 +40,9 @@ def serve(
     rate_limit: Annotated[
         int, typer.Option(help="Submissions per token per hour; more are answered 429.")
     ] = 60,
-    private: Annotated[bool, typer.Option(help="Require a token for reads too.")] = False,
+    private: Annotated[
+        bool, typer.Option("--private", help="Require a token for reads too.")
+    ] = False,
     workers: Annotated[
         int,
         typer.Option(

@@ -42,9 +42,11 @@ from torchmark.store.base import ResultStore
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
 
+Target = tuple[Workload, Case, list[str]]  # the workload, its case, notes on the choice
 
-def choose(cfg: RunConfig) -> tuple[Case, list[str]]:
-    """The case to profile and notes on how it was chosen."""
+
+def builtin_target(cfg: RunConfig) -> Target:
+    """The built-in case to profile, its workload, and notes on how it was chosen."""
     validate(cfg)
     devices = resolve(cfg.devices)
     device = _prefer_accelerator(devices)
@@ -63,19 +65,11 @@ def choose(cfg: RunConfig) -> tuple[Case, list[str]]:
             f"profiling the first of {len(cases)} matching cases (narrow with --workload, "
             "--scenario, --precision, --batch)"
         )
-    return cases[0], notes
+    return workloads[cases[0].workload], cases[0], notes
 
 
 def _prefer_accelerator(devices: list[Device]) -> Device:
     return next((d for d in devices if d.is_accelerator), devices[0])
-
-
-Target = tuple[Workload, Case, list[str]]  # the workload, its case, notes on the choice
-
-
-def builtin_target(cfg: RunConfig) -> Target:
-    case, notes = choose(cfg)
-    return select_workloads(cfg)[case.workload], case, notes
 
 
 def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -> Target:

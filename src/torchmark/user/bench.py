@@ -367,7 +367,7 @@ def benchmark_model(
     batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))
     bad = [b for b in batch_list if b < 1]
     if bad:
-        raise InputError(f"batch sizes must be >= 1, got {bad[0]}")
+        raise InputError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
     # the reference is computed once, on the first device: every device must get the same
     # inputs at each batch, which an unseeded user factory does not give on its own
     factory = per_batch(factory)

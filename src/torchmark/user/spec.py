@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,14 @@ def _load_file(spec: str) -> LoadedModel:
         )
     if path.suffix == ".py":
         raise InputError(f"model spec {spec!r}: name the factory too, e.g. {spec}:make_model")
+    if not zipfile.is_zipfile(path):
+        # both formats are zip archives; trying torch's loaders on anything else printed
+        # a page of torch.export warnings and a 400-character miniz error
+        raise InputError(
+            f"model file {spec!r} is not a zip archive, so neither torch.jit.load nor "
+            "torch.export.load reads it: give a TorchScript file, an exported program (.pt2), "
+            "or module:factory / file.py:factory for Python code"
+        )
     loaders: list[tuple[str, Callable[[], Any]]] = [
         ("torch.export.load", lambda: torch.export.load(str(path)).module()),
         ("torch.jit.load", lambda: torch.jit.load(str(path), map_location="cpu")),

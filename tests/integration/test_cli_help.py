@@ -1,0 +1,77 @@
+"""Every command's --help reads in an 80-column terminal and in a CI log: no line wider than
+80, no ``<bool>`` after a flag, and each flag in the form its default needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from clitest import cli
+from torchmark.cli import COMMANDS
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_fits_80_columns_and_names_no_bool(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")  # a CI log: no colour, no terminal behind it
+    code, out, err = cli(capsys, *([command] if command else []), "--help")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) > 5
+    wide = [line for line in lines if len(line) > 80]
+    assert not wide, f"torchmark {command} --help overflows 80 columns: {wide[0]!r}"
+    assert "<bool>" not in out
+    assert "\x1b[" not in out  # no escape codes in a log
+    assert "--help" in out
+
+
+def test_flags_have_the_form_their_default_needs() -> None:
+    """A flag on by default needs its --no- form to be turned off; one off by default is
+    ``--flag`` alone (``--no-dry-run`` would only be noise)."""
+    import typer
+
+    from torchmark.cli import app, load_commands
+
+    load_commands()
+    group = typer.main.get_command(app)
+    ctx = group.make_context("torchmark", ["--help"], resilient_parsing=True)
+    flags = 0
+    for name in COMMANDS:
+        cmd = group.get_command(ctx, name)
+        for p in cmd.get_params(ctx):
+            if not getattr(p, "is_flag", False) or p.name == "help":
+                continue
+            flags += 1
+            form = "/".join([*p.opts, *p.secondary_opts])
+            if p.default:
+                assert p.secondary_opts, f"torchmark {name} {form}: on by default, no --no- form"
+            else:
+                assert not p.secondary_opts, f"torchmark {name} {form}: off by default"
+    assert flags > 10
+
+
+def test_run_and_profile_declare_their_selectors_once() -> None:
+    """The options that pick cases read the same in both commands' help."""
+    import typer
+
+    from torchmark.cli import app, load_commands
+
+    load_commands()
+    group = typer.main.get_command(app)
+    ctx = group.make_context("torchmark", ["--help"], resilient_parsing=True)
+
+    def options(name: str) -> dict[str, tuple[object, ...]]:
+        cmd = group.get_command(ctx, name)
+        return {
+            p.name: (tuple(p.opts), p.help, p.multiple, p.default)
+            for p in cmd.get_params(ctx)
+            if p.name
+        }
+
+    run, profile = options("run"), options("profile")
+    shared = ("workload", "device", "scenario", "precision", "batch", "size", "stopping")
+    for name in shared:
+        assert run[name] == profile[name], name
+    for name in ("input", "inputs"):
+        assert options("model")[name] == profile[name] == options("tune")[name], name

@@ -1,0 +1,83 @@
+"""`torchmark run` plans the suite once: its workloads are built and its devices resolved
+once, whether it checks the options, shows the plan (--dry-run) or measures it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from clitest import cli
+from torchmark import runner
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    counted: Counter[str] = Counter()
+
+    def counting(name: str) -> Any:
+        real = getattr(runner, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counted[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(runner, name, wrapper)
+
+    for name in ("make_plan", "select_workloads", "resolve"):
+        counting(name)
+    return counted
+
+
+ONCE = Counter({"make_plan": 1, "select_workloads": 1, "resolve": 1})
+
+
+def test_dry_run_with_options_plans_once(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    code, out, err = cli(
+        capsys, "run", "-d", "cpu", "-w", "add", "-w", "matmul", "--precision", "bf16",
+        "--size", "256", "--dry-run",
+    )  # fmt: skip
+    assert code == 0, err
+    assert calls == ONCE
+    # the output as before planning was shared: the note, then the plan
+    assert out.splitlines() == [
+        "note: --precision bf16 is ignored by add",
+        "2 planned cases on cpu",
+        "workload  case      ",
+        "────────────────────",
+        "add       fp32 n=256",
+        "matmul    bf16 n=256",
+    ]
+
+
+def test_a_run_with_options_plans_once_and_measures_that_plan(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    code, _, err = cli(
+        capsys, "run", "-d", "cpu", "-w", "add", "--size", "4096", "--stopping", "test",
+        "--no-ceilings", "--no-telemetry",
+    )  # fmt: skip
+    assert code == 0, err
+    assert calls == ONCE
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0
+    (run,) = json.loads(out)
+    assert (run["kind"], run["status"], run["ok"], run["total"]) == ("run", "complete", 1, 1)
+
+
+def test_an_unused_option_is_still_refused_before_anything_is_measured(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    code, _, err = cli(capsys, "run", "-d", "cpu", "-w", "add", "--batch", "8")
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "error: --batch 8 is not used by any planned workload (add): drop it, or choose a "
+        "--workload that uses it"
+    ]
+    assert calls == ONCE
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []

@@ -64,7 +64,7 @@ def test_seed_add_as_published_is_one_aliased_add(gpu_ceilings: dict[str, Ceilin
 def test_seed_add_intended_is_bound_by_the_host_link(gpu_ceilings: dict[str, Ceiling]) -> None:
     r = run(seed_add.SeedAdd(), "intended", {"size": 4096}, gpu_ceilings)
     assert r.status == "ok", r.reason
-    assert r.ceiling is not None and r.ceiling.key == "h2d:pageable"
+    assert r.ceiling is not None and r.ceiling.key == "h2d:pinned"
     assert r.work.bytes == 2 * 4 * 4096**2  # the bytes that cross the link
     assert r.pct_of_ceiling is not None and 0 < r.pct_of_ceiling < 110
     assert "PCIe-bound" in r.notes[0]

@@ -12,22 +12,23 @@
 set -uo pipefail
 . "$(dirname "$0")/gpu_env.sh"
 db="sqlite:///$PWD/gpu-standard.db"
+part_s="${PART_S:-540}"  # seconds of measuring a call (PART_S=30 to try it on a CPU)
 status() {  # the newest `run` in the suite's database: "ID STATUS", or nothing
     python3 -m torchmark history --json --db "$db" 2>/dev/null | python3 -c '
 import json, sys
 runs = [r for r in json.load(sys.stdin) if r["kind"] == "run"]
-print(f"{runs[0][\"id\"]} {runs[0][\"status\"]}" if runs else "")'
+print(runs[0]["id"] + " " + runs[0]["status"] if runs else "")'
 }
 {
     read -r id state <<<"$(status)"
     if [ "${state:-}" = "complete" ]; then
         step "standard suite: complete already (run $id)"
     elif [ "${state:-}" = "incomplete" ]; then
-        step "standard suite: resuming run $id for at most 540 s"
-        timeout 540 python3 -m torchmark run --resume "$id" --db "$db" --json "$out/standard.json"
+        step "standard suite: resuming run $id for at most $part_s s"
+        timeout "$part_s" python3 -m torchmark run --resume "$id" --db "$db" --json "$out/standard.json"
     else
-        step "standard suite: starting, for at most 540 s"
-        timeout 540 python3 -m torchmark run --suite standard --db "$db" \
+        step "standard suite: starting, for at most $part_s s"
+        timeout "$part_s" python3 -m torchmark run --suite standard --db "$db" \
             --json "$out/standard.json"
     fi
     read -r id state <<<"$(status)"

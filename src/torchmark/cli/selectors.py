@@ -28,8 +28,8 @@ SizesOption = Annotated[str | None, typer.Option(help="Problem sizes for micro w
 StoppingOption = Annotated[
     str | None,
     typer.Option(
-        help="Stopping preset for every case: micro (0.5 % target), model (1.5 %), quick, test "
-        "(default: each workload's own)."
+        help="Stopping preset for every case: micro (0.5 % target), model (1.5 %), quick, "
+        "epoch (input pipelines: 5 epochs), test (default: each workload's own)."
     ),
 ]
 

@@ -135,7 +135,7 @@ PRESETS: dict[str, StoppingRule] = {
 
 
 def preset(name: str) -> StoppingRule:
-    """The named stopping rule of a suite: ``micro``, ``model``, ``quick`` or ``test``."""
+    """The named stopping rule: ``micro``, ``model``, ``quick``, ``epoch`` or ``test``."""
     try:
         return PRESETS[name]
     except KeyError:

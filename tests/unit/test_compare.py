@@ -303,3 +303,18 @@ def test_narrow_reference_placement_keeps_every_figure_and_caveat() -> None:
         assert any(line.split()[0] == str(value) for line in ranked), (rank, value)
     assert "(this machine)" in text
     assert " ".join(text.split()).startswith(f"{ref.title} (seed-2023), ranked")
+
+
+def test_stacked_figures_too_wide_put_the_verdict_on_a_line_of_its_own() -> None:
+    """ "A 288,515 samples/s   B 70,447 samples/s   B/A 0.244×   UNCLEAR" is 67 wide."""
+    from torchmark.report.compare import stacked_lines
+
+    cmp = compare([load("cpu-gpu"), load("cpu-gpu-slower")])
+    one, _ = stacked_lines(cmp, width=60)
+    two, _ = stacked_lines(cmp, width=45)
+    assert len(two.plain.splitlines()) == 3 * len(one.plain.splitlines()) // 2
+    assert max(map(len, two.plain.splitlines())) <= 45
+    [case, rates, verdict] = two.plain.splitlines()[18:21]  # the 7th case, three lines
+    assert case == "matmul/square fp32 size=4096 (cpu)"
+    assert rates.split() == ["A", "153", "GFLOP/s", "B", "139", "GFLOP/s"]
+    assert verdict.split() == ["B/A", "0.909×", "SLOWER"]

@@ -173,10 +173,16 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     return out
 
 
-def stacked_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> tuple[Text, list[str]]:
+STACK = "  "  # the figures' indent under their case
+
+
+def stacked_lines(
+    cmp: Comparison, ids: Sequence[int] | None = None, width: int = 80
+) -> tuple[Text, list[str]]:
     """The comparison table for a narrow terminal: each case (device) on a line of its own,
     its figures on the next, indented, the same figures as the table's, aligned from case
-    to case (``  A 50.0 it/s   B 45.5 it/s   B/A 0.909×  SLOWER``); and the same notes."""
+    to case (``  A 50.0 it/s   B 45.5 it/s   B/A 0.909×  SLOWER``; where that overflows
+    ``width``, the ratio and verdict on a line of their own); and the same notes."""
     rows = _rows(cmp)
     names = [letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
     # (label, value) per figure: A's throughput, then per later run its throughput, its
@@ -200,7 +206,16 @@ def stacked_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> tuple[Te
             f"{label} {value.rjust(w)}" if label else value.ljust(w)
             for (label, value), w in zip(figures, wide, strict=True)
         ]
-        out.append("  " + "   ".join(cells).rstrip() + "\n")
+        # "A 288,515 samples/s   B 70,447 samples/s   B/A 0.244×   UNCLEAR" is 67 wide
+        lines = [cells]
+        if len(STACK + "   ".join(cells)) > width:
+            rates = {0, *range(1, len(cells), 3)}  # A's throughput, then each run's
+            lines = [
+                [c for k, c in enumerate(cells) if k in rates],
+                [c for k, c in enumerate(cells) if k not in rates],
+            ]
+        for part in lines:
+            out.append(STACK + "   ".join(part).rstrip() + "\n")
         notes += _notes(cmp, j, ids)
     out.rstrip()
     return out, notes
@@ -251,7 +266,7 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     views = [(cmp, None)] if layout(cmp, width) is not None else pairs(cmp)
     for sub, ids in views:
         if layout(sub, width) == "stacked":
-            block, notes = stacked_lines(sub, ids)
+            block, notes = stacked_lines(sub, ids, width)
             parts += [Text(), block, Text()]
         else:
             table, notes = comparison_table(sub, width, ids)

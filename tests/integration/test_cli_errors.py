@@ -27,7 +27,7 @@ CNN = f"{FIX}/cnn.py:make_model"
         (["profile", "-w", "add", "--trace", "/no/such/dir/t.gz"], 2, "/no/such/dir does not"),
         (["profile", CNN, "--input", "3x8x8", "--precision", "bf16"], 2, "`torchmark tune SPEC`"),
         (["run", "-w"], 2, "Option '-w' requires an argument (see `torchmark run --help`)"),
-        (["export"], 2, "Missing argument 'run' (see `torchmark export --help`)"),
+        (["export"], 2, "Missing argument 'RUN' (see `torchmark export --help`)"),
         (["export", "nope"], 1, "`torchmark history` lists the stored run ids"),
         (["import", "/no/such/run.json"], 2, "no such file"),
         (["compare"], 2, "compare needs two or more runs"),

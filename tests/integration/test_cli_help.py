@@ -1,7 +1,10 @@
 """Every command's --help reads in an 80-column terminal and in a CI log: no line wider than
-80, no ``<bool>`` after a flag, and each flag in the form its default needs."""
+80, no ``<bool>`` after a flag, each value named for what it is (``--workload NAME``, not
+typer's ``<list[str]>``), and each flag in the form its default needs."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -24,6 +27,34 @@ def test_help_fits_80_columns_and_names_no_bool(
     assert "<bool>" not in out
     assert "\x1b[" not in out  # no escape codes in a log
     assert "--help" in out
+    # typer's type placeholders (<str>, <list[str]>, <path>) and usage names ({spec})
+    typed = re.findall(r"<[a-z]+(?:\[[a-z]+\])?>|\{[a-z_]+\}", out)
+    assert not typed, f"torchmark {command} --help names a type, not a value: {typed}"
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("tune", ["Usage: torchmark tune [OPTIONS] SPEC", "--budget-s", "SECONDS", "--batch"]),
+        ("run", ["--workload", "NAME", "--device", "DEVICE", "--db", "URL", "--json", "FILE"]),
+        ("model", ["--input ", "SHAPE", "--inputs ", "FILE.py:FUNC", "N[,N...]"]),
+        ("compare", ["Usage: torchmark compare [OPTIONS] [RUNS]...", "PCT"]),
+        ("export", ["Usage: torchmark export [OPTIONS] RUN"]),
+    ],
+)
+def test_help_names_each_value(
+    command: str,
+    named: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one option a line: its name beside its value
+    code, out, _ = cli(capsys, command, "--help")
+    assert code == 0
+    for word in named:
+        assert word in out, (command, word)
+    if command == "tune":  # an int here, a comma list in run: each named for its own
+        assert re.search(r"--batch +N +The batch size", out)
 
 
 def test_flags_have_the_form_their_default_needs() -> None:

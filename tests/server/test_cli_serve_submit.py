@@ -93,6 +93,10 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2 and "no active token named 'lab'" in err
     code, _, err = cli(capsys, "serve", "tokens", "--db", db)
     assert code == 2 and "token create NAME" in err
+    # a missing NAME is named, in one line, as click names a command's missing argument
+    code, _, err = cli(capsys, "serve", "token", "revoke", "--db", db)
+    assert code == 2 and err.count("\n") == 1
+    assert "Missing argument 'NAME': `torchmark serve token revoke NAME`" in err
 
 
 def test_concurrent_submitters_lose_nothing_and_duplicate_nothing(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -211,7 +212,7 @@ def render_comparison(names: tuple[str, ...], width: int) -> str:
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 
 
-@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("width", [60, 80, 120])
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_comparison_matches_golden_text(pair: str, width: int) -> None:
     """Regenerate with TORCHMARK_UPDATE_GOLDEN=1 and read the diff."""
@@ -222,13 +223,19 @@ def test_comparison_matches_golden_text(pair: str, width: int) -> None:
     assert text == golden.read_text()
 
 
-@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("width", [60, 70, 80, 120])
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_essential_cells_are_never_cut(pair: str, width: int) -> None:
     text = render_comparison(PAIRS[pair], width)
     assert max(len(line) for line in text.splitlines()) <= width
     cmp = compare([load(n) for n in PAIRS[pair]])
-    rows = [line for line in text.splitlines() if "×" in line or " n/a" in line]
+    lines = text.splitlines()
+    # narrow: a case on its own line, its figures ("  A ...") on the next
+    rows = [
+        lines[k - 1] + line if line.startswith("  A ") else line
+        for k, line in enumerate(lines)
+        if "×" in line or " n/a" in line
+    ]
     for changes in cmp.changes:
         for change in changes:
             case = f"{change.a.workload}/{change.a.variant}"
@@ -253,3 +260,61 @@ def test_few_samples_that_never_overlap_are_told_apart() -> None:
     # two samples each: even apart, no test can call it (Mann-Whitney's p is 1/3 at best)
     j2 = independent(Measurement((2.0, 2.1)), Measurement((0.7, 0.8)))
     assert not isinstance(j2, str) and j2.verdict == "UNCLEAR"
+
+
+def test_narrow_comparison_stacks_the_same_figures_and_notes_as_the_table() -> None:
+    """Below ~75 columns a pair's case column would wrap mid-word ("seed-add/as-publishe"
+    / "d (cpu)"): each case goes on a line of its own, its figures on the next; the
+    figures and the notes under them are the table's own."""
+    from torchmark.report.compare import comparison_table, layout, stacked_lines
+
+    cmp = compare([load("cpu-only"), load("cpu-only-noisy")])
+    assert isinstance(layout(cmp, 80), tuple) and layout(cmp, 60) == "stacked"
+    table, table_notes = comparison_table(cmp, 80)
+    block, notes = stacked_lines(cmp)
+    assert notes == table_notes and notes  # two UNCLEAR, one not comparable
+    text = block.plain.splitlines()
+    # case, device, A, B, B/A, verdict
+    cells = [[str(c) for c in col._cells] for col in table.columns]
+    assert len(text) == 2 * len(cells[0]) == 6
+    for k in range(len(cells[0])):
+        assert text[2 * k] == f"{cells[0][k]} ({cells[1][k]})"
+        said = re.fullmatch(r"  A +(.+?)   B +(.+?)   B/A +(.+?)   (\S+)", text[2 * k + 1])
+        assert said is not None and list(said.groups()) == [row[k] for row in cells[2:]]
+
+
+def test_narrow_reference_placement_keeps_every_figure_and_caveat() -> None:
+    from torchmark import reference
+    from torchmark.report.compare import placement_renderables, placement_table
+
+    ref, record = reference.load("seed-2023"), load("cpu-gpu")
+    out = io.StringIO()
+    console = Console(file=out, width=60, color_system=None, force_terminal=False)
+    for part in placement_renderables(ref, record, console.width):
+        console.print(part)
+    text = out.getvalue()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 60
+    wide, wide_notes = placement_table(ref, reference.seed_rows(record), 80)
+    for note in wide_notes:  # the same numbered caveats as the table's
+        assert " ".join(note.split()) in " ".join(text.split())
+    ranked = [line for line in text.splitlines() if " it/s → " in line]
+    assert len(ranked) == wide.row_count == 15  # 12 published, 2 this machine, 1 H100 ref
+    for value, rank in zip(wide.columns[2]._cells, wide.columns[0]._cells, strict=True):
+        assert any(line.split()[0] == str(value) for line in ranked), (rank, value)
+    assert "(this machine)" in text
+    assert " ".join(text.split()).startswith(f"{ref.title} (seed-2023), ranked")
+
+
+def test_stacked_figures_too_wide_put_the_verdict_on_a_line_of_its_own() -> None:
+    """ "A 288,515 samples/s   B 70,447 samples/s   B/A 0.244×   UNCLEAR" is 67 wide."""
+    from torchmark.report.compare import stacked_lines
+
+    cmp = compare([load("cpu-gpu"), load("cpu-gpu-slower")])
+    one, _ = stacked_lines(cmp, width=60)
+    two, _ = stacked_lines(cmp, width=45)
+    assert len(two.plain.splitlines()) == 3 * len(one.plain.splitlines()) // 2
+    assert max(map(len, two.plain.splitlines())) <= 45
+    [case, rates, verdict] = two.plain.splitlines()[18:21]  # the 7th case, three lines
+    assert case == "matmul/square fp32 size=4096 (cpu)"
+    assert rates.split() == ["A", "153", "GFLOP/s", "B", "139", "GFLOP/s"]
+    assert verdict.split() == ["B/A", "0.909×", "SLOWER"]

@@ -50,7 +50,7 @@ def test_fixture_is_the_measured_run() -> None:
     assert workers == [0, 1, 2, 4, 8, 16]
 
 
-@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("width", [60, 80, 120])
 def test_compare_matches_golden_text(width: int) -> None:
     assert matches_golden(printed([run(), slowed(1.4)], width), f"compare-input-{width}.txt")
 
@@ -199,7 +199,7 @@ def test_default_is_the_plain_dataloader() -> None:
     assert config_of({"workers": 0, "batch": 64}) == LoaderConfig()
 
 
-@pytest.mark.parametrize("width", [80, 120, None])
+@pytest.mark.parametrize("width", [60, 80, 120, None])
 def test_terminal_breakdown_matches_golden_text(
     width: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

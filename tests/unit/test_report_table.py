@@ -49,7 +49,7 @@ def matches_golden(text: str, name: str) -> bool:
     return text == golden.read_text()
 
 
-WIDTHS = {"80": 80, "120": 120, "piped": None}
+WIDTHS = {"60": 60, "80": 80, "120": 120, "piped": None}
 
 
 @pytest.mark.parametrize("width", WIDTHS)

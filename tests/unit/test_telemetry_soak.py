@@ -136,16 +136,21 @@ def full(t0: float, rate: float, **throttle: int) -> dict[str, Any]:
     return {**w, "clock_mhz": 1980.0, "power_w": 698.4}
 
 
+@pytest.mark.parametrize("width", [60, 80])
 def test_soak_table_reads_in_80_columns_with_every_sensor(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    width: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "80")
+    """At 60 columns rich cut every header ("temp…") and dropped the throttle reasons."""
+    monkeypatch.setenv("COLUMNS", str(width))
     wins = [full(0, 790.2), full(30, 702.6, sw_power_cap=40, hw_thermal_slowdown=100)]
     show_soak(soak_record(wins))
     out = capsys.readouterr().out
-    assert max(map(len, out.splitlines())) <= 80, out
-    assert "temp °C" in out and "power W" in out and "throttle" in out
+    assert max(map(len, out.splitlines())) <= width, out
+    assert "…" not in out
+    assert "clock MHz" in out and "temp °C" in out and "power W" in out and "throttle" in out
     assert "790" in out and "703" in out and "0–30" in out and "not read" not in out
+    assert "40\u00a0%" in out and "100\u00a0%" in out  # never "100" over "%"
+    assert "sw power cap" in " ".join(out.split("throttle")[1].split())
 
 
 def test_soak_table_says_once_which_sensors_are_missing(

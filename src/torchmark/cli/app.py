@@ -29,20 +29,97 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment,unused-ignore]
 
 
-def _bare_flags(params: list[Any]) -> list[Any]:
-    """typer 0.29 writes a ``<bool>`` type after every flag (``--json <bool>``, ``--help
-    <bool>``), which reads as if the flag took a value: a flag shows its form alone."""
+# What each option's value is, named as the help describes it: typer 0.29 prints the
+# Python type instead (``--workload <list[str]>``, ``--budget-s <float>``). An option not
+# listed shows its own name (``--limit LIMIT``); a typer.Option(metavar=...) wins.
+METAVARS = {
+    "--backend": "NAME",
+    "--batch": "N[,N...]",
+    "--budget-s": "SECONDS",
+    "--cache-dir": "DIR",
+    "--db": "URL",
+    "--device": "DEVICE",
+    "--duration": "TIME",
+    "--format": "FORMAT",
+    "--host": "ADDRESS",
+    "--html": "FILE",
+    "--input": "SHAPE",
+    "--inputs": "FILE.py:FUNC",
+    "--json": "FILE",
+    "--limit": "N",
+    "--loader": "FILE.py:FUNC",
+    "--markdown": "FILE",
+    "--max-latency-ms": "MS",
+    "--nnodes": "N",
+    "--node-rank": "N",
+    "--nproc-per-node": "N",
+    "--output": "FILE",
+    "--per-candidate-s": "SECONDS",
+    "--port": "PORT",
+    "--precision": "NAME",
+    "--price": "KIND=PRICE,...",
+    "--public-url": "URL",
+    "--rate-limit": "N",
+    "--rdzv-endpoint": "HOST:PORT",
+    "--rdzv-timeout": "SECONDS",
+    "--reference": "NAME",
+    "--scaling": "N[,N...]",
+    "--scenario": "NAME",
+    "--server": "URL",
+    "--size": "N[,N...]",
+    "--steps": "N",
+    "--stopping": "PRESET",
+    "--strategy": "NAME",
+    "--suite": "NAME",
+    "--threads": "N",
+    "--timing": "MODE",
+    "--token": "TOKEN",
+    "--trace": "FILE",
+    "--workers": "N",
+    "--workload": "NAME",
+}
+# typer gives an option of type int or float its own placeholder (``--batch`` is an int
+# in tune, a comma list elsewhere): a name that fits the single value.
+SINGLE = {"--batch": "N"}
+
+
+def _usage_name(arg: Any) -> str:
+    """``SPEC``, ``[RUNS]...``: click's form (typer 0.29 writes ``{spec}``)."""
+    name = arg.metavar if arg.required else f"[{arg.metavar}]"
+    return name + ("..." if arg.nargs != 1 else "")
+
+
+def _named_values(params: list[Any]) -> list[Any]:
+    """Help that names each value. typer 0.29 writes a ``<bool>`` type after every flag
+    (``--json <bool>``), which reads as if the flag took a value: a flag shows its form
+    alone. An option's value gets its name from METAVARS; an argument shows its name in
+    capitals, without the Python type beside it (``spec <str>``) nor typer's ``{spec}``
+    in the usage line."""
     for p in params:
-        if getattr(p, "is_flag", False) and p.metavar is None:
+        if p.metavar is not None:
+            pass
+        elif getattr(p, "is_flag", False):
             p.metavar = ""
+        elif p.param_type_name == "argument":
+            p.metavar = p.name.upper()
+        else:
+            long = max(p.opts, key=len)
+            single = getattr(p, "bare_type", lambda: "")() in ("int", "float")
+            p.metavar = (SINGLE.get(long) if single else None) or METAVARS.get(
+                long, long.lstrip("-").upper()
+            )
+        if p.param_type_name == "argument":
+            # instance attributes: these typer methods have no setting to turn them off
+            p.display_type_rich = lambda ctx: None
+            p.get_usage_pieces = lambda ctx, p=p: [_usage_name(p)]
     return params
 
 
 class Command(TyperCommand):
-    """Every command's class (LazyGroup sets it): flags without a ``<bool>``."""
+    """Every command's class (LazyGroup sets it): help that names each value."""
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _bare_flags(super().get_params(ctx))
+        return _named_values(super().get_params(ctx))
 
 
 class LazyGroup(TyperGroup):
@@ -85,7 +162,7 @@ class LazyGroup(TyperGroup):
         return self.commands.get(cmd_name)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _bare_flags(super().get_params(ctx))
+        return _named_values(super().get_params(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

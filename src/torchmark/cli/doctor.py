@@ -65,12 +65,16 @@ SOAK_SENSORS = (
 )
 
 
+# The throughput bar's full width: with every sensor and the throttle reasons the table
+# takes exactly 80 columns.
+BAR = 10
+
+
 def show_soak(record: RunRecord) -> None:
     """Throughput per window beside the telemetry of the same span, in 80 columns; a
     sensor no window read is said once under the table instead of a column of dashes."""
-    from rich import box
-
     from torchmark import format as fmt
+    from torchmark.report.layout import Col, FitTable
 
     s = record.extra["soak"]
     wins: list[dict[str, Any]] = s["windows"]
@@ -78,29 +82,28 @@ def show_soak(record: RunRecord) -> None:
     case = (str(s["case"]), "bold")
     console.print(Text.assemble("Soak of ", case, f" for {s['elapsed_s']:.0f} s"))
     sensors = [x for x in SOAK_SENSORS if any(w[x[0]] is not None for w in wins)]
-    throttled = any(w["throttle"] for w in wins)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("seconds", justify="right", no_wrap=True)
-    t.add_column(unit, justify="right", no_wrap=True)
-    t.add_column("", no_wrap=True, min_width=12)
-    for _, header, _ in sensors:
-        t.add_column(header, justify="right", no_wrap=True)
-    if throttled:
-        t.add_column("throttle", overflow="fold")
+    # FitTable: at 60 columns rich cut every header ("secon…", "temp…") and dropped the
+    # throttle reasons; here the bar gives way first (the sparkline below keeps the
+    # shape), then each window stacks over its figures.
+    t = FitTable(
+        Col("seconds", justify="right"),
+        Col(unit, justify="right"),
+        Col("", drop=1),
+        *(Col(header, justify="right") for _, header, _ in sensors),
+        Col("throttle", wrap=12, vital=True),
+    )
     top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
     digits = 0 if s["elapsed_s"] >= 60 else 1
     for w in wins:
         rate = w["rate"]
-        bar = "█" * round(12 * (rate or 0.0) / top)
-        cells = [
+        t.row(
             f"{w['t0_s']:.{digits}f}–{w['t1_s']:.{digits}f}",
             fmt.DASH if rate is None else fmt.sig(rate, 3),
-            bar,
+            "█" * round(BAR * (rate or 0.0) / top),
             *(_num(w[key]) for key, _, _ in sensors),
-        ]
-        if throttled:
-            cells.append(", ".join(f"{k} {v} %" for k, v in w["throttle"].items()))
-        t.add_row(*cells)
+            # a no-break space: "100 %" never wraps apart
+            ", ".join(f"{k} {v}\u00a0%" for k, v in w["throttle"].items()),
+        )
     console.print(t)
     missing = [word for key, _, word in SOAK_SENSORS if (key, _, word) not in sensors]
     if missing:

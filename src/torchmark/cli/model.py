@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 
 from torchmark.cli import RUNS_CODE
 from torchmark.cli.app import (
@@ -28,6 +30,7 @@ from torchmark.cli.target import (
 )
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError
+from torchmark.report.model import model_view, tune_view
 from torchmark.results import RunRecord
 from torchmark.timing import preset
 
@@ -39,11 +42,18 @@ LOADER_HELP = (
 )
 
 
-def show_model(record: RunRecord) -> None:
-    from torchmark.report.model import model_view
+def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunRecord], None]:
+    """What ``recording`` and ``finish`` show a record with: its view, part by part."""
 
-    for part in model_view(record):
-        console.print(part)
+    def show(record: RunRecord) -> None:
+        for part in view(record):
+            console.print(part)
+
+    return show
+
+
+show_model = printer(model_view)
+show_tune = printer(tune_view)
 
 
 @app.command(
@@ -134,13 +144,6 @@ def model_with_loader(
             config={"spec": spec, "source": loaded.source},
         )
     finish(record, show, json_path, store.url)
-
-
-def show_tune(record: RunRecord) -> None:
-    from torchmark.report.model import tune_view
-
-    for part in tune_view(record):
-        console.print(part)
 
 
 @app.command(

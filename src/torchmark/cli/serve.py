@@ -128,8 +128,13 @@ def _token(action: list[str], db: str | None) -> None:
 
     verb, args = (action[1] if len(action) > 1 else ""), action[2:]
     wants = {"create": 1, "revoke": 1, "list": 0}
-    if action[0] != "token" or verb not in wants or len(args) != wants[verb]:
+    if action[0] != "token" or verb not in wants:
         raise InputError(f"serve takes no arguments, or one of: {TOKEN_USAGE}")
+    if len(args) != wants[verb]:
+        form = f"torchmark serve token {verb}" + " NAME" * wants[verb]
+        said = "Missing argument 'NAME'" if len(args) < wants[verb] else "Too many arguments"
+        hint = "; names: `torchmark serve token list`" if verb == "revoke" else ""
+        raise InputError(f"{said}: `{form}`{hint}")
     accounts = Accounts(open_store(db_url(db)))
     if verb == "create":
         token = accounts.create_token(args[0])

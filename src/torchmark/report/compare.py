@@ -9,9 +9,10 @@ case cell before a case has to wrap.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -102,11 +103,15 @@ def _headers(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
     return out
 
 
-def layout(cmp: Comparison, width: int) -> tuple[bool, bool] | None:
+Layout = tuple[bool, bool] | None | Literal["stacked"]
+
+
+def layout(cmp: Comparison, width: int) -> Layout:
     """(reasons beside the cases, device in a column of its own) for ``width`` columns:
     the widest layout whose essential columns print whole; None when even the narrowest
     leaves the case column under ``MIN_CASE`` (many runs side by side: print them a pair
-    at a time)."""
+    at a time); "stacked" when a pair leaves it so (each case on a line of its own, its
+    figures on the next: ``stacked_lines``)."""
     headers, rows = _headers(cmp), _rows(cmp)
     natural = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
     numbers = sum(natural[2:]) + GAP * (len(natural) - 2)
@@ -116,9 +121,13 @@ def layout(cmp: Comparison, width: int) -> tuple[bool, bool] | None:
         return True, True
     if case_dev + GAP + numbers <= width:
         return False, True
-    if width - numbers - GAP < MIN_CASE and len(cmp.runs) > 2:
-        return None
-    return False, False
+    if len(cmp.runs) > 2:
+        return None if width - numbers - GAP < MIN_CASE else (False, False)
+    # A pair: stacked when its longest label would wrap over 3+ lines. What rich gives the
+    # case column, exactly: an edge column each side, 3 columns (pad, rule, pad) per gap.
+    room = width - 2 - sum(natural[2:]) - 3 * (len(natural) - 2)
+    label = max((len(r[0]) + len(r[1]) + 3 for r in rows), default=0)
+    return "stacked" if room < min(MIN_CASE, label) else (False, False)
 
 
 def comparison_table(
@@ -127,7 +136,8 @@ def comparison_table(
     """Baseline A, then per later run: its throughput, speed relative to A, verdict; and
     the reasons that did not fit beside the cases (UNCLEAR and not comparable: one line
     each, under the table; FASTER / SLOWER / SAME follow the rule printed below it)."""
-    with_why, with_device = layout(cmp, width) or (False, False)
+    chosen = layout(cmp, width)
+    with_why, with_device = chosen if isinstance(chosen, tuple) else (False, False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     headers = _headers(cmp, ids)
     table.add_column("case" if with_device else "case (device)", overflow="fold")
@@ -145,15 +155,70 @@ def comparison_table(
         if with_why:
             cells.append(cmp.changes[0][j].why)
         else:
-            for i, changes in enumerate(cmp.changes, start=1):
-                c = changes[j]
-                if c.verdict in (None, "UNCLEAR"):
-                    vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
-                    vs = f" in {letter(ids[i])}" if ids else vs
-                    said = c.verdict or "not comparable"
-                    notes.append(f"{case} on {device}{vs}: {said}, {c.why}")
+            notes += _notes(cmp, j, ids)
         add_row(table, *cells)
     return table, notes
+
+
+def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
+    """Case ``j``'s UNCLEAR and not comparable verdicts with their reasons."""
+    out = []
+    for i, changes in enumerate(cmp.changes, start=1):
+        c = changes[j]
+        if c.verdict in (None, "UNCLEAR"):
+            vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
+            vs = f" in {letter(ids[i])}" if ids else vs
+            said = c.verdict or "not comparable"
+            out.append(f"{_case(c.a)} on {c.a.device}{vs}: {said}, {c.why}")
+    return out
+
+
+STACK = "  "  # the figures' indent under their case
+
+
+def stacked_lines(
+    cmp: Comparison, ids: Sequence[int] | None = None, width: int = 80
+) -> tuple[Text, list[str]]:
+    """The comparison table for a narrow terminal: each case (device) on a line of its own,
+    its figures on the next, indented, the same figures as the table's, aligned from case
+    to case (``  A 50.0 it/s   B 45.5 it/s   B/A 0.909×  SLOWER``; where that overflows
+    ``width``, the ratio and verdict on a line of their own); and the same notes."""
+    rows = _rows(cmp)
+    names = [letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
+    # (label, value) per figure: A's throughput, then per later run its throughput, its
+    # speed relative to A, its verdict
+    fields = [
+        [("A", row[2])]
+        + [
+            part
+            for i, x in enumerate(names[1:])
+            for part in ((x, row[3 + 3 * i]), (f"{x}/A", row[4 + 3 * i]), ("", row[5 + 3 * i]))
+        ]
+        for row in rows
+    ]
+    # each field padded to its widest so that the cases line up
+    wide = [max(len(f[k][1]) for f in fields) for k in range(len(fields[0]))] if fields else []
+    out = Text()
+    notes: list[str] = []
+    for j, (row, figures) in enumerate(zip(rows, fields, strict=True)):
+        out.append(f"{row[0]} ({row[1]})\n", style="bold")
+        cells = [
+            f"{label} {value.rjust(w)}" if label else value.ljust(w)
+            for (label, value), w in zip(figures, wide, strict=True)
+        ]
+        # "A 288,515 samples/s   B 70,447 samples/s   B/A 0.244×   UNCLEAR" is 67 wide
+        lines = [cells]
+        if len(STACK + "   ".join(cells)) > width:
+            rates = {0, *range(1, len(cells), 3)}  # A's throughput, then each run's
+            lines = [
+                [c for k, c in enumerate(cells) if k in rates],
+                [c for k, c in enumerate(cells) if k not in rates],
+            ]
+        for part in lines:
+            out.append(STACK + "   ".join(part).rstrip() + "\n")
+        notes += _notes(cmp, j, ids)
+    out.rstrip()
+    return out, notes
 
 
 def pairs(cmp: Comparison) -> list[tuple[Comparison, tuple[int, int]]]:
@@ -200,8 +265,13 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     parts: list[RenderableType] = [Text("\n".join(run_legend(cmp.runs)))]
     views = [(cmp, None)] if layout(cmp, width) is not None else pairs(cmp)
     for sub, ids in views:
-        table, notes = comparison_table(sub, width, ids)
-        parts += [table, Text("\n".join([*notes, *summary_lines(sub, ids)]))]
+        if layout(sub, width) == "stacked":
+            block, notes = stacked_lines(sub, ids, width)
+            parts += [Text(), block, Text()]
+        else:
+            table, notes = comparison_table(sub, width, ids)
+            parts.append(table)
+        parts.append(Text("\n".join([*notes, *summary_lines(sub, ids)])))
     if only_lines(cmp):
         parts.append(Text("\n".join(only_lines(cmp))))
     # the input workloads' breakdown side by side (nothing when no run has them)
@@ -209,42 +279,54 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     return [*parts, Text(RULE, style="dim")]
 
 
+# Rank, it/s, implied and % columns with their gaps; the hardware column gets the rest.
+PLACEMENT_NUMBERS = 54
+
+
+def _placement_rows(
+    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow]
+) -> list[tuple[reference.ReferenceRow, str, str]]:
+    """(row, name as shown, caveat), fastest first."""
+    extra = [] if ref.kind == "run" else [r for s in reference.runs() for r in s.rows]
+    out = []
+    for r in reference.ranked([*ref.rows, *extra, *mine]):
+        name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
+        if r.source not in (ref.name, "this machine"):
+            name += f"  [{r.source}]"
+        implausible = f"IMPLAUSIBLE: {r.implausible}" if r.implausible else ""
+        out.append((r, name, "; ".join(x for x in (implausible, r.note) if x)))
+    return out
+
+
+def _placement_value(r: reference.ReferenceRow) -> str:
+    # a published figure as printed; a measured one to its significant digits
+    return fmt.sig(r.value) if r.measured else f"{r.value:g}"
+
+
+def placement_title(ref: reference.ReferenceSet) -> str:
+    return f"{ref.title} ({ref.name}), ranked"
+
+
 def placement_table(
     ref: reference.ReferenceSet, mine: list[reference.ReferenceRow], width: int = 120
 ) -> tuple[Table, list[str]]:
     """The reference rows and this machine's rows, fastest first, with what each measured;
-    caveats that do not fit beside the rows become numbered notes under the table."""
-    extra = [] if ref.kind == "run" else [r for s in reference.runs() for r in s.rows]
-    rows = reference.ranked([*ref.rows, *extra, *mine])
-    table = Table(
-        title=f"{ref.title} ({ref.name}), ranked",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        title_justify="left",
-    )
-    names, caveats = [], []
-    for r in rows:
-        name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
-        if r.source not in (ref.name, "this machine"):
-            name += f"  [{r.source}]"
-        names.append(name)
-        caveats.append(
-            "; ".join(
-                x for x in (f"IMPLAUSIBLE: {r.implausible}" if r.implausible else "", r.note) if x
-            )
-        )
-    # rank, it/s, implied and % columns take ~45 columns with their gaps
-    beside = max(map(len, names), default=0) + 45 + MIN_WHY <= width
+    caveats that do not fit beside the rows become numbered notes under the table. The
+    title (``placement_title``) prints above it: as the table's it would be cut to the
+    table's width."""
+    rows = _placement_rows(ref, mine)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    longest = max((len(name) for _, name, _ in rows), default=8)
+    beside = longest + PLACEMENT_NUMBERS - 9 + MIN_WHY <= width
     table.add_column("#", justify="right", no_wrap=True)
     # a hardware name wraps only when even the notes layout leaves it too little room
-    longest = max(map(len, names), default=8)
     table.add_column("hardware", overflow="fold", min_width=min(longest, max(width - 54, 12)))
     table.add_column(ref.unit, justify="right", no_wrap=True)
     table.add_column("implied", justify="right", no_wrap=True)
     table.add_column("% of datasheet bw", justify="right", no_wrap=True)
     table.add_column("caveat" if beside else "note", overflow="fold", min_width=4)
     notes: list[str] = []
-    for rank, (r, name, caveat) in enumerate(zip(rows, names, caveats, strict=True), start=1):
+    for rank, (r, name, caveat) in enumerate(rows, start=1):
         if caveat and not beside:
             notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
             caveat = f"[{len(notes)}]"
@@ -252,13 +334,51 @@ def placement_table(
             table,
             str(rank),
             Text(name, style="bold") if r.this_machine else name,
-            # a published figure as printed; a measured one to its significant digits
-            fmt.sig(r.value) if r.measured else f"{r.value:g}",
+            _placement_value(r),
             fmt.si(r.implied_bytes_per_s, "B/s"),
             fmt.pct(r.pct_of_datasheet),
             caveat,
         )
     return table, notes
+
+
+def placement_stacked(
+    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow]
+) -> tuple[Text, list[str]]:
+    """``placement_table`` for a narrow terminal: each machine's rank and name on a line of
+    its own, its figures on the next, indented and aligned from row to row
+    (``2,422 it/s → 2.93 TB/s   87.3 % of datasheet  [1]``); the same caveats, as
+    numbered notes."""
+    rows = _placement_rows(ref, mine)
+    pcts = [fmt.pct(r.pct_of_datasheet) for r, _, _ in rows if r.pct_of_datasheet is not None]
+    pct_w = max(map(len, pcts), default=0)
+    fields = [
+        (
+            _placement_value(r),
+            fmt.si(r.implied_bytes_per_s, "B/s"),
+            "no datasheet figure"
+            if r.pct_of_datasheet is None
+            else f"{fmt.pct(r.pct_of_datasheet).rjust(pct_w)} of datasheet",
+        )
+        for r, _, _ in rows
+    ]
+    wide = [max((len(f[k]) for f in fields), default=0) for k in range(3)]
+    rank_w = len(str(len(rows)))
+    out = Text()
+    notes: list[str] = []
+    for rank, ((r, name, caveat), (value, implied, pct)) in enumerate(
+        zip(rows, fields, strict=True), start=1
+    ):
+        out.append(f"{rank:>{rank_w}}  {name}\n", style="bold" if r.this_machine else "")
+        ref_mark = ""
+        if caveat:
+            notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
+            ref_mark = f"  [{len(notes)}]"
+        # "→": the implied traffic, as the line under the table defines it
+        line = f"{value.rjust(wide[0])} {ref.unit} → {implied.rjust(wide[1])}   {pct}{ref_mark}"
+        out.append(" " * (rank_w + 2) + line.rstrip() + "\n")
+    out.rstrip()
+    return out, notes
 
 
 def placement_renderables(
@@ -277,9 +397,16 @@ def placement_renderables(
         if ref.bytes_per_iteration
         else ""
     )
-    table, notes = placement_table(ref, mine, width)
+    longest = max((len(name) for _, name, _ in _placement_rows(ref, mine)), default=0)
+    body: RenderableType
+    if width - PLACEMENT_NUMBERS < min(longest, MIN_CASE):
+        body, notes = placement_stacked(ref, mine)
+        body = Group(Text(), body, Text())  # the blank lines a table's edges leave
+    else:
+        body, notes = placement_table(ref, mine, width)
     return [
-        table,
+        Text(placement_title(ref)),
+        body,
         *([Text("\n".join(notes))] if notes else []),
         Text(f"source: {ref.provenance}"),
         *([Text(f"what it measured: {ref.what} {per_it}".strip())] if ref.what else []),

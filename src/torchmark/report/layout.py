@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -61,6 +62,9 @@ class Col:
     # A wrapped cell continues into the empty cells below it (a case label over the rows
     # of its devices) instead of adding lines of its own.
     spill: bool = False
+    # Rather than drop this column, print the table stacked (``FitTable.stacked``) where
+    # that keeps it: a figure nothing else on the row gives (% of ceiling, max error).
+    vital: bool = False
 
 
 def _text(c: str | Text) -> Text:
@@ -210,6 +214,28 @@ class FitTable:
 
     def table(self, width: int, title: bool = True) -> Table:
         p = self.plan(width)
+        grid = self._grid(p, range(len(self.rows)))
+        return self._table(p, grid, self.rows, title=title, show_header=self.show_header)
+
+    def _grid(self, p: Plan, rows: Iterable[int], spill: bool = True) -> list[list[Text]]:
+        """The cells of ``rows`` as the plan shows them, wrapped at spaces."""
+        grid = [[_pick(self.rows[r].cells[i], i in p.short) for i in p.columns] for r in rows]
+        for k, i in enumerate(p.columns):
+            if self.columns[i].wrap:
+                for cells in grid:
+                    cells[k] = _wrapped(cells[k], p.widths[i])
+                if self.columns[i].spill and spill:
+                    _spill([cells[k] for cells in grid], grid, k)
+        return grid
+
+    def _table(
+        self,
+        p: Plan,
+        grid: list[list[Text]],
+        rows: list[_Row],
+        title: bool = True,
+        show_header: bool = True,
+    ) -> Table:
         t = Table(
             title=self.title if title else None,
             title_justify="left",
@@ -217,7 +243,7 @@ class FitTable:
             show_edge=False,
             pad_edge=False,
             collapse_padding=True,
-            show_header=self.show_header,
+            show_header=show_header,
         )
         for i in p.columns:
             col = self.columns[i]
@@ -230,25 +256,85 @@ class FitTable:
                 no_wrap=not col.wrap,
                 overflow="fold" if col.wrap else "ellipsis",
             )
-        grid = [[_pick(r.cells[i], i in p.short) for i in p.columns] for r in self.rows]
-        for k, i in enumerate(p.columns):
-            if self.columns[i].wrap:
-                for cells in grid:
-                    cells[k] = _wrapped(cells[k], p.widths[i])
-                if self.columns[i].spill:
-                    _spill([cells[k] for cells in grid], grid, k)
-        for r, cells in zip(self.rows, grid, strict=True):
+        for r, cells in zip(rows, grid, strict=True):
             if r.section:
                 t.add_section()
             t.add_row(*cells, style=r.style or None)
         return t
+
+    def _split(self) -> tuple[int, FitTable] | None:
+        """The first column shown, and a table of the columns after it."""
+        shown = [i for i in range(len(self.columns)) if self._has_content(i)]
+        if len(shown) < 2:
+            return None
+        lead = shown[0]
+        keep = [i for i in range(len(self.columns)) if i != lead]
+        rest = FitTable(*(self.columns[i] for i in keep), show_header=self.show_header)
+        rest.rows = [_Row([r.cells[i] for i in keep], r.style, r.section) for r in self.rows]
+        return lead, rest
+
+    def stacks(self, width: int) -> bool:
+        """Whether ``width`` is printed stacked: when the table overflows it even with its
+        columns dropped, or drops a vital column that stacking would keep."""
+        split = self._split()
+        if split is None:
+            return False
+        p = self.plan(width)
+        if not p.fits:
+            return True
+        vital = [i for i, c in enumerate(self.columns) if c.vital and self._has_content(i)]
+        if all(i in p.columns for i in vital):
+            return False
+        q = split[1].plan(width - len(STACK_INDENT))
+        kept = sum(split[1].columns[i].vital for i in q.columns)
+        return q.fits and kept > sum(i in p.columns for i in vital)
+
+    def stacked(self, width: int) -> list[RenderableType]:
+        """For a narrow width: each row's first cell on a line of its own, the other
+        cells on the next, indented, in columns of their own under one header. Where the
+        table would cut cells (``20261121-083010-a…``) or drop a column (``% ceiling``)."""
+        split = self._split()
+        assert split is not None, "stacked needs two columns with content"
+        lead, rest = split
+        p = rest.plan(width - len(STACK_INDENT))
+        out: list[RenderableType] = []
+        if self.show_header:
+            out += [
+                Text(self.columns[lead].header, style="bold"),
+                _indented(rest._table(p, [], [], title=False)),
+            ]
+        grid = rest._grid(p, range(len(self.rows)), spill=False)
+        for k, (row, cells) in enumerate(zip(rest.rows, grid, strict=True)):
+            if row.section and k:
+                out.append(Text())
+            first = _pick(self.rows[k].cells[lead], False)
+            # empty: a further row of the case above (a device); the same as above: a
+            # further row of its group ("cuda:0" over its batches)
+            if first.plain.strip() and (
+                k == 0 or first != _pick(self.rows[k - 1].cells[lead], False)
+            ):
+                out.append(first)
+            if any(c.plain.strip() for c in cells):
+                table = rest._table(p, [cells], [row], title=False, show_header=False)
+                out.append(_indented(table))
+        return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         # The title on a line of its own: as the table's title it would wrap to the
         # table's width, which can be far narrower than the console.
         if self.title:
             yield _text(self.title)
-        yield self.table(options.max_width, title=False)
+        if self.stacks(options.max_width):
+            yield from self.stacked(options.max_width)
+        else:
+            yield self.table(options.max_width, title=False)
+
+
+STACK_INDENT = "  "
+
+
+def _indented(table: Table) -> Padding:
+    return Padding(table, (0, 0, 0, len(STACK_INDENT)))
 
 
 def lines(texts: Iterable[str]) -> Group:

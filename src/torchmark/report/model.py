@@ -44,8 +44,9 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         Col("median", justify="right"),
         Col("±IQR", justify="right"),
         Col("items/s", justify="right"),
-        Col("J/item", justify="right", drop=2),
-        Col("cost/M items", justify="right", short_header="cost/M", drop=3),
+        # the energy a GPU measured per item outlasts its price at a guessed $/kWh
+        Col("J/item", justify="right", drop=3, vital=True),
+        Col("cost/M items", justify="right", short_header="cost/M", drop=2),
         Col("flags", wrap=10, shorten=1),
         title="Batch sweep: median time per call"
         + (f" on {devices[0]}" if len(devices) == 1 else ""),
@@ -153,7 +154,7 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         # baseline / latency of the same row (under drift it differs from the baseline row's)
         Col("baseline", justify="right", short_header="base", show=paired),
         Col("±IQR", justify="right", drop=3),
-        Col("max error", justify="right", shorten=2, drop=4),
+        Col("max error", justify="right", shorten=2, drop=4, vital=True),
         Col("notes", wrap=12),
         title="Candidates, ranked (speedup over the baseline)"
         + (f" on {devices[0]}" if len(devices) == 1 else ""),

@@ -218,7 +218,9 @@ def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable
         Col("throughput", justify="right"),
         Col("median", justify="right", drop=3),
         Col("±IQR", justify="right"),
-        Col("% of ceiling", justify="right", short_header="% ceiling", shorten=2, drop=5),
+        Col(
+            "% of ceiling", justify="right", short_header="% ceiling", shorten=2, drop=5, vital=True
+        ),
         Col("vs CPU", justify="right", drop=4),
         Col("flags", wrap=10, shorten=1),
         title=title,

@@ -21,6 +21,7 @@ groups of calls; a gap longer than the bound raises ``CallTimedOut`` in the main
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import signal
@@ -354,6 +355,11 @@ class Session:
     # lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
+        # Each case ends with gc.collect() (its tensors freed before the next case): with
+        # torch's ~240,000 objects alive that walk cost 0.13 s a case. Frozen here, what
+        # outlives the run is never walked again, and a collect costs microseconds.
+        gc.collect()
+        gc.freeze()
         if _in_main_thread():
             for s in STOP_SIGNALS:
                 self._old[s] = signal.signal(s, _raise_stopped)
@@ -361,6 +367,7 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        gc.unfreeze()
         for s, old in self._old.items():
             signal.signal(s, old)
         self._old = {}

@@ -242,3 +242,14 @@ def test_a_drawing_process_that_died_gets_503_and_a_new_one_next_time(tmp_path: 
     assert died.headers["Retry-After"] == "5"
     assert client.get(f"/runs/{run_id}/report").status_code == 200
     assert len(pools) == 2 and drawing.calls == [run_id]
+
+
+def test_a_browser_gets_an_error_page_and_a_script_gets_json(tmp_path: Path) -> None:
+    client, _ = board(tmp_path / "e.db", FakeDrawing())
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = client.get("/runs/nope", headers=html)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "<h1>404 Not Found</h1>" in page.text and "no submitted run &#39;nope&#39;" in page.text
+    assert client.get("/runs/nope").json() == {"detail": "no submitted run 'nope'"}
+    api = client.get("/api/v1/runs/nope", headers=html)
+    assert api.status_code == 404 and api.json() == {"detail": "no submitted run 'nope'"}

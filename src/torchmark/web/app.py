@@ -12,6 +12,7 @@ import csv
 import functools
 import gzip
 import hashlib
+import http
 import io
 import json
 import os
@@ -22,11 +23,13 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from torchmark import reference
 from torchmark.errors import InputError, RunNotFoundError
@@ -132,6 +135,20 @@ def create_app(
         response.headers.setdefault("Content-Security-Policy", CSP)  # the report sets its own
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _error_page(request: Request, exc: StarletteHTTPException) -> Response:
+        # a browser gets a page with its way back to the board; the API and scripts get JSON
+        wants_page = "text/html" in request.headers.get("accept", "")
+        if request.url.path.startswith("/api/") or not wants_page:
+            return await http_exception_handler(request, exc)
+        html = pages.get_template("error.html").render(
+            status=exc.status_code,
+            phrase=http.HTTPStatus(exc.status_code).phrase,
+            detail=exc.detail,
+            retry_after=(exc.headers or {}).get("Retry-After"),
+        )
+        return HTMLResponse(html, status_code=exc.status_code, headers=exc.headers)
 
     def bearer(authorization: str | None) -> str | None:
         if not authorization or not authorization.startswith("Bearer "):

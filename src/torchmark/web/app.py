@@ -123,9 +123,10 @@ def create_app(
         async def _private(request: Request, call_next: Any) -> Response:
             authorization = request.headers.get("authorization")
             if await run_in_threadpool(bearer, authorization) is None:
-                return JSONResponse(
-                    {"detail": NEED_TOKEN}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
-                )
+                need = {"WWW-Authenticate": "Bearer"}
+                if wants_page(request):
+                    return HTMLResponse(error_page(401, NEED_TOKEN), status_code=401, headers=need)
+                return JSONResponse({"detail": NEED_TOKEN}, status_code=401, headers=need)
             response: Response = await call_next(request)
             return response
 
@@ -138,17 +139,22 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _error_page(request: Request, exc: StarletteHTTPException) -> Response:
-        # a browser gets a page with its way back to the board; the API and scripts get JSON
-        wants_page = "text/html" in request.headers.get("accept", "")
-        if request.url.path.startswith("/api/") or not wants_page:
+        if not wants_page(request):
             return await http_exception_handler(request, exc)
-        html = pages.get_template("error.html").render(
-            status=exc.status_code,
-            phrase=http.HTTPStatus(exc.status_code).phrase,
-            detail=exc.detail,
-            retry_after=(exc.headers or {}).get("Retry-After"),
-        )
+        retry = (exc.headers or {}).get("Retry-After")
+        html = error_page(exc.status_code, exc.detail, retry)
         return HTMLResponse(html, status_code=exc.status_code, headers=exc.headers)
+
+    def wants_page(request: Request) -> bool:
+        # a browser gets a page with its way back to the board; the API and scripts get JSON
+        html = "text/html" in request.headers.get("accept", "")
+        return html and not request.url.path.startswith("/api/")
+
+    def error_page(status: int, detail: str, retry_after: str | None = None) -> str:
+        phrase = http.HTTPStatus(status).phrase
+        return pages.get_template("error.html").render(
+            status=status, phrase=phrase, detail=detail, retry_after=retry_after
+        )
 
     def bearer(authorization: str | None) -> str | None:
         if not authorization or not authorization.startswith("Bearer "):

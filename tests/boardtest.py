@@ -159,3 +159,9 @@ def survives_sigkill(db: str, token: str, log: Path) -> None:
     stored = {r["run_id"] for r in runs}
     assert set(acked) <= stored
     assert len(stored) == len(runs)
+
+
+def draw_for_ever(run: RunRecord) -> bytes:
+    """A report drawing that never ends (module level: a spawned drawing process runs it)."""
+    time.sleep(3600)
+    return b""

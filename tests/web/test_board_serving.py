@@ -242,3 +242,107 @@ def test_a_drawing_process_that_died_gets_503_and_a_new_one_next_time(tmp_path: 
     assert died.headers["Retry-After"] == "5"
     assert client.get(f"/runs/{run_id}/report").status_code == 200
     assert len(pools) == 2 and drawing.calls == [run_id]
+
+
+def test_a_browser_gets_an_error_page_and_a_script_gets_json(tmp_path: Path) -> None:
+    client, _ = board(tmp_path / "e.db", FakeDrawing())
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = client.get("/runs/nope", headers=html)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "<h1>404 Not Found</h1>" in page.text and "no submitted run &#39;nope&#39;" in page.text
+    assert client.get("/runs/nope").json() == {"detail": "no submitted run 'nope'"}
+    api = client.get("/api/v1/runs/nope", headers=html)
+    assert api.status_code == 404 and api.json() == {"detail": "no submitted run 'nope'"}
+
+
+def test_a_drawing_past_the_hard_bound_is_killed_and_frees_its_slot(tmp_path: Path) -> None:
+    killed = threading.Event()
+    drawn: list[str] = []
+
+    def render(run: RunRecord) -> bytes:  # sleeps until its "process" is killed
+        drawn.append(run.run_id or "")
+        if run.environment["devices"]["cpu"]["model"] == "Hung CPU":
+            killed.wait(timeout=30)
+            raise RuntimeError("killed")
+        return gzip.compress(f"<p>report of {run.run_id}</p>".encode())
+
+    pools: list[ThreadPoolExecutor] = []
+
+    def pool(n: int) -> ThreadPoolExecutor:
+        pools.append(ThreadPoolExecutor(n))
+        return pools[-1]
+
+    client, headers = board(tmp_path / "k.db", FakeDrawing())
+    app = client.app
+    reports = Reports(
+        app.state.accounts.engine,  # type: ignore[attr-defined]
+        queue=0,
+        wait_s=0.1,  # killed after 5x that: 0.5 s
+        render=render,
+        pool=pool,
+        kill=lambda p: killed.set(),
+    )
+    app.state.reports = reports  # type: ignore[attr-defined]
+    r = client.post("/api/v1/runs", content=body(make_run("Hung CPU")), headers=headers)
+    a, b = r.json()["run_id"], submit(client, headers, 2)
+    assert reports.kill_s == 0.5
+    first = client.get(f"/runs/{a}/report")
+    assert first.status_code == 503 and "still being drawn" in first.json()["detail"]
+    assert client.get(f"/runs/{b}/report").status_code == 503  # its slot is taken
+    assert killed.wait(timeout=10)  # the hard bound passed: the drawing was killed
+    for _ in range(200):  # and its slot freed (bounded wait)
+        if not reports._drawing:
+            break
+        threading.Event().wait(0.02)
+    assert not reports._drawing and reports._pools == {}
+    second = client.get(f"/runs/{b}/report")
+    assert second.status_code == 200 and second.text == f"<p>report of {b}</p>"
+    assert len(pools) == 2 and drawn == [a, b]  # drawn by a new "process"
+    reports.close()
+
+
+def test_a_hung_drawing_process_is_killed_by_the_bound_and_by_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import multiprocessing.process
+    import os
+    import time
+    from concurrent.futures.process import BrokenProcessPool
+
+    from boardtest import draw_for_ever
+
+    pool = reports_mod._spawned_pool(1)
+    try:
+        assert pool.submit(os.getpid).result(timeout=60) != os.getpid()  # started
+        never = pool.submit(time.sleep, 3600)
+        (proc,) = reports_mod._processes(pool)
+        reports_mod._kill_workers(pool)
+        proc.join(10)
+        assert not proc.is_alive()
+        with pytest.raises(BrokenProcessPool):
+            never.result(timeout=10)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    # a server closing while a drawing hangs: waits CLOSE_S, then kills it
+    monkeypatch.setattr(reports_mod, "CLOSE_S", 0.5)
+    client, headers = board(tmp_path / "c.db", FakeDrawing())
+    reports = Reports(client.app.state.accounts.engine, render=draw_for_ever, wait_s=0.1)  # type: ignore[attr-defined]
+    client.app.state.reports = reports  # type: ignore[attr-defined]
+    run_id = submit(client, headers, 1)
+    assert client.get(f"/runs/{run_id}/report").status_code == 503
+    procs: list[multiprocessing.process.BaseProcess] = []
+    try:
+        for _ in range(600):  # until its drawing process is up (spawn: seconds on 2 cores)
+            procs = [p for x in list(reports._pools.values()) for p in reports_mod._processes(x)]
+            if procs and procs[0].is_alive():
+                break
+            time.sleep(0.05)
+        assert procs
+        start = time.monotonic()
+        reports.close()
+        assert time.monotonic() - start < 5
+        assert not procs[0].is_alive()
+    finally:
+        for proc in procs:  # else pytest's exit would wait an hour on the pool's atexit
+            proc.kill()

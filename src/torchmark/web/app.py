@@ -12,6 +12,7 @@ import csv
 import functools
 import gzip
 import hashlib
+import http
 import io
 import json
 import os
@@ -22,11 +23,13 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from torchmark import reference
 from torchmark.errors import InputError, RunNotFoundError
@@ -120,9 +123,10 @@ def create_app(
         async def _private(request: Request, call_next: Any) -> Response:
             authorization = request.headers.get("authorization")
             if await run_in_threadpool(bearer, authorization) is None:
-                return JSONResponse(
-                    {"detail": NEED_TOKEN}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
-                )
+                need = {"WWW-Authenticate": "Bearer"}
+                if wants_page(request):
+                    return HTMLResponse(error_page(401, NEED_TOKEN), status_code=401, headers=need)
+                return JSONResponse({"detail": NEED_TOKEN}, status_code=401, headers=need)
             response: Response = await call_next(request)
             return response
 
@@ -132,6 +136,25 @@ def create_app(
         response.headers.setdefault("Content-Security-Policy", CSP)  # the report sets its own
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _error_page(request: Request, exc: StarletteHTTPException) -> Response:
+        if not wants_page(request):
+            return await http_exception_handler(request, exc)
+        retry = (exc.headers or {}).get("Retry-After")
+        html = error_page(exc.status_code, exc.detail, retry)
+        return HTMLResponse(html, status_code=exc.status_code, headers=exc.headers)
+
+    def wants_page(request: Request) -> bool:
+        # a browser gets a page with its way back to the board; the API and scripts get JSON
+        html = "text/html" in request.headers.get("accept", "")
+        return html and not request.url.path.startswith("/api/")
+
+    def error_page(status: int, detail: str, retry_after: str | None = None) -> str:
+        phrase = http.HTTPStatus(status).phrase
+        return pages.get_template("error.html").render(
+            status=status, phrase=phrase, detail=detail, retry_after=retry_after
+        )
 
     def bearer(authorization: str | None) -> str | None:
         if not authorization or not authorization.startswith("Bearer "):

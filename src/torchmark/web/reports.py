@@ -6,12 +6,13 @@ of it in savefig (cProfile of a `torchmark run --quick` run: 0.97 of 1.12 s in 4
 savefig, the roofline alone 0.59 s). Drawn in the server's threads, six at once took 22 s
 each and held the GIL the other requests need (benchmarks/board_reports.py); matplotlib's
 rc settings are process-global, so threads drawing at once could also mix their charts.
-So each report is drawn in a separate process (a spawned pool of ``workers``), at most
+So each report is drawn in a separate process (``workers`` spawned ones), at most
 ``workers + queue`` different reports are waited on at once per server process (one more
 is answered 503 with Retry-After at once), a request waits at most ``wait_s`` (then 503;
-the drawing goes on and is kept), and the page is stored gzipped (~5x smaller) under a key
-of the report code's version and the run's content: every server process sharing the
-database serves it from there, and a new torchmark draws it again.
+the drawing goes on and is kept; one still drawing after ``kill_s``, 5x that, is killed
+with its process, which a new one replaces), and the page is stored gzipped (~5x smaller)
+under a key of the report code's version and the run's content: every server process
+sharing the database serves it from there, and a new torchmark draws it again.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ reports_t = sa.Table(
     sa.Column("rendered_utc", sa.Text, nullable=False),
 )
 RETRY_AFTER_S = 5  # a report draws in ~1 s on a quiet core; a few queued ahead of it
+CLOSE_S = 10.0  # a closing server waits this long for drawings under way
 
 
 class Busy(Exception):
@@ -90,6 +92,18 @@ def _leave_with(parent: int) -> None:
     threading.Thread(target=watch, name="torchmark-report-parent", daemon=True).start()
 
 
+def _processes(pool: Executor) -> list[multiprocessing.process.BaseProcess]:
+    # ProcessPoolExecutor's own table (no public one before Python 3.14's kill_workers);
+    # a thread pool (the tests') has none
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _kill_workers(pool: Executor) -> None:
+    """End ``pool``'s processes at once (a drawing that never finishes ignores shutdown)."""
+    for proc in _processes(pool):
+        proc.kill()
+
+
 def _spawned_pool(workers: int) -> Executor:
     # spawn, not fork: the server process has threads (uvicorn, SQLAlchemy's pool) that a
     # forked child would inherit mid-state
@@ -111,13 +125,20 @@ class Reports:
         workers: int = 1,
         queue: int = 4,
         wait_s: float = 60.0,
+        kill_s: float | None = None,
         render: Callable[[RunRecord], bytes] = render_page,
         pool: Callable[[int], Executor] = _spawned_pool,
+        kill: Callable[[Executor], None] = _kill_workers,
     ) -> None:
         self.engine, self.workers, self.queue, self.wait_s = engine, workers, queue, wait_s
-        self._render, self._make_pool = render, pool
-        self._pool: Executor | None = None
-        # load, draw and store one report: one thread per drawing process
+        # A drawing takes 0.15-1.4 s alone and 22 s with six at once (the module's
+        # figures): one still going after 5x a request's wait never ends (a hung savefig, a
+        # pathological run) and would hold its slot for ever.
+        self.kill_s = 5 * wait_s if kill_s is None else kill_s
+        self._render, self._make_pool, self._kill = render, pool, kill
+        # load, draw and store one report: one thread per drawing process, each thread with
+        # a pool of its own one process, so killing a hung drawing kills no other
+        self._pools: dict[int, Executor] = {}
         self._jobs = ThreadPoolExecutor(workers, thread_name_prefix="torchmark-report")
         self._lock = threading.Lock()
         self._drawing: dict[tuple[str, str], Future[bytes]] = {}
@@ -191,27 +212,46 @@ class Reports:
 
     def _draw(self, run_id: str, key: str, load: Callable[[], RunRecord]) -> bytes:
         run = load()
+        thread = threading.get_ident()
         with self._lock:
-            if self._pool is None:
-                self._pool = self._make_pool(self.workers)
-            pool = self._pool
+            pool = self._pools.get(thread)
+            if pool is None:
+                pool = self._pools[thread] = self._make_pool(1)
         try:
-            page = pool.submit(self._render, run).result()
+            page = pool.submit(self._render, run).result(timeout=self.kill_s)
         except BrokenProcessPool:
             # a drawing process died (killed, out of memory): the next request starts anew
-            with self._lock:
-                if self._pool is pool:
-                    self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._drop(thread, pool)
             raise Busy("the process drawing reports stopped; try again") from None
+        except TimeoutError:
+            log.error("report of run %s: over %.0f s, its drawing killed", run_id, self.kill_s)
+            self._kill(pool)
+            self._drop(thread, pool)
+            raise Busy(
+                f"drawing the report took over {self.kill_s:.0f} s and was stopped; try again"
+            ) from None
         self.keep(run_id, key, page)
         return page
+
+    def _drop(self, thread: int, pool: Executor) -> None:
+        with self._lock:
+            if self._pools.get(thread) is pool:
+                del self._pools[thread]
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         self._jobs.shutdown(wait=False, cancel_futures=True)
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            # waits for a drawing under way (seconds): a uvicorn worker leaves with
-            # os._exit, which would skip the pool's own clean-up and orphan its processes
-            pool.shutdown(wait=True, cancel_futures=True)
+            pools, self._pools = list(self._pools.values()), {}
+        procs = [proc for pool in pools for proc in _processes(pool)]
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        # waits for a drawing under way (seconds), then kills what is left: a uvicorn
+        # worker leaves with os._exit, which would skip the pool's own clean-up and orphan
+        # its processes, and a hung drawing would hold the shutdown for ever
+        deadline = time.monotonic() + CLOSE_S
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)

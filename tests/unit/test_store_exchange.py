@@ -296,3 +296,16 @@ def test_a_run_id_is_never_read_as_a_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert [r.run_id for r in load_runs(["mine.json"], db)] == [make_run().run_id]
     assert is_file_spec("./x") and is_file_spec("a/b") and is_file_spec("X.JSON")
     assert not is_file_spec(run_id) and not is_file_spec("latest")
+
+
+def test_a_committed_reference_run_imports_as_its_run() -> None:
+    # src/torchmark/reference/NAME.json wraps the run with its title and provenance:
+    # `import` and `submit` take the file as it is
+    import torchmark.reference
+
+    path = Path(torchmark.reference.__file__).parent / "h100-quick.json"
+    run = import_run(path)
+    assert run.run_id == json.loads(path.read_text())["run"]["run_id"]
+    assert any(r.device == "cuda:0" for r in run.results)
+    with pytest.raises(InputError, match="no 'schema_version' field"):
+        parse_run(json.dumps({"kind": "run", "run": "not an object"}))

@@ -158,6 +158,12 @@ def parse_run(text: str, label: str = "the input") -> RunRecord:
         raise InputError(
             f"{label} is not a torchmark run: expected a JSON object, got {_json_kind(doc)}"
         )
+    if (
+        "schema_version" not in doc
+        and doc.get("kind") == "run"
+        and isinstance(doc.get("run"), dict)
+    ):
+        doc = doc["run"]  # a reference run (src/torchmark/reference/NAME.json) wraps its run
     missing = [k for k in REQUIRED if k not in doc]
     if missing:
         raise InputError(f"{label} is not a torchmark run: no {missing[0]!r} field")

@@ -189,3 +189,36 @@ def test_a_run_that_is_not_there_is_one_line_naming_the_fix(
     assert (code, out) == (2, "") and err.startswith("error:") and err.count("\n") == 1
     code, out, err = cli(capsys, "show", str(tmp_path / "missing.json"))
     assert (code, out) == (2, "") and "no such file" in err
+
+
+def test_the_rungs_of_a_scaling_ladder_given_together_show_its_table(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `run --scaling 1,2` printed after its rungs: the same ladder_renderables text."""
+    from test_scaling import fake_ladder
+    from test_scaling import text as ladder_text
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    rungs = fake_ladder()
+    ids = [stored(r) for r in rungs]
+    code, out, err = cli(capsys, "show", *ids)
+    assert code == 0, err
+    table = ladder_text(rungs)
+    assert "scaling of" in table and "DDP x2" in table
+    assert out.endswith("\n" + table)
+    # one rung alone, or runs that are no ladder, print no ladder
+    _, one, _ = cli(capsys, "show", ids[2])
+    _, two, _ = cli(capsys, "show", ids[0], ids[0])
+    assert "scaling of" not in one + two
+
+
+def test_history_hints_the_command_that_shows_its_newest_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stored(load("cpu-gpu"))
+    newest = stored(load("tune-cpu"))
+    _, out, _ = cli(capsys, "history")
+    hint = out.splitlines()[-1]
+    assert hint.endswith(f"`torchmark show {newest}`")
+    code, shown, _ = cli(capsys, "show", hint.split("`")[1].split()[-1])
+    assert code == 0 and shown.startswith(f"Run {newest} · tune · ")

@@ -222,3 +222,15 @@ def test_history_hints_the_command_that_shows_its_newest_run(
     assert hint.endswith(f"`torchmark show {newest}`")
     code, shown, _ = cli(capsys, "show", hint.split("`")[1].split()[-1])
     assert code == 0 and shown.startswith(f"Run {newest} · tune · ")
+
+
+def test_verbose_profile_prints_every_rule_as_profile_v(capsys: pytest.CaptureFixture[str]) -> None:
+    from torchmark.cli import profile
+
+    record = profiled()
+    run_id = stored(record)
+    _, plain, _ = cli(capsys, "show", run_id)
+    code, out, _ = cli(capsys, "show", run_id, "-v")
+    assert code == 0 and len(out) > len(plain)
+    body = "".join(out.splitlines(keepends=True)[2:])
+    assert body == printed_by(functools.partial(profile.show, verbose=True), record, capsys)

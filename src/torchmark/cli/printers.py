@@ -1,4 +1,5 @@
-"""What each kind of run prints at its end, as one function per kind.
+"""What each kind of run prints at its end, one function per kind (a soak's is
+``cli.doctor.show_soak``, whose module is torch-free already).
 
 The measuring command prints it with the run it just stored; ``torchmark show`` with a
 stored one, so this module and what it imports stay torch-free (``show`` starts in well

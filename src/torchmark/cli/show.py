@@ -61,12 +61,19 @@ def show(
     verbose: Annotated[
         bool,
         typer.Option(
-            "--verbose", "-v", help="Also say how each ceiling was measured (as `run -v`)."
+            "--verbose",
+            "-v",
+            help="Also say how each ceiling was measured, as `run -v` (a profile: every "
+            "categorisation rule, as `profile -v`).",
         ),
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """A stored run in the terminal: the tables and verdicts its command printed at its end."""
+    """A stored run in the terminal: the tables and verdicts its command printed at its end.
+
+    Several runs print one after another; the rungs of a `run --scaling` ladder given
+    together end with the ladder's table, as that command printed it.
+    """
     records = load_runs(runs, db)  # every run found before any is printed
     for i, record in enumerate(records):
         if i:

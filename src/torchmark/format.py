@@ -66,6 +66,14 @@ def duration(seconds: float | None, digits: int = 3) -> str:
     return f"{sig(seconds / 1e-9, digits)} ns"
 
 
+def binary_bytes(n: float) -> str:
+    """A buffer's size in powers of two: ``256 MiB``, ``4 KiB``, ``512 B``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
 def pct(x: float | None, digits: int = 3) -> str:
     return DASH if x is None or not math.isfinite(x) else f"{sig(x, digits)} %"
 

@@ -103,6 +103,13 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], li
         # the Mann-Whitney test of each pair of cases is scipy's
         (["compare", "{a}", "{b}"], ("sqlalchemy", "numpy", "scipy")),
         (["report", "{a}", "--markdown", "-"], ("sqlalchemy", "numpy")),
+        # show: each kind's printer, as its measuring command printed it (never torch, which
+        # the measuring commands import); the model view's break-even verdicts are scipy's
+        (["show", "{a}"], ("sqlalchemy", "numpy", "scipy")),
+        (["show", "latest", "-v"], ("sqlalchemy", "numpy", "scipy")),
+        (["show", "{tmp}/run.json"], ("sqlalchemy", "numpy", "scipy")),
+        (["show", "{runs}/model-cpu-gpu.json", "{runs}/tune-cpu.json", "{runs}/input-h100.json"],
+         ("sqlalchemy", "numpy", "scipy")),
         # charts are drawn with matplotlib
         (["report", "{a}", "--html", "{tmp}/r.html"], ("sqlalchemy", "numpy", "matplotlib")),
     ],
@@ -112,7 +119,8 @@ def test_views_of_stored_runs_import_no_torch(
     stored: tuple[dict[str, str], list[str], Path], argv: list[str], allowed: tuple[str, ...]
 ) -> None:
     env, (a, b), tmp = stored
-    args = [x.format(a=a, b=b, tmp=tmp) for x in argv]
+    runs = Path(__file__).parents[1] / "fixtures" / "runs"
+    args = [x.format(a=a, b=b, tmp=tmp, runs=runs) for x in argv]
     code, heavy, out = heavy_after(*args, env=env)
     assert code == 0, out
     assert set(heavy) <= set(allowed), f"torchmark {' '.join(argv)} imported {heavy}"

@@ -8,6 +8,7 @@ from typing import Any, cast
 import torch
 
 from torchmark.devices.base import Device, TimingMode
+from torchmark.format import binary_bytes
 from torchmark.timing import Adaptive, Measurement, StoppingRule, measure
 
 MiB = 2**20
@@ -52,8 +53,5 @@ def random(n: int, device: Device, dtype: torch.dtype = torch.float32) -> torch.
     return tile.repeat(-(-n // block))[:n]
 
 
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", MiB), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+# in torchmark.format, which reports of stored runs read without importing torch
+fmt_bytes = binary_bytes

@@ -37,6 +37,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "The environment record stored with every run: versions, devices, threads, flags, load.",
     ),
     "history": CommandEntry("history", "List stored runs, newest first."),
+    "show": CommandEntry(
+        "show",
+        "A stored run in the terminal: the tables and verdicts its command printed at its end.",
+    ),
     "export": CommandEntry(
         "history",
         "Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets).",

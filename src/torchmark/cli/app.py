@@ -140,7 +140,9 @@ class LazyGroup(TyperGroup):
         from torchmark.cli import COMMANDS
 
         entry = COMMANDS.get(cmd_name)
-        if entry is None or cmd_name in self.commands:
+        # a module imported before the group was built (`torchmark show` imports the
+        # measuring commands' printers) gave it plain TyperCommands: made again below
+        if entry is None or isinstance(self.commands.get(cmd_name), Command):
             return self.commands.get(cmd_name)
         if self._listing:  # the help page needs the name and the line, not the command
             return TyperCommand(name=cmd_name, help=entry.help, callback=None)
@@ -157,7 +159,7 @@ class LazyGroup(TyperGroup):
                 pretty_exceptions_short=app.pretty_exceptions_short,
                 rich_markup_mode=app.rich_markup_mode,
             )
-            if cmd.name and cmd.name not in self.commands:
+            if cmd.name and not isinstance(self.commands.get(cmd.name), Command):
                 self.add_command(cmd, cmd.name)
         return self.commands.get(cmd_name)
 

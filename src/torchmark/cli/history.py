@@ -111,6 +111,7 @@ def history(
         console.print(f"No runs stored in {store.url} yet; `torchmark run` makes one.")
     else:
         console.print(history_table(runs, store.url))
+        console.print(f"See a run's tables again with `torchmark show {runs[0].run_id}`")
 
 
 @app.command()

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import RenderableType
 
 from torchmark.cli import RUNS_CODE
 from torchmark.cli.app import (
@@ -17,8 +15,8 @@ from torchmark.cli.app import (
     JsonOutOption,
     TelemetryOption,
     app,
-    console,
 )
+from torchmark.cli.printers import show_model, show_tune
 from torchmark.cli.run import check_json_path, finish
 from torchmark.cli.target import (
     InputOption,
@@ -30,8 +28,6 @@ from torchmark.cli.target import (
 )
 from torchmark.config import parse_int_list
 from torchmark.errors import InputError
-from torchmark.report.model import model_view, tune_view
-from torchmark.results import RunRecord
 from torchmark.timing import preset
 
 LOADER_HELP = (
@@ -40,20 +36,6 @@ LOADER_HELP = (
     "advice are shown (a tuple batch: its first item is the model's input). Runs that "
     "file's code."
 )
-
-
-def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunRecord], None]:
-    """What ``recording`` and ``finish`` show a record with: its view, part by part."""
-
-    def show(record: RunRecord) -> None:
-        for part in view(record):
-            console.print(part)
-
-    return show
-
-
-show_model = printer(model_view)
-show_tune = printer(tune_view)
 
 
 @app.command(
@@ -123,7 +105,7 @@ def model_with_loader(
     db: str | None,
 ) -> None:
     """``--loader``: the model fed the user's batches; the input pipeline's view."""
-    from torchmark.cli.run import show
+    from torchmark.cli.printers import show_run as show
     from torchmark.user import spec as spec_mod
     from torchmark.user.bench import benchmark_model
 

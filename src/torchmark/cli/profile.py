@@ -19,22 +19,10 @@ from torchmark.cli.app import (
     app,
     console,
 )
+from torchmark.cli.printers import show_profile as show
 from torchmark.cli.run import check_json_path, finish
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
-from torchmark.results import RunRecord
-
-
-def show(record: RunRecord, verbose: bool = False) -> None:
-    from torchmark.report.profile import profile_tables
-    from torchmark.report.table import run_tables
-
-    for renderable in run_tables(record):
-        console.print(renderable)
-    for renderable in profile_tables(record, verbose):
-        # a command line (no_wrap) prints whole: the terminal folds it, a copy stays one line
-        whole = isinstance(renderable, Text) and bool(renderable.no_wrap)
-        console.print(renderable, soft_wrap=whole)
 
 
 @app.command()

@@ -27,6 +27,8 @@ from torchmark.cli.app import (
     console,
     open_store,
 )
+from torchmark.cli.printers import show_distributed
+from torchmark.cli.printers import show_run as show
 from torchmark.cli.progress import ProgressEvents
 from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunInterrupted, RunNotStored
@@ -93,13 +95,6 @@ def finish(
     console.print(Text.assemble("Run ", (str(record.run_id), "bold"), f" stored in {store_url}"))
     if json_path:
         write_json(record, json_path)
-
-
-def show(record: RunRecord, verbose: bool = False) -> None:
-    from torchmark.report.table import run_tables
-
-    for renderable in run_tables(record, verbose=verbose):
-        console.print(renderable)
 
 
 # Options `--resume` takes with it: where the run is, how to show it. Every other option
@@ -334,15 +329,6 @@ def distributed(
             cfg, store, events, world, backend, json_path=json_path, say=say, strategy=strategy
         )
     finish(record, render, json_path, store.url)
-
-
-def show_distributed(record: RunRecord, verbose: bool = False) -> None:
-    from torchmark.report.collectives import busbw_table
-
-    show(record, verbose)
-    table = busbw_table(record)
-    if table is not None:
-        console.print(table)
 
 
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:

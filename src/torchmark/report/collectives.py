@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from torchmark import format as fmt
-from torchmark.ceilings.base import fmt_bytes
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import RunRecord
 
@@ -28,7 +27,7 @@ def busbw_table(record: RunRecord) -> FitTable | None:
         median = r.median_s
         t.row(
             r.variant,
-            fmt_bytes(int(r.params["bytes"])),
+            fmt.binary_bytes(int(r.params["bytes"])),
             fmt.duration(median),
             fmt.si(r.extra["algbw_Bps"], "B/s"),
             fmt.si(r.extra["busbw_Bps"], "B/s"),

@@ -1,0 +1,68 @@
+"""What each kind of run prints at its end, one function per kind (a soak's is
+``cli.doctor.show_soak``, whose module is torch-free already).
+
+The measuring command prints it with the run it just stored; ``torchmark show`` with a
+stored one, so this module and what it imports stay torch-free (``show`` starts in well
+under a second; the measuring modules import torch, ~1.3 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark.cli.app import console
+from torchmark.report.model import model_view, tune_view
+from torchmark.results import RunRecord
+
+__all__ = ["printer", "show_distributed", "show_model", "show_profile", "show_run", "show_tune"]
+
+
+def show_run(record: RunRecord, verbose: bool = False) -> None:
+    """`torchmark run` (and `model --loader`): results, notes, the input breakdown, ceilings;
+    ``verbose``: how each ceiling was measured."""
+    from torchmark.report.table import run_tables
+
+    for renderable in run_tables(record, verbose=verbose):
+        console.print(renderable)
+
+
+def show_distributed(record: RunRecord, verbose: bool = False) -> None:
+    """A run under ranks (torchrun, Slurm, a --scaling rung): the run's tables, then the
+    collectives' bus bandwidth when it measured any."""
+    from torchmark.report.collectives import busbw_table
+
+    show_run(record, verbose)
+    table = busbw_table(record)
+    if table is not None:
+        console.print(table)
+
+
+def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunRecord], None]:
+    """What ``recording`` and ``finish`` show a record with: its view, part by part."""
+
+    def show(record: RunRecord) -> None:
+        for part in view(record):
+            console.print(part)
+
+    return show
+
+
+show_model = printer(model_view)
+show_tune = printer(tune_view)
+
+
+def show_profile(record: RunRecord, verbose: bool = False) -> None:
+    """`torchmark profile`: the case's run table, then where its step time goes;
+    ``verbose``: every categorisation rule."""
+    from torchmark.report.profile import profile_tables
+    from torchmark.report.table import run_tables
+
+    for renderable in run_tables(record):
+        console.print(renderable)
+    for renderable in profile_tables(record, verbose):
+        # a command line (no_wrap) prints whole: the terminal folds it, a copy stays one line
+        whole = isinstance(renderable, Text) and bool(renderable.no_wrap)
+        console.print(renderable, soft_wrap=whole)

@@ -21,7 +21,7 @@ from torchmark import __version__, environment, telemetry
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, OutOfMemory, StoreError, WrongResultError
-from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.results import Ceiling, Result, RunRecord, Work
 from torchmark.session import (
     CALL_TIMED_OUT,
     OUT_OF_MEMORY,
@@ -286,6 +286,22 @@ def under_load(c: Ceiling, cores: float) -> Ceiling:
     )
 
 
+def call_floor_s(work: Work, ceilings: dict[str, Ceiling]) -> float | None:
+    """The least time one call's work can take on this device: its bytes at the measured
+    bandwidth or its FLOPs at the best measured matmul peak, whichever is longer, plus the
+    dispatch floor; None without those ceilings (or without counted work)."""
+    bw, dispatch = ceilings.get("bandwidth"), ceilings.get("dispatch")
+    peaks = [c.value for k, c in ceilings.items() if k.startswith("matmul:") and c.value > 0]
+    times = []
+    if work.bytes > 0 and bw is not None and bw.value > 0:
+        times.append(work.bytes / bw.value)
+    if work.flops > 0 and peaks:
+        times.append(work.flops / max(peaks))
+    if not times:
+        return None
+    return max(times) + (dispatch.value if dispatch is not None else 0.0)
+
+
 def run_case(
     workload: Workload,
     case: Case,
@@ -352,6 +368,12 @@ def run_case(
         **(prepared.summarize(m) if prepared.summarize else {}),
         "peak_memory_bytes": peak,
     }
+    # one op a call: its roofline floor is what it can take (a model's many small ops each
+    # pay dispatch and Python, so its floor says little: simplenet train b=1 ran at 157x
+    # its FLOPs' floor on the quiet machine)
+    floor = call_floor_s(prepared.work, ceilings) if workload.group == "micro" else None
+    if floor is not None:
+        extra["floor_s"] = floor
     ceiling = ceilings.get(prepared.ceiling) if prepared.ceiling else None
     return measured(
         case, m, prepared, ceiling=ceiling, notes=notes, extra=extra, telemetry=trace.summary()

@@ -259,3 +259,22 @@ def test_a_source_tree_knows_its_version() -> None:
     import torchmark
 
     assert torchmark._source_version().endswith("+src")
+
+
+def test_a_calls_floor_is_its_roofline_time_plus_dispatch() -> None:
+    from torchmark.results import Ceiling, Work
+
+    def ceiling(key: str, value: float, unit: str) -> Ceiling:
+        return Ceiling(device="cpu", key=key, value=value, unit=unit, method="fake")
+
+    found = {
+        "bandwidth": ceiling("bandwidth", 100e9, "B/s"),
+        "matmul:float32": ceiling("matmul:float32", 400e9, "FLOP/s"),
+        "matmul:bfloat16": ceiling("matmul:bfloat16", 800e9, "FLOP/s"),
+        "dispatch": ceiling("dispatch", 1e-6, "s"),
+    }
+    # memory-bound: 1 GB at 100 GB/s; compute-bound: 8 TFLOP at the best peak, 800 GFLOP/s
+    assert runner.call_floor_s(Work(bytes=1e9, flops=1e6), found) == pytest.approx(0.01 + 1e-6)
+    assert runner.call_floor_s(Work(bytes=1e6, flops=8e12), found) == pytest.approx(10 + 1e-6)
+    assert runner.call_floor_s(Work(bytes=1e9), {}) is None  # --no-ceilings: no floor
+    assert runner.call_floor_s(Work(), found) is None  # nothing counted

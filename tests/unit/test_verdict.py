@@ -240,6 +240,40 @@ def test_unimodal_noise_is_not_a_cluster() -> None:
     assert judge(cpu_result([1e-3 * (1 + 0.01 * i) for i in range(20)], 1.0, 2)).level == "warn"
 
 
+# A 768 KB add under one other busy process on 2 cores: every sample 7.99 ms (7.3 µs on
+# the quiet machine), no fast cluster left to tell; its floor at 115 GB/s + 1.07 µs dispatch.
+STALLED = [7.99e-3 * (1 + 0.0005 * i) for i in range(20)]
+ADD_FLOOR_S = 786432 / 115e9 + 1.07e-6
+
+
+def stalled(other: float, threads: int, floor: float | None = ADD_FLOOR_S) -> Result:
+    r = cpu_result(STALLED, other=other, threads=threads)
+    if floor is not None:
+        r.extra["floor_s"] = floor
+    return r
+
+
+def test_a_call_far_above_its_floor_with_more_threads_than_free_cores_is_invalid() -> None:
+    from torchmark.telemetry.verdict import clusters
+
+    assert clusters(STALLED) is None  # the cluster rule cannot see it
+    v = judge(stalled(other=1.0, threads=2))
+    assert v.level == "invalid"
+    assert v.reasons[0] == (
+        "8.03 ms a call, 1015x the 7.91 µs its work needs at this machine's measured ceilings, "
+        "while other processes used 1.0 of 2 cores: 2 threads waiting for time slices, not "
+        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+    )
+
+
+def test_a_stall_needs_load_more_threads_than_free_cores_and_a_floor() -> None:
+    assert judge(stalled(other=0.1, threads=2)).level == "ok"  # quiet: its time is its own
+    assert judge(stalled(other=1.0, threads=1)).level == "warn"  # one thread, one free core
+    assert judge(stalled(other=1.0, threads=2, floor=None)).level == "warn"  # a model
+    # 40x its floor is slow, not the scheduler's (seed-add intended runs at 20x quiet)
+    assert judge(stalled(other=1.0, threads=2, floor=7.99e-3 / 40)).level == "warn"
+
+
 def test_a_tie_with_the_ceiling_is_not_an_error() -> None:
     """An H100's int8 GEMM workload read 100.2 % and 101 % of a ceiling timed on the same
     kernel: the same speed measured twice, not a measurement error."""

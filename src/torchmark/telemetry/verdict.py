@@ -82,6 +82,46 @@ def clusters(samples: Sequence[float] | np.ndarray) -> tuple[float, float, float
     return fast, slow, (n - i) / n
 
 
+# A one-op CPU call (micro workloads) slower than this many times its roofline floor (its
+# bytes at the measured bandwidth or its FLOPs at the best measured matmul peak, plus the
+# dispatch floor) while torch's threads outnumber the free cores: the time is threads
+# waiting for time slices. On this 2-core machine with one other busy process a 768 KB add
+# took 7.99 ms a call (1,010x its floor; 7.3 µs on the quiet machine), every sample alike,
+# so no second cluster told. Quiet, the slowest micro case here runs at 18x its floor
+# (seed-add intended: fresh allocations pay page faults).
+STALL_FACTOR = 50.0
+
+
+def _free_cores(t: dict[str, Any]) -> tuple[float, int | None, int]:
+    """(other processes' cores, this machine's cores, the cores free for torch's threads)."""
+    other = float(t.get("other_cores") or 0.0)
+    cores = t.get("logical_cores")
+    free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
+    return other, cores, free
+
+
+def _stalled(result: Result) -> tuple[Level, str] | None:
+    """A CPU result under competing load, with more threads than free cores, far slower
+    than its work allows at this machine's measured ceilings: the scheduler's time."""
+    t = result.telemetry or {}
+    floor = result.extra.get("floor_s")
+    median = result.median_s
+    if t.get("accelerator") or not competing(t, False) or not floor or not median:
+        return None
+    other, cores, free = _free_cores(t)
+    threads = t.get("torch_threads") or result.params.get("threads")
+    if threads is None or int(threads) <= free or median < STALL_FACTOR * floor:
+        return None
+    return (
+        "invalid",
+        f"{_dur(median)} a call, {median / floor:.0f}x the {_dur(floor)} its work needs at "
+        f"this machine's measured ceilings, while other processes used {other:.1f}"
+        f"{f' of {cores}' if cores else ''} cores: {threads} threads waiting for time slices, "
+        f"not the hardware; measure again with --threads {free} (the free cores) or on a "
+        "quiet machine",
+    )
+
+
 def _scheduler_artefact(result: Result) -> tuple[Level, str] | None:
     """A CPU result under competing load whose samples split into clusters: the time is
     the scheduler's. Invalid with more threads than free cores (the fix: fewer threads);
@@ -93,10 +133,8 @@ def _scheduler_artefact(result: Result) -> tuple[Level, str] | None:
     if found is None:
         return None
     fast, slow, share = found
-    other = float(t.get("other_cores") or 0.0)
-    cores = t.get("logical_cores")
+    other, cores, free = _free_cores(t)
     threads = t.get("torch_threads") or result.params.get("threads")
-    free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
     what = (
         f"samples split into two clusters, {_dur(fast)} and {_dur(slow)} ({share:.0%} slow), "
         f"while other processes used {other:.1f}{f' of {cores}' if cores else ''} cores"
@@ -149,7 +187,7 @@ def judge(result: Result) -> Verdict:
     if late:
         v.add("warn", late.reason())
     if result.telemetry:
-        artefact = _scheduler_artefact(result)
+        artefact = _scheduler_artefact(result) or _stalled(result)
         if artefact:
             v.add(*artefact)
         for level, text in telemetry_reasons(result.telemetry, len(result.excluded)):

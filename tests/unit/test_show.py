@@ -127,6 +127,10 @@ def test_show_prints_what_the_measuring_command_printed(
     header, *rest = out.splitlines(keepends=True)
     assert header.startswith(f"Run {run_id} · {record.kind} · ")
     body = "".join(rest[1:] if record.command else rest)  # the command line, when stored
+    if record.kind == "run" and record.status == "incomplete":  # then how to finish it
+        body, hint = body.rstrip("\n").rsplit("\n", 1)
+        body += "\n"
+        assert hint.startswith(f"`torchmark run --resume {run_id}`")
     assert body == printed_by(command_printer, record, capsys)
 
 
@@ -170,6 +174,18 @@ def test_several_runs_each_under_its_header(capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     heads = [line for line in out.splitlines() if line.startswith("Run ")]
     assert [h.split()[1] for h in heads] == [first, second]
+
+
+def test_an_interrupted_run_ends_with_the_command_that_finishes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rid = stored(load("cpu-only"))  # a `run` stored incomplete
+    code, out, _ = cli(capsys, "show", rid)
+    hint = f"`torchmark run --resume {rid}` measures the cases left in the same run"
+    assert code == 0 and out.rstrip().endswith(hint)
+    done = stored(load("cpu-gpu"))  # complete: nothing to finish
+    code, out, _ = cli(capsys, "show", done)
+    assert code == 0 and "--resume" not in out
 
 
 def test_a_run_that_is_not_there_is_one_line_naming_the_fix(

@@ -6,7 +6,6 @@ import contextlib
 import functools
 import json
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -63,11 +62,14 @@ def write_json(record: RunRecord, path: Path) -> None:
 
 @contextlib.contextmanager
 def shown_even_if_interrupted(
-    render: Callable[[RunRecord], None], json_path: Path | None, resume_hint: str | None = None
+    render: Callable[[RunRecord], None],
+    json_path: Path | None,
+    resumable: bool = False,
+    db: str | None = None,
 ) -> Iterator[None]:
     """Ctrl-C / SIGTERM / SIGHUP mid-run, or a store that failed: the run measured so far is
     still shown and written (to --json, or to a rescue file when the store has not got it).
-    ``resume_hint``: the command line that resumes it, "{run}" standing for its id."""
+    ``resumable``: also say the command that finishes it (``db``: the store it is in)."""
     try:
         yield
     except (RunInterrupted, RunNotStored) as e:
@@ -79,10 +81,11 @@ def shown_even_if_interrupted(
             from torchmark.session import rescue_path
 
             write_json(partial, rescue_path(partial))
-        if resume_hint and isinstance(e, RunInterrupted) and partial.run_id:
-            hint = resume_hint.format(run=partial.run_id)
+        if resumable and isinstance(e, RunInterrupted) and partial.run_id:
+            from torchmark.report.parts import resume_hint
+
             console.print(
-                Text(f"`{hint}` measures the cases left in the same run"),
+                Text(resume_hint(partial.run_id, db)),
                 soft_wrap=not console.is_terminal,
             )
         raise
@@ -243,13 +246,9 @@ def run(
     store = open_store(db)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
-    with shown_even_if_interrupted(render, json_path, resume_line(db)), events.shown():
+    with shown_even_if_interrupted(render, json_path, resumable=True, db=db), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path, suite=the_plan)
     finish(record, render, json_path, store.url)
-
-
-def resume_line(db: str | None) -> str:
-    return "torchmark run --resume {run}" + (f" --db {shlex.quote(db)}" if db else "")
 
 
 def resume_run(
@@ -268,7 +267,7 @@ def resume_run(
         return
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
-    with shown_even_if_interrupted(render, json_path, resume_line(db)), events.shown():
+    with shown_even_if_interrupted(render, json_path, resumable=True, db=db), events.shown():
         record = resume.run(plan, store, events, json_path=json_path)
     finish(record, render, json_path, store.url)
 

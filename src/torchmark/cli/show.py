@@ -83,11 +83,26 @@ def show(
         if line is not None:
             console.print(line, soft_wrap=True)
         printer_for(record, verbose)(record)
+        hint = resumable(record, db)
+        if hint:
+            console.print(hint, soft_wrap=True)
     ladder = scaling_ladder(records)
     if ladder:
         console.print()
     for part in ladder:
         console.print(part)
+
+
+def resumable(record: RunRecord, db: str | None) -> str | None:
+    """An interrupted `torchmark run` (not a distributed one): the command that finishes it,
+    as the run printed when it stopped."""
+    if record.kind != "run" or record.status != "incomplete" or not record.run_id:
+        return None
+    if record.config.get("distributed"):
+        return None  # ranks are not resumed: start the run again
+    from torchmark.report.parts import resume_hint
+
+    return resume_hint(record.run_id, db)
 
 
 def scaling_ladder(records: list[RunRecord]) -> list[RenderableType]:

@@ -4,13 +4,21 @@ start without importing torch."""
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from typing import Any
 
 from torchmark import format as fmt
 from torchmark.results import RunRecord
 
-__all__ = ["parts_note"]
+__all__ = ["parts_note", "resume_hint"]
+
+
+def resume_hint(run_id: str, db: str | None) -> str:
+    """What an interrupted `torchmark run` says (and `show` of it): the command that
+    finishes it in the same run."""
+    where = f" --db {shlex.quote(db)}" if db else ""
+    return f"`torchmark run --resume {run_id}{where}` measures the cases left in the same run"
 
 
 def parts_note(record: RunRecord) -> str | None:

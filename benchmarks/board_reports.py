@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from boardtest import free_port
+from boardtest import serve, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,24 +127,14 @@ def main() -> int:
         [*tm, "serve", "token", "create", f"bench{os.getpid()}", "--db", db],
         capture_output=True, text=True, check=True,
     ).stdout.strip().splitlines()[-1]  # fmt: skip
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [*tm, "serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
-    if args.workers > 1:
-        cmd += ["--workers", str(args.workers)]
-    log = (tmp / "serve.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    extra = ["--rate-limit", "1000000"]
+    extra += ["--workers", str(args.workers)] if args.workers > 1 else []
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                httpx.get(url + "/api/v1/runs", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    print("server did not start; see", tmp / "serve.log")
-                    return 1
-                time.sleep(0.2)
+        proc, url = serve(db, tmp / "serve.log", extra, start_s=120)
+    except RuntimeError as e:
+        print(e)
+        return 1
+    try:
         headers = {"Authorization": f"Bearer {token}"}
         ids = []
         for body in documents(args.runs):
@@ -153,9 +143,7 @@ def main() -> int:
             ids.append(r.json()["run_id"])
         failed = asyncio.run(loaded(url, ids, args.clients))
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        stop(proc)
     print(f"load average at end: {os.getloadavg()}")
     if not failed:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,15 +35,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from boardtest import make_run
+from boardtest import make_run, serve, stop
 from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def level(url: str, token: str, bodies: list[bytes], clients: int) -> tuple[list, list]:
@@ -136,36 +129,18 @@ def pages(url: str, cases: int) -> None:
     print(f"/api/v1/leaderboard      {p50_p95(api)} (each case after its page)")
 
 
-def serve(db: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (tmp / "serve.log").open("ab")
-    cmd = ["serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
-    proc = subprocess.Popen([sys.executable, "-m", "torchmark", *cmd], stdout=log, stderr=log)
-    t0 = time.monotonic()
-    while True:
-        try:
-            httpx.get(url + "/api/v1/runs", timeout=2)
-            break
-        except httpx.HTTPError:
-            if time.monotonic() > t0 + 600 or proc.poll() is not None:
-                proc.kill()
-                raise SystemExit(f"server did not start; see {tmp / 'serve.log'}") from None
-            time.sleep(0.2)
-    print(f"server up in {time.monotonic() - t0:.1f} s")
-    return proc, url
-
-
 def page_main(args: argparse.Namespace, tmp: Path) -> int:
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
     print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
     seed(db, args.page_results, args.cases, args.machines)
-    proc, url = serve(db, tmp)
+    t0 = time.monotonic()
+    # seeded with up to 100,000 results, the server's first open may take minutes here
+    proc, url = serve(db, tmp / "serve.log", ["--rate-limit", "1000000"], start_s=600)
+    print(f"server up in {time.monotonic() - t0:.1f} s")
     try:
         pages(url, args.cases)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
     print(f"load average at end: {os.getloadavg()}")
     if not args.db:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -191,24 +166,15 @@ def main() -> int:
         [sys.executable, "-m", "torchmark", "serve", "token", "create", "bench", "--db", db],
         capture_output=True, text=True, check=True,
     ).stdout.strip().splitlines()[-1]  # fmt: skip
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (tmp / "serve.log").open("wb")
-    cmd = ["serve", "--db", db, "--port", str(port), "--rate-limit", "1000000"]
-    cmd += ["--workers", str(args.workers)] if args.workers > 1 else []
-    proc = subprocess.Popen([sys.executable, "-m", "torchmark", *cmd], stdout=log, stderr=log)
+    extra = ["--rate-limit", "1000000"]
+    extra += ["--workers", str(args.workers)] if args.workers > 1 else []
+    try:
+        proc, url = serve(db, tmp / "serve.log", extra)
+    except RuntimeError as e:
+        print(e)
+        return 1
     failed = False
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url + "/api/v1/runs", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    print("server did not start; see", tmp / "serve.log")
-                    return 1
-                time.sleep(0.2)
         acked: list[str] = []
         for i, clients in enumerate(int(x) for x in args.levels.split(",")):
             bodies = [
@@ -244,9 +210,7 @@ def main() -> int:
             f"p95 {p95 * 1e3:.0f} ms (the first reads every run; later ones walk them in memory)"
         )
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        stop(proc)
         if not failed:
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average at end: {os.getloadavg()}")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,18 +86,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`torchmark serve` on a free loopback port, answering: (process, URL)."""
+def serve(
+    db: str, log: Path, extra: Sequence[str] = (), start_s: float = START_S
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`torchmark serve` (with ``extra`` options) on a free loopback port, answering:
+    (process, URL); RuntimeError with the log's tail when it does not start in time."""
     port = free_port()
     with log.open("ab") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
         proc = subprocess.Popen(
-            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)],
+            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port), *extra],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=os.environ.copy(),
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
+    deadline = time.monotonic() + start_s
     while True:
         try:
             urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
@@ -104,8 +108,18 @@ def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop(proc)
-                pytest.fail(f"torchmark serve did not start: {log.read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"torchmark serve did not start: {log.read_text()[-2000:]}"
+                ) from None
             time.sleep(0.2)
+
+
+def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`torchmark serve` on a free loopback port, answering: (process, URL)."""
+    try:
+        return serve(db, log)
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

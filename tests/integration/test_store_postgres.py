@@ -429,16 +429,14 @@ def test_leaderboard_server_on_postgres(pg_url: str) -> None:
     assert [(row["model"], row["rank"]) for row in board] == [("PG CPU", "1")]
 
 
-def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str) -> None:
+def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str, tmp_path: Path) -> None:
     """`torchmark serve` on uvicorn over PostgreSQL, 16 threads submitting 40 runs and 8
     repeats: every acknowledged run is readable, none stored twice, no 5xx."""
     import json
-    import socket
-    import sys
-    import time
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
+    from boardtest import start_server, stop
     from torchmark.cli.submit import post
     from torchmark.store import open_store
     from torchmark.web.accounts import Accounts
@@ -449,21 +447,8 @@ def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str) -> None:
         token = Accounts(store).create_token("load")
     finally:
         store.close()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, url = start_server(db, tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no server"
-                time.sleep(0.2)
         bodies = []
         for i in range(40):
             run = make_run(hours=i)
@@ -473,8 +458,7 @@ def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str) -> None:
         ids = [a["run_id"] for a in answers]
         runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=30).read())
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
     assert len(set(ids[:40])) == 40 and ids[40:] == ids[:8]
     assert sorted(r["run_id"] for r in runs) == sorted(ids[:40])
 
@@ -503,15 +487,13 @@ def test_two_server_processes_share_one_postgres_database(pg_url: str, tmp_path:
     each stored once (no orphan copy in the store), the report drawn and kept once, and no
     process left behind."""
     import json
-    import sys
-    import time
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
     import psutil
     import sqlalchemy as sa
 
-    from boardtest import free_port, stop
+    from boardtest import serve, stop
     from torchmark.cli.submit import post
     from torchmark.web.accounts import Accounts
     from torchmark.web.reports import reports_t
@@ -520,20 +502,8 @@ def test_two_server_processes_share_one_postgres_database(pg_url: str, tmp_path:
     store = open_store(db)
     assert isinstance(store, SQLStore)
     token = Accounts(store).create_token("two")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port)]
-    log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen([*cmd, "--workers", "2"], stdout=log, stderr=log)
+    proc, url = serve(db, tmp_path / "serve.log", ["--workers", "2"], start_s=90)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/v1/runs", timeout=2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no server"
-                time.sleep(0.2)
         workers = [c for c in psutil.Process(proc.pid).children() if c.is_running()]
         assert len(workers) >= 2  # uvicorn's two workers (and perhaps its resource tracker)
         bodies = [export_run(make_run(hours=i)).encode() for i in range(40)]
@@ -549,7 +519,6 @@ def test_two_server_processes_share_one_postgres_database(pg_url: str, tmp_path:
         family = psutil.Process(proc.pid).children(recursive=True)
     finally:
         stop(proc)
-        log.close()
     assert ids[0:16:2] == ids[1:16:2]  # each twin got its first's id
     assert len(set(ids)) == 40 and sorted(r["run_id"] for r in listed) == sorted(set(ids))
     assert len(store.list_runs()) == 40  # no second copy of a twin left in the store

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clitest import cli
+from clitest import cli, spawn
 from torchmark import format as fmt
 from torchmark import runner
 from torchmark.store import open_store
@@ -50,14 +48,7 @@ def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(
     sizes = ",".join(map(str, SIZES))
     args = ["run", "--device", "cpu", "--workload", "add", "--size", sizes]
     args += ["--stopping", "test", "--no-ceilings", "--no-telemetry", "--db", db]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchmark", *args],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn(args, env, tmp_path)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

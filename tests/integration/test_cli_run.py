@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from clitest import cli
+from clitest import cli, spawn
 
 
 def test_unknown_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,14 +100,7 @@ def _stop_after_first_result(
     # created here first: two processes creating one new database race (issue 10 #4)
     open_store(f"sqlite:///{db}").close()
     env = {**os.environ, "TORCHMARK_DB": f"sqlite:///{db}", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchmark", *args],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = spawn(args, env, tmp_path)
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline:  # wait until at least one case is stored

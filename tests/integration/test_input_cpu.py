@@ -8,7 +8,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import psutil
 import pytest
 import torch
 
-from clitest import cli
+from clitest import cli, spawn
 from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
@@ -195,15 +194,7 @@ def test_sigterm_to_the_process_group_while_workers_run_stops_cleanly(tmp_path: 
     args = ["run", "-w", "input", "-d", "cpu", "--quick", "--no-ceilings", "--no-telemetry"]
     args += ["--cache-dir", str(tmp_path), "--batch", "8", "--size", "64", "--threads", "1"]
     args += ["--stopping", "test"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torchmark", *args],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as `timeout` gives it
-    )
+    proc = spawn(args, env, tmp_path, start_new_session=True)
     main = psutil.Process(proc.pid)
 
     def workers() -> set[int]:

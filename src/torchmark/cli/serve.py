@@ -70,7 +70,9 @@ def serve(
     url = db_url(db)
     if workers < 1:
         raise InputError(f"--workers {workers}: serve with at least 1 process")
-    if workers > 1 and not _postgres(url):
+    from torchmark.store import is_postgres
+
+    if workers > 1 and not is_postgres(url):
         raise InputError(
             f"--workers {workers} needs a PostgreSQL store (--db postgresql://USER@HOST/DB): "
             "SQLite takes one writer at a time, so serve it with --workers 1"
@@ -104,13 +106,6 @@ def serve(
         port=port,
         log_level="info",
     )
-
-
-def _postgres(url: str | None) -> bool:
-    from torchmark.store import POSTGRES_SCHEMES
-
-    scheme = (url or "").strip().split("://", 1)[0] if "://" in (url or "") else ""
-    return scheme.split("+", 1)[0].lower() in POSTGRES_SCHEMES
 
 
 def _loopback(host: str) -> bool:

@@ -32,6 +32,16 @@ def default_path() -> Path:
     return Path(platformdirs.user_data_dir("torchmark")) / "results.db"
 
 
+def is_postgres(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL store (``postgresql://``, ``postgres+DRIVER://``)."""
+    url = (url or "").strip()
+    return "://" in url and _base_scheme(url) in POSTGRES_SCHEMES
+
+
+def _base_scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower().split("+", 1)[0]
+
+
 def open_store(url: str | None = None) -> ResultStore:
     """Open (creating if needed) the results store at ``url``; see the module docstring."""
     if url is None or not url.strip():
@@ -41,12 +51,12 @@ def open_store(url: str | None = None) -> ResultStore:
         return _open_memory()
     if "://" not in url:
         return _open_sqlite(Path(url))
-    scheme = url.split("://", 1)[0].lower()
-    base = scheme.split("+", 1)[0]
+    base = _base_scheme(url)
     if base == "sqlite":
         return _open_sqlite(Path(url.split("://", 1)[1][1:]))
     if base in POSTGRES_SCHEMES:
         return _open_postgres(url)
+    scheme = url.split("://", 1)[0].lower()
     raise InputError(f"unsupported results store URL scheme {scheme!r}; use {SUPPORTED}")
 
 

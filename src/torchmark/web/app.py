@@ -194,12 +194,17 @@ def create_app(
     rendered = cases.Cache(256, max_bytes=32 * 2**20, weigh=len)
 
     def load_run(run_id: str) -> RunRecord:
+        return submitted_run(run_id)[0]
+
+    def submitted_run(run_id: str) -> tuple[RunRecord, str]:
+        """The submitted run ``run_id`` and its division; 404 when there is none."""
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
-        if accounts.submitted(run_id) is None:
+        found = accounts.submitted(run_id)
+        if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
-            return store.load(run_id)
+            return store.load(run_id), found[0]
         except RunNotFoundError:
             raise HTTPException(404, f"no run {run_id!r}") from None
 
@@ -414,8 +419,7 @@ def create_app(
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
     def run_page(run_id: str) -> HTMLResponse:
-        run = load_run(run_id)
-        division = (accounts.submitted(run_id) or ("?", ""))[0]
+        run, division = submitted_run(run_id)
         html = pages.get_template("run.html").render(
             run=run,
             division=division,

@@ -429,6 +429,18 @@ def test_leaderboard_server_on_postgres(pg_url: str) -> None:
     assert [(row["model"], row["rank"]) for row in board] == [("PG CPU", "1")]
 
 
+def database_with_token(pg_url: str, name: str) -> tuple[str, str]:
+    """A fresh database with the server's tables and a token ``name``: (its URL, the token)."""
+    from torchmark.web.accounts import Accounts
+
+    db = new_database(pg_url)
+    store = open_store(db)
+    try:
+        return db, Accounts(store).create_token(name)
+    finally:
+        store.close()
+
+
 def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str, tmp_path: Path) -> None:
     """`torchmark serve` on uvicorn over PostgreSQL, 16 threads submitting 40 runs and 8
     repeats: every acknowledged run is readable, none stored twice, no 5xx."""
@@ -438,15 +450,8 @@ def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str, tmp_path: Pa
 
     from boardtest import start_server, stop
     from torchmark.cli.submit import post
-    from torchmark.store import open_store
-    from torchmark.web.accounts import Accounts
 
-    db = new_database(pg_url)
-    store = open_store(db)
-    try:
-        token = Accounts(store).create_token("load")
-    finally:
-        store.close()
+    db, token = database_with_token(pg_url, "load")
     proc, url = start_server(db, tmp_path / "serve.log")
     try:
         bodies = []
@@ -469,15 +474,8 @@ def test_leaderboard_acknowledged_runs_survive_sigkill_on_postgres(
     """The SQLite durability test's scenario on PostgreSQL: `torchmark serve` SIGKILLed
     under 8 submitting threads, restarted: every acknowledged run is there, none twice."""
     from boardtest import survives_sigkill
-    from torchmark.store import open_store as _open
-    from torchmark.web.accounts import Accounts
 
-    db = new_database(pg_url)
-    store = _open(db)
-    try:
-        token = Accounts(store).create_token("kill")
-    finally:
-        store.close()
+    db, token = database_with_token(pg_url, "kill")
     survives_sigkill(db, token, tmp_path / "serve.log")
 
 

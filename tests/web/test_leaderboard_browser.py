@@ -56,6 +56,25 @@ def submit(url: str, token: str, body: bytes) -> str:
         return str(json.loads(r.read())["run_id"])
 
 
+def watched_page(browser, origin: str):  # type: ignore[no-untyped-def]
+    """A new page that records every dialog a script opens and aborts (and records) every
+    request leaving ``origin``: (page, outside URLs, dialog messages)."""
+    page = browser.new_page()
+    outside: list[str] = []
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def route(r):  # type: ignore[no-untyped-def]
+        if r.request.url.startswith(origin):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    return page, outside, dialogs
+
+
 @pytest.fixture
 def board(tmp_path: Path) -> Iterator[str]:
     from torchmark.web.app import create_app
@@ -76,19 +95,7 @@ def board(tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_board_in_a_browser(browser, board: str) -> None:  # type: ignore[no-untyped-def]
-    page = browser.new_page()
-    outside: list[str] = []
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-
-    def route(r):  # type: ignore[no-untyped-def]
-        if r.request.url.startswith(board):
-            r.continue_()
-        else:
-            outside.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
+    page, outside, dialogs = watched_page(browser, board)
     page.goto(board + "/?case=" + urllib.request.quote('["add", "seed", "{\\"n\\": 1000}"]'))
     rows = page.locator("#board tbody tr")
     assert rows.count() == 3
@@ -167,19 +174,7 @@ def test_a_run_page_opens_its_full_report(browser, tmp_path: Path) -> None:  # t
     with serving(app) as url:
         run_id = submit(url, token, fixture.read_bytes())
         hostile = submit(url, token, export_run(make_run(PAYLOAD, note=PAYLOAD)).encode())
-        page = browser.new_page()
-        outside: list[str] = []
-        dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-
-        def route(r):  # type: ignore[no-untyped-def]
-            if r.request.url.startswith(url):
-                r.continue_()
-            else:
-                outside.append(r.request.url)
-                r.abort()
-
-        page.route("**/*", route)
+        page, outside, dialogs = watched_page(browser, url)
         page.goto(f"{url}/runs/{run_id}")
         assert "Division: standard" in page.locator("main").inner_text()
         with page.expect_navigation():

@@ -8,8 +8,6 @@ text and never runs, and no request leaves the server."""
 from __future__ import annotations
 
 import contextlib
-import json
-import socket
 import threading
 import time
 import urllib.request
@@ -18,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from boardtest import make_run
+from boardtest import free_port, make_run
+from torchmark.cli.submit import post
 from torchmark.store.exchange import export_run
 
 PAYLOAD = '<script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -31,9 +30,7 @@ def serving(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """``app`` on uvicorn at 127.0.0.1 (a free port) in a thread; yields its URL."""
     import uvicorn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -49,11 +46,7 @@ def serving(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
 
 
 def submit(url: str, token: str, body: bytes) -> str:
-    req = urllib.request.Request(
-        url + "/api/v1/runs", data=body, headers={"Authorization": f"Bearer {token}"}
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return str(json.loads(r.read())["run_id"])
+    return str(post(url, token, body)["run_id"])
 
 
 def watched_page(browser, origin: str):  # type: ignore[no-untyped-def]

@@ -24,8 +24,6 @@ import asyncio
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,14 +32,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from boardtest import serve, stop
+from boardtest import cli_token, p50_p95, serve, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def p50_p95(times: list[float]) -> str:
-    p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-    return f"p50 {statistics.median(times) * 1e3:6.0f} ms, p95 {p95 * 1e3:6.0f} ms (n={len(times)})"
 
 
 def documents(n: int) -> list[bytes]:
@@ -122,11 +115,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tmreports"))
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
     print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
-    tm = [sys.executable, "-m", "torchmark"]
-    token = subprocess.run(
-        [*tm, "serve", "token", "create", f"bench{os.getpid()}", "--db", db],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    token = cli_token(db, f"bench{os.getpid()}")
     extra = ["--rate-limit", "1000000"]
     extra += ["--workers", str(args.workers)] if args.workers > 1 else []
     try:

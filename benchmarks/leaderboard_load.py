@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from boardtest import make_run, serve, stop
+from boardtest import cli_token, make_run, p50_p95, serve, stop
 from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
 
@@ -103,11 +102,6 @@ def seed(db: str, results: int, cases: int, machines: int) -> None:
     app.state.store.close()
 
 
-def p50_p95(times: list[float]) -> str:
-    p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-    return f"p50 {statistics.median(times) * 1e3:6.0f} ms, p95 {p95 * 1e3:6.0f} ms (n={len(times)})"
-
-
 def pages(url: str, cases: int) -> None:
     client = httpx.Client(timeout=300)  # one kept-alive connection, as a browser keeps
 
@@ -162,10 +156,7 @@ def main() -> int:
         return page_main(args, tmp)
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
     print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
-    token = subprocess.run(
-        [sys.executable, "-m", "torchmark", "serve", "token", "create", "bench", "--db", db],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    token = cli_token(db, "bench")
     extra = ["--rate-limit", "1000000"]
     extra += ["--workers", str(args.workers)] if args.workers > 1 else []
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -112,6 +113,24 @@ def serve(
                     f"torchmark serve did not start: {log.read_text()[-2000:]}"
                 ) from None
             time.sleep(0.2)
+
+
+def cli_token(db: str, name: str) -> str:
+    """A new token ``name`` on ``db`` made by `torchmark serve token create` (a benchmark
+    serves the store from another process, so it makes its token the user's way)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "torchmark", "serve", "token", "create", name, "--db", db],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+def p50_p95(times: list[float]) -> str:
+    """Latencies (s) as the benchmarks print them."""
+    p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
+    return f"p50 {statistics.median(times) * 1e3:6.0f} ms, p95 {p95 * 1e3:6.0f} ms (n={len(times)})"
 
 
 def start_server(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:

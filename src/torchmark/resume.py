@@ -180,8 +180,8 @@ def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case],
     and the sweeps stopped by an out-of-memory result."""
     from torchmark.session import OUT_OF_MEMORY
 
-    left = Counter(result_key(r) for r in record.results)
-    by_key = {result_key(r): r for r in record.results}
+    keys = [result_key(r) for r in record.results]  # a model_dump each: once a result
+    left, by_key = Counter(keys), dict(zip(keys, record.results, strict=True))
     todo, stopped = [], {}
     for case in planned:
         key = case_key(case)

@@ -105,7 +105,7 @@ def show_soak(record: RunRecord) -> None:
             ", ".join(f"{k} {v}\u00a0%" for k, v in w["throttle"].items()),
         )
     console.print(t)
-    missing = [word for key, _, word in SOAK_SENSORS if (key, _, word) not in sensors]
+    missing = [sensor[2] for sensor in SOAK_SENSORS if sensor not in sensors]
     if missing:
         console.print(f"not read on this device: {', '.join(missing)} (no sensor exposed)")
     console.print(f"throughput over time: {sparkline([w['rate'] for w in wins])}")

@@ -131,12 +131,13 @@ def layout(cmp: Comparison, width: int) -> Layout:
 
 
 def comparison_table(
-    cmp: Comparison, width: int = 120, ids: Sequence[int] | None = None
+    cmp: Comparison, width: int = 120, ids: Sequence[int] | None = None, fit: Layout = None
 ) -> tuple[Table, list[str]]:
     """Baseline A, then per later run: its throughput, speed relative to A, verdict; and
     the reasons that did not fit beside the cases (UNCLEAR and not comparable: one line
-    each, under the table; FASTER / SLOWER / SAME follow the rule printed below it)."""
-    chosen = layout(cmp, width)
+    each, under the table; FASTER / SLOWER / SAME follow the rule printed below it).
+    ``fit``: ``layout(cmp, width)`` where the caller has it already."""
+    chosen = fit if fit is not None else layout(cmp, width)
     with_why, with_device = chosen if isinstance(chosen, tuple) else (False, False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     headers = _headers(cmp, ids)
@@ -263,17 +264,23 @@ def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str
 def comparison_renderables(cmp: Comparison, width: int = 120) -> list[RenderableType]:
     """What ``compare`` prints, laid out for a ``width``-column terminal or log."""
     parts: list[RenderableType] = [Text("\n".join(run_legend(cmp.runs)))]
-    views = [(cmp, None)] if layout(cmp, width) is not None else pairs(cmp)
-    for sub, ids in views:
-        if layout(sub, width) == "stacked":
+    # layout() formats every case's figures: once a view, not again to draw it
+    whole = layout(cmp, width)
+    views = (
+        [(cmp, None, whole)]
+        if whole is not None
+        else [(sub, ids, layout(sub, width)) for sub, ids in pairs(cmp)]
+    )
+    for sub, ids, fit in views:
+        if fit == "stacked":
             block, notes = stacked_lines(sub, ids, width)
             parts += [Text(), block, Text()]
         else:
-            table, notes = comparison_table(sub, width, ids)
+            table, notes = comparison_table(sub, width, ids, fit)
             parts.append(table)
         parts.append(Text("\n".join([*notes, *summary_lines(sub, ids)])))
-    if only_lines(cmp):
-        parts.append(Text("\n".join(only_lines(cmp))))
+    if only := only_lines(cmp):
+        parts.append(Text("\n".join(only)))
     # the input workloads' breakdown side by side (nothing when no run has them)
     parts += comparison_parts(cmp, [letter(i) for i in range(len(cmp.runs))])
     return [*parts, Text(RULE, style="dim")]

@@ -212,8 +212,8 @@ class FitTable:
             room -= grow
         return widths
 
-    def table(self, width: int, title: bool = True) -> Table:
-        p = self.plan(width)
+    def table(self, width: int, title: bool = True, p: Plan | None = None) -> Table:
+        p = p or self.plan(width)
         grid = self._grid(p, range(len(self.rows)))
         return self._table(p, grid, self.rows, title=title, show_header=self.show_header)
 
@@ -273,18 +273,19 @@ class FitTable:
         rest.rows = [_Row([r.cells[i] for i in keep], r.style, r.section) for r in self.rows]
         return lead, rest
 
-    def stacks(self, width: int) -> bool:
+    def stacks(self, width: int, p: Plan | None = None) -> bool:
         """Whether ``width`` is printed stacked: when the table overflows it even with its
-        columns dropped, or drops a vital column that stacking would keep."""
+        columns dropped, or drops a vital column that stacking would keep. ``p``: this
+        width's plan where the caller has it."""
+        p = p or self.plan(width)
+        vital = [i for i, c in enumerate(self.columns) if c.vital and self._has_content(i)]
+        if p.fits and all(i in p.columns for i in vital):
+            return False  # the usual case: no copy of the rows (_split) to find it out
         split = self._split()
         if split is None:
             return False
-        p = self.plan(width)
         if not p.fits:
             return True
-        vital = [i for i, c in enumerate(self.columns) if c.vital and self._has_content(i)]
-        if all(i in p.columns for i in vital):
-            return False
         q = split[1].plan(width - len(STACK_INDENT))
         kept = sum(split[1].columns[i].vital for i in q.columns)
         return q.fits and kept > sum(i in p.columns for i in vital)
@@ -324,10 +325,11 @@ class FitTable:
         # table's width, which can be far narrower than the console.
         if self.title:
             yield _text(self.title)
-        if self.stacks(options.max_width):
+        p = self.plan(options.max_width)  # once: the table needs the same plan
+        if self.stacks(options.max_width, p):
             yield from self.stacked(options.max_width)
         else:
-            yield self.table(options.max_width, title=False)
+            yield self.table(options.max_width, title=False, p=p)
 
 
 STACK_INDENT = "  "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,6 +26,18 @@ FEW_SAMPLES = 5
 EXACT_RANKS_UP_TO = 1024
 
 
+T = TypeVar("T", int, float)
+
+
+def _binom_terms(n: int, i: int, first: T, div: Callable[[T, int], T]) -> Iterator[T]:
+    """Bin(n, 1/2) masses (scaled as ``first`` is) from k = i up: the ratio of neighbours is
+    (n - k) / (k + 1), exact under ``//`` since C(n, k) * (n - k) is divisible by k + 1."""
+    term = first
+    for k in range(i, n + 1):
+        yield term
+        term = div(term * (n - k), k + 1)
+
+
 @functools.lru_cache(maxsize=1024)
 def _ci_ranks(n: int, confidence: float) -> tuple[int, int]:
     """0-based ranks of the order statistics bounding the median, exactly as
@@ -38,31 +52,31 @@ def _ci_ranks(n: int, confidence: float) -> tuple[int, int]:
     """
     a = (1 - confidence) / 2
     i = max(0, math.floor(n / 2 - 6 * math.sqrt(n)))
-    cdf, below, first = 0.0, -1, n  # below: last k with CDF(k) <= a; first: CDF(k) >= a
+    terms: Iterator[int] | Iterator[float]
     if n <= EXACT_RANKS_UP_TO:
         # CDF(k) <= a as integers: sum of C(n, j) * den <= num * 2**n, a = num / den exactly
         num, den = Fraction(a).as_integer_ratio()
-        scale, whole, count = num << n, 0, math.comb(n, i) * den
-        for k in range(i, n + 1):
-            whole += count
-            if whole <= scale:
-                below = k
-            if whole >= scale:
-                first = k
-                break
-            count = count * (n - k) // (k + 1)
+        limit: float = num << n
+        terms = _binom_terms(n, i, math.comb(n, i) * den, operator.floordiv)
     else:
-        pmf = math.exp(
-            math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
+        limit = a
+        terms = _binom_terms(
+            n,
+            i,
+            math.exp(
+                math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
+            ),
+            operator.truediv,
         )
-        for k in range(i, n + 1):
-            cdf += pmf
-            if cdf <= a:
-                below = k
-            if cdf >= a:
-                first = k
-                break
-            pmf *= (n - k) / (k + 1)
+    cdf: float = 0
+    below, first = -1, n  # below: last k with CDF(k) <= a; first: CDF(k) >= a
+    for k, term in enumerate(terms, start=i):
+        cdf += term
+        if cdf <= limit:
+            below = k
+        if cdf >= limit:
+            first = k
+            break
     # X ~ Bin(n, 1/2) is symmetric: P(X > k) = CDF(n - k - 1), so isf(a) = n - 1 - below
     return first - 1, n - 1 - below
 

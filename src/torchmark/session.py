@@ -350,6 +350,7 @@ class Session:
         self._old: dict[int, Any] = {}
         self.watchdog = Watchdog(on_hung=self._abandon)
         self._finished = False
+        self._thawed = False  # nothing was frozen when the run began: unfreeze at its end
         self._sources: dict[str, list[Kept]] = {}
 
     # lifecycle ------------------------------------------------------------------------------
@@ -359,6 +360,7 @@ class Session:
         # torch's ~240,000 objects alive that walk cost 0.13 s a case. Frozen here, what
         # outlives the run is never walked again, and a collect costs microseconds.
         gc.collect()
+        self._thawed = gc.get_freeze_count() == 0  # a caller's own freeze outlives the run
         gc.freeze()
         if _in_main_thread():
             for s in STOP_SIGNALS:
@@ -367,7 +369,8 @@ class Session:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        gc.unfreeze()
+        if self._thawed:
+            gc.unfreeze()
         for s, old in self._old.items():
             signal.signal(s, old)
         self._old = {}

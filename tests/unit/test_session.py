@@ -123,6 +123,18 @@ def test_what_outlives_the_run_is_frozen_for_its_length_only() -> None:
     assert gc.get_freeze_count() == 0  # the caller's process is left as it was
 
 
+def test_a_callers_own_freeze_outlives_the_run() -> None:
+    # the CLI freezes what importing a command left; a run must not thaw it on its way out
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        w, cases, s = planned([0.001], FlakyStore(down_for=0))
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()
+
+
 class CountingStore(FlakyStore):
     def __init__(self, down_for: int) -> None:
         super().__init__(down_for)

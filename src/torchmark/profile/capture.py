@@ -226,12 +226,13 @@ def count_flops(
     with step_failures_said(device):
         prof = record_one_step(fn, device, record_shapes=True, with_flops=True)
     events = _event_count(prof)
-    flops = {e.key: e.flops for e in prof.key_averages() if getattr(e, "flops", 0) and e.flops > 0}
-    by_call = {
-        c.call_key(e.key, e.input_shapes): e.flops / e.count
-        for e in prof.key_averages(group_by_input_shape=True)
-        if getattr(e, "flops", 0) and e.flops > 0 and e.count
-    }
+    # one grouping pass (by name and shapes) gives both: a name's FLOPs are its calls' sum
+    flops: dict[str, float] = {}
+    by_call = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        if getattr(e, "flops", 0) and e.flops > 0 and e.count:
+            flops[e.key] = flops.get(e.key, 0) + e.flops
+            by_call[c.call_key(e.key, e.input_shapes)] = e.flops / e.count
     return flops, by_call, events
 
 

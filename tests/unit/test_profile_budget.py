@@ -14,6 +14,7 @@ from torchmark.profile.capture import (
     LONG_STEP_S,
     WAIT,
     WARMUP,
+    Capture,
     active_steps,
     capture,
     lead_steps,
@@ -53,6 +54,15 @@ def stepper(clock: FakeClock, dev: MemoryFake, seconds: float) -> Any:
     return fn
 
 
+def profiled(seconds: float, **kw: Any) -> tuple[Capture, MemoryFake, list[str]]:
+    """``capture`` of steps ``seconds`` long on the fake clock; its progress lines."""
+    clock = FakeClock()
+    dev = MemoryFake(clock)
+    said: list[str] = []
+    got = capture(stepper(clock, dev, seconds), dev, say=said.append, clock=clock, **kw)
+    return got, dev, said
+
+
 def test_lead_and_active_steps_follow_the_step_time() -> None:
     assert lead_steps(None) == lead_steps(0.01) == (WAIT, WARMUP)
     assert lead_steps(LONG_STEP_S * 2) == (0, 1)
@@ -63,12 +73,7 @@ def test_lead_and_active_steps_follow_the_step_time() -> None:
 
 
 def test_a_long_step_gets_fewer_active_steps_said_and_stated() -> None:
-    clock = FakeClock()
-    dev = MemoryFake(clock)
-    said: list[str] = []
-    got = capture(
-        stepper(clock, dev, 12.0), dev, active=5, step_s=10.0, say=said.append, clock=clock
-    )
+    got, dev, said = profiled(12.0, active=5, step_s=10.0)
     sched = got.schedule
     assert (sched["wait"], sched["warmup"], sched["active"], sched["requested"]) == (0, 1, 2, 5)
     assert sched["warm_step_s"] == pytest.approx(12.0)
@@ -87,9 +92,7 @@ def test_a_step_with_many_events_gets_fewer_active_steps() -> None:
     assert steps_for_events(None, 5, 100) == 5
     assert steps_for_events(30, 5, 100) == 3
     assert steps_for_events(500, 5, 100) == 1
-    clock = FakeClock()
-    dev = MemoryFake(clock)
-    got = capture(stepper(clock, dev, 0.01), dev, active=5, events_budget=1, clock=clock)
+    got, _, _ = profiled(0.01, active=5, events_budget=1)
     sched = got.schedule
     assert sched["step_events"] > 1 and sched["active"] == 1 == got.breakdown.steps
     note = reduced_note(sched, 30.0)
@@ -99,21 +102,14 @@ def test_a_step_with_many_events_gets_fewer_active_steps() -> None:
 
 
 def test_a_short_step_keeps_the_asked_schedule_and_says_nothing() -> None:
-    clock = FakeClock()
-    dev = MemoryFake(clock)
-    said: list[str] = []
-    got = capture(
-        stepper(clock, dev, 0.01), dev, active=3, step_s=0.01, say=said.append, clock=clock
-    )
+    got, _, said = profiled(0.01, active=3, step_s=0.01)
     assert (got.schedule["wait"], got.schedule["warmup"], got.schedule["active"]) == (1, 2, 3)
     assert got.breakdown.steps == 3 and said == []
     assert reduced_note(got.schedule, 30.0) is None
 
 
 def test_allocator_peaks_are_read_per_active_step_after_a_reset() -> None:
-    clock = FakeClock()
-    dev = MemoryFake(clock)
-    got = capture(stepper(clock, dev, 0.01), dev, active=3, clock=clock)
+    got, dev, _ = profiled(0.01, active=3)
     # step 1 counts FLOPs, 2-4 are the wait and warm-ups; the active ones are 5, 6, 7
     assert [m.allocated_bytes for m in got.step_memory] == [150 * MB, 160 * MB, 170 * MB]
     assert [m.reserved_bytes for m in got.step_memory] == [214 * MB, 224 * MB, 234 * MB]

@@ -266,10 +266,9 @@ def test_a_convolution_takes_the_flops_torch_counted_on_its_wrapper() -> None:
 
 
 def test_an_op_above_its_ceiling_is_marked_and_explained() -> None:
-    from rich.console import Console
+    from tests.unit.test_profile_report import record, render
 
-    from torchmark.report.profile import html_context, profile_tables
-    from torchmark.results import RunRecord
+    from torchmark.report.profile import html_context
 
     events = [
         step(1, 0, 100),
@@ -294,18 +293,8 @@ def test_an_op_above_its_ceiling_is_marked_and_explained() -> None:
         "rules": c.rules_text("cpu"),
         "notes": [],
     }
-    rec = RunRecord(
-        tool_version="t",
-        kind="profile",
-        command="t",
-        environment={},
-        fingerprint="f",
-        extra={"profile": p},
-    )
-    console = Console(width=80, record=True)
-    for r in profile_tables(rec):
-        console.print(r)
-    text = " ".join(console.export_text().split())
+    rec = record(p)
+    text = " ".join(render(p, 80).split())
     assert "4,194 % !" in text
     assert "1 op(s) above 100 % of the measured ceiling" in text
     assert "profiler overhead +100 %" in text

@@ -223,33 +223,42 @@ def count_flops(
 ) -> tuple[dict[str, float], dict[str, float], int | None]:
     """One step profiled with torch's FLOP counter: FLOPs by op name (the step's), by call
     (``categories.call_key``: each call's), and the events the step recorded."""
+    with step_failures_said(device):
+        prof = record_one_step(fn, device, record_shapes=True, with_flops=True)
+    events = _event_count(prof)
+    # one grouping pass (by name and shapes) gives both: a name's FLOPs are its calls' sum
+    flops: dict[str, float] = {}
+    by_call = {}
+    for e in prof.key_averages(group_by_input_shape=True):
+        if getattr(e, "flops", 0) and e.flops > 0 and e.count:
+            flops[e.key] = flops.get(e.key, 0) + e.flops
+            by_call[c.call_key(e.key, e.input_shapes)] = e.flops / e.count
+    return flops, by_call, events
+
+
+def record_one_step(
+    fn: Callable[[], object], device: Device, warmup: int = 0, **options: Any
+) -> Any:
+    """``warmup`` profiler warm-up steps of ``fn`` (each ended by a device sync), then one
+    recorded; the stopped profiler. ``options``: ``torch.profiler.profile``'s (what to
+    record). torch's own ``schedule()`` warns at warm-up 0; this one does not."""
     import torch.profiler as tp
 
-    def record_first(step: int) -> tp.ProfilerAction:
-        return tp.ProfilerAction.RECORD_AND_SAVE if step == 0 else tp.ProfilerAction.NONE
+    def sched(step: int) -> tp.ProfilerAction:
+        if step < warmup:
+            return tp.ProfilerAction.WARMUP
+        return tp.ProfilerAction.RECORD_AND_SAVE if step == warmup else tp.ProfilerAction.NONE
 
     activities = [tp.ProfilerActivity.CPU, *device.profiler_activities()]
     with (
-        step_failures_said(device),
         kineto_chatter_filtered(),
-        tp.profile(
-            activities=activities,
-            schedule=record_first,
-            record_shapes=True,
-            with_flops=True,
-        ) as prof,
+        tp.profile(activities=activities, schedule=sched, **options) as prof,
     ):
-        fn()
-        device.synchronize()
-        prof.step()
-    events = _event_count(prof)
-    flops = {e.key: e.flops for e in prof.key_averages() if getattr(e, "flops", 0) and e.flops > 0}
-    by_call = {
-        c.call_key(e.key, e.input_shapes): e.flops / e.count
-        for e in prof.key_averages(group_by_input_shape=True)
-        if getattr(e, "flops", 0) and e.flops > 0 and e.count
-    }
-    return flops, by_call, events
+        for _ in range(warmup + 1):
+            fn()
+            device.synchronize()
+            prof.step()
+    return prof
 
 
 def _larger(a: MemoryStats | None, b: MemoryStats | None) -> MemoryStats | None:

@@ -81,9 +81,7 @@ def capture_memory(
     """One profiled step with memory recording, after warm-up; its memory at the peak.
     Never raises for the profiler's own faults (a private torch API): the reason is
     returned as ``{"error": ...}`` and said in the report."""
-    import torch.profiler as tp
-
-    from torchmark.profile.capture import kineto_chatter_filtered
+    from torchmark.profile.capture import record_one_step
 
     try:
         from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
@@ -93,28 +91,10 @@ def capture_memory(
     # the step ran warm just before (the breakdown's pass): one profiler warm-up step, then
     # one recorded (a resnet50 train step at b=2 took 13 s on this loaded 2-core machine);
     # a long step (``warmup`` 0) is recorded at once: only its memory is read, not its time
-    # (torch's own schedule() warns at warm-up 0; this one says the same without the warning)
-    def sched(step: int) -> tp.ProfilerAction:
-        if step < warmup:
-            return tp.ProfilerAction.WARMUP
-        return tp.ProfilerAction.RECORD_AND_SAVE if step == warmup else tp.ProfilerAction.NONE
-
-    activities = [tp.ProfilerActivity.CPU, *device.profiler_activities()]
     try:
-        with (
-            kineto_chatter_filtered(),
-            tp.profile(
-                activities=activities,
-                schedule=sched,
-                record_shapes=True,
-                profile_memory=True,
-                with_stack=True,
-            ) as prof,
-        ):
-            for _ in range(warmup + 1):
-                fn()
-                device.synchronize()
-                prof.step()
+        prof = record_one_step(
+            fn, device, warmup, record_shapes=True, profile_memory=True, with_stack=True
+        )
         timeline = MemoryProfileTimeline(prof._memory_profile())
         _, rows = timeline._coalesce_timeline(str(device.torch_device))
     except Exception as e:  # a private API: its faults are reported, not raised

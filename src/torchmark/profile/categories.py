@@ -381,10 +381,11 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 op = ops.setdefault(s.name, OpTime(_gpu_cat(s)))
                 op.calls += 1
                 op.self_us += min(s.end, w.end) - s.start
-                ext = s.args.get("External id")
+                raw = s.args.get("External id")
+                ext = int(raw) if raw is not None else None  # a trace may write it as text
                 if ext is not None and (ext not in main or s.dur > main[ext].dur):
-                    main[int(ext)] = s
-                gemm = host.gemms.get(int(ext)) if ext is not None else None
+                    main[ext] = s
+                gemm = host.gemms.get(ext) if ext is not None else None
                 if gemm is not None:
                     key, like, call = gemm
                     g = gemms.setdefault(key, GemmTime(like.op, like.dims, like.dtype))

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from torchmark import format as fmt
+from torchmark.comparison import PRACTICAL  # below 2 % no straggler is named, whatever the noise
 from torchmark.results import Result
 
-# Below a 2 % difference no straggler is named, whatever the noise (comparison.PRACTICAL).
-PRACTICAL = 0.02
 FLAG = "straggler"
 
 

@@ -432,12 +432,11 @@ def ladder_renderables(
     from rich.text import Text
 
     out: list[RenderableType] = []
+    # the runs', not a case's: the same in every table
+    backend = next((rec.config.get("distributed", {}).get("backend") for rec in records[1:]), None)
     for rungs in ladder(records, labels).values():
         r0 = rungs[0].result
         unit = r0.work.item_unit or "items"
-        backend = next(
-            (rec.config.get("distributed", {}).get("backend") for rec in records[1:]), None
-        )
         t = FitTable(
             Col("rung"),
             Col("per rank", justify="right"),

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from torchmark import format as fmt
+from torchmark.comparison import PRACTICAL  # below 2 % no straggler is named, whatever the noise
 from torchmark.results import Result
+from torchmark.timing.stats import Measurement
 
-# Below a 2 % difference no straggler is named, whatever the noise (comparison.PRACTICAL).
-PRACTICAL = 0.02
 FLAG = "straggler"
 
 
@@ -60,17 +60,17 @@ def rank_times(result: Result) -> tuple[RankTimes, ...]:
     per = result.extra.get("per_rank") or [{"rank": 0, "samples_s": result.samples_s}]
     out = []
     for r in per:
-        s = np.asarray(r.get("samples_s") or [], dtype=float)
-        if not s.size:
+        m = Measurement(tuple(r.get("samples_s") or ()))
+        if not m.n:
             continue
-        q25, p50, q75, p95 = np.percentile(s, [25, 50, 75, 95])
+        p50, p95 = m.median, m.quantile(0.95)
         ddp = r.get("ddp") or {}
         compute = (  # printed, not judged: see find()
             ddp["forward_s"] + ddp["backward_compute_s"]
             if "forward_s" in ddp and "backward_compute_s" in ddp
             else None
         )
-        out.append(RankTimes(int(r["rank"]), p50, p95, (q75 - q25) / p50 if p50 else 0, compute))
+        out.append(RankTimes(int(r["rank"]), p50, p95, m.rel_iqr if p50 else 0, compute))
     return tuple(out)
 
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,13 +31,7 @@ from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 CFG = RunConfig(rule="test", ceilings=False, telemetry=False)
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # other test processes share the 2 cores: 2 spinning OpenMP threads slow a step 10x
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def children() -> set[int]:

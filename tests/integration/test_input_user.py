@@ -4,7 +4,6 @@ measured."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,7 @@ from torchmark.report.pipeline import advise, pipeline_tables
 from torchmark.user.bench import benchmark_model
 from torchmark.workloads.pipeline.user import benchmark_loader
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def model() -> nn.Module:

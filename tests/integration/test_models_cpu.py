@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,14 +28,7 @@ FAKE_PEAK = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # Other test processes share the 2 cores: with 2 OpenMP threads each, a tiny GPT-2 train
-    # step took 0.7-1.5 s instead of 0.07 s (threads spin while descheduled).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def run(name: str, **params: Any) -> Result:

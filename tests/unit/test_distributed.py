@@ -140,11 +140,11 @@ def test_weak_scaling_efficiency_of_fixed_numbers() -> None:
         efficiency(1.0, 0.0)
 
 
-def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
+def _ddp_train_step() -> tuple[Case, Result]:
+    """A simplenet training case on the CPU and its rank-0 result: 64 samples in 0.1 s."""
     from torchmark.results import Work
 
-    cpu = resolve(["cpu"])[0]
-    case = Case("simplenet", "train", cpu)
+    case = Case("simplenet", "train", resolve(["cpu"])[0])
     r = Result(
         workload="simplenet",
         variant="train",
@@ -153,6 +153,11 @@ def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
         work=Work(items=64, item_unit="samples"),
         extra={"optimizer": "sgd"},
     )
+    return case, r
+
+
+def test_a_ddp_training_step_reports_its_total_over_ranks() -> None:
+    case, r = _ddp_train_step()
     ranks = [{"rank": i, "status": "ok", "reason": None, "samples_s": [0.1] * 7} for i in (0, 1)]
     m = merged(case, r, ranks)
     assert m.extra["total_items_per_s"] == pytest.approx(2 * 640.0)
@@ -246,18 +251,7 @@ def test_buckets_are_timed_alone_in_rounds_bounded_by_count_and_budget(one_rank_
 
 
 def test_a_ddp_step_says_its_comm_beside_the_buckets_timed_alone() -> None:
-    from torchmark.results import Work
-
-    cpu = resolve(["cpu"])[0]
-    case = Case("simplenet", "train", cpu)
-    r = Result(
-        workload="simplenet",
-        variant="train",
-        device="cpu",
-        samples_s=[0.1] * 7,
-        work=Work(items=64, item_unit="samples"),
-        extra={"optimizer": "sgd"},
-    )
+    case, r = _ddp_train_step()
     alone = {"sizes_bytes": [2_577_416], "dtype": "float32", "samples_s": [0.002] * 5}
     ddp = {"backward_comm_s": 0.004, "overlap_s": 0.003, "alone": alone}
     ranks = [{"rank": i, "status": "ok", "reason": None, "samples_s": [0.1] * 7} for i in (0, 1)]

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import copy
 import io
-import os
 import re
-from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_report_table import load, matches_golden
 
 from inputruns import RAW, run, slowed
 from torchmark.loaders import LoaderConfig, config_of
@@ -23,9 +22,6 @@ from torchmark.report.compare import compare, comparison_renderables
 from torchmark.report.pipeline import config_cell, pipeline_tables, step_parts
 from torchmark.results import RunRecord
 
-RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
-GOLDEN = RUNS / "golden"
-
 
 def printed(records: list[RunRecord], width: int) -> str:
     out = io.StringIO()
@@ -33,13 +29,6 @@ def printed(records: list[RunRecord], width: int) -> str:
     for part in comparison_renderables(compare(records), console.width):
         console.print(part)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
-
-
-def matches_golden(text: str, name: str) -> bool:
-    golden = GOLDEN / name
-    if os.environ.get("TORCHMARK_UPDATE_GOLDEN"):
-        golden.write_text(text)
-    return text == golden.read_text()
 
 
 def test_fixture_is_the_measured_run() -> None:
@@ -98,8 +87,8 @@ def test_compare_of_three_runs_names_each_letter() -> None:
 
 
 def test_compare_without_input_cases_has_no_input_section() -> None:
-    plain = RunRecord.model_validate_json((RUNS / "cpu-gpu.json").read_text())
-    slower = RunRecord.model_validate_json((RUNS / "cpu-gpu-slower.json").read_text())
+    plain = load("cpu-gpu")
+    slower = load("cpu-gpu-slower")
     assert "pipeline" not in printed([plain, slower], 120)
 
 
@@ -112,7 +101,7 @@ def test_markdown_has_the_breakdown_table() -> None:
 
 
 def test_markdown_without_input_cases_has_no_breakdown() -> None:
-    plain = RunRecord.model_validate_json((RUNS / "cpu-gpu.json").read_text())
+    plain = load("cpu-gpu")
     assert "pipeline" not in markdown.render([plain])
 
 
@@ -171,7 +160,7 @@ def test_html_report_shows_both_charts_and_the_advice() -> None:
 
 
 def test_html_without_input_cases_has_no_input_section() -> None:
-    plain = RunRecord.model_validate_json((RUNS / "cpu-gpu.json").read_text())
+    plain = load("cpu-gpu")
     assert "Input pipeline" not in html.render([plain])
 
 

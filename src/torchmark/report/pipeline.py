@@ -115,15 +115,20 @@ def breakdown_table(record: RunRecord, workload: str = "input") -> FitTable | No
 def advice_lines(record: RunRecord, workload: str) -> list[str]:
     """The advice for ``workload``'s cases, one line each, with the CPU's missing copy said."""
     text: list[str] = []
-    for a in advise(record.results, record.ceilings):
-        if a.workload == workload:
-            text += [f"{workload} on {a.device}: {line}" for line in a.lines]
+    for a in advice_of(record, workload):
+        text += [f"{workload} on {a.device}: {line}" for line in a.lines]
     mine = [r for r in record.results if r.workload == workload]
     # the resident case copies nothing by design: only a fed case without a copy says CPU
     fed = [r for r in mine if r.ok and r.variant != RESIDENT]
     if any(r.extra.get("input", {}).get("copy_s") is None for r in fed):
         text.append("copy: none on the CPU (the batch is already in its memory)")
     return text
+
+
+def advice_of(record: RunRecord, workload: str) -> list[Advice]:
+    """``advise`` on ``workload``'s results alone: a caller per workload does not advise
+    on every input workload each time."""
+    return advise([r for r in record.results if r.workload == workload], record.ceilings)
 
 
 def workloads_in(record: RunRecord) -> list[str]:
@@ -469,10 +474,7 @@ def comparison_parts(cmp: Comparison, names: Sequence[str]) -> list[RenderableTy
 
 def _best_moved(ra: RunRecord, rb: RunRecord, workload: str, x: str) -> list[str]:
     """Which configuration each run's advice names best, where the two differ."""
-    best = [
-        {a.device: a.best for a in advise(r.results, r.ceilings) if a.workload == workload}
-        for r in (ra, rb)
-    ]
+    best = [{a.device: a.best for a in advice_of(r, workload)} for r in (ra, rb)]
     out = []
     for device, cfg in best[0].items():
         other = best[1].get(device)

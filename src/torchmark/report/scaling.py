@@ -30,6 +30,7 @@ from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
 from torchmark.stragglers import PRACTICAL, RankTimes, rank_times
 from torchmark.stragglers import find as find_straggler
+from torchmark.timing.stats import Measurement
 
 UNCLEAR_MARK = "?"
 OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
@@ -104,13 +105,12 @@ def comm_check(ddp: Mapping[str, Any], step_rel_iqr: float) -> CommCheck | None:
     """From a result's ``extra["ddp"]``; ``step_rel_iqr``: the step's noise, standing in for
     the noise of DDP's own figure (an average of sampled steps with no spread of its own)."""
     alone = ddp.get("alone") or {}
-    samples = np.asarray(alone.get("samples_s") or [], dtype=float)
-    if "backward_comm_s" not in ddp or not samples.size or not alone.get("sizes_bytes"):
+    m = Measurement(tuple(alone.get("samples_s") or ()))
+    if "backward_comm_s" not in ddp or not m.n or not alone.get("sizes_bytes"):
         return None
-    q25, med, q75 = np.percentile(samples, [25, 50, 75])
+    med, rel = m.median, m.rel_iqr
     if med <= 0:
         return None
-    rel = float((q75 - q25) / med)
     step = step_rel_iqr if np.isfinite(step_rel_iqr) else 0.0
     return CommCheck(
         ddp_s=float(ddp["backward_comm_s"]),
@@ -432,12 +432,11 @@ def ladder_renderables(
     from rich.text import Text
 
     out: list[RenderableType] = []
+    # the runs', not a case's: the same in every table
+    backend = next((rec.config.get("distributed", {}).get("backend") for rec in records[1:]), None)
     for rungs in ladder(records, labels).values():
         r0 = rungs[0].result
         unit = r0.work.item_unit or "items"
-        backend = next(
-            (rec.config.get("distributed", {}).get("backend") for rec in records[1:]), None
-        )
         t = FitTable(
             Col("rung"),
             Col("per rank", justify="right"),

@@ -26,7 +26,15 @@ from torchmark.loaders import LoaderConfig
 Batch = Any  # a tensor, or a tuple / list / dict of them (as the model's inputs or (x, y))
 
 
+def _flat(batch: Batch) -> bool:
+    """A plain tuple of tensors, (x, y), every built-in pipeline's batch: read without
+    pytree, which took 10-35 us a step in the timed loop here against ~1 us."""
+    return type(batch) is tuple and all(isinstance(t, torch.Tensor) for t in batch)
+
+
 def to_device(batch: Batch, device: torch.device, non_blocking: bool) -> Batch:
+    if _flat(batch):
+        return tuple(t.to(device, non_blocking=non_blocking) for t in batch)
     return tree_map(
         lambda t: t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t,
         batch,
@@ -34,6 +42,8 @@ def to_device(batch: Batch, device: torch.device, non_blocking: bool) -> Batch:
 
 
 def tensors(batch: Batch) -> list[torch.Tensor]:
+    if _flat(batch):
+        return list(batch)
     return [t for t in tree_leaves(batch) if isinstance(t, torch.Tensor)]
 
 

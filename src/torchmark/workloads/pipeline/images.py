@@ -10,6 +10,7 @@ lets the sweep check each loader configuration's batches against the default's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,15 +28,24 @@ DONE = "complete"  # written last: a folder without it was interrupted and is wr
 
 def ensure_images(cache_dir: Path, count: int, side: int, seed: int = 0) -> Path:
     """The folder of ``count`` JPEGs about ``side`` pixels across, written when missing."""
-    folder = Path(cache_dir) / f"jpeg-{count}x{side}-seed{seed}"
+
+    def write(folder: Path) -> str:
+        rng = np.random.default_rng(seed)
+        for i in range(count):
+            photo_like(rng, side).save(folder / f"{i:06d}.jpg", quality=90)
+        return f"{count} images\n"
+
+    return write_once(Path(cache_dir) / f"jpeg-{count}x{side}-seed{seed}", write)
+
+
+def write_once(folder: Path, write: Callable[[Path], str]) -> Path:
+    """``folder``, filled by ``write`` unless an earlier call finished it; ``write`` returns
+    the text of the DONE file, written last. A full or read-only disk is one InputError."""
     if (folder / DONE).exists():
         return folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(seed)
-        for i in range(count):
-            photo_like(rng, side).save(folder / f"{i:06d}.jpg", quality=90)
-        (folder / DONE).write_text(f"{count} images\n")
+        (folder / DONE).write_text(write(folder))
     except OSError as e:
         raise InputError(
             f"cannot write the input dataset to {folder} ({e.strerror or e}): "

@@ -16,22 +16,18 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from torchmark.errors import InputError
+from torchmark.workloads.pipeline.images import write_once
 
-DONE = "complete"  # written last: a folder without it was interrupted and is written again
 SHARDS = 4
 
 
 def ensure_tokens(cache_dir: Path, sequences: int, seq: int, vocab: int, seed: int = 0) -> Path:
     """The folder of shards holding ``sequences`` windows of ``seq`` tokens, written when
     missing."""
-    folder = Path(cache_dir) / f"tokens-{sequences}x{seq}-v{vocab}-seed{seed}"
-    if (folder / DONE).exists():
-        return folder
     dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
     per_shard = math.ceil(sequences / SHARDS)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
+
+    def write(folder: Path) -> str:
         rng = np.random.default_rng(seed)
         left = sequences
         for i in range(SHARDS):
@@ -40,13 +36,9 @@ def ensure_tokens(cache_dir: Path, sequences: int, seq: int, vocab: int, seed: i
             if n <= 0:
                 break
             rng.integers(0, vocab, n * seq + 1, dtype=dtype).tofile(folder / f"{i:03d}.bin")
-        (folder / DONE).write_text(f"{sequences} x {seq} tokens, {np.dtype(dtype).name}\n")
-    except OSError as e:
-        raise InputError(
-            f"cannot write the input dataset to {folder} ({e.strerror or e}): "
-            "pass --cache-dir a writable directory with room for it"
-        ) from None
-    return folder
+        return f"{sequences} x {seq} tokens, {np.dtype(dtype).name}\n"
+
+    return write_once(Path(cache_dir) / f"tokens-{sequences}x{seq}-v{vocab}-seed{seed}", write)
 
 
 class TokenShards(Dataset[tuple[torch.Tensor, torch.Tensor]]):

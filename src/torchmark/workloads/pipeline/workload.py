@@ -260,9 +260,12 @@ class InputPipeline(Workload):
     def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(x), y)
 
+    def _cache(self) -> Path:
+        """--cache-dir, else the user's cache: datasets are written once, kept across runs."""
+        return self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
+
     def _dataset(self, shape: Shape) -> Any:
-        cache = self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
-        folder = ensure_images(cache, shape.images, shape.side)
+        folder = ensure_images(self._cache(), shape.images, shape.side)
         if self.dataset_factory is not None:
             return self.dataset_factory(shape, folder)
         return JpegImages(folder, shape.crop, shape.classes)
@@ -344,8 +347,7 @@ class InputTokens(InputPipeline):
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
 
     def _dataset(self, shape: Shape) -> Any:
-        cache = self.cache_dir or Path(platformdirs.user_cache_dir("torchmark")) / "input"
-        folder = ensure_tokens(cache, shape.images, shape.side, shape.classes)
+        folder = ensure_tokens(self._cache(), shape.images, shape.side, shape.classes)
         return TokenShards(folder, shape.side, shape.classes)
 
     def _model(self, shape: Shape, device: Device) -> tuple[nn.Module, torch.optim.Optimizer]:

@@ -131,7 +131,8 @@ def failed_ranks(failures: Mapping[int, object]) -> str:
             except ValueError:
                 how = f"was killed by signal {-code}"
         else:
-            how = f"exited with {code}" + (" (refused, said above)" if code == UsageError.exit_code else "")
+            refused = " (refused, said above)" if code == UsageError.exit_code else ""
+            how = f"exited with {code}{refused}"
         parts.append(f"rank {rank} {how}")
     return "distributed run failed: " + "; ".join(parts)
 

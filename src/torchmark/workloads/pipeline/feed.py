@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
+import sys
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -82,21 +83,24 @@ def stop_quietly(worker_id: int) -> None:
     del worker_id
     for s in GROUP_STOP_SIGNALS:
         signal.signal(s, _exit_now)
-    threading.excepthook = _quiet_hangup
+    sys.excepthook = _quiet_hangup
 
 
 def _exit_now(signum: int, frame: object) -> None:
     os._exit(0)
 
 
-def _quiet_hangup(args: threading.ExceptHookArgs) -> None:
-    """A main process stopped while it received a batch's shared-memory handle closes the
-    connection: the worker's resource-sharer thread then printed a ConnectionResetError
-    traceback under the run's "interrupted" line, though nothing failed but the stop."""
-    tb = args.exc_traceback  # its outermost frame: the thread's own function
+def _quiet_hangup(
+    exc_type: type[BaseException], exc: BaseException, tb: types.TracebackType | None
+) -> None:
+    """``sys.excepthook`` of a worker. A main process stopped while it fetched a batch's
+    shared-memory handle leaves the worker's resource-sharer mid-handshake: its thread
+    (``multiprocessing.resource_sharer._serve``) catches the BrokenPipeError / EOFError and
+    prints it through ``sys.excepthook``, a traceback under the run's "interrupted" line
+    though nothing failed but the stop. Any other error is printed as before."""
     sharer = tb is not None and tb.tb_frame.f_code.co_filename.endswith("resource_sharer.py")
-    if not (sharer and issubclass(args.exc_type, ConnectionError | EOFError)):
-        threading.__excepthook__(args)
+    if not (sharer and issubclass(exc_type, ConnectionError | EOFError)):
+        sys.__excepthook__(exc_type, exc, tb)
 
 
 def first_batches(loader: Iterable[Batch], n: int) -> list[Batch]:

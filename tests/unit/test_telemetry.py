@@ -269,6 +269,26 @@ def test_sample_far_from_any_reading_is_not_tagged() -> None:
     assert s["sample_tags"][10] == []
 
 
+class Growing(list[Any]):
+    """A source's readings while the sampler thread still runs (a soak's summary so far):
+    a reading is appended each time the list is read through, as the thread can do between
+    any two reads."""
+
+    def __iter__(self) -> Any:
+        yield from list.__iter__(self)
+        t = self[-1][0] + 0.1
+        self.append((t, {"sm_mhz": 1900, "reasons": []}))
+
+
+def test_summary_while_the_sampler_appends_reads_one_copy() -> None:
+    rec = _recording(set(), n=8)
+    rec.readings["nvml"] = Growing(rec.readings["nvml"])
+    rec.marks.append((8, 108.9, 108.95))  # after the last reading, within its reach
+    s = summarize(rec)  # was IndexError: times one shorter than the readings
+    assert len(s["sample_tags"]) == 9
+    assert s["readings"] == 8  # the copy: what the sampler added after it is not counted
+
+
 def test_gpu_idle_low_clock_is_not_throttling() -> None:
     rec = _recording(set())
     rec.readings["nvml"] = [

@@ -274,7 +274,12 @@ def _r1(x: float | None) -> float | None:
 
 
 def summarize(rec: Recording) -> dict[str, Any]:
-    """Per-sample throttle tags and what the result stores (JSON-able)."""
+    """Per-sample throttle tags and what the result stores (JSON-able).
+
+    A soak summarizes while the sampler thread still appends readings: each source's list is
+    copied once here, so the times and the readings read below are the same list (a reading
+    appended between the two made a bisect index past the times' end: IndexError in CI)."""
+    readings_of = {k: list(v) for k, v in rec.readings.items()}
     out: dict[str, Any] = {
         "device": rec.device,
         "accelerator": rec.accelerator,
@@ -283,18 +288,18 @@ def summarize(rec: Recording) -> dict[str, Any]:
             for k, s in rec.sources.items()
         },
         "interval_s": round(rec.interval_s, 4),
-        "readings": sum(len(v) for v in rec.readings.values()),
+        "readings": sum(len(v) for v in readings_of.values()),
         "overhead_s": round(rec.overhead_s, 6),
         "n_samples": len(rec.marks),
     }
     # The source whose readings say whether a sample was throttled: the GPU's own (NVML),
     # or for a CPU result the host. An accelerator without NVML is not checked.
     dev_name = next(
-        (k for k, s in rec.sources.items() if s.role == "device" and rec.readings.get(k)), None
+        (k for k, s in rec.sources.items() if s.role == "device" and readings_of.get(k)), None
     )
-    if dev_name is None and not rec.accelerator and rec.readings.get("host"):
+    if dev_name is None and not rec.accelerator and readings_of.get("host"):
         dev_name = "host"
-    host = rec.readings.get("host", [])
+    host = readings_of.get("host", [])
     cores = rec.sources["host"].static.get("logical_cores") if "host" in rec.sources else None
     marks = sorted(rec.marks)
     start = marks[0][1] if marks else None
@@ -304,7 +309,7 @@ def summarize(rec: Recording) -> dict[str, Any]:
     throttled: list[int] = []
     reason_counts: dict[str, int] = {}
     if dev_name is not None:
-        state, readings = rec.sources[dev_name], rec.readings[dev_name]
+        state, readings = rec.sources[dev_name], readings_of[dev_name]
         role = state.role
         max_gap = max(1.0, 3 * rec.interval_s)
         times = [t for t, _ in readings]
@@ -339,7 +344,7 @@ def summarize(rec: Recording) -> dict[str, Any]:
     out["excluded"] = throttled if throttled and kept >= MIN_KEPT_SAMPLES else []
 
     if dev_name is not None and start is not None and end is not None:
-        state, readings = rec.sources[dev_name], rec.readings[dev_name]
+        state, readings = rec.sources[dev_name], readings_of[dev_name]
         times = [t for t, _ in readings]
         inside = [r for t, r in readings if start <= t <= end] or [
             r for _, t0, t1 in marks for r in _nearest(readings, times, t0, t1, 1.0)
@@ -369,7 +374,7 @@ def summarize(rec: Recording) -> dict[str, Any]:
     out["torch_threads"] = rec.torch_threads
     tl_name = dev_name or ("host" if host else None)
     if tl_name and start is not None:
-        out["timeline"] = timeline(rec.readings[tl_name], rec.sources[tl_name].role, start, cores)
+        out["timeline"] = timeline(readings_of[tl_name], rec.sources[tl_name].role, start, cores)
     out["flags"] = flags_of(out, rec.accelerator)
     return out
 

@@ -22,10 +22,11 @@ import torch
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.format import binary_bytes
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
-from torchmark.workloads.micro._common import KiB, MiB, fits, fmt_bytes, geometric, sizes_or
+from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, sizes_or
 
 F32 = 4
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
@@ -138,7 +139,7 @@ class Collectives(Workload):
             timing="device",
             rule=case.rule or "micro",
             notes=[
-                f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
+                f"{binary_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
                 f"link: {link}; no ceiling measured for it, so busbw has no % of ceiling",
             ],
             extra={

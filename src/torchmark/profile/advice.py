@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torchmark.format import round_up
 from torchmark.profile import categories as c
 from torchmark.profile.names import short_name
 
@@ -167,7 +168,7 @@ def shape_advice(
     if found is None or found[1] < min_share:
         return None
     dim, share, gemms = found
-    to = -(-dim // ALIGN_IDEAL) * ALIGN_IDEAL
+    to = round_up(dim, ALIGN_IDEAL)
     top = max(gemms, key=lambda g: g["share"])
     shape = " x ".join("[" + "x".join(str(x) for x in d) + "]" for d in top["dims"])
     dtype = "bf16" if top["dtype"] == "c10::BFloat16" else "fp16"

@@ -22,7 +22,7 @@ import torch
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
-from torchmark.format import binary_bytes
+from torchmark.format import binary_bytes, round_up
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
@@ -61,7 +61,7 @@ def default_sizes(device: Device, suite: str, n: int) -> list[int]:
     """Bytes per buffer, 1 KiB upward, rounded to a multiple of 4n bytes (each rank's
     chunk a whole float32), while 2 buffers leave half the device's memory free."""
     sizes = geometric(KiB, TOP.get(suite, TOP["standard"]), STEP.get(suite, 4))
-    sizes = [-(-s // (F32 * n)) * F32 * n for s in sizes]
+    sizes = [round_up(s, F32 * n) for s in sizes]
     return [s for s in dict.fromkeys(sizes) if fits(device, s, BUFFERS)]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from torchmark.devices.base import Device
-from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.errors import CaseSkipped, WrongResultError, first_line
 from torchmark.format import binary_bytes, round_up
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
@@ -118,7 +118,7 @@ class Collectives(Workload):
             try:
                 check()
             except RuntimeError as e:  # the backend lacks this collective
-                mine = CaseSkipped(f"{dist.get_backend()} cannot {op}: {first_line(e)}")
+                mine = CaseSkipped(f"{dist.get_backend()} cannot {op}: {first_line(e, 160)}")
             except WrongResultError as e:
                 mine = e
             said: list[Any] = [None] * n
@@ -177,15 +177,10 @@ def link_type(backend: str, device: Device) -> str:
             except pynvml.NVMLError:
                 break  # past this GPU's last link, or no NVLink at all
     except Exception as e:  # no NVML: say so rather than guess
-        return f"unknown (NVML could not say: {first_line(e)})"
+        return f"unknown (NVML could not say: {first_line(e, 160)})"
     if active:
         return f"NVLink ({active} active links on this GPU)"
     return "PCIe (no active NVLink on this GPU)"
-
-
-def first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 def _expect(got: torch.Tensor, want: torch.Tensor, what: str) -> None:

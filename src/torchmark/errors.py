@@ -109,3 +109,10 @@ class OutOfMemory(CaseSkipped):
 
 class WrongResultError(TorchmarkError):
     """Raised by a correctness guard: the case is reported as wrong, with this reason."""
+
+
+def first_line(e: BaseException, limit: int | None = None) -> str:
+    """The first line of ``e``'s message (at most ``limit`` characters), else its type's
+    name: a library's error (NCCL, c10d, a driver) can run to dozens of lines."""
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else type(e).__name__

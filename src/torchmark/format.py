@@ -66,6 +66,11 @@ def duration(seconds: float | None, digits: int = 3) -> str:
     return f"{sig(seconds / 1e-9, digits)} ns"
 
 
+def round_up(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple``: 50,257 -> 50,304 for 64."""
+    return -(-n // multiple) * multiple
+
+
 def binary_bytes(n: float) -> str:
     """A buffer's size in powers of two: ``256 MiB``, ``4 KiB``, ``512 B``."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

@@ -190,6 +190,15 @@ def test_unknown_rule_fails_up_front_naming_the_valid_ones() -> None:
 def test_batch_below_one_is_refused() -> None:
     with pytest.raises(InputError, match="batch sizes must be >= 1, got 0"):
         benchmark_model(torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", batches=[0, 2])
+    calls: list[int] = []
+
+    def factory(b: int) -> torch.Tensor:
+        calls.append(b)
+        return torch.randn(b, 8)
+
+    with pytest.raises(InputError, match="batch sizes must be >= 1, got -1"):
+        benchmark_model(torch.nn.Linear(8, 2), factory, devices="cpu", batches=[-1, 2])
+    assert calls == []  # refused before the preflight's first call
 
 
 def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ import pytest
 
 from torchmark.config import RunConfig, parse_int_list, validate
 from torchmark.devices import CPUDevice, resolve
+from torchmark.devices.base import MemoryStats
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.registry import Registry
 from torchmark.testing import FakeClock, FakeDevice
@@ -63,3 +64,13 @@ def test_cpu_info_is_described() -> None:
     info = CPUDevice().info()
     assert info["kind"] == "cpu" and info["logical_cores"] >= 1
     assert isinstance(info["isa"], list)
+
+
+def test_peak_memory_is_the_allocators_peak_where_there_is_one() -> None:
+    class Allocating(FakeDevice):
+        def memory_stats(self) -> MemoryStats | None:
+            return MemoryStats(allocated_bytes=300, reserved_bytes=512)
+
+    assert Allocating(FakeClock()).peak_memory_bytes() == 300
+    assert FakeDevice(FakeClock()).peak_memory_bytes() is None  # no allocator, no figure
+    assert CPUDevice().peak_memory_bytes() > 0  # host RSS, not an allocator

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from torchmark.devices import resolve
-from torchmark.errors import InputError, WrongResultError
+from torchmark.errors import InputError, WrongResultError, first_line
 from torchmark.launch.env import first_host, joined
 from torchmark.launch.rank import merged
 from torchmark.launch.torchrun import Launch, failed_ranks, validate
@@ -320,3 +320,10 @@ def test_collectives_say_which_link_carries_them(monkeypatch: pytest.MonkeyPatch
     assert link_type("nccl", gpu) == "NVLink (18 active links on this GPU)"  # type: ignore[arg-type]
     monkeypatch.setitem(sys.modules, "pynvml", nvml(0))
     assert link_type("nccl", gpu) == "PCIe (no active NVLink on this GPU)"  # type: ignore[arg-type]
+
+
+def test_first_line_of_an_error() -> None:
+    e = RuntimeError("\n  connect() timed out.\n  at c10d/TCPStore.cpp:123\n")
+    assert first_line(e) == "connect() timed out."
+    assert first_line(e, 7) == "connect"
+    assert first_line(TimeoutError()) == "TimeoutError"

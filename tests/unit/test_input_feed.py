@@ -13,6 +13,7 @@ import torch
 
 from torchmark.devices.base import Streams
 from torchmark.testing import FakeClock, FakeDevice
+from torchmark.workloads.pipeline import feed
 from torchmark.workloads.pipeline.feed import FedEpoch
 
 COMPUTE_S = 0.010
@@ -143,3 +144,21 @@ def test_breakdown_sums_to_the_step() -> None:
     b = e.breakdown()
     assert b["wait_s"] + b["copy_s"] + b["compute_s"] == pytest.approx(b["step_s"])
     assert b["compute_s"] == pytest.approx(COMPUTE_S)  # the fake's copy costs no host time
+
+
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_sizing_a_batch_is_in_no_segment(
+    side_stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's bytes are summed outside the timed segments: a sizing that costs a second of
+    the fake clock shows in no wait and no copy, and the size is still recorded."""
+    e, device, _ = epoch(0.004, side_stream=side_stream)
+
+    def slow_nbytes(batch: Any) -> int:
+        device.clock.advance(1.0)
+        return sum(t.nbytes for t in batch)
+
+    monkeypatch.setattr(feed, "nbytes", slow_nbytes)
+    e()
+    assert all(wait < 1.0 and copy < 1.0 for wait, copy, _ in e.segments)
+    assert e.batch_bytes == 2 * 3 * 4 + 2 * 8

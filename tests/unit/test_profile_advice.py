@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
+from torchmark import variants
 from torchmark.profile import categories as c
 from torchmark.profile.advice import advise, candidates
 from torchmark.report.profile import advice_lines, checked_words
@@ -151,3 +154,28 @@ def test_padding_advice_for_a_model_without_a_padded_twin_has_no_command() -> No
     assert got[0].kind == "shape" and got[0].command == "" and got[0].workload is None
     lines = advice_lines({"advice": [got[0].as_dict()]})
     assert len(lines) == 1  # no "$" line: the change is in the user's model
+
+
+def test_suggested_variants_are_named_as_run_names_them() -> None:
+    fusable = profile(
+        "gpu", "55 % of the step is compute kernels", {c.COMPUTE: 55.0}, [("k", 40.0, "memory")]
+    )
+    got = advise(fusable, {**R50, "precision": "amp-bf16+channels-last"}, "resnet50", "cuda:0")
+    # the order `run` stores and `compare` matches (variants.parse), not the order added in
+    assert [a.variant for a in got] == ["amp-bf16+compile+channels-last"]
+    assert variants.parse("amp-bf16+channels-last+compile").name == got[0].variant
+    assert got[0].command.endswith(
+        "--precision amp-bf16+channels-last --precision amp-bf16+compile+channels-last"
+    )
+    # int8-dynamic takes no optimisation: compile is no variant to suggest for it
+    cpu = profile("cpu", "overhead-bound: ...; try", {c.ELEMENTWISE: 40.0, c.REDUCTION: 20.0})
+    assert candidates(cpu, {"scenario": "infer", "precision": "int8-dynamic"}) == []
+    assert [v for v, _ in candidates(cpu, {"scenario": "infer", "precision": "fp32"})] == [
+        "compile"
+    ]
+
+
+def test_importing_advice_loads_no_torch() -> None:
+    code = "import sys, torchmark.profile.advice; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

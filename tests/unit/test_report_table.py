@@ -154,6 +154,13 @@ def test_durations(seconds: float, text: str) -> None:
     assert fmt.duration(seconds) == text
 
 
+@pytest.mark.parametrize(
+    ("n", "multiple", "up"), [(50_257, 64, 50_304), (50_304, 64, 50_304), (1, 8, 8), (0, 8, 0)]
+)
+def test_round_up(n: int, multiple: int, up: int) -> None:
+    assert fmt.round_up(n, multiple) == up
+
+
 def test_params_are_compact() -> None:
     assert fmt.params({"n": 1 << 24, "dtype": "bfloat16", "shape": [2, 3]}) == (
         "n=16.8M dtype=bf16 shape=2x3"

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from torchmark.ceilings.base import fmt_bytes, llc_bytes, random, time_best
+from torchmark.ceilings.base import llc_bytes, random, time_best
 from torchmark.devices.base import Device
 from torchmark.devices.cache import buffer_bytes
+from torchmark.format import binary_bytes
 from torchmark.results import Ceiling
 
 # A scale factor with no exact representation near 1: values drift by 1e-7 per call, so
@@ -69,7 +70,7 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
     a, b, c = (random(n, device) for _ in range(3))
     llc = llc_bytes(device)
     where = (
-        f"{size / llc:.0f}x the {fmt_bytes(llc)} last-level cache" if llc else "LLC size unknown"
+        f"{size / llc:.0f}x the {binary_bytes(llc)} last-level cache" if llc else "LLC size unknown"
     )
     per_kernel: dict[str, dict[str, float | str]] = {}
     out: list[Ceiling] = []
@@ -91,7 +92,7 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
                 value=best,
                 unit="B/s",
                 method=(
-                    f"{k.name} over {fmt_bytes(size)} float32 buffers ({where}); "
+                    f"{k.name} over {binary_bytes(size)} float32 buffers ({where}); "
                     f"STREAM bytes {k.convention}; best sample"
                 ),
                 details=dict(per_kernel[k.name]),
@@ -106,8 +107,8 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
         value=top.value,
         unit="B/s",
         method=(
-            f"best of {'/'.join(k.name for k in KERNELS)} over {fmt_bytes(size)} float32 buffers "
-            f"({where}); "
+            f"best of {'/'.join(k.name for k in KERNELS)} over {binary_bytes(size)} float32 "
+            f"buffers ({where}); "
             f"STREAM byte convention; best sample (here: {winner})"
         ),
         details={

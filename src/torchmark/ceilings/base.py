@@ -8,7 +8,6 @@ from typing import Any, cast
 import torch
 
 from torchmark.devices.base import Device, TimingMode
-from torchmark.format import binary_bytes
 from torchmark.timing import Adaptive, Measurement, StoppingRule, measure
 
 MiB = 2**20
@@ -51,7 +50,3 @@ def random(n: int, device: Device, dtype: torch.dtype = torch.float32) -> torch.
     block = min(n, TILE)
     tile = torch.rand(block, dtype=dtype, device=device.torch_device)
     return tile.repeat(-(-n // block))[:n]
-
-
-# in torchmark.format, which reports of stored runs read without importing torch
-fmt_bytes = binary_bytes

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from torchmark.ceilings.base import MiB, fmt_bytes, time_best
+from torchmark.ceilings.base import MiB, time_best
 from torchmark.devices.base import Device
+from torchmark.format import binary_bytes
 from torchmark.results import Ceiling
 
 # 256 MiB: far past the ~1-8 MiB where per-copy set-up stops mattering (PCIe latency ~10 µs
@@ -68,7 +69,7 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
                 unit="B/s",
                 method=(
                     f"{'host to device' if d.to_device else 'device to host'} copy_ of "
-                    f"{fmt_bytes(nbytes)} float32 from/to "
+                    f"{binary_bytes(nbytes)} float32 from/to "
                     f"{'pinned' if d.pinned else 'pageable'} host memory; end to end "
                     "(host clock + synchronize); best sample"
                 ),

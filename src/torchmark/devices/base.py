@@ -173,8 +173,11 @@ class Device(ABC):
         return None
 
     def peak_memory_bytes(self) -> int | None:
-        """Peak memory used since ``reset_peak_memory`` (allocator stats or host RSS)."""
-        return None
+        """Peak memory used since ``reset_peak_memory``: the allocator's peak
+        (``memory_stats``) where the device has one, else the device's own figure (host RSS,
+        MPS driver memory)."""
+        stats = self.memory_stats()
+        return None if stats is None else stats.allocated_bytes
 
     def memory_stats(self) -> MemoryStats | None:
         """Allocator peaks since ``reset_peak_memory``; None where the device has no allocator

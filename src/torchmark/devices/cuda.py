@@ -163,9 +163,6 @@ class CUDADevice(Device):
     def reset_peak_memory(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.torch_device)
 
-    def peak_memory_bytes(self) -> int | None:
-        return int(torch.cuda.max_memory_allocated(self.torch_device))
-
     def memory_stats(self) -> MemoryStats | None:
         return MemoryStats(
             int(torch.cuda.max_memory_allocated(self.torch_device)),

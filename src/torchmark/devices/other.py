@@ -56,9 +56,6 @@ class XPUDevice(Device):
     def reset_peak_memory(self) -> None:
         torch.xpu.reset_peak_memory_stats(self.torch_device)
 
-    def peak_memory_bytes(self) -> int | None:
-        return int(torch.xpu.max_memory_allocated(self.torch_device))
-
     def memory_stats(self) -> MemoryStats | None:
         return MemoryStats(
             int(torch.xpu.max_memory_allocated(self.torch_device)),

@@ -15,6 +15,7 @@ import torch
 
 from torchmark.doctor.base import Facts
 from torchmark.doctor.nvml import pcie_busy, read_nvml
+from torchmark.errors import first_line
 from torchmark.telemetry.host import OtherLoad
 
 
@@ -77,7 +78,7 @@ def _cuda_init_error() -> str | None:
         torch.cuda.init()
         return None
     except Exception as e:
-        return str(e).splitlines()[0] if str(e) else type(e).__name__
+        return first_line(e)
 
 
 def _load() -> Facts:

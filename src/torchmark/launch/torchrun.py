@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from torchmark.errors import InputError, TorchmarkError, UsageError
+from torchmark.errors import InputError, TorchmarkError, UsageError, first_line
 
 # A rendezvous that never completes (a node that never comes, an endpoint nobody listens
 # on) ends after this many seconds instead of torchrun's 900.
@@ -100,11 +100,10 @@ def launch(opts: Launch, argv: Sequence[str]) -> None:
             failed.exit_code = UsageError.exit_code  # each rank refused and said why above
         raise failed from None
     except (RendezvousError, TimeoutError, RuntimeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         # torch tries the store twice with a pause between: the wait is about 2x the timeout
         raise LaunchFailed(
             f"cannot join {where}: gave up after {time.monotonic() - t0:.0f} s "
-            f"(--rdzv-timeout {opts.rdzv_timeout_s} s per try; {first}); check that "
+            f"(--rdzv-timeout {opts.rdzv_timeout_s} s per try; {first_line(e)}); check that "
             "HOST:PORT is reachable from every node and the same on each"
         ) from None
 

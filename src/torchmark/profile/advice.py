@@ -16,11 +16,16 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from torchmark.errors import UnknownNameError
+from torchmark.format import round_up
 from torchmark.profile import categories as c
 from torchmark.profile.names import short_name
+
+if TYPE_CHECKING:
+    from torchmark.variants import Variant
 
 # cuDNN converting NCHW tensors to NHWC and back around each convolution: channels-last
 # stores them NHWC once. On an H100 resnet50 train amp-bf16 spent 6 % of its step here.
@@ -61,76 +66,70 @@ class Advice:
         return asdict(self)
 
 
-# variants.PRECISIONS, spelled here: that module imports torch, and views of stored runs
-# call this module without it
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "int8-dynamic")
+def _with(v: Variant, *opts: str, precision: str | None = None) -> str | None:
+    """``v`` with ``opts`` added (and its precision changed), named as ``run`` and
+    ``compare`` name it (``variants.parse(...).name``: ``amp-bf16+compile+channels-last``);
+    None where that is no variant torchmark builds (int8-dynamic with an optimisation)."""
+    from torchmark.variants import parse
 
-
-def _split(variant: str) -> tuple[str, list[str]]:
-    """``amp-bf16+compile`` -> (``amp-bf16``, [``compile``]); ``cuda-graphs`` -> (``fp32``,
-    [``cuda-graphs``])."""
-    parts = [q.strip().lower() for q in variant.split("+") if q.strip()]
-    base = next((q for q in parts if q in PRECISIONS), "fp32")
-    return base, [q for q in parts if q not in PRECISIONS]
-
-
-def _with(variant: str, *opts: str, precision: str | None = None) -> str:
-    """``variant`` with ``opts`` added (and its precision changed), named as ``run`` names
-    it: fp32 with an optimisation is the optimisation alone (``compile``)."""
-    base, have = _split(variant)
-    parts = list(dict.fromkeys([*have, *opts]))
-    base = precision or base
-    return "+".join(parts if base == "fp32" and parts else [base, *parts])
+    base = replace(v, precision=precision) if precision else v
+    try:
+        return parse("+".join([base.name, *opts])).name
+    except UnknownNameError:
+        return None
 
 
 def candidates(p: Mapping[str, Any], params: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(variant, why) for each change the profile calls for, most promising first."""
-    variant = str(params.get("precision") or "fp32")
-    base, opts = _split(variant)
+    # torchmark.variants imports torch: a profile run has it loaded already, and importing
+    # this module (views of stored profiles) stays without it
+    from torchmark.variants import parse
+
+    v = parse(str(params.get("precision") or "fp32"))
     training = str(params.get("scenario", "")).startswith("train")
     shares = {cat["name"]: cat["share"] for cat in p.get("categories", [])}
     verdict = str(p.get("verdict", ""))
     gpu = p.get("kind") == "gpu"
     out: list[tuple[str, str]] = []
+
+    def add(variant: str | None, why: str) -> None:
+        if variant is not None and all(variant != seen for seen, _ in out):
+            out.append((variant, why))
+
     if verdict.startswith(("launch-bound", "overhead-bound")):
         head = verdict.split(";")[0]
-        if gpu and "cuda-graphs" not in opts and "compile" not in opts:
-            out.append((_with(variant, "cuda-graphs"), f"{head}: one graph replays every launch"))
-        if "compile" not in opts and "cuda-graphs" not in opts:
-            out.append((_with(variant, "compile"), f"{head}: compiled code makes fewer calls"))
+        if gpu and not v.cuda_graphs and not v.compile:
+            add(_with(v, "cuda-graphs"), f"{head}: one graph replays every launch")
+        if not v.compile and not v.cuda_graphs:
+            add(_with(v, "compile"), f"{head}: compiled code makes fewer calls")
     layout = sum(o["share"] for o in p.get("ops", []) if LAYOUT_KERNEL.match(short_name(o["name"])))
-    if gpu and layout >= LAYOUT_SHARE and "channels-last" not in opts:
-        out.append(
-            (
-                _with(variant, "channels-last"),
-                f"{layout:.0f} % of the step converts tensors between NCHW and NHWC around "
-                "convolutions; channels-last keeps them NHWC",
-            )
+    if gpu and layout >= LAYOUT_SHARE and not v.channels_last:
+        add(
+            _with(v, "channels-last"),
+            f"{layout:.0f} % of the step converts tensors between NCHW and NHWC around "
+            "convolutions; channels-last keeps them NHWC",
         )
     compute = shares.get(c.COMPUTE if gpu else c.MATMUL, 0.0)
-    if base in ("fp32", "tf32") and compute >= COMPUTE_SHARE:
-        out.append(
-            (
-                _with(variant, precision="amp-bf16"),
-                f"{compute:.0f} % of the step is {c.COMPUTE if gpu else c.MATMUL} in {base}; "
-                "bf16 autocast runs matmuls and convolutions at a lower precision "
-                + ("(tensor cores)" if gpu else "(where the CPU has bf16 instructions)"),
-            )
+    if v.precision in ("fp32", "tf32") and compute >= COMPUTE_SHARE:
+        add(
+            _with(v, precision="amp-bf16"),
+            f"{compute:.0f} % of the step is {c.COMPUTE if gpu else c.MATMUL} in {v.precision}; "
+            "bf16 autocast runs matmuls and convolutions at a lower precision "
+            + ("(tensor cores)" if gpu else "(where the CPU has bf16 instructions)"),
         )
     fusable = (
         sum(o["share"] for o in p.get("ops", []) if o.get("bound") == "memory")
         if gpu
         else sum(shares.get(k, 0.0) for k in (c.ELEMENTWISE, c.REDUCTION))
     )
-    if fusable >= FUSABLE_SHARE and "compile" not in opts and "cuda-graphs" not in opts:
-        why = (
+    if fusable >= FUSABLE_SHARE and not v.compile and not v.cuda_graphs:
+        add(
+            _with(v, "compile"),
             f"{fusable:.0f} % of the step is memory-bound "
             + ("kernels" if gpu else "elementwise and reduction ops")
             + "; compile fuses them into fewer passes over memory"
-            + (" (training: it compiles the backward too)" if training else "")
+            + (" (training: it compiles the backward too)" if training else ""),
         )
-        if not any(v == _with(variant, "compile") for v, _ in out):
-            out.append((_with(variant, "compile"), why))
     return out
 
 
@@ -167,7 +166,7 @@ def shape_advice(
     if found is None or found[1] < min_share:
         return None
     dim, share, gemms = found
-    to = -(-dim // ALIGN_IDEAL) * ALIGN_IDEAL
+    to = round_up(dim, ALIGN_IDEAL)
     top = max(gemms, key=lambda g: g["share"])
     shape = " x ".join("[" + "x".join(str(x) for x in d) + "]" for d in top["dims"])
     dtype = "bf16" if top["dtype"] == "c10::BFloat16" else "fp16"

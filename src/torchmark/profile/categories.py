@@ -432,25 +432,22 @@ def _host_ops(all_spans: Sequence[Span]) -> _HostOps:
     chains: dict[int, tuple[str, ...]] = {}
     args: dict[int, Mapping[str, Any]] = {}
     gemms: dict[int, tuple[str, GemmTime, int]] = {}
-    stacks: dict[Any, list[Span]] = {}
+    # per thread, the open ops: each with its call_key and the innermost GEMM at or above
+    # it, made once when it opens (not once per launch below it: a key is a json.dumps)
+    stacks: dict[Any, list[tuple[Span, str, tuple[str, GemmTime, int] | None]]] = {}
     for s in ops:
         stack = stacks.setdefault(s.tid, [])
-        while stack and stack[-1].end <= s.start:
+        while stack and stack[-1][0].end <= s.start:
             stack.pop()
-        stack.append(s)
+        g = gemm_key(s.name, s.args)
+        gemm = (*g, id(s)) if g is not None else stack[-1][2] if stack else None
+        stack.append((s, call_key(s.name, s.args.get("Input Dims")), gemm))
         ext = s.args.get("External id")
         if ext is not None:
-            chains[int(ext)] = tuple(
-                call_key(a.name, a.args.get("Input Dims")) for a in reversed(stack)
-            )
+            chains[int(ext)] = tuple(key for _, key, _ in reversed(stack))
             args[int(ext)] = s.args
-            found = next(
-                ((g, a) for a in reversed(stack) if (g := gemm_key(a.name, a.args)) is not None),
-                None,
-            )
-            if found is not None:
-                (key, template), op = found
-                gemms[int(ext)] = (key, template, id(op))
+            if gemm is not None:
+                gemms[int(ext)] = gemm
     return _HostOps(ops, chains, args, gemms)
 
 

@@ -893,6 +893,8 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
         and r.ok
         and config_of(r.params) == LoaderConfig(config_of(r.params).workers)
     ]
+    # by identity: `r in plain` compared the pydantic Results field by field, samples too
+    is_plain = {id(r) for r in plain}
     if len({config_of(r.params).workers for r in plain}) < 2:
         return Chart(
             f"{workload}-workers",
@@ -906,7 +908,7 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
         for device, mine, resident in groups:
             where = f" {device}" if len(groups) > 1 else ""
             curve = sorted(
-                ((config_of(r.params).workers, r) for r in mine if r in plain),
+                ((config_of(r.params).workers, r) for r in mine if id(r) in is_plain),
                 key=lambda wr: wr[0],
             )
             xs = [w for w, _ in curve]
@@ -918,7 +920,7 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
                 ci, per = r.ci_median_s, r.work.items if r.work else None
                 if ci and per and ci[0] > 0:
                     ax.vlines(w, per / ci[1], per / ci[0], color=line.get_color(), linewidth=1)
-            others = [r for r in mine if r.variant == LOADER and r.ok and r not in plain]
+            others = [r for r in mine if r.variant == LOADER and r.ok and id(r) not in is_plain]
             top = max([rate(r) for r in mine if r.ok] or [1.0])
             last: dict[int, float] = {}  # per worker count: the highest label so far
             for k, r in enumerate(sorted(others, key=rate)):

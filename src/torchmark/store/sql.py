@@ -43,7 +43,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import NullPool
 
 from torchmark import __version__
-from torchmark.errors import InputError, RunNotFoundError, StoreError, StoreUnavailable
+from torchmark.errors import (
+    InputError,
+    RunNotFoundError,
+    StoreError,
+    StoreUnavailable,
+    first_line,
+)
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
@@ -156,8 +162,7 @@ def new_run_id(created: datetime) -> str:
 
 
 def _reason(e: BaseException) -> str:
-    orig = getattr(e, "orig", None) or e
-    return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    return first_line(getattr(e, "orig", None) or e)
 
 
 def _devices_of(run: RunRecord) -> list[str]:

@@ -193,10 +193,11 @@ def at_default_power_limit(static: dict[str, Any]) -> bool:
     return limit is not None and default is not None and limit >= default - 1
 
 
-def _throttle_tags(r: Reading, static: dict[str, Any], role: str) -> list[str]:
-    """Why the reading counts as throttled: NVML reason words, or "low clock"."""
+def _throttle_tags(r: Reading, static: dict[str, Any], role: str, default_cap: bool) -> list[str]:
+    """Why the reading counts as throttled: NVML reason words, or "low clock".
+    ``default_cap``: ``at_default_power_limit(static)``, fixed per device."""
     tags = [w for w in r.get("reasons") or [] if w in THROTTLE_REASONS]
-    power_bound = "SW power cap" in tags and at_default_power_limit(static)
+    power_bound = "SW power cap" in tags and default_cap
     if power_bound:
         tags.remove("SW power cap")
     if role == "device":
@@ -313,15 +314,14 @@ def summarize(rec: Recording) -> dict[str, Any]:
         role = state.role
         max_gap = max(1.0, 3 * rec.interval_s)
         times = [t for t, _ in readings]
-        capped = 0
+        capped, default_cap = 0, at_default_power_limit(state.static)
         for pos, (i, t0, t1) in enumerate(marks):
             words: list[str] = []
             near = _nearest(readings, times, t0, t1, max_gap)
             for r in near:
-                words += [w for w in _throttle_tags(r, state.static, role) if w not in words]
-            if at_default_power_limit(state.static) and any(
-                "SW power cap" in (r.get("reasons") or []) for r in near
-            ):
+                new = _throttle_tags(r, state.static, role, default_cap)
+                words += [w for w in new if w not in words]
+            if default_cap and any("SW power cap" in (r.get("reasons") or []) for r in near):
                 capped += 1
             tags[pos] = words
             if words:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from torchmark import variants
-from torchmark.config import RunConfig
+from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
@@ -365,17 +365,19 @@ def benchmark_model(
     preset(rule)  # an unknown rule fails here, naming the valid ones, before any work
     factory, example_batch = _factory(example_inputs)
     batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))
-    bad = [b for b in batch_list if b < 1]
-    if bad:
-        raise InputError(f"--batch: batch sizes must be >= 1, got {bad[0]}")
     # the reference is computed once, on the first device: every device must get the same
     # inputs at each batch, which an unseeded user factory does not give on its own
     factory = per_batch(factory)
     prices = cost.parse_price(price) if isinstance(price, str) or price is None else dict(price)
     devs = resolve(devices)
     cfg = RunConfig(
-        devices=tuple(d.name for d in devs), rule=rule, ceilings=False, telemetry=telemetry
+        devices=tuple(d.name for d in devs),
+        batches=tuple(batch_list),
+        rule=rule,
+        ceilings=False,
+        telemetry=telemetry,
     )
+    validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
 
     bound = call_bound(preset(rule).max_time_s)
     pf = preflight(module, factory, devs, batch_list[0], bound)

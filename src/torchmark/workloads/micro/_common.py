@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchmark.ceilings.base import MiB, fmt_bytes
+from torchmark.ceilings.base import MiB
 from torchmark.devices.base import Device
 from torchmark.devices.cache import BEYOND, beyond_cache, is_beyond_cache, llc
 from torchmark.workloads.base import PlanOptions, Suite
@@ -39,7 +39,6 @@ __all__ = [
     "MiB",
     "beyond_cache",
     "fits",
-    "fmt_bytes",
     "geometric",
     "is_beyond_cache",
     "llc",

@@ -21,11 +21,12 @@ from typing import Any
 import torch
 
 from torchmark.devices.base import Device
-from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.errors import CaseSkipped, WrongResultError, first_line
+from torchmark.format import binary_bytes, round_up
 from torchmark.results import Work
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
-from torchmark.workloads.micro._common import KiB, MiB, fits, fmt_bytes, geometric, sizes_or
+from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, sizes_or
 
 F32 = 4
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
@@ -60,7 +61,7 @@ def default_sizes(device: Device, suite: str, n: int) -> list[int]:
     """Bytes per buffer, 1 KiB upward, rounded to a multiple of 4n bytes (each rank's
     chunk a whole float32), while 2 buffers leave half the device's memory free."""
     sizes = geometric(KiB, TOP.get(suite, TOP["standard"]), STEP.get(suite, 4))
-    sizes = [-(-s // (F32 * n)) * F32 * n for s in sizes]
+    sizes = [round_up(s, F32 * n) for s in sizes]
     return [s for s in dict.fromkeys(sizes) if fits(device, s, BUFFERS)]
 
 
@@ -117,7 +118,7 @@ class Collectives(Workload):
             try:
                 check()
             except RuntimeError as e:  # the backend lacks this collective
-                mine = CaseSkipped(f"{dist.get_backend()} cannot {op}: {first_line(e)}")
+                mine = CaseSkipped(f"{dist.get_backend()} cannot {op}: {first_line(e, 160)}")
             except WrongResultError as e:
                 mine = e
             said: list[Any] = [None] * n
@@ -138,7 +139,7 @@ class Collectives(Workload):
             timing="device",
             rule=case.rule or "micro",
             notes=[
-                f"{fmt_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
+                f"{binary_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
                 f"link: {link}; no ceiling measured for it, so busbw has no % of ceiling",
             ],
             extra={
@@ -176,15 +177,10 @@ def link_type(backend: str, device: Device) -> str:
             except pynvml.NVMLError:
                 break  # past this GPU's last link, or no NVLink at all
     except Exception as e:  # no NVML: say so rather than guess
-        return f"unknown (NVML could not say: {first_line(e)})"
+        return f"unknown (NVML could not say: {first_line(e, 160)})"
     if active:
         return f"NVLink ({active} active links on this GPU)"
     return "PCIe (no active NVLink on this GPU)"
-
-
-def first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 def _expect(got: torch.Tensor, want: torch.Tensor, what: str) -> None:

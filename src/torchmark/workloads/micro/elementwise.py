@@ -17,6 +17,7 @@ import torch
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
+from torchmark.format import binary_bytes
 from torchmark.results import Work
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import (
@@ -25,7 +26,6 @@ from torchmark.workloads.micro._common import (
     MiB,
     beyond_cache,
     fits,
-    fmt_bytes,
     geometric,
     is_beyond_cache,
     llc,
@@ -109,14 +109,14 @@ class Elementwise(Workload):
         ceiling: str | None = "bandwidth"
         if working_set <= cache:
             notes.append(
-                f"working set {fmt_bytes(working_set)} fits in the {fmt_bytes(cache)} "
+                f"working set {binary_bytes(working_set)} fits in the {binary_bytes(cache)} "
                 "last-level cache: this is cache bandwidth, so no % of the memory ceiling"
             )
             ceiling = None
         elif not is_beyond_cache(working_set, device):
             notes.append(
-                f"working set {fmt_bytes(working_set)} is {working_set / cache:.1f}x the "
-                f"{fmt_bytes(cache)} last-level cache (< {BEYOND}x): partly cache-resident, "
+                f"working set {binary_bytes(working_set)} is {working_set / cache:.1f}x the "
+                f"{binary_bytes(cache)} last-level cache (< {BEYOND}x): partly cache-resident, "
                 "no % of the memory ceiling"
             )
             ceiling = None

@@ -16,6 +16,7 @@ from torch import nn
 
 from torchmark import variants
 from torchmark.devices.base import Device
+from torchmark.format import round_up
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import WORKLOADS, Prepared
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes, latency_quantiles
@@ -166,11 +167,6 @@ class Decode(nn.Module):
         return logits
 
 
-def padded(n: int, multiple: int) -> int:
-    """``n`` rounded up to a multiple of ``multiple``: 50,257 -> 50,304 for 64."""
-    return -(-n // multiple) * multiple
-
-
 @WORKLOADS.register("gpt2")
 class GPT2Workload(ModelWorkload):
     name: ClassVar[str] = "gpt2"
@@ -232,7 +228,7 @@ class GPT2Workload(ModelWorkload):
         return sizes.vocab or GPT2Config.vocab
 
     def config(self, sizes: Sizes) -> GPT2Config:
-        vocab = padded(self.tokens(sizes), self.VOCAB_MULTIPLE)
+        vocab = round_up(self.tokens(sizes), self.VOCAB_MULTIPLE)
         return GPT2Config(layers=sizes.layers or 12, vocab=vocab)
 
     def make_model(self, sizes: Sizes) -> nn.Module:

@@ -250,22 +250,15 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
-    from torchmark import runner
-    from torchmark.config import validate
-    from torchmark.devices import resolve
+    from torchmark.runner import make_plan
 
     check_resumable(record)
-    cfg = validate(stored_config(record))
-    devices = devices if devices is not None else resolve(cfg.devices)
-    if cfg.threads:
-        for d in devices:
-            d.set_threads(cfg.threads)
-    now = environment.collect(devices)
+    p = make_plan(stored_config(record), devices, workloads)
+    p.set_threads()
+    now = environment.collect(p.devices)
     check_environment(record, now)
-    workloads = workloads if workloads is not None else runner.select_workloads(cfg)
-    planned = runner.plan(workloads, devices, cfg)
-    todo, stopped = filter_done(record, planned)
-    return Resume(record, cfg, planned, todo, stopped, workloads, now)
+    todo, stopped = filter_done(record, p.cases)
+    return Resume(record, p.cfg, p.cases, todo, stopped, p.workloads, now)
 
 
 def run(

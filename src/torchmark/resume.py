@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from torchmark import environment
 from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
-from torchmark.report.parts import parts_note
+from torchmark.report.parts import can_resume, parts_note
 from torchmark.results import Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case, Workload
@@ -73,23 +73,9 @@ def target(store: ResultStore, spec: str) -> RunRecord:
 
 def check_resumable(record: RunRecord) -> None:
     """Only an incomplete, single-process `torchmark run` run can be resumed."""
-    rid = record.run_id
-    if record.kind != "run":
-        raise InputError(
-            f"run {rid} is a `{record.kind}` run; only `torchmark run` runs can be resumed"
-        )
-    if "distributed" in record.config:
-        raise InputError(
-            f"run {rid} is a distributed run (ranks); only single-process `torchmark run` "
-            f"runs can be resumed: run it again"
-        )
-    if record.status == "complete":
-        raise InputError(f"run {rid} is complete: nothing to resume (`torchmark report {rid}`)")
-    if record.status == "running":
-        raise InputError(
-            f"run {rid} is still running (process {record.environment.get('pid')} on "
-            f"{record.environment.get('host')}); wait for it or stop it, then resume"
-        )
+    why = can_resume(record)
+    if why is not None:
+        raise InputError(why)
 
 
 def stored_config(record: RunRecord) -> RunConfig:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from torchmark import environment
 from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
-from torchmark.report.parts import parts_note
+from torchmark.report.parts import can_resume, parts_note
 from torchmark.results import Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case, Workload
@@ -73,23 +73,9 @@ def target(store: ResultStore, spec: str) -> RunRecord:
 
 def check_resumable(record: RunRecord) -> None:
     """Only an incomplete, single-process `torchmark run` run can be resumed."""
-    rid = record.run_id
-    if record.kind != "run":
-        raise InputError(
-            f"run {rid} is a `{record.kind}` run; only `torchmark run` runs can be resumed"
-        )
-    if "distributed" in record.config:
-        raise InputError(
-            f"run {rid} is a distributed run (ranks); only single-process `torchmark run` "
-            f"runs can be resumed: run it again"
-        )
-    if record.status == "complete":
-        raise InputError(f"run {rid} is complete: nothing to resume (`torchmark report {rid}`)")
-    if record.status == "running":
-        raise InputError(
-            f"run {rid} is still running (process {record.environment.get('pid')} on "
-            f"{record.environment.get('host')}); wait for it or stop it, then resume"
-        )
+    why = can_resume(record)
+    if why is not None:
+        raise InputError(why)
 
 
 def stored_config(record: RunRecord) -> RunConfig:
@@ -250,22 +236,15 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
-    from torchmark import runner
-    from torchmark.config import validate
-    from torchmark.devices import resolve
+    from torchmark.runner import make_plan
 
     check_resumable(record)
-    cfg = validate(stored_config(record))
-    devices = devices if devices is not None else resolve(cfg.devices)
-    if cfg.threads:
-        for d in devices:
-            d.set_threads(cfg.threads)
-    now = environment.collect(devices)
+    p = make_plan(stored_config(record), devices, workloads)
+    p.set_threads()
+    now = environment.collect(p.devices)
     check_environment(record, now)
-    workloads = workloads if workloads is not None else runner.select_workloads(cfg)
-    planned = runner.plan(workloads, devices, cfg)
-    todo, stopped = filter_done(record, planned)
-    return Resume(record, cfg, planned, todo, stopped, workloads, now)
+    todo, stopped = filter_done(record, p.cases)
+    return Resume(record, p.cfg, p.cases, todo, stopped, p.workloads, now)
 
 
 def run(

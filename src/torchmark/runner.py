@@ -86,10 +86,25 @@ class Plan:
         the same built workloads and devices; the planned config gives the planned list."""
         return self.cases if cfg == self.cfg else plan(self.workloads, self.devices, cfg)
 
+    def set_threads(self) -> None:
+        """Apply ``--threads`` to every planned device (before measuring, and before a
+        resume collects the environment it compares: the thread count is part of it)."""
+        if self.cfg.threads:
+            for d in self.devices:
+                d.set_threads(self.cfg.threads)
 
-def make_plan(cfg: RunConfig) -> Plan:
+
+def make_plan(
+    cfg: RunConfig,
+    devices: list[Device] | None = None,
+    workloads: dict[str, Workload] | None = None,
+) -> Plan:
+    """``cfg`` checked and planned: its workloads built, its devices resolved, its cases
+    listed. ``devices``/``workloads``: already chosen (tests' fakes); by default ``cfg``
+    chooses them."""
     validate(cfg)
-    workloads, devices = select_workloads(cfg), resolve(cfg.devices)
+    workloads = workloads if workloads is not None else select_workloads(cfg)
+    devices = devices if devices is not None else resolve(cfg.devices)
     return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
 
 
@@ -109,9 +124,7 @@ def run(
     """Run every planned case and store each result as it lands (``suite``: ``cfg`` planned
     already by ``make_plan``)."""
     p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
-    if cfg.threads:
-        for d in p.devices:
-            d.set_threads(cfg.threads)
+    p.set_threads()
     record = new_record(kind, cfg.as_dict(), p.devices)
     session = Session(record, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)

@@ -4,6 +4,7 @@ once, whether it checks the options, shows the plan (--dry-run) or measures it."
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from typing import Any
 
@@ -81,3 +82,28 @@ def test_an_unused_option_is_still_refused_before_anything_is_measured(
     assert calls == ONCE
     code, out, _ = cli(capsys, "history", "--json")
     assert code == 0 and json.loads(out) == []
+
+
+def test_a_resume_plans_the_stored_options_once(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    from torchmark.config import RunConfig
+    from torchmark.devices.cpu import CPUDevice
+    from torchmark.store import open_store
+
+    # CPUDevice.info() is cached for the process; a test that fakes the LLC size leaves its
+    # own there, and the resume would rightly refuse that environment
+    CPUDevice.info.cache_clear()
+    cfg = RunConfig(devices=("cpu",), workloads=("add",), sizes=(256, 512))
+    record = runner.new_record("run", cfg.as_dict(), [CPUDevice()])
+    record.status = "incomplete"
+    store = open_store(os.environ["TORCHMARK_DB"])
+    run_id = store.save(record)
+    store.close()
+    code, out, err = cli(capsys, "run", "--resume", "latest", "--dry-run")
+    assert code == 0, err
+    assert calls == ONCE  # through make_plan, as a new run plans
+    assert out.splitlines()[:2] == [
+        f"resuming run {run_id}: 0 of 2 cases done, 2 to go",
+        "2 planned cases on cpu",
+    ]

@@ -74,6 +74,7 @@ def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(
     assert f"resuming run {run_id}: {done} of {N} cases done, {N - done} to go" in out
     run = open_store(db).load(run_id)
     assert run.status == "complete" and sizes_of(run) == SIZES  # each planned case once
+    assert [r.params["n"] for r in run.results] == SIZES  # in plan order, as one part
     assert run.results[:done] == first.results  # the first part's results kept as they were
     assert [p["results"] for p in run.extra["parts"]] == [done, N - done]
 

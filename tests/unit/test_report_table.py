@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,16 @@ def test_run_tables_match_golden_text(
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= (WIDTHS[width] or 80)
     assert "…" not in text  # nothing essential truncated
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_no_speedup_over_the_cpu_vanishes_at_a_narrow_width(width: int) -> None:
+    """Every GPU row's `vs CPU` figure the wide table prints, printed narrow too (at 60
+    columns on a line of its own under the row's figures)."""
+    record = load("cpu-gpu")
+    wide = re.findall(r"\d[\d.,]*×", render(record, 120))
+    assert len(wide) == 8
+    assert re.findall(r"\d[\d.,]*×", render(record, width)) == wide
 
 
 def test_golden_text_shows_what_a_reader_needs() -> None:

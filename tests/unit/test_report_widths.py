@@ -77,8 +77,13 @@ def test_tune_table_matches_golden_text(width: str, monkeypatch: pytest.MonkeyPa
     text = printed(tune_view(load("tune-cpu")), WIDTHS[width])
     check(text, f"tune-{width}.txt", width)
     assert "CUDA graphs need CUDA" in text and "1.48×" in text
-    # at 60 columns the spread gives way; the max error never does (stacked if need be)
-    assert ("2.1 %" in text) == (width != "60") and re.search(r"rejected .* 0\.31\b", text)
+    # neither the spread nor the max error gives way (stacked if need be; at 60 columns
+    # the spread on a line of its own under its candidate's figures)
+    assert "2.1 %" in text and re.search(r"rejected .* 0\.31\b", text)
+    if width == "60":
+        lines = text.splitlines()
+        baseline = next(k for k, line in enumerate(lines) if line.startswith("baseline"))
+        assert lines[baseline + 2].split() == ["±IQR", "2.1", "%"]
     assert "model = torch.compile(model)" in text
 
 
@@ -230,3 +235,29 @@ def test_a_vital_column_is_kept_by_stacking_where_it_would_be_dropped() -> None:
         "  42.9 TFLOP/s  84.2 % fp32",
     ]
     assert not table(True).stacks(60)  # room for all: a plain table
+
+
+def test_a_vital_column_stacking_has_no_room_for_goes_on_a_line_of_its_own() -> None:
+    t = FitTable(
+        Col("case"),
+        Col("device"),
+        Col("rate", justify="right"),
+        Col("speedup over the CPU", justify="right", drop=1, vital=True),
+    )
+    t.row("matmul/square fp32 size=4096", "cpu", "153 GFLOP/s", "")
+    t.row("", "cuda:0", "42.9 TFLOP/s", "281×")
+    t.row("add n=16.8M", "cpu", "16.1 GB/s", "—")  # a dash: no figure, nothing to say
+    assert not t.stacks(80)
+    # 40: under the figures' second column; 30: that overflows, at the figures' indent
+    for width, indent in ((40, 10), (30, 2)):
+        lines = printed_table(t, width)
+        assert all(len(line) <= width for line in lines) and "…" not in "".join(lines)
+        assert lines[1].split() == ["device", "rate"]  # the figures' line had no room
+        assert lines[3:] == [
+            "matmul/square fp32 size=4096",
+            "  cpu      153 GFLOP/s",
+            "  cuda:0  42.9 TFLOP/s",
+            " " * indent + "speedup over the CPU 281×",
+            "add n=16.8M",
+            "  cpu        16.1 GB/s",
+        ]

@@ -377,3 +377,29 @@ def test_a_second_look_taken_in_an_earlier_part_is_not_taken_again(
     done = rig.resume(record.run_id)
     assert all("above_ceiling" in r.flags for r in done.results)
     assert looks == ([] if looked else [rig.dev.name])  # once per run, whichever part
+
+
+def test_a_run_resumed_twice_reads_as_the_same_plan_measured_in_one_go() -> None:
+    """Each part measures the cases left in plan order after the stored ones (a prefix of
+    the plan), so the stored results, and every report drawn from them, keep the order an
+    uninterrupted run of the same plan has."""
+    from rich.console import Console
+
+    from torchmark.report.table import results_table
+
+    def table(record: RunRecord) -> str:
+        console = Console(width=80, record=True, color_system=None)
+        console.print(results_table(record))
+        return console.export_text().replace(record.run_id or "", "ID")
+
+    whole = Rig(n=6).first_part(stop_at=None)
+    rig = Rig(n=6)
+    run_id = rig.first_part(stop_at=2).run_id or ""
+    rig.w.actions[4] = stop
+    with pytest.raises(RunInterrupted):
+        rig.resume(run_id)
+    rig.resume(run_id)
+    parts = rig.store.runs[run_id]
+    assert [p["results"] for p in parts.extra["parts"]] == [2, 2, 2]
+    assert cases_of(parts) == cases_of(whole) == list(range(6))
+    assert table(parts) == table(whole)

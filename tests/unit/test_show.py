@@ -188,6 +188,46 @@ def test_an_interrupted_run_ends_with_the_command_that_finishes_it(
     assert code == 0 and "--resume" not in out
 
 
+def _model(r: RunRecord) -> None:
+    r.kind = "model"
+
+
+def _ranks(r: RunRecord) -> None:
+    r.config["distributed"] = {"world_size": 2}
+
+
+def _running(r: RunRecord) -> None:
+    r.status = "running"
+
+
+def _complete(r: RunRecord) -> None:
+    r.status = "complete"
+
+
+@pytest.mark.parametrize(
+    ("change", "resumable"),
+    [(None, True), (_model, False), (_ranks, False), (_running, False), (_complete, False)],
+)
+def test_show_hints_a_resume_exactly_where_resume_accepts_the_run(
+    change: Callable[[RunRecord], None] | None, resumable: bool
+) -> None:
+    """One rule (``report.parts.can_resume``) for the hint and for ``--resume``'s refusal."""
+    from torchmark import resume
+    from torchmark.cli.show import resumable as hint
+    from torchmark.errors import InputError
+
+    record = load("cpu-only")  # a `run` stored incomplete
+    if change is not None:
+        change(record)
+    try:
+        resume.check_resumable(record)
+        accepted = True
+    except InputError:
+        accepted = False
+    assert accepted == resumable
+    assert (hint(record, None) is not None) == resumable
+
+
 def test_a_run_that_is_not_there_is_one_line_naming_the_fix(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -96,12 +96,10 @@ def show(
 def resumable(record: RunRecord, db: str | None) -> str | None:
     """An interrupted `torchmark run` (not a distributed one): the command that finishes it,
     as the run printed when it stopped."""
-    if record.kind != "run" or record.status != "incomplete" or not record.run_id:
-        return None
-    if record.config.get("distributed"):
-        return None  # ranks are not resumed: start the run again
-    from torchmark.report.parts import resume_hint
+    from torchmark.report.parts import can_resume, resume_hint
 
+    if not record.run_id or can_resume(record) is not None:
+        return None
     return resume_hint(record.run_id, db)
 
 

@@ -29,6 +29,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from torchmark.format import DASH
+
 # Two spaces between columns, none at the edges: the layout below counts on it.
 GAP = 2
 
@@ -62,8 +64,9 @@ class Col:
     # A wrapped cell continues into the empty cells below it (a case label over the rows
     # of its devices) instead of adding lines of its own.
     spill: bool = False
-    # Rather than drop this column, print the table stacked (``FitTable.stacked``) where
-    # that keeps it: a figure nothing else on the row gives (% of ceiling, max error).
+    # Rather than drop this column, print the table stacked (``FitTable.stacked``), where
+    # it is kept, on a line of its own if need be: a figure a verdict rests on that nothing
+    # else on the row gives (% of ceiling, speedup over the CPU, spread, max error).
     vital: bool = False
 
 
@@ -278,26 +281,36 @@ class FitTable:
         columns dropped, or drops a vital column that stacking would keep. ``p``: this
         width's plan where the caller has it."""
         p = p or self.plan(width)
-        vital = [i for i, c in enumerate(self.columns) if c.vital and self._has_content(i)]
-        if p.fits and all(i in p.columns for i in vital):
+        if p.fits and not self._left_out(p):
             return False  # the usual case: no copy of the rows (_split) to find it out
         split = self._split()
         if split is None:
             return False
-        if not p.fits:
-            return True
-        q = split[1].plan(width - len(STACK_INDENT))
-        kept = sum(split[1].columns[i].vital for i in q.columns)
-        return q.fits and kept > sum(i in p.columns for i in vital)
+        # stacked, a vital column the figures' line has no room for goes on a line of
+        # its own under them (``stacked``): stacking keeps every vital column
+        return not p.fits or split[1].plan(width - len(STACK_INDENT)).fits
+
+    def _left_out(self, p: Plan) -> list[int]:
+        """The vital columns with content that plan ``p`` leaves out."""
+        return [
+            i
+            for i, c in enumerate(self.columns)
+            if c.vital and i not in p.columns and self._has_content(i)
+        ]
 
     def stacked(self, width: int) -> list[RenderableType]:
         """For a narrow width: each row's first cell on a line of its own, the other
         cells on the next, indented, in columns of their own under one header. Where the
-        table would cut cells (``20261121-083010-a…``) or drop a column (``% ceiling``)."""
+        table would cut cells (``20261121-083010-a…``) or drop a column (``% ceiling``).
+        A vital column even that line has no room for follows it on a line of its own,
+        each cell with its header (``vs CPU 47.6×``), under the line's second column (at
+        the figures' indent where that overflows ``width``)."""
         split = self._split()
         assert split is not None, "stacked needs two columns with content"
         lead, rest = split
         p = rest.plan(width - len(STACK_INDENT))
+        apart = rest._left_out(p)
+        under = len(STACK_INDENT) + (p.widths[p.columns[0]] + GAP if len(p.columns) > 1 else 0)
         out: list[RenderableType] = []
         if self.show_header:
             out += [
@@ -318,6 +331,18 @@ class FitTable:
             if any(c.plain.strip() for c in cells):
                 table = rest._table(p, [cells], [row], title=False, show_header=False)
                 out.append(_indented(table))
+            kept = [(rest.columns[i].header, _pick(row.cells[i], False)) for i in apart]
+            # a dash says "no figure" in a column; on a line of its own it says nothing
+            said = [
+                Text.assemble(f"{head} ", cell)
+                for head, cell in kept
+                if cell.plain.strip() not in ("", DASH)
+            ]
+            if said:
+                line = Text("   ").join(said)
+                # under the second column where it fits; else at the figures' indent
+                room = under if under + line.cell_len <= width else len(STACK_INDENT)
+                out.append(Text(" " * room).append(line))
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

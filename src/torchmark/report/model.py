@@ -153,7 +153,7 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         # the baseline's median over the candidate's own interleaved rounds: the speedup is
         # baseline / latency of the same row (under drift it differs from the baseline row's)
         Col("baseline", justify="right", short_header="base", show=paired),
-        Col("±IQR", justify="right", drop=3),
+        Col("±IQR", justify="right", drop=3, vital=True),
         Col("max error", justify="right", shorten=2, drop=4, vital=True),
         Col("notes", wrap=12),
         title="Candidates, ranked (speedup over the baseline)"

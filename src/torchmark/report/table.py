@@ -221,7 +221,7 @@ def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable
         Col(
             "% of ceiling", justify="right", short_header="% ceiling", shorten=2, drop=5, vital=True
         ),
-        Col("vs CPU", justify="right", drop=4),
+        Col("vs CPU", justify="right", drop=4, vital=True),
         Col("flags", wrap=10, shorten=1),
         title=title,
     )

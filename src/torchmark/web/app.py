@@ -173,9 +173,14 @@ def create_app(
 
     Reader = Depends(reader)
 
-    # A submitted run never changes: each is read from the database once per process while
-    # it stays in this LRU (a page over 200 runs took 270 ms reading them all on every
-    # request). Rankings never read runs: they query the index of their one case.
+    # A submitted run never changes, so each is read from the database once per process
+    # while it stays in this LRU (a page over 200 runs took 270 ms reading them all on every
+    # request). The server stores each accepted document under an id of its own; the same
+    # content sent again is answered with that id and stores nothing; a run resumed after it
+    # was submitted is other content, so another id; and `torchmark run --resume` on the
+    # server's database refuses a submitted run (its host was stripped: another
+    # environment). tests/web/test_board_queries.py holds this. Rankings never read runs:
+    # they query the index of their cases.
     runs = cases.Cache(run_cache[0], max_bytes=run_cache[1], weigh=_run_bytes)
     app.state.runs = runs
 
@@ -204,7 +209,7 @@ def create_app(
         if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
-            return store.load(run_id), found[0]
+            return runs.get(run_id, functools.partial(store.load, run_id)), found[0]
         except RunNotFoundError:
             raise HTTPException(404, f"no run {run_id!r}") from None
 
@@ -438,13 +443,16 @@ def create_app(
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
         drawer: Reports = app.state.reports
-        key = await run_in_threadpool(drawer.key, run_id)
-        if key is None:
+        found = await run_in_threadpool(drawer.find, run_id)
+        if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
-        try:
-            page = await drawer.page(run_id, key, functools.partial(load_run, run_id))
-        except Busy as e:
-            raise HTTPException(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        key, page = found
+        if page is None:
+            try:
+                page = await drawer.page(run_id, key, functools.partial(load_run, run_id))
+            except Busy as e:
+                retry = {"Retry-After": str(RETRY_AFTER_S)}
+                raise HTTPException(503, str(e), headers=retry) from None
         headers = {"Content-Security-Policy": REPORT_CSP, "Vary": "Accept-Encoding"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"  # stored gzipped: sent as it is

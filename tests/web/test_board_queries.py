@@ -19,6 +19,7 @@ from torchmark import resume
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
 from torchmark.store import SQLStore
+from torchmark.web import cases, ranking
 from torchmark.web.app import create_app
 from torchmark.web.reports import Reports
 
@@ -130,3 +131,57 @@ def test_a_stored_report_costs_one_query_and_serves_the_same_bytes(tmp_path: Pat
         conn.execute(sa.text("UPDATE server_reports SET key = 'other'"))
     assert client.get(f"/runs/{run_id}/report").text == first.text and drawn == [run_id] * 2
     assert client.get("/runs/nope/report").status_code == 404
+
+
+def test_placing_a_run_costs_the_same_queries_for_3_cases_or_60(tmp_path: Path) -> None:
+    app, client, headers = board(tmp_path / "p.db")
+    engine = app.state.accounts.engine
+    for model, scale in (("A", 1.0), ("B", 2.0), ("C", 4.0), ("D", 1.001)):
+        post = client.post("/api/v1/runs", content=body(suite(model, scale, 60)), headers=headers)
+        assert post.status_code == 201
+    submitted = [app.state.store.load(r["run_id"]) for r in client.get("/api/v1/runs").json()]
+    counts = {}
+    for n in (3, 60):
+        mine = suite("mine", 3.0, n)
+        mine.results.append(mine.results[0].model_copy(update={"device": "cuda:0"}))
+        with queries(engine) as sent:
+            placed = client.post("/api/v1/place", content=body(mine)).json()
+        counts[n] = len(sent)
+        # as ranking each case over the whole runs in memory would place it
+        assert len(placed) == n + 1
+        for p, r in zip(placed, mine.results, strict=True):
+            rows = ranking.rank(submitted, ranking.case_of(r))
+            t = r.measurement.median
+            faster = sum(row.result.measurement.median < t for row in rows)
+            slower = sum(row.result.measurement.median > t for row in rows)
+            assert (p["workload"], p["params"], p["device"]) == (r.workload, r.params, r.device)
+            # A, B and D (1-2 ms) are faster than its 3 ms, C (4 ms) slower
+            assert (p["machines"], p["rank"]) == (len(rows), faster + 1) == (4, 4)
+            assert p["faster_than_pct"] == 100 * slower / len(rows) == 25
+    # generations, then the rankings not cached yet: 2 queries; the 3 cases were cached
+    assert counts == {3: 2, 60: 2}
+    with queries(engine) as sent:
+        client.post("/api/v1/place", content=body(suite("mine", 3.0, 60)))
+    assert len(sent) == 1  # every ranking cached: the generations alone
+
+
+def test_many_cases_are_asked_for_in_bounded_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, client, headers = board(tmp_path / "c.db")
+    engine = app.state.accounts.engine
+    for model, scale in (("A", 1.0), ("B", 2.0)):
+        client.post("/api/v1/runs", content=body(suite(model, scale, 25)), headers=headers)
+    wanted = [ranking.case_of(r) for r in suite("x", 1.0, 30).results]  # 5 with no rows
+    one_by_one = {
+        c: [ranking.row_json(x) for x in cases.rank(engine, "standard", c)] for c in wanted
+    }
+    gens = {c: cases.generation(engine, "standard", c) for c in wanted}
+    monkeypatch.setattr(cases, "CASES_PER_QUERY", 7)
+    with queries(engine) as sent:
+        together = cases.rank_many(engine, "standard", wanted + wanted[:3])  # repeats once
+        assert cases.generations(engine, "standard", wanted) == gens
+    assert len(sent) == 2 * 5  # ceil(30 / 7) each
+    assert {c: [ranking.row_json(x) for x in rows] for c, rows in together.items()} == one_by_one
+    assert [len(one_by_one[c]) for c in wanted] == [2] * 25 + [0] * 5
+    assert gens[wanted[-1]] == (0, 0)

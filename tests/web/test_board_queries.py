@@ -185,3 +185,39 @@ def test_many_cases_are_asked_for_in_bounded_chunks(
     assert {c: [ranking.row_json(x) for x in rows] for c, rows in together.items()} == one_by_one
     assert [len(one_by_one[c]) for c in wanted] == [2] * 25 + [0] * 5
     assert gens[wanted[-1]] == (0, 0)
+
+
+def test_a_start_after_the_backfill_loads_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, client, headers = board(tmp_path / "s.db")
+    ids = []
+    for i, n in enumerate((2, 0, 3)):  # the second run has no results: it needs no rows
+        r = client.post("/api/v1/runs", content=body(suite(f"M{i}", 1.0, n)), headers=headers)
+        assert r.status_code == 201
+        ids.append(r.json()["run_id"])
+    engine = app.state.accounts.engine
+    case = ranking.case_of(suite("x", 1.0, 1).results[0])
+    before = [ranking.row_json(x) for x in cases.rank(engine, "standard", case)]
+    with engine.begin() as conn:  # as a database made before the index existed
+        conn.execute(sa.delete(cases.results_t))
+    app.state.store.close()
+    loaded: list[str] = []
+    load = SQLStore.load
+
+    def counted(self: SQLStore, run_id: str) -> RunRecord:
+        loaded.append(run_id)
+        return load(self, run_id)
+
+    monkeypatch.setattr(SQLStore, "load", counted)
+    again = create_app(f"sqlite:///{tmp_path / 's.db'}")  # the backfill
+    assert sorted(loaded) == sorted([ids[0], ids[2]])
+    after = [ranking.row_json(x) for x in cases.rank(again.state.accounts.engine, "standard", case)]
+    assert after == before and len(after) == 2
+    again.state.store.close()
+    loaded.clear()
+    with_store = create_app(f"sqlite:///{tmp_path / 's.db'}")  # after it: no run loaded
+    assert loaded == []
+    with queries(with_store.state.accounts.engine) as sent:
+        assert cases.backfill(with_store.state.accounts.engine, with_store.state.store) == 0
+    assert len(sent) == 1 and loaded == []

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine
 
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
+from torchmark.store.sql import results_t as store_results_t
 from torchmark.web import ranking
 from torchmark.web.accounts import metadata, submissions_t
 
@@ -85,14 +86,16 @@ def insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
 
 
 def backfill(engine: Engine, store: ResultStore) -> int:
-    """Index every submission that has no index rows yet (those made before the index
-    existed); returns how many runs were indexed."""
-    has = sa.select(results_t.c.run_id).distinct()
+    """Index every submission that has stored results but no index rows yet (those made
+    before the index existed); returns how many runs were indexed. A submission without
+    results needs no rows: it is never loaded, so a start after the backfill loads no run
+    (it loaded every result-less submission at every start)."""
+    s, t = submissions_t, results_t
+    no_rows = ~sa.exists().where(t.c.run_id == s.c.run_id)
+    has_results = sa.exists().where(store_results_t.c.run_id == s.c.run_id)
     with engine.connect() as conn:
         todo = conn.execute(
-            sa.select(
-                submissions_t.c.run_id, submissions_t.c.division, submissions_t.c.machine
-            ).where(submissions_t.c.run_id.not_in(has))
+            sa.select(s.c.run_id, s.c.division, s.c.machine).where(no_rows, has_results)
         ).all()
     done = 0
     for run_id, division, machine in todo:

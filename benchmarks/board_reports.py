@@ -1,6 +1,7 @@
 """Does `/runs/ID/report` starve the rest of `torchmark serve`?
 
     python benchmarks/board_reports.py [--runs 12] [--clients 6] [--db URL] [--workers 1]
+                                       [--warm 1]
 
 Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db),
 submits --runs distinct copies of tests/fixtures/runs/cpu-gpu.json (19 results, 4 charts:
@@ -10,7 +11,7 @@ submits --runs distinct copies of tests/fixtures/runs/cpu-gpu.json (19 results, 
   2. `/` while --clients clients ask for every run's report at once (none rendered yet):
      p50/p95 of `/`, and each report's latency and status (503 = over the render bound,
      answered at once with Retry-After; the client retries after it);
-  3. every report again (rendered already): p50/p95.
+  3. every report again (rendered already), --warm times: p50/p95.
 
 Every request is bounded (a 120 s time-out); exits non-zero on a 5xx other than 503 or a
 report that never came. No target: compare the figures of one run before and after a change
@@ -70,7 +71,7 @@ async def report(client: httpx.AsyncClient, url: str, run_id: str) -> tuple[floa
     return time.perf_counter() - t0, codes
 
 
-async def loaded(url: str, ids: list[str], clients: int) -> int:
+async def loaded(url: str, ids: list[str], clients: int, rounds: int = 1) -> int:
     limits = httpx.Limits(max_connections=clients + 1)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         print(f"/ quiet                   {p50_p95(await quiet(client, url, 40))}")
@@ -97,7 +98,7 @@ async def loaded(url: str, ids: list[str], clients: int) -> int:
             f"all {len(ids)} in {wall:.1f} s; answers: "
             + ", ".join(f"{c} x{codes.count(c)}" for c in sorted(set(codes)))
         )
-        warm = [await report(client, url, i) for i in ids]
+        warm = [await report(client, url, i) for _ in range(rounds) for i in ids]
         print(f"warm reports              {p50_p95([t for t, _ in warm])}")
         bad = [c for c in codes if c >= 500 and c != 503] + [
             cs[-1] for _, cs in done if cs[-1] != 200
@@ -111,6 +112,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--warm", type=int, default=1)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tmreports"))
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
@@ -130,7 +132,7 @@ def main() -> int:
             r = httpx.post(url + "/api/v1/runs", content=body, headers=headers, timeout=60)
             r.raise_for_status()
             ids.append(r.json()["run_id"])
-        failed = asyncio.run(loaded(url, ids, args.clients))
+        failed = asyncio.run(loaded(url, ids, args.clients, args.warm))
     finally:
         stop(proc)
     print(f"load average at end: {os.getloadavg()}")

@@ -4,11 +4,15 @@ page latency of `/` over a large store.
     python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
                                           [--workers N]   (N > 1: a PostgreSQL --db)
     python benchmarks/leaderboard_load.py --page-results 100000 [--db URL] [--cases 100]
+                                          [--empty 0]
 
 The second form fills the store (in process, through the submission endpoint; skipped when
 --db already holds that many) with runs of --cases results each from --machines machines,
-then starts `torchmark serve` on it and times `/` (the default case, then every case once:
-each a different ranking) and `/api/v1/leaderboard`. Target: p95 < 200 ms at 100,000 results.
+and --empty result-less runs, then starts `torchmark serve` on it and times `/` (the default
+case, then every case once: each a different ranking), `/api/v1/leaderboard` and
+`/api/v1/place` of a run of --cases results (first with its rankings not computed yet, then
+again). Target: p95 < 200 ms at 100,000 results. Run it twice on one --db: the second run's
+"app opened" line times a start on a store already indexed.
 
 Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
 throw-away PostgreSQL database), sends --per-level distinct runs at each concurrency with an
@@ -75,7 +79,7 @@ def bench_run(i: int, cases: int, machines: int) -> RunRecord:
     return run
 
 
-def seed(db: str, results: int, cases: int, machines: int) -> None:
+def seed(db: str, results: int, cases: int, machines: int, empty: int = 0) -> None:
     from fastapi.testclient import TestClient
 
     from torchmark.web.app import create_app
@@ -85,7 +89,7 @@ def seed(db: str, results: int, cases: int, machines: int) -> None:
     # a store from before the ranking index gets indexed here, once
     print(f"app opened on the store in {time.perf_counter() - t0:.1f} s")
     client = TestClient(app)
-    runs = results // cases
+    runs = results // cases + empty
     have = len(client.get("/api/v1/runs").json())
     if have >= runs:
         print(f"store holds {have} runs already: not seeded")
@@ -94,10 +98,14 @@ def seed(db: str, results: int, cases: int, machines: int) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     t0 = time.perf_counter()
     for i in range(have, runs):
-        r = client.post("/api/v1/runs", content=export_run(bench_run(i, cases, machines)),
-                        headers=headers)  # fmt: skip
+        run = bench_run(i, 0 if i >= runs - empty else cases, machines)
+        run.command = f"{run.command} # {i}"  # a result-less run is distinct by its command
+        r = client.post("/api/v1/runs", content=export_run(run), headers=headers)
         assert r.status_code == 201, r.text
-    print(f"seeded {runs - have} runs x {cases} results in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"seeded {runs - have} runs ({empty} of them result-less, the others {cases} results) "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
     client.close()
     app.state.store.close()
 
@@ -110,9 +118,16 @@ def pages(url: str, cases: int) -> None:
         client.get(url + path, params=params).raise_for_status()
         return time.perf_counter() - t0
 
+    def place() -> float:
+        t0 = time.perf_counter()
+        client.post(url + "/api/v1/place", content=mine).raise_for_status()
+        return time.perf_counter() - t0
+
+    mine = export_run(bench_run(10**6, cases, 1)).encode()
     t0 = time.perf_counter()
     get("/")
     print(f"first / after start: {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    print(f"first /api/v1/place      {place() * 1e3:6.0f} ms ({cases} cases, rankings not made)")
     print(f"/ again (default case)   {p50_p95([get('/') for _ in range(20)])}")
     keys = [json.dumps(["add", "seed", json.dumps({"n": 1000 * (k + 1)})]) for k in range(cases)]
     print(f"/?case= each case once   {p50_p95([get('/', case=k) for k in keys])}")
@@ -121,12 +136,13 @@ def pages(url: str, cases: int) -> None:
         for k in keys
     ]
     print(f"/api/v1/leaderboard      {p50_p95(api)} (each case after its page)")
+    print(f"/api/v1/place again      {p50_p95([place() for _ in range(20)])}")
 
 
 def page_main(args: argparse.Namespace, tmp: Path) -> int:
     db = args.db or f"sqlite:///{tmp / 'board.db'}"
     print(f"load average at start: {os.getloadavg()}; store {db.split('?')[0]}")
-    seed(db, args.page_results, args.cases, args.machines)
+    seed(db, args.page_results, args.cases, args.machines, args.empty)
     t0 = time.monotonic()
     # seeded with up to 100,000 results, the server's first open may take minutes here
     proc, url = serve(db, tmp / "serve.log", ["--rate-limit", "1000000"], start_s=600)
@@ -149,6 +165,7 @@ def main() -> int:
     ap.add_argument("--page-results", type=int, default=0)
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--machines", type=int, default=50)
+    ap.add_argument("--empty", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tmboard"))

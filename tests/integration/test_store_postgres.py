@@ -429,6 +429,53 @@ def test_leaderboard_server_on_postgres(pg_url: str) -> None:
     assert [(row["model"], row["rank"]) for row in board] == [("PG CPU", "1")]
 
 
+def test_the_boards_batched_reads_on_postgres(pg_url: str) -> None:
+    """What SQLite's tests count, on PostgreSQL's SQL: a placement over several cases (a
+    row-value IN), a stored report found in one query (its key joined as text), and a
+    backfill that loads only the submissions with results."""
+    import sqlalchemy as sa
+    from fastapi.testclient import TestClient
+
+    from boardtest import body
+    from boardtest import make_run as board_run
+    from torchmark.web import cases, ranking
+    from torchmark.web.app import create_app
+
+    def suite(model: str, scale: float, n: int) -> RunRecord:
+        run = board_run(model, scale)
+        one = run.results[0]
+        run.results = [one.model_copy(update={"params": {"n": 1000 + i}}) for i in range(n)]
+        return run
+
+    app = create_app(new_database(pg_url))
+    headers = {"Authorization": f"Bearer {app.state.accounts.create_token('t')}"}
+    client = TestClient(app)
+    ids = []
+    for model, scale, n in (("A", 1.0, 5), ("B", 2.0, 5), ("C", 4.0, 0)):
+        answer = client.post("/api/v1/runs", content=body(suite(model, scale, n)), headers=headers)
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["run_id"])
+    store = app.state.store
+    submitted = [store.load(run_id) for run_id in ids]
+    mine = suite("mine", 3.0, 6)
+    placed = client.post("/api/v1/place", content=body(mine)).json()
+    assert [(p["machines"], p["rank"]) for p in placed] == [(2, 3)] * 5 + [(0, 1)]
+    for p, r in zip(placed, mine.results, strict=True):
+        assert p["machines"] == len(ranking.rank(submitted, ranking.case_of(r)))
+    reports = app.state.reports
+    key = reports.key(ids[0])
+    reports.keep(ids[0], key, b"page")
+    assert reports.find(ids[0]) == (key, b"page")
+    assert reports.find(ids[1]) == (reports.key(ids[1]), None) and reports.find("no") is None
+    engine = app.state.accounts.engine
+    with engine.begin() as conn:
+        conn.execute(sa.delete(cases.results_t))
+    assert cases.backfill(engine, store) == 2  # C has no results: never loaded
+    assert cases.backfill(engine, store) == 0
+    assert len(cases.rank(engine, "standard", ranking.case_of(mine.results[0]))) == 2
+    store.close()
+
+
 def database_with_token(pg_url: str, name: str) -> tuple[str, str]:
     """A fresh database with the server's tables and a token ``name``: (its URL, the token)."""
     from torchmark.web.accounts import Accounts

@@ -173,9 +173,14 @@ def create_app(
 
     Reader = Depends(reader)
 
-    # A submitted run never changes: each is read from the database once per process while
-    # it stays in this LRU (a page over 200 runs took 270 ms reading them all on every
-    # request). Rankings never read runs: they query the index of their one case.
+    # A submitted run never changes, so each is read from the database once per process
+    # while it stays in this LRU (a page over 200 runs took 270 ms reading them all on every
+    # request). The server stores each accepted document under an id of its own; the same
+    # content sent again is answered with that id and stores nothing; a run resumed after it
+    # was submitted is other content, so another id; and `torchmark run --resume` on the
+    # server's database refuses a submitted run (its host was stripped: another
+    # environment). tests/web/test_board_queries.py holds this. Rankings never read runs:
+    # they query the index of their cases.
     runs = cases.Cache(run_cache[0], max_bytes=run_cache[1], weigh=_run_bytes)
     app.state.runs = runs
 
@@ -187,6 +192,25 @@ def create_app(
     ) -> list[ranking.Row]:
         gen = gen or cases.generation(engine, division, case)
         return cache.get(("rank", division, case, gen), lambda: cases.rank(engine, division, case))
+
+    def ranked_many(
+        division: str, wanted: list[ranking.Case]
+    ) -> dict[ranking.Case, list[ranking.Row]]:
+        """``ranked`` of every case in ``wanted`` in one query for their generations and one
+        for those not cached (per cases.CASES_PER_QUERY cases): a query or two per case
+        made `/api/v1/place` ~100-200 queries for a suite run."""
+        keys = {
+            c: ("rank", division, c, g)
+            for c, g in cases.generations(engine, division, wanted).items()
+        }
+        missing = [c for c, key in keys.items() if key not in cache]
+        fresh = cases.rank_many(engine, division, missing) if missing else {}
+
+        def rows(case: ranking.Case) -> list[ranking.Row]:
+            # evicted since it was looked for (another request's answers): read alone
+            return fresh[case] if case in fresh else cases.rank(engine, division, case)
+
+        return {c: cache.get(key, functools.partial(rows, c)) for c, key in keys.items()}
 
     # Rendered ranking pages, each a pure function of its query and the two generations: a
     # page over 50 machines x 20 runs took 18 ms of Jinja on every view (1,000 run links).
@@ -204,7 +228,7 @@ def create_app(
         if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
-            return store.load(run_id), found[0]
+            return runs.get(run_id, functools.partial(store.load, run_id)), found[0]
         except RunNotFoundError:
             raise HTTPException(404, f"no run {run_id!r}") from None
 
@@ -345,10 +369,10 @@ def create_app(
         except InputError as e:
             raise HTTPException(422, str(e)) from None
         out = []
-        for r in mine.results:
-            if not r.ok:
-                continue
-            rows = ranked("standard", ranking.case_of(r))
+        ok = [r for r in mine.results if r.ok]
+        board = ranked_many("standard", [ranking.case_of(r) for r in ok])
+        for r in ok:
+            rows = board[ranking.case_of(r)]
             t = r.measurement.median
             faster = sum(1 for row in rows if row.result.measurement.median < t)
             slower = sum(1 for row in rows if row.result.measurement.median > t)
@@ -438,13 +462,16 @@ def create_app(
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
         drawer: Reports = app.state.reports
-        key = await run_in_threadpool(drawer.key, run_id)
-        if key is None:
+        found = await run_in_threadpool(drawer.find, run_id)
+        if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
-        try:
-            page = await drawer.page(run_id, key, functools.partial(load_run, run_id))
-        except Busy as e:
-            raise HTTPException(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        key, page = found
+        if page is None:
+            try:
+                page = await drawer.page(run_id, key, functools.partial(load_run, run_id))
+            except Busy as e:
+                retry = {"Retry-After": str(RETRY_AFTER_S)}
+                raise HTTPException(503, str(e), headers=retry) from None
         headers = {"Content-Security-Policy": REPORT_CSP, "Vary": "Accept-Encoding"}
         if "gzip" in request.headers.get("accept-encoding", ""):
             headers["Content-Encoding"] = "gzip"  # stored gzipped: sent as it is

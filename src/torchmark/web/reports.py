@@ -36,7 +36,6 @@ from sqlalchemy import Engine
 
 from torchmark import __version__
 from torchmark.results import RunRecord
-from torchmark.store.sql import results_t as store_results_t
 from torchmark.web.accounts import metadata, now, submissions_t
 
 log = logging.getLogger(__name__)
@@ -143,22 +142,36 @@ class Reports:
         self._lock = threading.Lock()
         self._drawing: dict[tuple[str, str], Future[bytes]] = {}
 
+    @staticmethod
+    def _key(content_hash: str) -> str:
+        return f"{report_version()}:{content_hash}"
+
     def key(self, run_id: str) -> str | None:
-        """What the stored page of ``run_id`` must have been drawn from: this report code,
-        the submitted content and the results the store holds now (a run resumed in a shared
-        database gains results); None when ``run_id`` is not a submission."""
+        """What the stored page of ``run_id`` must have been drawn from: this report code and
+        the submitted content (a submitted run never changes: see app.py's run cache); None
+        when ``run_id`` is not a submission."""
         with self.engine.connect() as conn:
             content = conn.execute(
                 sa.select(submissions_t.c.content_hash).where(submissions_t.c.run_id == run_id)
             ).scalar()
-            if content is None:
-                return None
-            n = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(store_results_t)
-                .where(store_results_t.c.run_id == run_id)
-            ).scalar_one()
-        return f"{report_version()}:{content}:{n}"
+        return None if content is None else self._key(content)
+
+    def find(self, run_id: str) -> tuple[str, bytes | None] | None:
+        """``run_id``'s key and the page stored under it (None: none stored yet) in one
+        query, the report view's only one when the page is stored; None when ``run_id`` is
+        not a submission."""
+        s, r = submissions_t, reports_t
+        drawn_from = sa.literal(self._key(""), sa.Text) + s.c.content_hash
+        stored = s.outerjoin(r, sa.and_(r.c.run_id == s.c.run_id, r.c.key == drawn_from))
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(s.c.content_hash, r.c.page)
+                .select_from(stored)
+                .where(s.c.run_id == run_id)
+            ).first()
+        if row is None:
+            return None
+        return self._key(row.content_hash), None if row.page is None else bytes(row.page)
 
     def stored(self, run_id: str, key: str) -> bytes | None:
         with self.engine.connect() as conn:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchmark import environment
+from torchmark import format as fmt
 from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
 from torchmark.report.parts import can_resume, parts_note
@@ -177,6 +178,14 @@ def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case],
                 stopped[case.sweep] = f"sweep stopped: {by_key[key].reason}"
         else:
             todo.append(case)
+    strays = [r for r, k in zip(record.results, keys, strict=True) if left[k] > 0]
+    if strays:  # the plan is not the one the run made (a torchmark changed under one version)
+        raise InputError(
+            f"cannot resume run {record.run_id}: {len(strays)} of its {len(keys)} stored results "
+            f"match no case planned from its options now (first: {fmt.result_label(strays[0])}); "
+            f"its parts would not be one plan: start a new run "
+            f"(`{record.command or 'torchmark run'}`)"
+        )
     return todo, stopped
 
 

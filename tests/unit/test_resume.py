@@ -233,6 +233,23 @@ def test_a_sweep_stopped_by_out_of_memory_stays_stopped() -> None:
     assert stopped == {"s": "sweep stopped: out of memory at b=2"}
 
 
+def test_stored_results_the_plan_no_longer_makes_are_refused() -> None:
+    """A torchmark changed under one version number (an editable install) can plan other
+    cases from the same options: parts measured from two plans are not one run."""
+    rig = Rig(n=4)
+    run_id = rig.first_part(stop_at=2).run_id or ""
+    rig.w.n = 1  # the plan now makes i=0 only; i=1 is stored
+    unchanged(
+        rig,
+        run_id,
+        lambda: rig.plan(run_id),
+        f"cannot resume run {run_id}: 1 of its 2 stored results match no case planned from "
+        "its options now (first: counted/v i=1 on fake:0)",
+    )
+    rig.w.n = 4
+    assert cases_of(rig.resume(run_id)) == [0, 1, 2, 3]
+
+
 def test_a_tuple_param_stored_as_a_list_is_the_same_case() -> None:
     dev = FakeDevice(FakeClock())
     case = Case("w", "v", dev, (("shape", (2, 3)),))

@@ -55,6 +55,20 @@ def test_dry_run_with_options_plans_once(
     ]
 
 
+def test_dry_run_says_what_the_run_would_say_with_its_plan(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    # the README: "the plan says the data's size"; --dry-run is where a user reads the plan
+    code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "input", "--size", "64", "--dry-run")
+    assert code == 0, err
+    assert calls == ONCE
+    lines = out.splitlines()
+    n = lines[0].split()[0]  # the worker counts swept follow the cores here
+    assert lines[0] == f"{n} planned cases on cpu"
+    assert lines[-1].startswith(f"input on cpu: {n} cases; a call is an epoch of 64 JPEGs")
+    assert "(4 batches of 16, written once to the cache dir)" in lines[-1]
+
+
 def test_a_run_with_options_plans_once_and_measures_that_plan(
     capsys: pytest.CaptureFixture[str], calls: Counter[str]
 ) -> None:

@@ -111,7 +111,7 @@ def run(
     device: DevicesOption = None,
     workload: sel.WorkloadsOption = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Small suite (about a minute on a 2-core CPU).")
+        bool, typer.Option("--quick", help="Small suite (about 30 s on a quiet 2-core CPU).")
     ] = False,
     suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
     scenario: sel.ScenariosOption = None,
@@ -358,6 +358,11 @@ def show_plan(cases: Sequence[Case]) -> None:
     for c in cases:
         t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
+    # what a run would say with its plan (the data it writes, how long a case takes)
+    from torchmark.workloads.base import plan_notes
+
+    for line in plan_notes(cases):
+        console.print(Text(line), soft_wrap=not console.is_terminal)
 
 
 @app.command(name="list")

@@ -49,7 +49,8 @@ COMMANDS: dict[str, CommandEntry] = {
         "history", "Store a run exported as JSON (keeps its id unless that id is already taken)."
     ),
     "doctor": CommandEntry(
-        "doctor", "Check the install and the machine: each check ok / warn / fail with its fix."
+        "doctor",
+        "Check the install and the machine: each check ok / warn / fail (or skip) with its fix.",
     ),
     "soak": CommandEntry(
         "doctor",

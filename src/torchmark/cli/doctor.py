@@ -22,7 +22,7 @@ BARS = "▁▂▃▄▅▆▇█"
 def doctor(
     as_json: AsJsonOption = False,
 ) -> None:
-    """Check the install and the machine: each check ok / warn / fail with its fix."""
+    """Check the install and the machine: each check ok / warn / fail (or skip) with its fix."""
     from torchmark import doctor as doc
 
     checks = doc.run_checks(doc.gather())

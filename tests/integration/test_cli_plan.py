@@ -121,3 +121,21 @@ def test_a_resume_plans_the_stored_options_once(
         f"resuming run {run_id}: 0 of 2 cases done, 2 to go",
         "2 planned cases on cpu",
     ]
+
+
+def test_dry_run_of_a_scaling_ladder_lists_its_rungs_and_refuses_as_the_ladder_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "-d", "cpu", "-w", "simplenet", "--batch", "8", "--precision", "fp32"]
+    code, out, err = cli(capsys, *args, "--scenario", "train", "--scaling", "1,2", "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[:4] == [
+        "scaling ladder, rung 1/3: no DDP (this process)",
+        "scaling ladder, rung 2/3: DDP x1 (torchrun launcher, 1 local rank)",
+        "scaling ladder, rung 3/3: DDP x2 (torchrun launcher, 2 local ranks)",
+        "1 planned case on cpu",
+    ]
+    code, _, err = cli(capsys, *args, "--scenario", "infer", "--scaling", "1,2", "--dry-run")
+    assert code == 2 and "add --scenario train" in err
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []  # nothing started, nothing stored

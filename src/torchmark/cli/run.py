@@ -221,10 +221,10 @@ def run(
     opts = torchrun.validate(
         torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
     )
-    if scaling is not None and not dry_run:
+    if scaling is not None:
         from torchmark.cli.scaling import scaling_ladder
 
-        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose)
+        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose, dry_run)
         return
     if world is None and opts.wanted and not dry_run:
         check_json_path(json_path)

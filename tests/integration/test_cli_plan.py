@@ -139,3 +139,22 @@ def test_dry_run_of_a_scaling_ladder_lists_its_rungs_and_refuses_as_the_ladder_d
     assert code == 2 and "add --scenario train" in err
     code, out, _ = cli(capsys, "history", "--json")
     assert code == 0 and json.loads(out) == []  # nothing started, nothing stored
+
+
+def test_dry_run_under_ranks_plans_what_the_ranks_will_measure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "-d", "cpu", "-w", "collectives", "--size", "1024", "--dry-run"]
+    code, out, err = cli(capsys, *args, "--nproc-per-node", "2", "--precision", "all_reduce")
+    assert code == 0, err  # --size is used by the ranks, not refused as unused
+    assert out.splitlines() == [
+        "world size 2: every rank measures these cases together",
+        "1 planned case on cpu",
+        "workload     case                         ",
+        "──────────────────────────────────────────",
+        "collectives  all_reduce bytes=1024 ranks=2",
+    ]
+    # alone, a process plans the one row that says collectives need ranks
+    code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "collectives", "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[-1].split() == ["collectives", "all", "ranks=1"]

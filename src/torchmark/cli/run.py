@@ -237,6 +237,17 @@ def run(
         return
     if strategy is not None and not dry_run:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
+    if dry_run and world is None and opts.wanted:
+        from torchmark.workloads.micro.collectives import planned_world
+
+        ranks = opts.nproc * opts.nnodes
+        with planned_world(ranks):  # the plan of each rank, not of this launching process
+            the_plan = runner.make_plan(cfg)
+            unused(cfg, the_plan.cases_for)
+        where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
+        console.print(f"world size {ranks}{where}: every rank measures these cases together")
+        show_plan(the_plan.cases)
+        return
     the_plan = runner.make_plan(cfg)
     unused(cfg, the_plan.cases_for)
     if dry_run:

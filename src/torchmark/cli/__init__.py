@@ -54,7 +54,7 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "soak": CommandEntry(
         "doctor",
-        "Repeat a heavy workload and show throughput over time with clocks, heat and power.",
+        "Repeat a heavy workload: throughput over time with clocks, heat, power and throttling.",
     ),
     "compare": CommandEntry(
         "report",

@@ -154,6 +154,10 @@ def test_dry_run_under_ranks_plans_what_the_ranks_will_measure(
         "──────────────────────────────────────────",
         "collectives  all_reduce bytes=1024 ranks=2",
     ]
+    code, _, err = cli(capsys, "run", "-w", "simplenet", "--strategy", "fsdp", "--dry-run")
+    assert code == 2 and "--strategy applies to ranks" in err  # as the run would refuse it
+    code, out, err = cli(capsys, *args, "--nproc-per-node", "2", "--strategy", "fsdp")
+    assert code == 0, err
     # alone, a process plans the one row that says collectives need ranks
     code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "collectives", "--dry-run")
     assert code == 0, err

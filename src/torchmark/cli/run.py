@@ -235,7 +235,7 @@ def run(
     if world is not None and not dry_run:
         distributed(cfg, world, backend, json_path, db, verbose, strategy or "ddp")
         return
-    if strategy is not None and not dry_run:
+    if strategy is not None and world is None and not opts.wanted:  # a dry run refuses it too
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
     if dry_run and world is None and opts.wanted:
         from torchmark.workloads.micro.collectives import planned_world

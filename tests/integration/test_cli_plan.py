@@ -55,6 +55,20 @@ def test_dry_run_with_options_plans_once(
     ]
 
 
+def test_dry_run_says_what_the_run_would_say_with_its_plan(
+    capsys: pytest.CaptureFixture[str], calls: Counter[str]
+) -> None:
+    # the README: "the plan says the data's size"; --dry-run is where a user reads the plan
+    code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "input", "--size", "64", "--dry-run")
+    assert code == 0, err
+    assert calls == ONCE
+    lines = out.splitlines()
+    n = lines[0].split()[0]  # the worker counts swept follow the cores here
+    assert lines[0] == f"{n} planned cases on cpu"
+    assert lines[-1].startswith(f"input on cpu: {n} cases; a call is an epoch of 64 JPEGs")
+    assert "(4 batches of 16, written once to the cache dir)" in lines[-1]
+
+
 def test_a_run_with_options_plans_once_and_measures_that_plan(
     capsys: pytest.CaptureFixture[str], calls: Counter[str]
 ) -> None:
@@ -107,3 +121,44 @@ def test_a_resume_plans_the_stored_options_once(
         f"resuming run {run_id}: 0 of 2 cases done, 2 to go",
         "2 planned cases on cpu",
     ]
+
+
+def test_dry_run_of_a_scaling_ladder_lists_its_rungs_and_refuses_as_the_ladder_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "-d", "cpu", "-w", "simplenet", "--batch", "8", "--precision", "fp32"]
+    code, out, err = cli(capsys, *args, "--scenario", "train", "--scaling", "1,2", "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[:4] == [
+        "scaling ladder, rung 1/3: no DDP (this process)",
+        "scaling ladder, rung 2/3: DDP x1 (torchrun launcher, 1 local rank)",
+        "scaling ladder, rung 3/3: DDP x2 (torchrun launcher, 2 local ranks)",
+        "1 planned case on cpu",
+    ]
+    code, _, err = cli(capsys, *args, "--scenario", "infer", "--scaling", "1,2", "--dry-run")
+    assert code == 2 and "add --scenario train" in err
+    code, out, _ = cli(capsys, "history", "--json")
+    assert code == 0 and json.loads(out) == []  # nothing started, nothing stored
+
+
+def test_dry_run_under_ranks_plans_what_the_ranks_will_measure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "-d", "cpu", "-w", "collectives", "--size", "1024", "--dry-run"]
+    code, out, err = cli(capsys, *args, "--nproc-per-node", "2", "--precision", "all_reduce")
+    assert code == 0, err  # --size is used by the ranks, not refused as unused
+    assert out.splitlines() == [
+        "world size 2: every rank measures these cases together",
+        "1 planned case on cpu",
+        "workload     case                         ",
+        "──────────────────────────────────────────",
+        "collectives  all_reduce bytes=1024 ranks=2",
+    ]
+    code, _, err = cli(capsys, "run", "-w", "simplenet", "--strategy", "fsdp", "--dry-run")
+    assert code == 2 and "--strategy applies to ranks" in err  # as the run would refuse it
+    code, out, err = cli(capsys, *args, "--nproc-per-node", "2", "--strategy", "fsdp")
+    assert code == 0, err
+    # alone, a process plans the one row that says collectives need ranks
+    code, out, err = cli(capsys, "run", "-d", "cpu", "-w", "collectives", "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[-1].split() == ["collectives", "all", "ranks=1"]

@@ -185,6 +185,15 @@ def test_report_markdown_to_stdout_and_html_to_file(
     assert "| NVIDIA H100 80GB HBM3 (cuda:0) |" in md.read_text()
 
 
+def test_report_markdown_titles_a_run_by_its_command(tmp_path: Path) -> None:
+    from torchmark.report.markdown import render
+
+    run = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
+    assert render([run]).startswith(f"### torchmark run {run.run_id} (")
+    tuned = run.model_copy(update={"kind": "tune"})
+    assert render([tuned]).startswith(f"### torchmark tune {run.run_id} (")
+
+
 def test_report_of_a_real_tiny_cpu_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A real run through the runner, stored, then compared with itself and reported."""
     from torchmark.config import RunConfig

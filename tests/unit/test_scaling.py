@@ -185,6 +185,18 @@ def test_compare_across_world_sizes_says_why() -> None:
     assert world_difference(two.results[0], two.results[0]) is None
 
 
+def test_compare_across_world_sizes_says_why_in_80_columns_too() -> None:
+    from torchmark.report.compare import comparison_table
+
+    plain, _, two = fake_ladder()
+    cmp = compare([plain, two])
+    assert cmp.changes[0][0].verdict == "SLOWER"  # not UNCLEAR: still said under the table
+    _, notes = comparison_table(cmp, width=80)
+    assert len(notes) == 1 and "SLOWER, A ran no DDP, B DDP x2: weak scaling" in notes[0]
+    _, notes = comparison_table(compare([plain, plain]), width=80)
+    assert notes == []
+
+
 # -- the handshake ---------------------------------------------------------------------------
 
 

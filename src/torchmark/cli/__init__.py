@@ -49,11 +49,12 @@ COMMANDS: dict[str, CommandEntry] = {
         "history", "Store a run exported as JSON (keeps its id unless that id is already taken)."
     ),
     "doctor": CommandEntry(
-        "doctor", "Check the install and the machine: each check ok / warn / fail with its fix."
+        "doctor",
+        "Check the install and the machine: each check ok / warn / fail (or skip) with its fix.",
     ),
     "soak": CommandEntry(
         "doctor",
-        "Repeat a heavy workload and show throughput over time with clocks, heat and power.",
+        "Repeat a heavy workload: throughput over time with clocks, heat, power and throttling.",
     ),
     "compare": CommandEntry(
         "report",

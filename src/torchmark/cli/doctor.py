@@ -22,7 +22,7 @@ BARS = "▁▂▃▄▅▆▇█"
 def doctor(
     as_json: AsJsonOption = False,
 ) -> None:
-    """Check the install and the machine: each check ok / warn / fail with its fix."""
+    """Check the install and the machine: each check ok / warn / fail (or skip) with its fix."""
     from torchmark import doctor as doc
 
     checks = doc.run_checks(doc.gather())
@@ -141,7 +141,7 @@ def soak(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    """Repeat a heavy workload and show throughput over time with clocks, heat and power."""
+    """Repeat a heavy workload: throughput over time with clocks, heat, power and throttling."""
     from torchmark.cli.run import check_json_path, finish, shown_even_if_interrupted
     from torchmark.devices import available, resolve
     from torchmark.soak import parse_duration

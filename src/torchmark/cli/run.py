@@ -111,7 +111,7 @@ def run(
     device: DevicesOption = None,
     workload: sel.WorkloadsOption = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Small suite (about a minute on a 2-core CPU).")
+        bool, typer.Option("--quick", help="Small suite (about 30 s on a quiet 2-core CPU).")
     ] = False,
     suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
     scenario: sel.ScenariosOption = None,
@@ -221,10 +221,10 @@ def run(
     opts = torchrun.validate(
         torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
     )
-    if scaling is not None and not dry_run:
+    if scaling is not None:
         from torchmark.cli.scaling import scaling_ladder
 
-        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose)
+        scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose, dry_run)
         return
     if world is None and opts.wanted and not dry_run:
         check_json_path(json_path)
@@ -235,8 +235,19 @@ def run(
     if world is not None and not dry_run:
         distributed(cfg, world, backend, json_path, db, verbose, strategy or "ddp")
         return
-    if strategy is not None and not dry_run:
+    if strategy is not None and world is None and not opts.wanted:  # a dry run refuses it too
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
+    if dry_run and world is None and opts.wanted:
+        from torchmark.workloads.micro.collectives import planned_world
+
+        ranks = opts.nproc * opts.nnodes
+        with planned_world(ranks):  # the plan of each rank, not of this launching process
+            the_plan = runner.make_plan(cfg)
+            unused(cfg, the_plan.cases_for)
+        where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
+        console.print(f"world size {ranks}{where}: every rank measures these cases together")
+        show_plan(the_plan.cases)
+        return
     the_plan = runner.make_plan(cfg)
     unused(cfg, the_plan.cases_for)
     if dry_run:
@@ -358,6 +369,11 @@ def show_plan(cases: Sequence[Case]) -> None:
     for c in cases:
         t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
+    # what a run would say with its plan (the data it writes, how long a case takes)
+    from torchmark.workloads.base import plan_notes
+
+    for line in plan_notes(cases):
+        console.print(Text(line), soft_wrap=not console.is_terminal)
 
 
 @app.command(name="list")

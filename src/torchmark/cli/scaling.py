@@ -24,6 +24,7 @@ def scaling_ladder(
     db: str | None,
     json_path: Path | None,
     verbose: bool,
+    dry_run: bool = False,
 ) -> None:
     from torchmark import runner
     from torchmark.cli.progress import ProgressEvents
@@ -44,6 +45,14 @@ def scaling_ladder(
     import torch
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
+    if dry_run:  # the ladder's refusals above, then its rungs and the cases each measures
+        from torchmark.cli.run import show_plan
+
+        for i, (s, n) in enumerate(planned := ladder.rungs(sizes, strategies), start=1):
+            label, how = ladder.rung_label(s, n), ladder.rung_how(s, n)
+            console.print(Text(f"scaling ladder, rung {i}/{len(planned)}: {label} ({how})"))
+        show_plan(cases)
+        return
     batches = sorted({int(c.param_dict["batch"]) for c in cases if "batch" in c.param_dict})
     store = open_store(db)
 

@@ -120,7 +120,10 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         if not row["machines"]:
-            console.print(f"{label}: no machine on {server} has this case yet", soft_wrap=True)
+            console.print(
+                f"{label}: no machine in the standard division of {server} has this case yet",
+                soft_wrap=True,
+            )
             continue
         console.print(
             f"{label}: rank {row['rank']} of {row['machines'] + 1} (the server's "

@@ -96,17 +96,13 @@ def run_ladder(
     # distributed rungs measure no ceilings (rank.run): neither does the plain rung, so
     # every rung runs the same way and the ladder's wait is its cases alone
     cfg = replace(cfg, ceilings=False)
-    rungs = [("no", 1)] + [(s, n) for s in strategies for n in sizes if s != "dp" or n > 1]
+    planned = rungs(sizes, strategies)
     records: list[RunRecord] = []
     labels: list[str] = []
     with tempfile.TemporaryDirectory(prefix="torchmark-ladder-") as tmp:
-        for i, (s, n) in enumerate(rungs, start=1):
-            label = "no DDP" if s == "no" else f"{s.upper()} x{n}"
-            how = {
-                "no": "this process",
-                "dp": f"nn.DataParallel over {n} GPUs, this process, batch x{n}",
-            }.get(s, f"torchrun launcher, {n} local rank{'s' if n > 1 else ''}")
-            say(f"scaling ladder, rung {i}/{len(rungs)}: {label} ({how})")
+        for i, (s, n) in enumerate(planned, start=1):
+            label = rung_label(s, n)
+            say(f"scaling ladder, rung {i}/{len(planned)}: {label} ({rung_how(s, n)})")
             labels.append(label)
             if s == "no":
                 records.append(plain(cfg))
@@ -127,6 +123,23 @@ def run_ladder(
                 raise LadderFailed(records, labels, label, e) from None
             records.append(RunRecord.model_validate_json(out.read_text()))
     return records, labels
+
+
+def rungs(sizes: Sequence[int], strategies: Sequence[str]) -> list[tuple[str, int]]:
+    """(strategy, world size) of each rung in order: no DDP, then each strategy on each
+    world size (DataParallel from 2 GPUs)."""
+    return [("no", 1)] + [(s, n) for s in strategies for n in sizes if s != "dp" or n > 1]
+
+
+def rung_label(strategy: str, n: int) -> str:
+    return "no DDP" if strategy == "no" else f"{strategy.upper()} x{n}"
+
+
+def rung_how(strategy: str, n: int) -> str:
+    return {
+        "no": "this process",
+        "dp": f"nn.DataParallel over {n} GPUs, this process, batch x{n}",
+    }.get(strategy, f"torchrun launcher, {n} local rank{'s' if n > 1 else ''}")
 
 
 @contextlib.contextmanager

@@ -52,7 +52,9 @@ def render(runs: Sequence[RunRecord]) -> str:
     for run in runs:
         sw = run.environment.get("software", {})
         lines += [
-            f"### torchmark run {_text(run.run_id or '(file)')} ({_text(run.status)})",
+            # the command's name, as `show` titles it: a tune run is not "torchmark run ID"
+            f"### torchmark {_text(run.kind)} {_text(run.run_id or '(file)')} "
+            f"({_text(run.status)})",
             "",
             f"{run.created_utc:%Y-%m-%d %H:%M} UTC · host "
             f"{_text(run.environment.get('host', '?'))} · torch {_text(sw.get('torch', '?'))} · "

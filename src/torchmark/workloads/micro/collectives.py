@@ -15,7 +15,8 @@ not grow to inf over thousands of calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -57,6 +58,23 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
+# The world size `run --nproc-per-node N --dry-run` plans for: no process group exists in
+# the launching process, and its plan must show what the ranks will measure (every op and
+# size), not the one skipped row of a single process.
+_planned_ranks: int | None = None
+
+
+@contextlib.contextmanager
+def planned_world(n: int) -> Iterator[None]:
+    """Plan as a rank of an ``n``-rank job would (its cases only: nothing is prepared)."""
+    global _planned_ranks
+    before, _planned_ranks = _planned_ranks, n
+    try:
+        yield
+    finally:
+        _planned_ranks = before
+
+
 def default_sizes(device: Device, suite: str, n: int) -> list[int]:
     """Bytes per buffer, 1 KiB upward, rounded to a multiple of 4n bytes (each rank's
     chunk a whole float32), while 2 buffers leave half the device's memory free."""
@@ -74,7 +92,7 @@ class Collectives(Workload):
         return {"ops": list(OPS), "busbw": "nccl-tests factors"}
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
-        _, n = world()
+        n = _planned_ranks or world()[1]
         if n < 2:  # one row that says why, not a skipped row per op and size
             return [Case(self.name, "all", device, (("ranks", n),))]
         ops = [p for p in opts.precisions if p in OPS] or list(OPS)

@@ -15,7 +15,7 @@ from torchmark.errors import InputError, WrongResultError
 from torchmark.loaders import LoaderConfig, config_of, params
 from torchmark.report.layout import FitTable
 from torchmark.report.pipeline import advise, pipeline_tables
-from torchmark.results import Result, RunRecord, Work
+from torchmark.results import Result, RunRecord, Verdict, Work
 from torchmark.workloads.base import PlanOptions
 from torchmark.workloads.pipeline.feed import first_batches, make_loader
 from torchmark.workloads.pipeline.images import JpegImages, crop_box, ensure_images
@@ -157,6 +157,22 @@ def test_advice_names_best_gain_plateau_and_cost() -> None:
     assert "costs 38 % of the possible throughput" in text
     code = "num_workers=4, persistent_workers=True"
     assert f"apply: DataLoader(dataset, batch_size=..., {code})" in text
+
+
+def test_no_cost_is_read_off_an_invalid_measurement() -> None:
+    """A loaded machine left the resident step invalid (730 % spread) while the advice still
+    said "your pipeline costs 92 %" beside it: a verdict its own table denies."""
+    rs = sweep()
+    rs[0].verdict = Verdict(level="invalid", reasons=["spread 730 % of the median"])
+    (a,) = advise(rs)
+    text = "\n".join(a.lines)
+    assert a.cost is None and "costs" not in text
+    assert (
+        "pipeline cost: can't tell; the step fed from device memory measured invalid "
+        "(spread 730 % of the median)" in text
+    )
+    rs[0].verdict = Verdict(level="warn", reasons=["other processes used 1.0 of 2 cores"])
+    assert advise(rs)[0].cost == pytest.approx(1 - 0.05 / 0.08, rel=0.01)  # a warning: read
 
 
 def test_advice_within_noise_says_cant_tell() -> None:

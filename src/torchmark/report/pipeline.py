@@ -248,7 +248,11 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         lines.append(f"workers: no count above {plateau} measurably beat {plateau}")
     cost: float | None = None
     if resident is not None and rate(resident) > 0:
-        if rate(best) > rate(resident):
+        sides = (("step fed from device memory", resident), ("best fed step", best))
+        if bad := next(((what, why) for what, r in sides if (why := _invalid(r))), None):
+            # a cost read off an invalid figure is a verdict its own table denies
+            lines.append(f"pipeline cost: can't tell; the {bad[0]} measured invalid ({bad[1]})")
+        elif rate(best) > rate(resident):
             # the fed step cannot beat the same step with no loading: the machine's
             # speed changed between the cases (other load), so no cost can be read off
             lines.append(
@@ -275,6 +279,16 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     elif default is not None:
         lines.append("apply: nothing; no configuration measurably beat DataLoader's defaults")
     return Advice(device, lines, best_cfg, gain, cost, plateau)
+
+
+def _invalid(r: Result) -> str | None:
+    """The first reason ``r``'s verdict gives for being invalid; None when it is not."""
+    v = r.verdict
+    return (
+        (v.reasons[0] if v.reasons else "invalid")
+        if v is not None and v.level == "invalid"
+        else None
+    )
 
 
 # Compute per step this much above the resident step's is worth a line: below it, the

@@ -11,9 +11,10 @@ import dataclasses
 import gc
 import os
 import shlex
+import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,8 @@ from torchmark.session import (
 )
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
-from torchmark.timing import measure, preset
+from torchmark.telemetry.verdict import oversubscribed
+from torchmark.timing import Measurement, measure, preset
 from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
 
 __all__ = [
@@ -315,6 +317,39 @@ def call_floor_s(work: Work, ceilings: dict[str, Ceiling]) -> float | None:
     return max(times) + (dispatch.value if dispatch is not None else 0.0)
 
 
+# The one-thread check's budget: a stalled case (more torch threads than free cores under
+# other load) is timed again at one thread for at most this long, then its threads restored.
+ONE_THREAD_BUDGET_S = 1.0
+
+
+def one_thread_s(
+    fn: Callable[[], object],
+    device: Device,
+    m: Measurement,
+    threads: int,
+    clock: Callable[[], float],
+) -> float | None:
+    """The median time of ``fn`` at one thread (3 to 25 calls after a warm one, within
+    ``ONE_THREAD_BUDGET_S``), ``threads`` restored after; None where one thread could take
+    longer than the budget allows (``threads`` x the median a call)."""
+    if m.median * threads > ONE_THREAD_BUDGET_S / 4:
+        return None
+    device.set_threads(1)
+    try:
+        fn()  # the first call at one thread
+        device.synchronize()
+        times: list[float] = []
+        end = clock() + ONE_THREAD_BUDGET_S
+        while len(times) < 25 and (len(times) < 3 or clock() < end):
+            t0 = clock()
+            fn()
+            device.synchronize()
+            times.append(clock() - t0)
+        return statistics.median(times)
+    finally:
+        device.set_threads(threads)
+
+
 def run_case(
     workload: Workload,
     case: Case,
@@ -342,6 +377,7 @@ def run_case(
     guarded = dog.armed if dog is not None else _unguarded
     clock = dog.beating(session.host_clock) if session and dog else time.perf_counter
     sources = session.sources(device) if session is not None and cfg.telemetry else None
+    one: float | None = None
     try:
         with guarded(3 * bound, f"the correctness check of {case.label}"):
             notes = prepared.check() if prepared.check else []
@@ -359,6 +395,10 @@ def run_case(
                 clock=clock,
             )
         peak = device.peak_memory_bytes()
+        threads = oversubscribed(trace.summary() or {})
+        if threads is not None and not device.is_accelerator:
+            with guarded(bound, f"a one-thread call of {case.label}"):
+                one = one_thread_s(prepared.fn, device, m, threads, clock)
     except CallTimedOut as e:
         return skipped(case, str(e), flag=CALL_TIMED_OUT)
     except CaseSkipped as e:  # a guard may find the case cannot run here (e.g. no int8 op)
@@ -387,6 +427,8 @@ def run_case(
     floor = call_floor_s(prepared.work, ceilings) if workload.group == "micro" else None
     if floor is not None:
         extra["floor_s"] = floor
+    if one is not None:
+        extra["one_thread_s"] = one
     ceiling = ceilings.get(prepared.ceiling) if prepared.ceiling else None
     return measured(
         case, m, prepared, ceiling=ceiling, notes=notes, extra=extra, telemetry=trace.summary()

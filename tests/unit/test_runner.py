@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -12,7 +14,8 @@ from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Work
-from torchmark.testing import MemoryStore
+from torchmark.session import Session
+from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 
@@ -278,3 +281,96 @@ def test_a_calls_floor_is_its_roofline_time_plus_dispatch() -> None:
     assert runner.call_floor_s(Work(bytes=1e6, flops=8e12), found) == pytest.approx(10 + 1e-6)
     assert runner.call_floor_s(Work(bytes=1e9), {}) is None  # --no-ceilings: no floor
     assert runner.call_floor_s(Work(), found) is None  # nothing counted
+
+
+class LoadedCPU(FakeDevice):
+    """A CPU on a fake clock where one other process holds one of 2 cores: a call takes
+    15 ms with 2 torch threads (each waits for time slices) and 20 µs with one."""
+
+    kind: ClassVar[str] = "cpu"
+    is_accelerator: ClassVar[bool] = False
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.threads, self.set_to = 2, list[int]()
+
+    def set_threads(self, n: int) -> None:
+        self.threads = n
+        self.set_to.append(n)
+
+    def step(self) -> None:
+        self.clock.advance(15e-3 if self.threads > 1 else 20e-6)
+
+
+class LoadedTrace:
+    """Telemetry as the sampler summarises a loaded 2-core machine."""
+
+    def mark(self, index: int, t_start: float, t_end: float) -> None:
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        return {"accelerator": False, "other_cores": 1.0, "logical_cores": 2, "torch_threads": 2}
+
+    def throttled_samples(self) -> list[int]:
+        return []
+
+
+class Tiny(Workload):
+    name: ClassVar[str] = "tiny"
+    summary: ClassVar[str] = "test workload"
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        return [Case("tiny", "infer", device, (("batch", 1),))]
+
+    def prepare(self, case: Case) -> Prepared:
+        dev = case.device
+        assert isinstance(dev, LoadedCPU)
+        return Prepared(fn=dev.step, work=Work(items=1), timing="e2e")
+
+
+def test_one_thread_times_the_call_and_restores_the_threads() -> None:
+    clock = FakeClock()
+    dev = LoadedCPU(clock)
+    calls = []
+
+    def fn() -> None:
+        calls.append(dev.threads)
+        dev.step()
+
+    m = SimpleNamespace(median=15e-3)
+    assert runner.one_thread_s(fn, dev, m, 2, clock) == pytest.approx(20e-6)  # type: ignore[arg-type]
+    assert dev.set_to == [1, 2] and calls == [1] * 26  # a warm call, then 25 timed
+    # one thread could take 2 x 200 ms a call: over the check's budget, not timed
+    assert runner.one_thread_s(fn, dev, SimpleNamespace(median=0.2), 2, clock) is None  # type: ignore[arg-type]
+    assert dev.set_to == [1, 2] and len(calls) == 26
+
+
+def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tiny model stalled by its threads is steady (no clusters) and has no roofline
+    floor: only the same call at one thread tells that its time is the scheduler's."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def loaded(*args: Any, **kwargs: Any) -> Iterator[LoadedTrace]:
+        yield LoadedTrace()
+
+    monkeypatch.setattr(runner.telemetry, "watch", loaded)
+    monkeypatch.setattr(runner.gc, "collect", lambda *_: 0)
+    clock = FakeClock()
+    dev = LoadedCPU(clock)
+    cfg = RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=True)
+    record = runner.new_record("run", cfg.as_dict(), [dev])
+    session = Session(record, MemoryStore(), host_clock=clock)
+    w = Tiny()
+    monkeypatch.setattr(session, "sources", lambda device: [])
+    (r,) = runner.run_planned(session, w.cases(dev, PlanOptions()), {"tiny": w}, cfg).results
+    assert r.median_s == pytest.approx(15e-3) and dev.threads == 2
+    assert r.extra["one_thread_s"] == pytest.approx(20e-6)
+    assert r.verdict is not None and r.verdict.level == "invalid"
+    assert r.verdict.reasons[0] == (
+        "15 ms a call with 2 threads, 750x the 20 µs it took with one thread right after, "
+        "while other processes used 1.0 of 2 cores: 2 threads waiting for time slices, not "
+        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+    )

@@ -304,3 +304,19 @@ def test_a_card_at_its_own_default_power_limit_is_not_throttled(tmp_path: Path) 
     d["recording"]["sources"]["nvml"]["static"]["default_power_limit_w"] = 750.0
     (tmp_path / "lowered.json").write_text(json.dumps(d))
     assert judge(replay(str(tmp_path / "lowered.json"))).level == "warn"
+
+
+def test_a_call_far_faster_at_one_thread_under_load_is_invalid() -> None:
+    """No roofline floor (a model): the same call at one thread right after tells."""
+    r = stalled(other=1.0, threads=2, floor=None)
+    r.extra["one_thread_s"] = 7.99e-3 / 3.1
+    assert judge(r).level == "invalid"
+    assert "3x the 2.58 ms it took with one thread right after" in judge(r).reasons[0]
+    r.extra["one_thread_s"] = 7.99e-3 / 2.5  # 2 threads losing 2.5x: overhead, not a stall
+    assert judge(r).level == "warn"
+    quiet = stalled(other=0.1, threads=2, floor=None)
+    quiet.extra["one_thread_s"] = 7.99e-6  # no load: the threads' time is their own
+    assert judge(quiet).level == "ok"
+    both = stalled(other=1.0, threads=2)
+    both.extra["one_thread_s"] = 7.99e-3 / 10
+    assert "its work needs at this machine's measured ceilings" in judge(both).reasons[0]

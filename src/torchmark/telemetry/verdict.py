@@ -100,26 +100,53 @@ def _free_cores(t: dict[str, Any]) -> tuple[float, int | None, int]:
     return other, cores, free
 
 
+# One thread this many times faster than the run's threads, on the same case right after
+# it: the threads' time is the scheduler's (N threads can be at most N times faster than one,
+# and a quiet machine's tiny ops lose < 2x to threading overhead). A tiny MLP under one
+# other busy process on 2 cores: 15 ms a call with 2 threads, 0.02 ms with one.
+THREAD_STALL_FACTOR = 3.0
+
+
+def oversubscribed(summary: dict[str, Any]) -> int | None:
+    """torch's thread count where it outnumbers the cores other processes left free for a
+    CPU result (the case for the one-thread check); None otherwise."""
+    if not summary or summary.get("accelerator") or not competing(summary, False):
+        return None
+    threads = summary.get("torch_threads")
+    return int(threads) if threads is not None and int(threads) > _free_cores(summary)[2] else None
+
+
 def _stalled(result: Result) -> tuple[Level, str] | None:
     """A CPU result under competing load, with more threads than free cores, far slower
-    than its work allows at this machine's measured ceilings: the scheduler's time."""
+    than its work allows at this machine's measured ceilings, or than the same case ran
+    with one thread right after it: the scheduler's time."""
     t = result.telemetry or {}
-    floor = result.extra.get("floor_s")
     median = result.median_s
-    if t.get("accelerator") or not competing(t, False) or not floor or not median:
+    if t.get("accelerator") or not competing(t, False) or not median:
         return None
     other, cores, free = _free_cores(t)
     threads = t.get("torch_threads") or result.params.get("threads")
-    if threads is None or int(threads) <= free or median < STALL_FACTOR * floor:
+    if threads is None or int(threads) <= free:
         return None
-    return (
-        "invalid",
-        f"{_dur(median)} a call, {median / floor:.0f}x the {_dur(floor)} its work needs at "
-        f"this machine's measured ceilings, while other processes used {other:.1f}"
-        f"{f' of {cores}' if cores else ''} cores: {threads} threads waiting for time slices, "
-        f"not the hardware; measure again with --threads {free} (the free cores) or on a "
-        "quiet machine",
+    load = f"other processes used {other:.1f}{f' of {cores}' if cores else ''} cores"
+    fix = (
+        f"{threads} threads waiting for time slices, not the hardware; measure again with "
+        f"--threads {free} (the free cores) or on a quiet machine"
     )
+    floor, one = result.extra.get("floor_s"), result.extra.get("one_thread_s")
+    if floor and median >= STALL_FACTOR * floor:
+        return (
+            "invalid",
+            f"{_dur(median)} a call, {median / floor:.0f}x the {_dur(floor)} its work needs "
+            f"at this machine's measured ceilings, while {load}: {fix}",
+        )
+    if one and median >= THREAD_STALL_FACTOR * one:
+        return (
+            "invalid",
+            f"{_dur(median)} a call with {threads} threads, {median / one:.0f}x the "
+            f"{_dur(one)} it took with one thread right after, while {load}: {fix}",
+        )
+    return None
 
 
 def _scheduler_artefact(result: Result) -> tuple[Level, str] | None:

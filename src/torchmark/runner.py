@@ -38,7 +38,7 @@ from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.telemetry.verdict import oversubscribed
 from torchmark.timing import Measurement, measure, preset
-from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
+from torchmark.workloads import WORKLOADS, Case, Prepared, Workload, load_builtins
 
 __all__ = [
     "OUT_OF_MEMORY",
@@ -350,6 +350,15 @@ def one_thread_s(
         device.set_threads(threads)
 
 
+def repeatable(prepared: Prepared) -> bool:
+    """Whether ``prepared.fn`` may be called again after its measurement: not where it
+    records its calls or is one rank's side of a collective (DDP's all-reduce in backward;
+    a rank calling it alone would wait for the others for ever)."""
+    import torch.distributed as dist
+
+    return prepared.repeatable and not (dist.is_available() and dist.is_initialized())
+
+
 def run_case(
     workload: Workload,
     case: Case,
@@ -396,7 +405,7 @@ def run_case(
             )
         peak = device.peak_memory_bytes()
         threads = oversubscribed(trace.summary() or {})
-        if threads is not None and not device.is_accelerator:
+        if threads is not None and not device.is_accelerator and repeatable(prepared):
             with guarded(bound, f"a one-thread call of {case.label}"):
                 one = one_thread_s(prepared.fn, device, m, threads, clock)
     except CallTimedOut as e:

@@ -13,7 +13,7 @@ from torchmark import runner
 from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
-from torchmark.results import Work
+from torchmark.results import Result, Work
 from torchmark.session import Session
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
@@ -319,13 +319,16 @@ class Tiny(Workload):
     name: ClassVar[str] = "tiny"
     summary: ClassVar[str] = "test workload"
 
+    def __init__(self, repeatable: bool = True) -> None:
+        self.repeatable = repeatable
+
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         return [Case("tiny", "infer", device, (("batch", 1),))]
 
     def prepare(self, case: Case) -> Prepared:
         dev = case.device
         assert isinstance(dev, LoadedCPU)
-        return Prepared(fn=dev.step, work=Work(items=1), timing="e2e")
+        return Prepared(fn=dev.step, work=Work(items=1), timing="e2e", repeatable=self.repeatable)
 
 
 def test_one_thread_times_the_call_and_restores_the_threads() -> None:
@@ -345,11 +348,8 @@ def test_one_thread_times_the_call_and_restores_the_threads() -> None:
     assert dev.set_to == [1, 2] and len(calls) == 26
 
 
-def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A tiny model stalled by its threads is steady (no clusters) and has no roofline
-    floor: only the same call at one thread tells that its time is the scheduler's."""
+def loaded_run(monkeypatch: pytest.MonkeyPatch, w: Tiny) -> tuple[Result, LoadedCPU]:
+    """``w``'s one case run on the loaded fake CPU with the sampler's loaded summary."""
     from contextlib import contextmanager
 
     @contextmanager
@@ -363,9 +363,17 @@ def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
     cfg = RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=True)
     record = runner.new_record("run", cfg.as_dict(), [dev])
     session = Session(record, MemoryStore(), host_clock=clock)
-    w = Tiny()
     monkeypatch.setattr(session, "sources", lambda device: [])
     (r,) = runner.run_planned(session, w.cases(dev, PlanOptions()), {"tiny": w}, cfg).results
+    return r, dev
+
+
+def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tiny model stalled by its threads is steady (no clusters) and has no roofline
+    floor: only the same call at one thread tells that its time is the scheduler's."""
+    r, dev = loaded_run(monkeypatch, Tiny())
     assert r.median_s == pytest.approx(15e-3) and dev.threads == 2
     assert r.extra["one_thread_s"] == pytest.approx(20e-6)
     assert r.verdict is not None and r.verdict.level == "invalid"
@@ -374,3 +382,19 @@ def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
         "while other processes used 1.0 of 2 cores: 2 threads waiting for time slices, not "
         "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
     )
+
+
+def test_no_one_thread_call_where_calls_are_recorded_or_ranks_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An input epoch records each call for its breakdown, and a rank's DDP step waits for
+    the other ranks' all-reduce: neither is called again after its measurement."""
+    r, dev = loaded_run(monkeypatch, Tiny(repeatable=False))
+    assert "one_thread_s" not in r.extra and dev.set_to == []
+    assert r.verdict is not None and r.verdict.level == "warn"  # the load, said
+    import torch.distributed as dist
+
+    prepared = Prepared(fn=lambda: None, work=Work(items=1))
+    assert runner.repeatable(prepared)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a rank of a torchrun job
+    assert not runner.repeatable(prepared)

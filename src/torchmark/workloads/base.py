@@ -73,6 +73,10 @@ class Prepared:
     teardown: Callable[[], None] | None = None
     # Figures derived from the finished measurement, merged into Result.extra (e.g. p99).
     summarize: Callable[[Measurement], dict[str, Any]] | None = None
+    # False where ``fn`` must not be called after the measurement (the one-thread check of a
+    # stalled CPU case): it records each call for ``summarize`` (an epoch's breakdown), or
+    # other processes must make the same calls (a collective)
+    repeatable: bool = True
 
 
 class Workload(ABC):

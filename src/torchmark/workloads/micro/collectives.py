@@ -167,6 +167,7 @@ class Collectives(Workload):
                 "link": link,
             },
             summarize=summarize,
+            repeatable=False,
         )
 
 

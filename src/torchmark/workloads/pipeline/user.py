@@ -256,6 +256,7 @@ class UserPipeline(Workload):
             extra={"loader": label, "steps_per_epoch": steps},
             teardown=epoch.close,
             summarize=summarize,
+            repeatable=False,
         )
 
 

@@ -244,6 +244,7 @@ class InputPipeline(Workload):
             extra=extra,
             teardown=epoch.close,
             summarize=summarize,
+            repeatable=False,
         )
 
     @staticmethod

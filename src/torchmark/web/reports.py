@@ -203,12 +203,17 @@ class Reports:
             return stored
         with self._lock:
             job = self._drawing.get((run_id, key))
+            new = job is None
             if job is None:  # the same report asked for twice waits on one drawing
                 if len(self._drawing) >= self.workers + self.queue:
                     raise Busy(f"{len(self._drawing)} reports are being drawn; try again soon")
                 job = self._jobs.submit(self._draw, run_id, key, load)
                 self._drawing[(run_id, key)] = job
-                job.add_done_callback(functools.partial(self._done, (run_id, key)))
+        if new:
+            # Outside the lock: a job already done (its load failed at once) runs the
+            # callback here, in this thread, and _done takes the lock (held: a deadlock of
+            # the event loop). Until _done, the key maps to this job and no other.
+            job.add_done_callback(functools.partial(self._done, (run_id, key)))
         # asyncio.wait, not wait_for: a request that gives up leaves the drawing going on
         waiting = asyncio.wrap_future(job)
         done, _ = await asyncio.wait({waiting}, timeout=self.wait_s)

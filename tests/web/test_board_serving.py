@@ -396,3 +396,25 @@ def test_a_drawing_done_before_its_callback_is_added_does_not_deadlock(tmp_path:
     with pytest.raises(RuntimeError, match="the run's row is gone"):
         asyncio.run(reports.page("r1", "k", gone))
     assert lock.reentered == [] and reports._drawing == {}  # was: the lock taken twice
+
+
+def test_a_drawing_still_loading_as_the_server_closes_starts_no_process(tmp_path: Path) -> None:
+    """close() ends the drawing processes it knows of; a drawing whose thread was loading its
+    run then started one after it, left running with no one to end it."""
+    started: list[int] = []
+
+    def pool(n: int) -> ThreadPoolExecutor:
+        started.append(n)
+        return ThreadPoolExecutor(n)
+
+    client, _ = board(tmp_path / "z.db", FakeDrawing())
+    reports = Reports(client.app.state.accounts.engine, render=FakeDrawing(), pool=pool)  # type: ignore[attr-defined]
+    run = make_run(scale=1)
+
+    def load_then_close() -> RunRecord:  # the server closes while this thread loads
+        reports.close()
+        return run
+
+    with pytest.raises(reports_mod.Busy, match="shutting down"):
+        reports._draw("r1", "k", load_then_close)
+    assert started == []

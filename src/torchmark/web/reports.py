@@ -141,6 +141,7 @@ class Reports:
         self._jobs = ThreadPoolExecutor(workers, thread_name_prefix="torchmark-report")
         self._lock = threading.Lock()
         self._drawing: dict[tuple[str, str], Future[bytes]] = {}
+        self._closed = False
 
     @staticmethod
     def _key(content_hash: str) -> str:
@@ -232,6 +233,8 @@ class Reports:
         run = load()
         thread = threading.get_ident()
         with self._lock:
+            if self._closed:  # a drawing that was loading its run as the server closed
+                raise Busy("the server is shutting down; try again")
             pool = self._pools.get(thread)
             if pool is None:
                 pool = self._pools[thread] = self._make_pool(1)
@@ -260,6 +263,9 @@ class Reports:
     def close(self) -> None:
         self._jobs.shutdown(wait=False, cancel_futures=True)
         with self._lock:
+            # set with the table emptied: a drawing still loading its run would otherwise
+            # start a process after this, which no one kills
+            self._closed = True
             pools, self._pools = list(self._pools.values()), {}
         procs = [proc for pool in pools for proc in _processes(pool)]
         for pool in pools:

@@ -376,7 +376,11 @@ class Session:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         # A stop arriving while the run is finished waits until it is stored, then reaches
         # the caller's own handler (the default one ends the process with 128 + signal).
+        # Ctrl-C goes back to the caller's handler at once, as before: the CLI's says "run
+        # incomplete", which a run stored complete before the re-raise would contradict.
         self._holding = True
+        if signal.SIGINT in self._old:
+            signal.signal(signal.SIGINT, self._old.pop(signal.SIGINT))
         try:
             if self._thawed:
                 gc.unfreeze()

@@ -73,10 +73,6 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise Stopped(signum)
-
-
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -348,6 +344,8 @@ class Session:
         self._stored = len(record.results) if resumed else 0  # results already in the store
         self._ceilings_stored = True
         self._old: dict[int, Any] = {}
+        self._holding = False  # inside `held`: a stop signal waits in _held_signum
+        self._held_signum: int | None = None
         self.watchdog = Watchdog(on_hung=self._abandon)
         self._finished = False
         self._thawed = False  # nothing was frozen when the run began: unfreeze at its end
@@ -363,28 +361,76 @@ class Session:
         self._thawed = gc.get_freeze_count() == 0  # a caller's own freeze outlives the run
         gc.freeze()
         if _in_main_thread():
-            for s in STOP_SIGNALS:
-                self._old[s] = signal.signal(s, _raise_stopped)
-        self._sync()
+            # Ctrl-C too, so that it also waits for a store write under way (`held`); a
+            # SIGINT ignored by the caller (a background job) stays ignored.
+            for s in (signal.SIGINT, *STOP_SIGNALS):
+                if s != signal.SIGINT or signal.getsignal(s) is signal.default_int_handler:
+                    self._old[s] = signal.signal(s, self._on_stop)
+        try:
+            self._sync()  # a stop during the header's write ends the run here, finished
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self._thawed:
-            gc.unfreeze()
-        for s, old in self._old.items():
-            signal.signal(s, old)
-        self._old = {}
-        self.watchdog.close()
-        for kept in self._sources.values():
-            for src in kept:
-                src.shutdown()
-        if exc is None:
-            self.record.status = "complete"
-        self.finish()
+        # A stop arriving while the run is finished waits until it is stored, then reaches
+        # the caller's own handler (the default one ends the process with 128 + signal).
+        # Ctrl-C goes back to the caller's handler at once, as before: the CLI's says "run
+        # incomplete", which a run stored complete before the re-raise would contradict.
+        self._holding = True
+        if signal.SIGINT in self._old:
+            signal.signal(signal.SIGINT, self._old.pop(signal.SIGINT))
+        try:
+            if self._thawed:
+                gc.unfreeze()
+            self.watchdog.close()
+            for kept in self._sources.values():
+                for src in kept:
+                    src.shutdown()
+            if exc is None:
+                self.record.status = "complete"
+            self.finish()
+        finally:
+            for s, old in self._old.items():
+                signal.signal(s, old)
+            self._old = {}
+            self._holding = False
+            late, self._held_signum = self._held_signum, None
         if isinstance(exc, KeyboardInterrupt):
             raise RunInterrupted(self.record, self.record.run_id, signum_of(exc)) from None
+        if late is not None:
+            signal.raise_signal(late)
         if exc is None and self.store_error is not None:
             raise RunNotStored(self.record, self.store_error)
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self._holding:
+            self._held_signum = self._held_signum or signum
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(signum)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Ctrl-C, SIGTERM and SIGHUP wait until the block ends, then stop the run there.
+
+        For a step that must not be cut in two: a store write and the count of what is
+        stored (a stop between the two stored a result twice, its re-sync at the end adding
+        it again), or a soak's last result. The wait is one store write at most (its own
+        retries included); the measuring itself is never held."""
+        if self._holding or not _in_main_thread():
+            yield
+            return
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            signum, self._held_signum = self._held_signum, None
+        if signum is not None:
+            self._on_stop(signum, None)
 
     def finish(self) -> RunRecord:
         """Judge and finish the run (incomplete unless the plan finished); idempotent."""
@@ -443,9 +489,10 @@ class Session:
     def checkpoint(self) -> None:
         """Store the run's header (status still running) so a kill loses little: a soak
         calls this as each window of its record fills."""
-        if self._sync() and self.store is not None and self.record.run_id is not None:
-            rec = self.record
-            self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
+        with self.held():
+            if self._sync() and self.store is not None and self.record.run_id is not None:
+                rec = self.record
+                self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
 
     # the store, guarded ---------------------------------------------------------------------
 
@@ -461,6 +508,10 @@ class Session:
 
     def _sync(self, force: bool = False) -> bool:
         """Push everything the store has not got yet; False while it is down."""
+        with self.held():
+            return self._push(force)
+
+    def _push(self, force: bool) -> bool:
         store, rec = self.store, self.record
         if store is None:
             return False

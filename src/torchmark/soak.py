@@ -152,11 +152,12 @@ def soak(
                     _so_far(record, case, prepared, chunks, k, first_call, rule, trace, start)
                     session.checkpoint()
         finally:  # a stopped soak still records what it measured, then stops as asked
-            trace.sampler.stop()
-            if prepared.teardown:
-                prepared.teardown()
-            result = _so_far(record, case, prepared, chunks, k, first_call, rule, trace, start)
-            session.add(case, result)
+            with session.held():  # a stop arriving now waits until the result is stored
+                trace.sampler.stop()
+                if prepared.teardown:
+                    prepared.teardown()
+                result = _so_far(record, case, prepared, chunks, k, first_call, rule, trace, start)
+                session.add(case, result)
     return session.record
 
 

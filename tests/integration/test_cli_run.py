@@ -151,13 +151,14 @@ def test_a_soak_stopped_with_ctrl_c_is_stored_incomplete_and_exits_130(tmp_path:
         runs = store.list_runs()  # `latest` is the newest *finished* run: name the running one
         return bool(runs and store.load(runs[0].run_id).extra.get("soak", {}).get("windows"))
 
-    t0 = time.monotonic()
     rc, _, err = _stop_after_first_result(args, db, signal.SIGINT, tmp_path, a_window_stored)
-    assert time.monotonic() - t0 < 35  # stopped early: the windows were stored as they filled
     assert rc == 130, err
     from torchmark.store import open_store
 
     run = open_store(f"sqlite:///{db}").load("latest")
+    # stopped early, the windows stored as they filled: the soak's own clock says so, not
+    # this test's wall clock (a loaded 2-core CI machine starts the CLI slowly)
+    assert run.extra["soak"]["elapsed_s"] < 35
     assert run.kind == "soak" and run.status == "incomplete" and run.results[0].n > 0
     assert run.extra["soak"]["windows"]  # what it measured before the signal is there
     assert json.loads((tmp_path / "soak.json").read_text())["status"] == "incomplete"

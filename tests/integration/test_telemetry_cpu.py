@@ -24,10 +24,18 @@ from torchmark.workloads import WORKLOADS, Case, PlanOptions, Prepared, Workload
 def test_watch_cpu_around_a_real_measurement() -> None:
     d = CPUDevice()
     a = torch.randn(256, 256)
-    with watch(d) as trace:
-        # >= 0.3 s: CPU-time load figures need 0.2 s between readings to mean anything
-        rule = Adaptive(min_samples=5, min_time_s=0.3, target=0.05, max_time_s=1.0)
-        m = measure(lambda: a @ a, d, rule=rule, on_sample=trace.mark)
+    # One torch thread: the sampler's reads are timed on the wall clock, and a matmul on
+    # both of CI's 2 cores made each read wait for a core (8.8 ms of "overhead" against a
+    # 9.9 ms bound under load, ~2 ms with a core left free)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with watch(d) as trace:
+            # >= 0.3 s: CPU-time load figures need 0.2 s between readings to mean anything
+            rule = Adaptive(min_samples=5, min_time_s=0.3, target=0.05, max_time_s=1.0)
+            m = measure(lambda: a @ a, d, rule=rule, on_sample=trace.mark)
+    finally:
+        torch.set_num_threads(threads)
     s = trace.summary()
     assert s is not None
     json.dumps(s)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import pytest
 
 from torchmark.cli.doctor import show_soak, sparkline
-from torchmark.errors import InputError
+from torchmark.errors import InputError, RunInterrupted
 from torchmark.results import RunRecord, Work
 from torchmark.soak import parse_duration, soak, trend_reasons
-from torchmark.testing import FakeClock, FakeDevice
+from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 
@@ -160,3 +162,26 @@ def test_soak_table_says_once_which_sensors_are_missing(
     out = capsys.readouterr().out
     assert "not read on this device: clock, temperature, power (no sensor exposed)" in out
     assert "temp" not in out.split("not read")[0] and "throttle" not in out
+
+
+class StoppedAtTheEnd(Heating):
+    """SIGTERM arriving while the soak puts its result together (its teardown here)."""
+
+    def prepare(self, case: Case) -> Prepared:
+        p = super().prepare(case)
+        if case.param_dict["n"] == 10:  # the case soaked (the other's is torn down unmeasured)
+            p.teardown = lambda: os.kill(os.getpid(), signal.SIGTERM)
+        return p
+
+
+def test_a_soak_stopped_as_it_ends_keeps_its_result() -> None:
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    store = MemoryStore()
+    with pytest.raises(RunInterrupted) as info:
+        soak(StoppedAtTheEnd(clock), dev, duration_s=2.0, sources=[], clock=clock, store=store)
+    assert info.value.exit_code == 143
+    rec: RunRecord = info.value.record  # type: ignore[assignment]
+    # was no result: the stop cut the `finally` that adds it
+    assert len(rec.results) == 1 and len(rec.results[0].samples_s) > 10
+    assert [len(r.results) for r in store.runs.values()] == [1]

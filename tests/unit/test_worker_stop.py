@@ -11,15 +11,23 @@ import pytest
 
 # A real resource sharer (the thread that hands a batch's shared-memory handle to the main
 # process), and a peer that leaves mid-handshake, as a main process stopped by SIGTERM does.
+# The script waits until the sharer's thread has handed its error to the hook (whichever is
+# installed), not for a fixed time: on a loaded 2-core CI machine 0.5 s was not always
+# enough for that thread to run, and the unhooked case then saw no traceback.
 SHARER_HANGUP = """
-    import os, socket, time
+    import os, socket, sys, threading
     from multiprocessing import resource_sharer
+    hook, handed = sys.excepthook, threading.Event()
+    def passed_on(*exc_info):
+        hook(*exc_info)
+        handed.set()
+    sys.excepthook = passed_on
     r, w = os.pipe()
     resource_sharer.DupFd(r)
     s = socket.socket(socket.AF_UNIX)
     s.connect(resource_sharer._resource_sharer._address)
     s.close()
-    time.sleep(0.5)
+    assert handed.wait(60), "the sharer's thread never reported the hangup"
 """
 OTHER_ERROR = """
     import sys
@@ -33,7 +41,7 @@ OTHER_ERROR = """
 def stderr_of(body: str, hooked: bool) -> str:
     head = "from torchmark.workloads.pipeline.feed import stop_quietly\nstop_quietly(0)\n"
     code = (head if hooked else "") + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     return done.stderr
 

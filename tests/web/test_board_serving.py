@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from torchmark.web.reports import Reports
 
 
 class FakeDrawing:
-    """A render that counts its calls and, while ``hold`` is clear, waits (5 s at most)."""
+    """A render that counts its calls and, while ``hold`` is clear, waits (60 s at most: a
+    loaded 2-core CI machine must not see the hold end on its own before a test sets it)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -30,11 +33,19 @@ class FakeDrawing:
 
     def __call__(self, run: RunRecord) -> bytes:
         self.calls.append(run.run_id or "")
-        self.hold.wait(timeout=5)
+        self.hold.wait(timeout=60)
         return gzip.compress(f"<p>report of {run.run_id}</p>".encode())
 
 
 NAMES = iter(range(10**6))
+
+
+def until(done: Callable[[], object], s: float = 60.0) -> None:
+    """Wait for ``done()``: the deadline only bounds a test that would otherwise hang (a
+    loaded CI machine takes its time; a fixed count of short waits failed there)."""
+    deadline = time.monotonic() + s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def threads(n: int) -> ThreadPoolExecutor:
@@ -123,10 +134,7 @@ def test_reports_over_the_bound_or_too_slow_get_503_and_nothing_is_lost(tmp_path
     assert client.get("/").status_code == 200  # the rest of the server still answers
     drawing.hold.set()
     reports: Reports = client.app.state.reports  # type: ignore[attr-defined]
-    for _ in range(100):  # the held drawing finishes and is stored (bounded wait)
-        if not reports._drawing:
-            break
-        threading.Event().wait(0.05)
+    until(lambda: not reports._drawing)  # the held drawing finishes and is stored
     assert client.get(f"/runs/{a}/report").status_code == 200
     assert client.get(f"/runs/{b}/report").status_code == 200
     assert drawing.calls == [a, b]  # a was drawn once, though asked for twice
@@ -197,10 +205,9 @@ def test_connections_on_a_socket_bound_as_uvicorn_binds_it_get_tcp_nodelay() -> 
 
         server = await asyncio.get_running_loop().create_server(factory, sock=listener)
         _, writer = await asyncio.open_connection(*listener.getsockname())
-        for _ in range(200):  # the server side accepts on its next turn (2 s at most)
-            if made and made[0].transport is not None:
-                break
-            await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 60
+        while not (made and made[0].transport is not None) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # the server side accepts on one of its next turns
         sock = made[0].transport.get_extra_info("socket")
         value = int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         writer.close()
@@ -289,11 +296,8 @@ def test_a_drawing_past_the_hard_bound_is_killed_and_frees_its_slot(tmp_path: Pa
     first = client.get(f"/runs/{a}/report")
     assert first.status_code == 503 and "still being drawn" in first.json()["detail"]
     assert client.get(f"/runs/{b}/report").status_code == 503  # its slot is taken
-    assert killed.wait(timeout=10)  # the hard bound passed: the drawing was killed
-    for _ in range(200):  # and its slot freed (bounded wait)
-        if not reports._drawing:
-            break
-        threading.Event().wait(0.02)
+    assert killed.wait(timeout=60)  # the hard bound passed: the drawing was killed
+    until(lambda: not reports._drawing)  # and its slot freed
     assert not reports._drawing and reports._pools == {}
     second = client.get(f"/runs/{b}/report")
     assert second.status_code == 200 and second.text == f"<p>report of {b}</p>"
@@ -306,7 +310,6 @@ def test_a_hung_drawing_process_is_killed_by_the_bound_and_by_close(
 ) -> None:
     import multiprocessing.process
     import os
-    import time
     from concurrent.futures.process import BrokenProcessPool
 
     from boardtest import draw_for_ever
@@ -346,3 +349,72 @@ def test_a_hung_drawing_process_is_killed_by_the_bound_and_by_close(
     finally:
         for proc in procs:  # else pytest's exit would wait an hour on the pool's atexit
             proc.kill()
+
+
+class HeldOnce:
+    """The drawing table's lock, noting where the real one would wait for ever: taken
+    again by the thread that holds it."""
+
+    def __init__(self) -> None:
+        self.lock, self.owner = threading.Lock(), 0
+        self.reentered: list[int] = []
+
+    def __enter__(self) -> None:
+        if self.owner == threading.get_ident():
+            self.reentered.append(self.owner)
+            raise RuntimeError("a deadlock: the lock's holder takes it again")
+        self.lock.acquire()
+        self.owner = threading.get_ident()
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner = 0
+        self.lock.release()
+
+
+def test_a_drawing_done_before_its_callback_is_added_does_not_deadlock(tmp_path: Path) -> None:
+    """A drawing thread can finish (its load failed at once) between the submit and the
+    done-callback's registration: the callback then runs in the request's thread."""
+    from concurrent.futures import Executor, Future
+
+    class DoneAtOnce(Executor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            f: Future[bytes] = Future()
+            try:
+                f.set_result(fn(*args, **kwargs))
+            except Exception as e:
+                f.set_exception(e)
+            return f
+
+    client, _ = board(tmp_path / "x.db", FakeDrawing())
+    reports: Reports = client.app.state.reports  # type: ignore[attr-defined]
+    lock = HeldOnce()
+    reports._lock, reports._jobs = lock, DoneAtOnce()  # type: ignore[assignment]
+
+    def gone() -> RunRecord:
+        raise RuntimeError("the run's row is gone")
+
+    with pytest.raises(RuntimeError, match="the run's row is gone"):
+        asyncio.run(reports.page("r1", "k", gone))
+    assert lock.reentered == [] and reports._drawing == {}  # was: the lock taken twice
+
+
+def test_a_drawing_still_loading_as_the_server_closes_starts_no_process(tmp_path: Path) -> None:
+    """close() ends the drawing processes it knows of; a drawing whose thread was loading its
+    run then started one after it, left running with no one to end it."""
+    started: list[int] = []
+
+    def pool(n: int) -> ThreadPoolExecutor:
+        started.append(n)
+        return ThreadPoolExecutor(n)
+
+    client, _ = board(tmp_path / "z.db", FakeDrawing())
+    reports = Reports(client.app.state.accounts.engine, render=FakeDrawing(), pool=pool)  # type: ignore[attr-defined]
+    run = make_run(scale=1)
+
+    def load_then_close() -> RunRecord:  # the server closes while this thread loads
+        reports.close()
+        return run
+
+    with pytest.raises(reports_mod.Busy, match="shutting down"):
+        reports._draw("r1", "k", load_then_close)
+    assert started == []

@@ -141,6 +141,7 @@ class Reports:
         self._jobs = ThreadPoolExecutor(workers, thread_name_prefix="torchmark-report")
         self._lock = threading.Lock()
         self._drawing: dict[tuple[str, str], Future[bytes]] = {}
+        self._closed = False
 
     @staticmethod
     def _key(content_hash: str) -> str:
@@ -203,12 +204,17 @@ class Reports:
             return stored
         with self._lock:
             job = self._drawing.get((run_id, key))
+            new = job is None
             if job is None:  # the same report asked for twice waits on one drawing
                 if len(self._drawing) >= self.workers + self.queue:
                     raise Busy(f"{len(self._drawing)} reports are being drawn; try again soon")
                 job = self._jobs.submit(self._draw, run_id, key, load)
                 self._drawing[(run_id, key)] = job
-                job.add_done_callback(functools.partial(self._done, (run_id, key)))
+        if new:
+            # Outside the lock: a job already done (its load failed at once) runs the
+            # callback here, in this thread, and _done takes the lock (held: a deadlock of
+            # the event loop). Until _done, the key maps to this job and no other.
+            job.add_done_callback(functools.partial(self._done, (run_id, key)))
         # asyncio.wait, not wait_for: a request that gives up leaves the drawing going on
         waiting = asyncio.wrap_future(job)
         done, _ = await asyncio.wait({waiting}, timeout=self.wait_s)
@@ -227,6 +233,8 @@ class Reports:
         run = load()
         thread = threading.get_ident()
         with self._lock:
+            if self._closed:  # a drawing that was loading its run as the server closed
+                raise Busy("the server is shutting down; try again")
             pool = self._pools.get(thread)
             if pool is None:
                 pool = self._pools[thread] = self._make_pool(1)
@@ -255,6 +263,9 @@ class Reports:
     def close(self) -> None:
         self._jobs.shutdown(wait=False, cancel_futures=True)
         with self._lock:
+            # set with the table emptied: a drawing still loading its run would otherwise
+            # start a process after this, which no one kills
+            self._closed = True
             pools, self._pools = list(self._pools.values()), {}
         procs = [proc for pool in pools for proc in _processes(pool)]
         for pool in pools:

@@ -405,9 +405,11 @@ class Session:
             raise RunNotStored(self.record, self.store_error)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
-        if self._holding:
-            self._held_signum = self._held_signum or signum
+        if self._holding and self._held_signum is None:
+            self._held_signum = signum
             return
+        # not held, or a second stop while one waits: a store write that retries (up to
+        # its 60 s) must not make Ctrl-C, pressed again, do nothing
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise Stopped(signum)

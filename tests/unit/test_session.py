@@ -296,6 +296,31 @@ def test_a_stop_as_a_result_is_stored_stores_it_once() -> None:
     assert stored.status == "incomplete"
 
 
+class StoreThatHangs(MemoryStore):
+    """A write that keeps retrying (a PostgreSQL restart: up to 60 s) while the user stops
+    the run, then stops it again."""
+
+    hung = True
+
+    def add_result(self, run_id: str, result: Any) -> None:
+        if self.hung:  # the write that hangs; the run's last sync then stores the result
+            self.hung = False
+            os.kill(os.getpid(), signal.SIGINT)  # held: the write goes on
+            os.kill(os.getpid(), signal.SIGINT)  # the second one stops the run now
+            raise AssertionError("a second stop while one is held must stop the run")
+        super().add_result(run_id, result)
+
+
+def test_a_second_stop_while_one_is_held_stops_at_once() -> None:
+    store = StoreThatHangs()
+    w, cases, s = planned([0.001, 0.002], store)
+    with pytest.raises(RunInterrupted) as info:
+        runner.run_planned(s, cases, {"timed": w}, CFG)
+    assert info.value.exit_code == 130
+    (stored,) = store.runs.values()
+    assert stored.status == "incomplete" and [r.params["i"] for r in stored.results] == [0]
+
+
 def test_a_stop_as_the_run_begins_finishes_it() -> None:
     # was a bare Stopped out of __enter__: no RunInterrupted, the run left `running` in the
     # store, the session's signal handlers and gc freeze left in place

@@ -348,6 +348,7 @@ class Session:
         self._held_signum: int | None = None
         self.watchdog = Watchdog(on_hung=self._abandon)
         self._finished = False
+        self._finishing = threading.Lock()  # held for a check-and-set only: never waits long
         self._thawed = False  # nothing was frozen when the run began: unfreeze at its end
         self._sources: dict[str, list[Kept]] = {}
 
@@ -436,9 +437,12 @@ class Session:
 
     def finish(self) -> RunRecord:
         """Judge and finish the run (incomplete unless the plan finished); idempotent."""
-        if self._finished:
-            return self.record
-        self._finished = True
+        # the watchdog's thread may finish an abandoned run while the main thread does: one
+        # of them finishes it; the other never waits (the main one may be stuck in a write)
+        with self._finishing:
+            if self._finished:
+                return self.record
+            self._finished = True
         from torchmark.telemetry import judge_run
 
         rec = self.record

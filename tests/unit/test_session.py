@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -352,3 +353,36 @@ def test_a_stop_while_the_run_is_finished_waits_until_it_is_stored() -> None:
         signal.signal(signal.SIGTERM, old)
     assert record.status == "complete"
     assert seen == ["complete"]  # was ["running"]: delivered before the run was stored
+
+
+class Racing(Session):
+    """A session whose first check of ``_finished`` (in the main thread) lets the watchdog's
+    thread run ``finish`` right then, between the check and the set: the interleaving a
+    stuck call returning as its grace ends can give."""
+
+    other: threading.Thread | None = None
+
+    @property  # type: ignore[override]
+    def _finished(self) -> bool:
+        value: bool = self.__dict__["finished"]
+        if self.other is not None and threading.current_thread() is threading.main_thread():
+            other, self.other = self.other, None
+            other.start()
+            other.join(0.5)  # blocked on the session's lock: it waits for the set
+        return value
+
+    @_finished.setter
+    def _finished(self, value: bool) -> None:
+        self.__dict__["finished"] = value
+
+
+def test_a_run_finished_by_two_threads_at_once_is_finished_once() -> None:
+    *_, s = planned([0.001], MemoryStore())
+    racing = Racing(s.record, s.store, host_clock=s.host_clock)
+    judged: list[str] = []
+    racing.analyse = lambda rec: judged.append(threading.current_thread().name)
+    racing.other = threading.Thread(target=racing.finish, name="watchdog")
+    thread = racing.other
+    racing.finish()
+    thread.join(10)
+    assert judged == ["MainThread"]

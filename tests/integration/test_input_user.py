@@ -11,7 +11,7 @@ import pytest
 import torch
 from rich.console import Console
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset, get_worker_info
 
 from clitest import cli
 from torchmark.errors import InputError
@@ -56,6 +56,41 @@ def test_users_loader_as_given_and_rebuilt(monkeypatch: pytest.MonkeyPatch) -> N
     console = Console(width=80, record=True)
     console.print(*pipeline_tables(record))
     assert "your loader, as given" in console.export_text()
+
+
+class OpenedPerWorker(Dataset[Any]):
+    """A dataset that opens its files in each worker's worker_init_fn (as h5py or LMDB
+    datasets must): a worker where it never ran fails."""
+
+    opened = False
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if get_worker_info() is not None and not self.opened:
+            raise RuntimeError("worker_init_fn never ran: files not opened")
+        return torch.full((3, 8, 8), float(i)), i % 4
+
+
+def open_files(worker_id: int) -> None:
+    info = get_worker_info()
+    assert info is not None
+    info.dataset.opened = True  # type: ignore[attr-defined]
+
+
+def test_rebuilt_loaders_keep_the_users_worker_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.workloads.pipeline import user
+
+    monkeypatch.setattr(user, "available_cores", lambda: 1)  # workers 0 and 1
+    loader = DataLoader(OpenedPerWorker(), batch_size=16, num_workers=1, worker_init_fn=open_files)
+    record = benchmark_loader(
+        model(), lambda: loader, devices="cpu", rule="test", ceilings=False, telemetry=False
+    )
+    by = {r.extra.get("loader"): r for r in record.results if r.variant == "loader"}
+    assert by["num_workers=1"].ok, by["num_workers=1"].reason  # was: the loader failed
+    assert by["your loader, as given"].ok
+    assert loader.worker_init_fn is open_files  # the user's loader as it was
 
 
 def test_an_iterable_is_measured_as_given_only() -> None:

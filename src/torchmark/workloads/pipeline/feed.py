@@ -7,6 +7,7 @@ to be none; on an accelerator it is also timed with the device's own timer."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -84,6 +85,17 @@ def stop_quietly(worker_id: int) -> None:
     for s in GROUP_STOP_SIGNALS:
         signal.signal(s, _exit_now)
     sys.excepthook = _quiet_hangup
+
+
+def quiet_stop_and(user_init: Callable[[int], None] | None) -> Callable[[int], None]:
+    """``worker_init_fn`` for a loader that has its own: ``stop_quietly``, then the user's
+    (a dataset may open its files or seed its generator per worker there)."""
+    return stop_quietly if user_init is None else functools.partial(_both, user_init)
+
+
+def _both(user_init: Callable[[int], None], worker_id: int) -> None:
+    stop_quietly(worker_id)
+    user_init(worker_id)
 
 
 def _exit_now(signum: int, frame: object) -> None:

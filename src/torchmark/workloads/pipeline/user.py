@@ -30,8 +30,8 @@ from torchmark.workloads.pipeline.feed import (
     Batch,
     FedEpoch,
     first_batches,
+    quiet_stop_and,
     shut,
-    stop_quietly,
     tensors,
     to_device,
 )
@@ -81,13 +81,22 @@ def samples(batch: Batch) -> int:
 
 def rebuilt(loader: DataLoader[Any], cfg: LoaderConfig, timeout_s: float) -> DataLoader[Any]:
     """The user's DataLoader with the sweep's settings: the same dataset, batches (its own
-    batch sampler) and collate function."""
+    batch sampler), collate function, and with workers its own worker_init_fn (a dataset
+    may open its files or seed per worker there) and multiprocessing context."""
+    workers = (
+        {
+            "worker_init_fn": quiet_stop_and(loader.worker_init_fn),
+            "multiprocessing_context": loader.multiprocessing_context,
+        }
+        if cfg.workers
+        else {}
+    )
     return DataLoader(
         loader.dataset,
         batch_sampler=loader.batch_sampler,
         collate_fn=loader.collate_fn,
         timeout=timeout_s if cfg.workers else 0,
-        worker_init_fn=stop_quietly if cfg.workers else None,
+        **workers,
         **cfg.kwargs(),
     )
 
@@ -224,11 +233,18 @@ class UserPipeline(Workload):
         loader: Iterable[Any] = (
             self.loader if YOURS in p else rebuilt(self.loader, cfg, self.batch_timeout_s)  # type: ignore[arg-type]
         )
+        teardown: list[Callable[[], None]] = []
+        if YOURS in p and isinstance(loader, DataLoader) and loader.num_workers:
+            # its workers, too, exit quietly on the group's SIGTERM; its own init still runs
+            own = loader.worker_init_fn
+            loader.worker_init_fn = quiet_stop_and(own)
+            teardown.append(lambda: setattr(loader, "worker_init_fn", own))
         steps = min(_length(loader) or MAX_STEPS, MAX_STEPS)
         capped = Capped(loader, steps)
         epoch = FedEpoch(
             capped, step, device, non_blocking=cfg.non_blocking, side_stream=cfg.side_stream
         )
+        teardown.insert(0, epoch.close)
 
         def check() -> list[str]:
             if YOURS in p:
@@ -245,6 +261,10 @@ class UserPipeline(Workload):
         def summarize(m: Measurement) -> dict[str, Any]:
             return {"input": epoch.breakdown(skip_epochs=1 + m.warmup_calls)}
 
+        def close() -> None:
+            for done in teardown:
+                done()
+
         label = "your loader, as given" if YOURS in p else cfg.label()
         return Prepared(
             fn=epoch,
@@ -254,7 +274,7 @@ class UserPipeline(Workload):
             rule=rule,
             notes=[f"loader: one call is {steps} batches of your loader"],
             extra={"loader": label, "steps_per_epoch": steps},
-            teardown=epoch.close,
+            teardown=close,
             summarize=summarize,
             repeatable=False,
         )

@@ -98,6 +98,19 @@ def test_an_unused_option_is_still_refused_before_anything_is_measured(
     assert code == 0 and json.loads(out) == []
 
 
+def test_a_size_for_collectives_on_one_process_names_the_ranks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One process plans collectives as the one row that says they need ranks: --size is
+    unused there, and the fix is ranks, not another workload."""
+    code, _, err = cli(capsys, "run", "-d", "cpu", "-w", "collectives", "--size", "1024")
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "error: --size 1024 is not used by any planned workload (collectives): collectives "
+        "measure across ranks: add --nproc-per-node N"
+    ]
+
+
 def test_a_resume_plans_the_stored_options_once(
     capsys: pytest.CaptureFixture[str], calls: Counter[str]
 ) -> None:

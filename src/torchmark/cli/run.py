@@ -350,7 +350,10 @@ def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
         return  # each given option costs one more plan() of the built workloads
     for line in ignored_options(cfg, plan):
         if "not used by any planned workload" in line:
-            raise InputError(f"{line}: drop it, or choose a --workload that uses it")
+            # collectives on one process plan the one row that says they need ranks
+            alone = any(c.workload == "collectives" and c.variant == "all" for c in plan(cfg))
+            fix = "collectives measure across ranks: add --nproc-per-node N" if alone else ""
+            raise InputError(f"{line}: {fix or 'drop it, or choose a --workload that uses it'}")
         console.print(f"note: {line}")
 
 

@@ -11,6 +11,7 @@ over its own dataset, batch sampler and collate function."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
@@ -233,18 +234,19 @@ class UserPipeline(Workload):
         loader: Iterable[Any] = (
             self.loader if YOURS in p else rebuilt(self.loader, cfg, self.batch_timeout_s)  # type: ignore[arg-type]
         )
-        teardown: list[Callable[[], None]] = []
-        if YOURS in p and isinstance(loader, DataLoader) and loader.num_workers:
-            # its workers, too, exit quietly on the group's SIGTERM; its own init still runs
-            own = loader.worker_init_fn
-            loader.worker_init_fn = quiet_stop_and(own)
-            teardown.append(lambda: setattr(loader, "worker_init_fn", own))
         steps = min(_length(loader) or MAX_STEPS, MAX_STEPS)
         capped = Capped(loader, steps)
         epoch = FedEpoch(
             capped, step, device, non_blocking=cfg.non_blocking, side_stream=cfg.side_stream
         )
-        teardown.insert(0, epoch.close)
+        # teardown, last in first out: the epoch's workers shut, then your loader as it was
+        # (also when shutting them raises)
+        teardown = contextlib.ExitStack()
+        if YOURS in p and isinstance(loader, DataLoader) and loader.num_workers:
+            # its workers, too, exit quietly on the group's SIGTERM; its own init still runs
+            teardown.callback(setattr, loader, "worker_init_fn", loader.worker_init_fn)
+            loader.worker_init_fn = quiet_stop_and(loader.worker_init_fn)
+        teardown.callback(epoch.close)
 
         def check() -> list[str]:
             if YOURS in p:
@@ -261,10 +263,6 @@ class UserPipeline(Workload):
         def summarize(m: Measurement) -> dict[str, Any]:
             return {"input": epoch.breakdown(skip_epochs=1 + m.warmup_calls)}
 
-        def close() -> None:
-            for done in teardown:
-                done()
-
         label = "your loader, as given" if YOURS in p else cfg.label()
         return Prepared(
             fn=epoch,
@@ -274,7 +272,7 @@ class UserPipeline(Workload):
             rule=rule,
             notes=[f"loader: one call is {steps} batches of your loader"],
             extra={"loader": label, "steps_per_epoch": steps},
-            teardown=close,
+            teardown=teardown.close,
             summarize=summarize,
             repeatable=False,
         )

@@ -162,3 +162,14 @@ def test_sizing_a_batch_is_in_no_segment(
     e()
     assert all(wait < 1.0 and copy < 1.0 for wait, copy, _ in e.segments)
     assert e.batch_bytes == 2 * 3 * 4 + 2 * 8
+
+
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_a_short_last_batch_does_not_size_the_copies(side_stream: bool) -> None:
+    """The copy rate divides the batch size by the mean copy time: with drop_last=False the
+    last batch can be short, and sizing it read the rate low."""
+    e, _, _ = epoch(0.004, side_stream=side_stream)
+    x, y = batches(5)[-1]
+    e.loader = [*batches(4), (x[:1], y[:1])]  # 1 sample in the last batch, 2 in the others
+    e()
+    assert e.batch_bytes == 2 * 3 * 4 + 2 * 8

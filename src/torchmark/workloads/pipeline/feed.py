@@ -266,13 +266,13 @@ class FedEpoch:
 
     def _epoch_in_line(self, t0: float) -> int:
         dev, m = self.device.torch_device, self.marks
-        steps, last = 0, None  # last: the host batch, sized once the epoch is over
+        steps, first = 0, None  # the host batch sized once the epoch is over
         while True:
             batch = self._next()
             if batch is None:  # joining the workers at the epoch's end: the loop waits
                 self.ends.append(self.clock() - t0)
                 break
-            last = batch
+            first = batch if first is None else first
             t1 = self.clock()
             marks = []
             if m is not None:
@@ -296,13 +296,14 @@ class FedEpoch:
                 self.copy_device_s.append(copy)
                 self.device_s.append((copy, compute, 0.0, 0.0))  # one stream: in series
             steps, t0 = steps + 1, t3
-        self._sized(last)
+        self._sized(first)
         return steps
 
     def _sized(self, batch: Batch | None) -> None:
-        """The epoch's last batch sized after its last segment: summing the tensors' bytes
+        """The epoch's first batch sized after its last segment: summing the tensors' bytes
         each step took ~3 us (an (x, y) batch, here) inside the timed wait (in line) or the
-        copy (side stream)."""
+        copy (side stream). The first, not the last: with drop_last=False the last batch can
+        be short, and the copy rate divides this size by the mean copy time."""
         if batch is not None:
             self.batch_bytes = nbytes(batch)
 
@@ -323,6 +324,7 @@ class FedEpoch:
         if batch is None:
             self.ends.append(self.clock() - t0)
             return 0
+        batch0 = batch  # the host batch, sized once the epoch is over
         t_fetched = self.clock()
         pending: tuple[Batch, Any, Any] | None = self._issue(batch)
         first = (t_fetched - t0, self.clock() - t_fetched)
@@ -359,7 +361,7 @@ class FedEpoch:
             self.copy_device_s.append(mine)
             self.device_s.append((mine, compute, hidden, hideable))
             steps, t0 = steps + 1, t3
-        self._sized(mine_batch)  # on the device: the same bytes as on the host
+        self._sized(batch0)
         return steps
 
     def copied(self, batches: list[Batch]) -> list[Batch]:

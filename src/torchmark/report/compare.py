@@ -319,13 +319,16 @@ def placement_title(ref: reference.ReferenceSet) -> str:
 
 
 def placement_table(
-    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow], width: int = 120
+    ref: reference.ReferenceSet,
+    mine: list[reference.ReferenceRow],
+    width: int = 120,
+    rows: list[tuple[reference.ReferenceRow, str, str]] | None = None,
 ) -> tuple[Table, list[str]]:
     """The reference rows and this machine's rows, fastest first, with what each measured;
     caveats that do not fit beside the rows become numbered notes under the table. The
     title (``placement_title``) prints above it: as the table's it would be cut to the
-    table's width."""
-    rows = _placement_rows(ref, mine)
+    table's width. ``rows``: ``_placement_rows(ref, mine)`` where the caller has them."""
+    rows = rows if rows is not None else _placement_rows(ref, mine)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     longest = max((len(name) for _, name, _ in rows), default=8)
     beside = longest + PLACEMENT_NUMBERS - 9 + MIN_WHY <= width
@@ -354,13 +357,15 @@ def placement_table(
 
 
 def placement_stacked(
-    ref: reference.ReferenceSet, mine: list[reference.ReferenceRow]
+    ref: reference.ReferenceSet,
+    mine: list[reference.ReferenceRow],
+    rows: list[tuple[reference.ReferenceRow, str, str]] | None = None,
 ) -> tuple[Text, list[str]]:
     """``placement_table`` for a narrow terminal: each machine's rank and name on a line of
     its own, its figures on the next, indented and aligned from row to row
     (``2,422 it/s → 2.93 TB/s   87.3 % of datasheet  [1]``); the same caveats, as
-    numbered notes."""
-    rows = _placement_rows(ref, mine)
+    numbered notes. ``rows``: as ``placement_table``'s."""
+    rows = rows if rows is not None else _placement_rows(ref, mine)
     pcts = [fmt.pct(r.pct_of_datasheet) for r, _, _ in rows if r.pct_of_datasheet is not None]
     pct_w = max(map(len, pcts), default=0)
     fields = [
@@ -408,13 +413,15 @@ def placement_renderables(
         if ref.bytes_per_iteration
         else ""
     )
-    longest = max((len(name) for _, name, _ in _placement_rows(ref, mine)), default=0)
+    # ranked once: the layout's choice and the body it chose read the same rows
+    rows = _placement_rows(ref, mine)
+    longest = max((len(name) for _, name, _ in rows), default=0)
     body: RenderableType
     if width - PLACEMENT_NUMBERS < min(longest, MIN_CASE):
-        body, notes = placement_stacked(ref, mine)
+        body, notes = placement_stacked(ref, mine, rows)
         body = Group(Text(), body, Text())  # the blank lines a table's edges leave
     else:
-        body, notes = placement_table(ref, mine, width)
+        body, notes = placement_table(ref, mine, width, rows)
     return [
         Text(placement_title(ref)),
         body,

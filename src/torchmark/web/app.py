@@ -369,10 +369,10 @@ def create_app(
         except InputError as e:
             raise HTTPException(422, str(e)) from None
         out = []
-        ok = [r for r in mine.results if r.ok]
-        board = ranked_many("standard", [ranking.case_of(r) for r in ok])
-        for r in ok:
-            rows = board[ranking.case_of(r)]
+        ok = [(r, ranking.case_of(r)) for r in mine.results if r.ok]
+        board = ranked_many("standard", [case for _, case in ok])
+        for r, case in ok:
+            rows = board[case]
             t = r.measurement.median
             faster = sum(1 for row in rows if row.result.measurement.median < t)
             slower = sum(1 for row in rows if row.result.measurement.median > t)

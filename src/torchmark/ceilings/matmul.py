@@ -25,6 +25,7 @@ import torch
 from torchmark.ceilings import datasheet
 from torchmark.ceilings.base import time_best
 from torchmark.devices.base import Device
+from torchmark.errors import first_line
 from torchmark.results import Ceiling
 from torchmark.timing import Measurement
 
@@ -180,7 +181,7 @@ def measure_one(
                 if device.is_out_of_memory(e):
                     notes.append(f"out of memory at n={n}")
                     break
-                return None, {"skipped": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                return None, {"skipped": f"{type(e).__name__}: {first_line(e, 200)}"}
             if isinstance(m, str):
                 notes.append(m)
                 break
@@ -190,7 +191,7 @@ def measure_one(
             convs = time_convs(device, p, quick, budget - (time.perf_counter() - t_start))
         except Exception as e:  # a backend without this conv: the GEMM figure stands alone
             if not device.is_out_of_memory(e):
-                notes.append(f"conv not timed: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+                notes.append(f"conv not timed: {type(e).__name__}: {first_line(e, 120)}")
             convs = {}
     spent = time.perf_counter() - t_start
     if not per_size:

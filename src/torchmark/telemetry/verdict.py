@@ -92,12 +92,22 @@ def clusters(samples: Sequence[float] | np.ndarray) -> tuple[float, float, float
 STALL_FACTOR = 50.0
 
 
-def _free_cores(t: dict[str, Any]) -> tuple[float, int | None, int]:
-    """(other processes' cores, this machine's cores, the cores free for torch's threads)."""
+def _load(t: dict[str, Any]) -> tuple[str, int]:
+    """(the competing load in words, the cores it left free for torch's threads)."""
     other = float(t.get("other_cores") or 0.0)
     cores = t.get("logical_cores")
     free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
-    return other, cores, free
+    return f"other processes used {other:.1f}{f' of {cores}' if cores else ''} cores", free
+
+
+def _fewer(free: int) -> str:
+    """The fix for more threads than free cores."""
+    return f"measure again with --threads {free} (the free cores) or on a quiet machine"
+
+
+def _threads(result: Result) -> Any:
+    """torch's thread count in the result's telemetry, else its ``--threads``."""
+    return (result.telemetry or {}).get("torch_threads") or result.params.get("threads")
 
 
 # One thread this many times faster than the run's threads, on the same case right after
@@ -113,7 +123,7 @@ def oversubscribed(summary: dict[str, Any]) -> int | None:
     if not summary or summary.get("accelerator") or not competing(summary, False):
         return None
     threads = summary.get("torch_threads")
-    return int(threads) if threads is not None and int(threads) > _free_cores(summary)[2] else None
+    return int(threads) if threads is not None and int(threads) > _load(summary)[1] else None
 
 
 def _stalled(result: Result) -> tuple[Level, str] | None:
@@ -124,15 +134,11 @@ def _stalled(result: Result) -> tuple[Level, str] | None:
     median = result.median_s
     if t.get("accelerator") or not competing(t, False) or not median:
         return None
-    other, cores, free = _free_cores(t)
-    threads = t.get("torch_threads") or result.params.get("threads")
+    load, free = _load(t)
+    threads = _threads(result)
     if threads is None or int(threads) <= free:
         return None
-    load = f"other processes used {other:.1f}{f' of {cores}' if cores else ''} cores"
-    fix = (
-        f"{threads} threads waiting for time slices, not the hardware; measure again with "
-        f"--threads {free} (the free cores) or on a quiet machine"
-    )
+    fix = f"{threads} threads waiting for time slices, not the hardware; {_fewer(free)}"
     floor, one = result.extra.get("floor_s"), result.extra.get("one_thread_s")
     if floor and median >= STALL_FACTOR * floor:
         return (
@@ -160,19 +166,18 @@ def _scheduler_artefact(result: Result) -> tuple[Level, str] | None:
     if found is None:
         return None
     fast, slow, share = found
-    other, cores, free = _free_cores(t)
-    threads = t.get("torch_threads") or result.params.get("threads")
+    load, free = _load(t)
+    threads = _threads(result)
     what = (
         f"samples split into two clusters, {_dur(fast)} and {_dur(slow)} ({share:.0%} slow), "
-        f"while other processes used {other:.1f}{f' of {cores}' if cores else ''} cores"
+        f"while {load}"
     )
     if threads is not None and int(threads) <= 1:
         return ("warn", f"{what}: one thread descheduled now and then; use a quiet machine")
     return (
         "invalid",
         f"{what}: a scheduler artefact of {threads or 'several'} threads competing for the "
-        f"cores, not the hardware; measure again with --threads {free} (the free cores) or "
-        "on a quiet machine",
+        f"cores, not the hardware; {_fewer(free)}",
     )
 
 

@@ -237,20 +237,15 @@ def run(
         return
     if strategy is not None and world is None and not opts.wanted:  # a dry run refuses it too
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
-    if dry_run and world is None and opts.wanted:
-        from torchmark.workloads.micro.collectives import planned_world
-
-        ranks = opts.nproc * opts.nnodes
-        with planned_world(ranks):  # the plan of each rank, not of this launching process
-            the_plan = runner.make_plan(cfg)
-            unused(cfg, the_plan.cases_for)
-        where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
-        console.print(f"world size {ranks}{where}: every rank measures these cases together")
-        show_plan(the_plan.cases)
-        return
-    the_plan = runner.make_plan(cfg)
-    unused(cfg, the_plan.cases_for)
+    # a dry run under ranks plans as each rank will, not as this launching process
+    ranks = opts.nproc * opts.nnodes if dry_run and world is None and opts.wanted else None
+    with contextlib.nullcontext() if ranks is None else _planned_world(ranks):
+        the_plan = runner.make_plan(cfg)
+        unused(cfg, the_plan.cases_for)
     if dry_run:
+        if ranks is not None:
+            where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
+            console.print(f"world size {ranks}{where}: every rank measures these cases together")
         show_plan(the_plan.cases)
         return
     check_json_path(json_path)
@@ -339,6 +334,12 @@ def distributed(
             cfg, store, events, world, backend, json_path=json_path, say=say, strategy=strategy
         )
     finish(record, render, json_path, store.url)
+
+
+def _planned_world(ranks: int) -> contextlib.AbstractContextManager[None]:
+    from torchmark.workloads.micro.collectives import planned_world
+
+    return planned_world(ranks)
 
 
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:

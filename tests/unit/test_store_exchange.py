@@ -309,3 +309,14 @@ def test_a_committed_reference_run_imports_as_its_run() -> None:
     assert any(r.device == "cuda:0" for r in run.results)
     with pytest.raises(InputError, match="no 'schema_version' field"):
         parse_run(json.dumps({"kind": "run", "run": "not an object"}))
+
+
+@pytest.mark.parametrize("name", ["h100-quick", "h200-quick"])
+def test_each_committed_gpu_reference_run_imports_with_its_gpu_results(name: str) -> None:
+    import torchmark.reference
+
+    path = Path(torchmark.reference.__file__).parent / f"{name}.json"
+    run = import_run(path)
+    gpu = [r for r in run.results if r.device == "cuda:0" and r.ok]
+    assert gpu and run.status == "complete"
+    assert any(r.workload == "seed-add" and r.variant == "as-published" for r in gpu)

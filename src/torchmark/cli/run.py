@@ -1,4 +1,4 @@
-"""`torchmark run`, `torchmark list`, `torchmark env`."""
+"""`torchmark run`, `torchmark env`."""
 
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ def run(
         if ranks is not None:
             where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
             console.print(f"world size {ranks}{where}: every rank measures these cases together")
-        show_plan(the_plan.cases)
+        show_plan(the_plan.cases, cfg)
         return
     check_json_path(json_path)
     store = open_store(db)
@@ -358,7 +358,22 @@ def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
         console.print(f"note: {line}")
 
 
-def show_plan(cases: Sequence[Case]) -> None:
+def show_budget(cases: Sequence[Case], cfg: RunConfig) -> None:
+    """The plan's sizes and its estimated wall time and peak memory (workloads.budget)."""
+    import psutil
+
+    from torchmark.workloads import budget
+
+    quick = cfg.suite == "quick"
+    rss = psutil.Process().memory_info().rss
+    for line in budget.lines(
+        cases, rule=cfg.rule, ceilings=cfg.ceilings, quick=quick, process_bytes=rss
+    ):
+        console.print(Text(line), soft_wrap=not console.is_terminal)
+
+
+def show_plan(cases: Sequence[Case], cfg: RunConfig | None = None) -> None:
+    """The planned cases; with ``cfg``, the sizes chosen and the plan's estimate too."""
     from torchmark import format as fmt
     from torchmark.report.layout import Col, FitTable
 
@@ -373,70 +388,13 @@ def show_plan(cases: Sequence[Case]) -> None:
     for c in cases:
         t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
+    if cfg is not None:
+        show_budget(cases, cfg)
     # what a run would say with its plan (the data it writes, how long a case takes)
     from torchmark.workloads.base import plan_notes
 
     for line in plan_notes(cases):
         console.print(Text(line), soft_wrap=not console.is_terminal)
-
-
-@app.command(name="list")
-def list_(
-    as_json: AsJsonOption = False,
-) -> None:
-    """Workloads (with their facts) and the devices found on this machine."""
-    from torchmark.devices import available
-    from torchmark.workloads import WORKLOADS, load_builtins
-
-    load_builtins()
-    workloads: list[dict[str, Any]] = []
-    for name in WORKLOADS.names():
-        cls = WORKLOADS.get(name)
-        workloads.append(
-            {
-                "name": name,
-                "group": cls.group,
-                "summary": cls.summary,
-                "quick": cls.in_quick,
-                **cls().describe(),
-            }
-        )
-    devices: list[dict[str, str | bool]] = [
-        {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
-    ]
-    if as_json:
-        console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
-        return
-    from torchmark.report.layout import Col, FitTable
-
-    t = FitTable(
-        Col("name"),
-        Col("group"),
-        Col("quick"),
-        Col("summary", wrap=24),
-        Col("facts", wrap=18, drop=1),
-        title="Workloads",
-    )
-    for w in workloads:
-        facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
-        t.row(
-            w["name"],
-            w["group"],
-            "yes" if w["quick"] else "",
-            w["summary"],
-            ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
-        )
-    console.print(t)
-    d = FitTable(Col("name"), Col("device", wrap=16), Col("accelerator"), title="Devices")
-    for dev in devices:
-        d.row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
-    console.print(d)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, list | tuple):
-        return "/".join(map(str, v))
-    return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
 @app.command()

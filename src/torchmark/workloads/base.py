@@ -100,6 +100,11 @@ class Workload(ABC):
         """Static facts for ``torchmark list`` (e.g. parameter count, FLOPs per item)."""
         return {}
 
+    def memory_bytes(self, case: Case) -> int | None:
+        """Bytes the case's buffers hold at once while it runs, for the plan's estimate
+        (``workloads.budget``); None where it is not known before the case is built."""
+        return None
+
     @classmethod
     def plan_note(cls, cases: Sequence[Case]) -> list[str]:
         """Lines said with the plan: what it will write, how long it should take."""

@@ -87,6 +87,12 @@ class Matmul(Workload):
             for n in sizes_or(opts, default)
         ]
 
+    def memory_bytes(self, case: Case) -> int | None:
+        dtype, n = DTYPES.get(case.variant), int(case.param_dict["n"])
+        if dtype is None:
+            return None
+        return n * n * (2 * dtype.itemsize + (4 if dtype == torch.int8 else dtype.itemsize))
+
     def prepare(self, case: Case) -> Prepared:
         variant, device = case.variant, case.device
         n = int(case.param_dict["n"])

@@ -54,6 +54,9 @@ class Transfer(Workload):
             for nbytes in sizes_or(opts, SIZES[opts.suite])
         ]
 
+    def memory_bytes(self, case: Case) -> int | None:
+        return 2 * int(case.param_dict.get("bytes", 0))  # source and destination
+
     def prepare(self, case: Case) -> Prepared:
         device = case.device
         if not device.is_accelerator:

@@ -30,7 +30,7 @@ COMMANDS: dict[str, CommandEntry] = {
         "run", "Measure every workload on every device, against the machine's measured ceilings."
     ),
     "list": CommandEntry(
-        "run", "Workloads (with their facts) and the devices found on this machine."
+        "catalog", "Workloads (with their facts) and the devices found on this machine."
     ),
     "env": CommandEntry(
         "run",

@@ -158,8 +158,12 @@ def soak(
     load_builtins()
     w = WORKLOADS.get(workload)()
     store = open_store(db)
+    from torchmark.cli.progress import tenths
+
+    what = f"soaking {workload} on {dev[0].name}"
+    tick = tenths(console, what)  # a line at each tenth where the bar cannot be drawn
     progress = Progress(
-        TextColumn(f"soaking {workload} on {dev[0].name}", markup=False),
+        TextColumn(what, markup=False),
         BarColumn(),
         TimeElapsedColumn(),
         console=console,
@@ -172,6 +176,6 @@ def soak(
             dev[0],
             seconds,
             store=store,
-            on_chunk=lambda t, total: progress.update(task, completed=t),
+            on_chunk=lambda t, total: (progress.update(task, completed=t), tick(t, total)),
         )
     finish(record, show_soak, json_path, store.url)

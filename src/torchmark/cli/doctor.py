@@ -171,11 +171,16 @@ def soak(
     )
     with shown_even_if_interrupted(show_soak, json_path), progress:
         task = progress.add_task("soak", total=seconds)
+
+        def on_chunk(t: float, total: float) -> None:
+            progress.update(task, completed=t)
+            tick(t, total)
+
         record = run_soak(
             w,
             dev[0],
             seconds,
             store=store,
-            on_chunk=lambda t, total: (progress.update(task, completed=t), tick(t, total)),
+            on_chunk=on_chunk,
         )
     finish(record, show_soak, json_path, store.url)

@@ -107,6 +107,12 @@ class ProgressEvents:
         if self.progress is not None:
             self.progress.update(self.task, description=case.label)
 
+    def store_failed(self, reason: str) -> None:
+        self._say(
+            f"warning: {reason}. Measuring goes on: every result is kept and, if the store "
+            "is still failing at the end, written to a JSON file"
+        )
+
     def case_done(self, case: Case, result: Result) -> None:
         self.done += 1
         if self.progress is not None:

@@ -78,9 +78,9 @@ def shown_even_if_interrupted(
         if json_path:
             write_json(partial, json_path)
         elif partial.extra.get("not_stored"):
-            from torchmark.session import rescue_path
+            from torchmark.session import write_rescue
 
-            write_json(partial, rescue_path(partial))
+            console.print(f"JSON written to {write_rescue(partial)}")
         if resumable and isinstance(e, RunInterrupted) and partial.run_id:
             from torchmark.report.parts import resume_hint
 

@@ -192,6 +192,7 @@ class Watchdog:
         self.fired: str | None = None
         self._bound, self._what, self._why = 0.0, "", ""
         self._deadline: float | None = None
+        self._since = 0.0
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -254,7 +255,9 @@ class Watchdog:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.fired:
-            raise CallTimedOut(self.fired)
+            # the real time: a call holding the GIL lets the signal land only when it ends
+            # (90 s for a 10 s bound once, stored as 10 s)
+            raise CallTimedOut(f"{self.fired}; stopped after {self.clock() - self._since:.3g} s")
 
     def _run(self) -> None:
         with self._cond:
@@ -270,6 +273,7 @@ class Watchdog:
                     f"timed out: {self._what} did not return within {self._bound:.3g} s "
                     f"({self._why})"
                 )
+                self._since = self._deadline - self._bound  # the last heartbeat
                 fired_at = self.clock()
                 signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
                 while self._deadline is not None and not self._closed:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +31,10 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
+from torchmark.run import isolation
 from torchmark.runner import new_record, run_case
 from torchmark.session import (
+    CALL_TIMED_OUT,
     OUT_OF_MEMORY,
     CallTimedOut,
     Events,
@@ -121,6 +124,7 @@ def preflight(
     devices: Sequence[Device],
     batch: int,
     bound_s: float | None = None,
+    dog: Watchdog | None = None,
 ) -> Preflight:
     """One call per device at ``batch``: who runs the model, its reference output, FLOPs.
     A call running past ``bound_s`` (the watchdog's bound) fails that device."""
@@ -128,7 +132,7 @@ def preflight(
     host = factory(batch)
     pf.inputs = host.describe()
     errors: list[str] = []
-    dog = Watchdog()
+    dog = dog or Watchdog()
     start_flop_counter()  # outside the bound below
     for d in devices:
         try:
@@ -167,6 +171,57 @@ def preflight(
     if not pf.placed and errors:
         raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
     return pf
+
+
+def _serve(
+    label: str,
+    model: nn.Module,
+    factory: InputFactory,
+    devices: Sequence[Device],
+    batches: Sequence[int],
+    bound: float,
+    rule: str,
+    cfg: RunConfig,
+    measure_energy: bool,
+    request: Any,
+    dog: Watchdog,
+) -> Any:
+    """In the child process (run/isolation.py): its own preflight, done once, then the case
+    asked for by its index in the plan. Returns what the parent needs, never a model."""
+    if "workload" not in _SERVED:
+        pf = preflight(model, factory, devices, batches[0], bound, dog)
+        _SERVED["workload"] = UserModel(label, factory, batches, pf, rule, measure_energy)
+        _SERVED["session"] = Session(new_record("model", {}, list(devices)), None)
+        _SERVED["session"].watchdog = dog  # beats to the parent, which holds the bound
+    workload: UserModel = _SERVED["workload"]
+    if request == "preflight":  # what the parent needs of it: never the placed models
+        # names only: the parent never prepares a case (mypy: placed holds modules)
+        names = dict.fromkeys(workload.pf.placed, None)
+        return dataclasses.replace(workload.pf, placed=names)  # type: ignore[arg-type]
+    cases = [c for d in devices for c in workload.cases(d, PlanOptions())]
+    return _run_one(workload, cases[request], cfg, _SERVED["session"])
+
+
+_SERVED: dict[str, Any] = {}  # the child's state between requests (a fresh fork: empty)
+
+
+def _preflight_apart(worker: isolation.Worker, inputs: str) -> Preflight:
+    try:
+        pf: Preflight = worker.ask("preflight")
+    except CallTimedOut as e:
+        raise InputError(f"the model failed on inputs {inputs}: {e}") from None
+    return pf
+
+
+def _run_apart(worker: isolation.Worker, case: Case, index: int) -> Result:
+    """One case measured by the child: timed out, or the child died, said as the case's."""
+    try:
+        result: Result = worker.ask(index)
+    except CallTimedOut as e:
+        return skipped(case, str(e), flag=CALL_TIMED_OUT)
+    except isolation.ChildDied as e:
+        return skipped(case, f"{e} while measuring {case.label}")
+    return result
 
 
 def _host_alloc_failed(e: BaseException) -> bool:
@@ -391,7 +446,17 @@ def benchmark_model(
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
 
     bound = call_bound(preset(rule).max_time_s)
-    pf = preflight(module, factory, devs, batch_list[0], bound)
+    # the user's calls in a child process where one can be forked: bounded even where a
+    # call holds the GIL (run/isolation.py); else here, under the watchdog thread
+    apart = isolation.refusal(devs) is None
+    served = partial(
+        _serve, label, module, factory, devs, batch_list, bound, rule, cfg, measure_energy
+    )
+    worker = isolation.Worker(served) if apart else None
+    if worker is not None:
+        pf = _preflight_apart(worker, factory(batch_list[0]).describe())
+    else:
+        pf = preflight(module, factory, devs, batch_list[0], bound)
     workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
     cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
     record = new_record(
@@ -417,14 +482,17 @@ def benchmark_model(
     # break-even and cost are analysed from what was measured, complete or not
     session = Session(record, store, events, analyse=lambda r: analyse(r, devs, prices))
     session.planned(cases)
-    with session:
+    with session, contextlib.closing(worker) if worker else contextlib.nullcontext():
         stopped: dict[str, str] = {}  # sweep -> why its larger batches are skipped
-        for case in cases:
+        for i, case in enumerate(cases):
             session.case_started(case)
             if case.sweep in stopped:
                 result = skipped(case, stopped[case.sweep])
             else:
-                result = _run_one(workload, case, cfg, session)
+                if worker is None:
+                    result = _run_one(workload, case, cfg, session)
+                else:
+                    result = _run_apart(worker, case, i)
                 if case.sweep and OUT_OF_MEMORY in result.flags:
                     stopped[case.sweep] = f"larger batches skipped: {result.reason}"
             session.add(case, result)

@@ -113,7 +113,13 @@ def run(
     quick: Annotated[
         bool, typer.Option("--quick", help="Small suite (about 30 s on a quiet 2-core CPU).")
     ] = False,
-    suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
+    suite: Annotated[
+        str,
+        typer.Option(
+            help="quick, standard, extended (standard untrimmed: on a GPU, standard fits 8 "
+            "minutes) or full."
+        ),
+    ] = "standard",
     scenario: sel.ScenariosOption = None,
     precision: sel.PrecisionsOption = None,
     batch: sel.BatchesOption = None,
@@ -367,7 +373,7 @@ def show_budget(cases: Sequence[Case], cfg: RunConfig) -> None:
     quick = cfg.suite == "quick"
     rss = psutil.Process().memory_info().rss
     for line in budget.lines(
-        cases, rule=cfg.rule, ceilings=cfg.ceilings, quick=quick, process_bytes=rss
+        cases, rule=cfg.rule, ceilings=cfg.ceilings, quick=quick, process_bytes=rss, suite=cfg.suite
     ):
         console.print(Text(line), soft_wrap=not console.is_terminal)
 

@@ -84,6 +84,14 @@ def span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+# What the standard suite leaves to ``extended`` on a GPU (workloads.base.trimmed).
+EXTENDED = (
+    "on a GPU the standard suite leaves to --suite extended: batch sweeps' 2x steps (4x "
+    "here), fp32 batches past a quarter of the cap, amp-fp16, transfer's in-between sizes, "
+    "the input pipeline's worker sweep and input-tokens"
+)
+
+
 def lines(
     cases: Sequence[Case],
     *,
@@ -91,8 +99,10 @@ def lines(
     ceilings: bool = True,
     quick: bool = False,
     process_bytes: int | None = None,
+    suite: str | None = None,
 ) -> list[str]:
-    """The plan's estimate in words: sizing per device, wall time, peak memory."""
+    """The plan's estimate in words: sizing per device, wall time, peak memory, and (the
+    standard suite on a GPU) what it leaves to ``extended``."""
     from torchmark.devices.cache import sizing
     from torchmark.format import binary_bytes, plural
 
@@ -117,4 +127,6 @@ def lines(
         f"estimate of peak memory: {binary_bytes(total)} ({now}{binary_bytes(b.peak_bytes)} "
         f"for {b.peak_what}{left_out})"
     )
+    if suite == "standard" and any(c.device.is_accelerator for c in cases):
+        out.append(EXTENDED)
     return out

@@ -111,7 +111,7 @@ def run(
     device: DevicesOption = None,
     workload: sel.WorkloadsOption = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Small suite (about 30 s on a quiet 2-core CPU).")
+        bool, typer.Option("--quick", help="Small suite (<= 45 s on a quiet 2-core CPU).")
     ] = False,
     suite: Annotated[
         str,

@@ -17,12 +17,12 @@ import tempfile
 import torch
 from rich.console import Console
 
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.loaders import LoaderConfig, config_of
 from torchmark.report.pipeline import pipeline_tables
-from torchmark.session import Quiet, Session
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
+from torchmark.run.session import Quiet, Session
 from torchmark.workloads.base import PlanOptions
 from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 

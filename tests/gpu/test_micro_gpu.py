@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchmark import ceilings, runner
+from torchmark import ceilings
 from torchmark.ceilings import bandwidth, datasheet, transfer
-from torchmark.config import RunConfig
 from torchmark.devices import CUDADevice
 from torchmark.results import Ceiling, Result
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
 from torchmark.workloads import Case, PlanOptions, Workload
 from torchmark.workloads.micro import matmul, seed_add
 from torchmark.workloads.micro import transfer as transfer_workload

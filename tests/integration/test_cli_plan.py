@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clitest import cli
-from torchmark import runner
+from torchmark.run import runner
 
 
 @pytest.fixture
@@ -114,8 +114,8 @@ def test_a_size_for_collectives_on_one_process_names_the_ranks(
 def test_a_resume_plans_the_stored_options_once(
     capsys: pytest.CaptureFixture[str], calls: Counter[str]
 ) -> None:
-    from torchmark.config import RunConfig
     from torchmark.devices.cpu import CPUDevice
+    from torchmark.run.config import RunConfig
     from torchmark.store import open_store
 
     # CPUDevice.info() is cached for the process; a test that fakes the LLC size leaves its

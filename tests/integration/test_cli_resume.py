@@ -13,7 +13,7 @@ import pytest
 
 from clitest import cli, spawn
 from torchmark import format as fmt
-from torchmark import runner
+from torchmark.run import runner
 from torchmark.store import open_store
 
 N = 5

@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from clitest import cli, spawn
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.loaders import LoaderConfig, config_of
 from torchmark.results import RunRecord
-from torchmark.session import Quiet, Session
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
+from torchmark.run.session import Quiet, Session
 from torchmark.workloads.base import Case, PlanOptions
 from torchmark.workloads.pipeline.feed import make_loader, shut
 from torchmark.workloads.pipeline.images import JpegImages

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from torchmark import ceilings, runner
+from torchmark import ceilings
 from torchmark.ceilings import base, matmul
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, cache, cpu
 from torchmark.errors import WrongResultError
 from torchmark.results import Ceiling, Result
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
 from torchmark.store import open_store
 from torchmark.timing import Adaptive
 from torchmark.workloads import Case, PlanOptions, Workload

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from torchmark import variants
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.results import Ceiling, Result
-from torchmark.runner import run_case
+from torchmark.run.config import RunConfig
+from torchmark.run.runner import run_case
 from torchmark.workloads import WORKLOADS, Case, load_builtins
 from torchmark.workloads.models.base import Sizes
 

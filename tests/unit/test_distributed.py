@@ -184,12 +184,12 @@ def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from torchmark.cli import run as cli_run
-    from torchmark.config import RunConfig
+    from torchmark.run.config import RunConfig
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(InputError, match="--nproc-per-node 2 is more than the 1 GPUs"):
         cli_run.check_ranks(RunConfig(devices=("cuda",)), Launch(nproc_per_node=2))
-    monkeypatch.setattr("torchmark.config.available_cores", lambda: 2)
+    monkeypatch.setattr("torchmark.run.config.available_cores", lambda: 2)
     cli_run.check_ranks(RunConfig(devices=("cpu",)), Launch(nproc_per_node=3))
     assert "--nproc-per-node 3 is more than the 2 cores" in capsys.readouterr().out
 

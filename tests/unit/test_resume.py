@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from torchmark import resume, runner
-from torchmark.config import RunConfig
 from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted, RunNotFoundError
 from torchmark.results import Ceiling, Result, RunRecord, Work
-from torchmark.session import OUT_OF_MEMORY, Session, skipped
+from torchmark.run import resume, runner
+from torchmark.run.config import RunConfig
+from torchmark.run.session import OUT_OF_MEMORY, Session, skipped
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore, scripted
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 

@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Result, Work
-from torchmark.session import Session
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
+from torchmark.run.session import Session
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -249,7 +249,7 @@ def test_a_guard_that_finds_the_case_cannot_run_skips_it_and_the_run_goes_on(
 
 
 def test_the_stored_command_reads_as_typed() -> None:
-    from torchmark.runner import command_line
+    from torchmark.run.runner import command_line
 
     assert (
         command_line(["/w/src/torchmark/__main__.py", "run", "--quick"]) == "torchmark run --quick"

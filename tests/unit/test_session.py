@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from torchmark import runner, session
-from torchmark.config import RunConfig
 from torchmark.devices import Device
 from torchmark.errors import RunInterrupted, RunNotStored, StoreUnavailable
 from torchmark.results import RunRecord, Work
-from torchmark.session import CALL_TIMED_OUT, CallTimedOut, Session, Watchdog
+from torchmark.run import runner, session
+from torchmark.run.config import RunConfig
+from torchmark.run.session import CALL_TIMED_OUT, CallTimedOut, Session, Watchdog
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore, scripted
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 

@@ -212,9 +212,9 @@ def test_show_hints_a_resume_exactly_where_resume_accepts_the_run(
     change: Callable[[RunRecord], None] | None, resumable: bool
 ) -> None:
     """One rule (``report.parts.can_resume``) for the hint and for ``--resume``'s refusal."""
-    from torchmark import resume
     from torchmark.cli.show import resumable as hint
     from torchmark.errors import InputError
+    from torchmark.run import resume
 
     record = load("cpu-only")  # a `run` stored incomplete
     if change is not None:

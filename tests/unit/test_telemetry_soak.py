@@ -10,8 +10,8 @@ import pytest
 
 from torchmark.cli.doctor import show_soak, sparkline
 from torchmark.errors import InputError, RunInterrupted
+from torchmark.kinds.soak import parse_duration, soak, trend_reasons
 from torchmark.results import RunRecord, Work
-from torchmark.soak import parse_duration, soak, trend_reasons
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 

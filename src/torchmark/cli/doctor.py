@@ -144,8 +144,8 @@ def soak(
     """Repeat a heavy workload: throughput over time with clocks, heat, power and throttling."""
     from torchmark.cli.run import check_json_path, finish, shown_even_if_interrupted
     from torchmark.devices import available, resolve
-    from torchmark.soak import parse_duration
-    from torchmark.soak import soak as run_soak
+    from torchmark.kinds.soak import parse_duration
+    from torchmark.kinds.soak import soak as run_soak
     from torchmark.workloads import WORKLOADS, load_builtins
 
     seconds = parse_duration(duration)

@@ -26,8 +26,8 @@ from torchmark.cli.target import (
     recording,
     user_callable,
 )
-from torchmark.config import parse_int_list
 from torchmark.errors import InputError
+from torchmark.run.config import parse_int_list
 from torchmark.timing import preset
 
 LOADER_HELP = (
@@ -65,7 +65,7 @@ def model(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.user.bench import benchmark_model
+    from torchmark.kinds.model import benchmark_model
     from torchmark.user.cost import parse_price
 
     preset(stopping)  # an unknown name fails here, naming the valid presets
@@ -106,8 +106,8 @@ def model_with_loader(
 ) -> None:
     """``--loader``: the model fed the user's batches; the input pipeline's view."""
     from torchmark.cli.printers import show_run as show
+    from torchmark.kinds.model import benchmark_model
     from torchmark.user import spec as spec_mod
-    from torchmark.user.bench import benchmark_model
 
     if inputs:
         raise InputError("give either --loader or --input / --inputs, not both")
@@ -155,7 +155,7 @@ def tune(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.user.tune import tune as run_tune
+    from torchmark.kinds.tune import tune as run_tune
 
     check_json_path(json_path)
     user = load_target(spec, input, inputs)

@@ -29,9 +29,9 @@ from torchmark.cli.app import (
 from torchmark.cli.printers import show_distributed
 from torchmark.cli.printers import show_run as show
 from torchmark.cli.progress import ProgressEvents
-from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunInterrupted, RunNotStored
 from torchmark.results import RunRecord
+from torchmark.run.config import RunConfig
 from torchmark.workloads import Case
 
 
@@ -78,7 +78,7 @@ def shown_even_if_interrupted(
         if json_path:
             write_json(partial, json_path)
         elif partial.extra.get("not_stored"):
-            from torchmark.session import rescue_path
+            from torchmark.run.session import rescue_path
 
             write_json(partial, rescue_path(partial))
         if resumable and isinstance(e, RunInterrupted) and partial.run_id:
@@ -181,7 +181,7 @@ def run(
     ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
-    from torchmark import runner
+    from torchmark.run import runner
 
     if resume is not None:
         given = [
@@ -262,7 +262,7 @@ def resume_run(
 ) -> None:
     """`torchmark run --resume RUN`: refusals before anything stored is touched, then the
     cases left through the same session and loop as every run."""
-    from torchmark import resume
+    from torchmark.run import resume
 
     check_json_path(json_path)
     store = open_store(db)
@@ -283,7 +283,7 @@ def check_ranks(cfg: RunConfig, opts: Any) -> None:
     share the cores, and the figures say so)."""
     import torch
 
-    from torchmark.config import available_cores
+    from torchmark.run.config import available_cores
 
     gpus = torch.cuda.device_count()
     on_gpu = any(d.startswith("cuda") for d in cfg.devices) or (
@@ -345,7 +345,7 @@ def _planned_world(ranks: int) -> contextlib.AbstractContextManager[None]:
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:
     """An option no planned workload uses is an error (it would be silently ignored); one that
     only some ignore is said before anything is measured."""
-    from torchmark.config import OPTIONAL_AXES, ignored_options
+    from torchmark.run.config import OPTIONAL_AXES, ignored_options
 
     if not any(getattr(cfg, name) for _, name in OPTIONAL_AXES):
         return  # each given option costs one more plan() of the built workloads
@@ -444,8 +444,8 @@ def env(
     as_json: AsJsonOption = False,
 ) -> None:
     """The environment record stored with every run: versions, devices, threads, flags, load."""
-    from torchmark import environment
     from torchmark.devices import available
+    from torchmark.run import environment
 
     record = environment.collect(available())
     record["fingerprint"] = environment.machine_fingerprint(record)

@@ -10,9 +10,9 @@ from typing import Any
 from rich.text import Text
 
 from torchmark.cli.app import console, open_store
-from torchmark.config import RunConfig, parse_int_list
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
+from torchmark.run.config import RunConfig, parse_int_list
 
 
 def scaling_ladder(
@@ -26,11 +26,11 @@ def scaling_ladder(
     verbose: bool,
     dry_run: bool = False,
 ) -> None:
-    from torchmark import runner
     from torchmark.cli.progress import ProgressEvents
     from torchmark.cli.run import finish, show, shown_even_if_interrupted
     from torchmark.launch import ladder
     from torchmark.report.scaling import ladder_renderables
+    from torchmark.run import runner
 
     if world is not None:
         raise InputError("--scaling starts its own ranks: run it alone, not under torchrun/srun")

@@ -33,7 +33,6 @@ import torch.distributed as dist
 
 from torchmark import __version__, stragglers
 from torchmark import format as fmt
-from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
 from torchmark.errors import InputError, RunInterrupted, UsageError
@@ -41,7 +40,8 @@ from torchmark.launch import buckets
 from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
-from torchmark.session import Events, Session, skipped
+from torchmark.run.config import RunConfig, validate
+from torchmark.run.session import Events, Session, skipped
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import judge
 from torchmark.workloads import Case
@@ -340,7 +340,7 @@ def run(
 ) -> RunRecord:
     """This rank's part of a distributed run; rank 0's record holds every rank's samples.
     ``say``: where rank 0 prints the run's header (world size, backend, DDP)."""
-    from torchmark import runner
+    from torchmark.run import runner
 
     # Ceilings would be measured on every rank at once, each slowing the others: a
     # distributed run reports throughput, algbw and busbw without % of ceiling.

@@ -1,6 +1,6 @@
 """The line a report shows for a run measured in parts (``torchmark run --resume``), from
 ``record.extra["parts"]``, and whether a stored run can be resumed. Kept apart from
-``torchmark.resume``: reports of stored runs (``torchmark show``) start without importing
+``torchmark.run.resume``: reports of stored runs (``torchmark show``) start without importing
 torch."""
 
 from __future__ import annotations

@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from torchmark.config import available_cores
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, YOURS, LoaderConfig, config_of, params
 from torchmark.results import RunRecord, Work
+from torchmark.run.config import available_cores
 from torchmark.timing.stats import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import (
@@ -206,7 +206,7 @@ class UserPipeline(Workload):
         ]
 
     def prepare(self, case: Case) -> Prepared:
-        from torchmark.user.bench import place
+        from torchmark.kinds.model import place
 
         device, p = case.device, case.param_dict
         model = place(self.model, device)
@@ -294,10 +294,10 @@ def benchmark_loader(
     """The user's model fed by the user's loader on each device: the breakdown per
     setting (stored like a run's, shown by ``report.pipeline``). Errors in the factory,
     its batches or the model's call on them: one InputError line, before any timing."""
-    from torchmark import runner
-    from torchmark.config import RunConfig
     from torchmark.devices import resolve
-    from torchmark.session import Session
+    from torchmark.run import runner
+    from torchmark.run.config import RunConfig
+    from torchmark.run.session import Session
 
     w = UserPipeline(model, make_loader, what)
     devs = resolve(devices)

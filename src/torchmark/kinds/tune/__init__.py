@@ -36,15 +36,10 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import resolve
 from torchmark.errors import InputError
-from torchmark.results import RunRecord
-from torchmark.runner import new_record
-from torchmark.session import Events, Session
-from torchmark.store.base import ResultStore
-from torchmark.telemetry.host import OtherLoad
-from torchmark.user.bench import _as_model, _eval, _factory
-from torchmark.user.tune import search
-from torchmark.user.tune.candidates import Candidate, code_lines
-from torchmark.user.tune.search import (
+from torchmark.kinds.model import _as_model, _eval, _factory
+from torchmark.kinds.tune import search
+from torchmark.kinds.tune.candidates import Candidate, code_lines
+from torchmark.kinds.tune.search import (
     CANDIDATE_RESERVE_S,
     COMPILE_RESERVE_S,
     PER_CANDIDATE_S,
@@ -52,8 +47,13 @@ from torchmark.user.tune.search import (
     Tuner,
     paired_verdict,
 )
-from torchmark.user.tune.summary import summarise
-from torchmark.user.tune.workload import TuneWorkload, _Keywords
+from torchmark.kinds.tune.summary import summarise
+from torchmark.kinds.tune.workload import TuneWorkload, _Keywords
+from torchmark.results import RunRecord
+from torchmark.run.runner import new_record
+from torchmark.run.session import Events, Session
+from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
 
 DEFAULT_BUDGET_S = 150.0
 # Other processes using more than this many cores during tune: its speedups are suspect.

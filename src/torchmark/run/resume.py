@@ -27,18 +27,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchmark import environment
 from torchmark import format as fmt
-from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
 from torchmark.report.parts import can_resume, parts_note
 from torchmark.results import Result, RunRecord, utcnow
+from torchmark.run import environment
+from torchmark.run.config import RunConfig
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case, Workload
 
 if TYPE_CHECKING:
     from torchmark.devices import Device
-    from torchmark.session import Events
+    from torchmark.run.session import Events
 
 __all__ = [
     "Resume",
@@ -128,7 +128,7 @@ def result_key(params_of: Result) -> tuple[str, str, str, str]:
 
 
 def case_key(case: Case) -> tuple[str, str, str, str]:
-    from torchmark.session import skipped
+    from torchmark.run.session import skipped
 
     return result_key(skipped(case, ""))
 
@@ -165,7 +165,7 @@ class Resume:
 def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case], dict[str, str]]:
     """Cases with no stored result yet (each stored result accounts for one planned case),
     and the sweeps stopped by an out-of-memory result."""
-    from torchmark.session import OUT_OF_MEMORY
+    from torchmark.run.session import OUT_OF_MEMORY
 
     keys = [result_key(r) for r in record.results]  # a model_dump each: once a result
     left, by_key = Counter(keys), dict(zip(keys, record.results, strict=True))
@@ -212,7 +212,7 @@ def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | Non
                 "load_at_start": record.environment.get("load_at_start"),
             }
         ]
-    from torchmark.runner import command_line
+    from torchmark.run.runner import command_line
 
     parts.append(
         {
@@ -245,7 +245,7 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
-    from torchmark.runner import make_plan
+    from torchmark.run.runner import make_plan
 
     check_resumable(record)
     p = make_plan(stored_config(record), devices, workloads)
@@ -265,8 +265,8 @@ def run(
 ) -> RunRecord:
     """Measure the cases left through the one run path (``Session`` + ``run_planned``),
     appending to the same run id; complete when the plan finishes."""
-    from torchmark.runner import run_planned
-    from torchmark.session import Session
+    from torchmark.run.runner import run_planned
+    from torchmark.run.session import Session
 
     record = plan.record
     assert record.run_id is not None  # loaded from the store

@@ -26,12 +26,12 @@ import torch
 from torch import nn
 
 from torchmark import variants
-from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
-from torchmark.runner import new_record, run_case
-from torchmark.session import (
+from torchmark.run.config import RunConfig, validate
+from torchmark.run.runner import new_record, run_case
+from torchmark.run.session import (
     OUT_OF_MEMORY,
     CallTimedOut,
     Events,

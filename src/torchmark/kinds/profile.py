@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from torchmark import format as fmt
-from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
@@ -36,8 +35,9 @@ from torchmark.profile.capture import (
 )
 from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
 from torchmark.results import Result, RunRecord
-from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
-from torchmark.session import Events, Session
+from torchmark.run.config import RunConfig, validate
+from torchmark.run.runner import measure_ceilings, new_record, plan, run_case, select_workloads
+from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
@@ -75,9 +75,9 @@ def _prefer_accelerator(devices: list[Device]) -> Device:
 def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -> Target:
     """The user's model (``torchmark model``'s SPEC and inputs) as the case to profile: the
     first requested batch (default 1), timed as ``model`` times it on that device."""
-    from torchmark.session import call_bound
+    from torchmark.kinds.model import UserModel, _eval, preflight
+    from torchmark.run.session import call_bound
     from torchmark.timing import preset
-    from torchmark.user.bench import UserModel, _eval, preflight
     from torchmark.user.inputs import per_batch
 
     _eval(model)

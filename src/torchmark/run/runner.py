@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from torchmark import __version__, environment, telemetry
-from torchmark.config import RunConfig, validate
+from torchmark import __version__, telemetry
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, OutOfMemory, StoreError, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord, Work
-from torchmark.session import (
+from torchmark.run import environment
+from torchmark.run.config import RunConfig, validate
+from torchmark.run.session import (
     CALL_TIMED_OUT,
     OUT_OF_MEMORY,
     CallTimedOut,

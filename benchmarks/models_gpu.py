@@ -25,8 +25,8 @@ def main() -> int:
         return 0
     from torchmark import ceilings
     from torchmark.devices import CUDADevice
+    from torchmark.run.case import run_case
     from torchmark.run.config import RunConfig
-    from torchmark.run.runner import run_case
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 
     load_builtins()

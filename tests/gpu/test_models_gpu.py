@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from torchmark.results import Result
+from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig
-from torchmark.run.runner import run_case
 from torchmark.workloads import WORKLOADS, Case, load_builtins
 
 pytestmark = [

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from clitest import cli
-from torchmark.run import runner
+from torchmark.run import plan
+from torchmark.run.record import new_record
 
 
 @pytest.fixture
@@ -19,13 +20,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counted: Counter[str] = Counter()
 
     def counting(name: str) -> Any:
-        real = getattr(runner, name)
+        real = getattr(plan, name)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             counted[name] += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(runner, name, wrapper)
+        monkeypatch.setattr(plan, name, wrapper)
 
     for name in ("make_plan", "select_workloads", "resolve"):
         counting(name)
@@ -122,7 +123,7 @@ def test_a_resume_plans_the_stored_options_once(
     # own there, and the resume would rightly refuse that environment
     CPUDevice.info.cache_clear()
     cfg = RunConfig(devices=("cpu",), workloads=("add",), sizes=(256, 512))
-    record = runner.new_record("run", cfg.as_dict(), [CPUDevice()])
+    record = new_record("run", cfg.as_dict(), [CPUDevice()])
     record.status = "incomplete"
     store = open_store(os.environ["TORCHMARK_DB"])
     run_id = store.save(record)

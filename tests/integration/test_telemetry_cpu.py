@@ -13,8 +13,8 @@ import torch
 from torchmark.cli import main
 from torchmark.devices import CPUDevice
 from torchmark.results import Work
+from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig
-from torchmark.run.runner import run_case
 from torchmark.store import open_store
 from torchmark.telemetry import watch
 from torchmark.timing import Adaptive, measure

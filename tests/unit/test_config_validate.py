@@ -31,7 +31,7 @@ def test_more_threads_than_cores_is_refused() -> None:
 def test_options_no_planned_workload_uses_are_named() -> None:
     # Before: --precision and --batch were silently ignored by micro workloads.
     from torchmark.devices import resolve
-    from torchmark.run.runner import plan, select_workloads
+    from torchmark.run.plan import plan, select_workloads
 
     def planner(cfg: RunConfig):  # type: ignore[no-untyped-def]
         return plan(select_workloads(cfg), resolve(cfg.devices), cfg)

@@ -18,8 +18,8 @@ def test_planning_model_cases_imports_no_dynamo() -> None:
     code = """
 import sys
 from torchmark.run.config import RunConfig
-from torchmark.run import runner
-cases = runner.planned(RunConfig(devices=("cpu",), workloads=("resnet50", "bert-base", "gpt2")))
+from torchmark.run.plan import planned
+cases = planned(RunConfig(devices=("cpu",), workloads=("resnet50", "bert-base", "gpt2")))
 assert cases, "no cases planned"
 print("torch._dynamo" in sys.modules)
 """

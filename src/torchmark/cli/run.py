@@ -181,7 +181,7 @@ def run(
     ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
-    from torchmark.run import runner
+    from torchmark.run import plan, runner
 
     if resume is not None:
         given = [
@@ -240,7 +240,7 @@ def run(
     # a dry run under ranks plans as each rank will, not as this launching process
     ranks = opts.nproc * opts.nnodes if dry_run and world is None and opts.wanted else None
     with contextlib.nullcontext() if ranks is None else _planned_world(ranks):
-        the_plan = runner.make_plan(cfg)
+        the_plan = plan.make_plan(cfg)
         unused(cfg, the_plan.cases_for)
     if dry_run:
         if ranks is not None:

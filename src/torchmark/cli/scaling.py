@@ -30,7 +30,7 @@ def scaling_ladder(
     from torchmark.cli.run import finish, show, shown_even_if_interrupted
     from torchmark.launch import ladder
     from torchmark.report.scaling import ladder_renderables
-    from torchmark.run import runner
+    from torchmark.run import plan, runner
 
     if world is not None:
         raise InputError("--scaling starts its own ranks: run it alone, not under torchrun/srun")
@@ -41,7 +41,7 @@ def scaling_ladder(
         )
     sizes = parse_int_list(scaling, "--scaling")
     strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
-    cases = runner.planned(cfg)
+    cases = plan.planned(cfg)
     import torch
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())

@@ -29,17 +29,11 @@ from torchmark import variants
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
+from torchmark.run.case import OUT_OF_MEMORY, run_case, skipped
 from torchmark.run.config import RunConfig, validate
-from torchmark.run.runner import new_record, run_case
-from torchmark.run.session import (
-    OUT_OF_MEMORY,
-    CallTimedOut,
-    Events,
-    Session,
-    Watchdog,
-    call_bound,
-    skipped,
-)
+from torchmark.run.record import new_record
+from torchmark.run.session import Events, Session
+from torchmark.run.watchdog import CallTimedOut, Watchdog, call_bound
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import energy
 from torchmark.timing import preset

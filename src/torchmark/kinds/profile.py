@@ -35,8 +35,11 @@ from torchmark.profile.capture import (
 )
 from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
 from torchmark.results import Result, RunRecord
+from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig, validate
-from torchmark.run.runner import measure_ceilings, new_record, plan, run_case, select_workloads
+from torchmark.run.plan import plan, select_workloads
+from torchmark.run.record import new_record
+from torchmark.run.runner import measure_ceilings
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.user.inputs import InputFactory
@@ -76,7 +79,7 @@ def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -
     """The user's model (``torchmark model``'s SPEC and inputs) as the case to profile: the
     first requested batch (default 1), timed as ``model`` times it on that device."""
     from torchmark.kinds.model import UserModel, _eval, preflight
-    from torchmark.run.session import call_bound
+    from torchmark.run.watchdog import call_bound
     from torchmark.timing import preset
     from torchmark.user.inputs import per_batch
 

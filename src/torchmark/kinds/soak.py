@@ -22,8 +22,9 @@ from typing import Any
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord
-from torchmark.run.runner import new_record
-from torchmark.run.session import Events, Session, measured
+from torchmark.run.case import measured
+from torchmark.run.record import new_record
+from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import Source, TelemetryTrace
 from torchmark.telemetry.trace import Recording

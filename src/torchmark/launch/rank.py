@@ -40,8 +40,9 @@ from torchmark.launch import buckets
 from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
+from torchmark.run.case import skipped
 from torchmark.run.config import RunConfig, validate
-from torchmark.run.session import Events, Session, skipped
+from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import judge
 from torchmark.workloads import Case
@@ -341,6 +342,8 @@ def run(
     """This rank's part of a distributed run; rank 0's record holds every rank's samples.
     ``say``: where rank 0 prints the run's header (world size, backend, DDP)."""
     from torchmark.run import runner
+    from torchmark.run.plan import plan, select_workloads
+    from torchmark.run.record import new_record
 
     # Ceilings would be measured on every rank at once, each slowing the others: a
     # distributed run reports throughput, algbw and busbw without % of ceiling.
@@ -362,8 +365,8 @@ def run(
     init(world, chosen, device, timeout_s)
     try:
         lockstep = Lockstep(device)
-        workloads = runner.select_workloads(cfg)
-        cases = runner.plan(workloads, [device], cfg)
+        workloads = select_workloads(cfg)
+        cases = plan(workloads, [device], cfg)
         handshake(identity(cfg, cases, strategy), world)
         dist_info = {
             "world_size": world.world_size,
@@ -374,7 +377,7 @@ def run(
         }
         if world.is_main and say is not None:
             say(header(dist_info))
-        record = runner.new_record("run", {**cfg.as_dict(), "distributed": dist_info}, [device])
+        record = new_record("run", {**cfg.as_dict(), "distributed": dist_info}, [device])
         session = RankSession(
             record,
             store,

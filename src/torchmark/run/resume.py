@@ -128,7 +128,7 @@ def result_key(params_of: Result) -> tuple[str, str, str, str]:
 
 
 def case_key(case: Case) -> tuple[str, str, str, str]:
-    from torchmark.run.session import skipped
+    from torchmark.run.case import skipped
 
     return result_key(skipped(case, ""))
 
@@ -165,7 +165,7 @@ class Resume:
 def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case], dict[str, str]]:
     """Cases with no stored result yet (each stored result accounts for one planned case),
     and the sweeps stopped by an out-of-memory result."""
-    from torchmark.run.session import OUT_OF_MEMORY
+    from torchmark.run.case import OUT_OF_MEMORY
 
     keys = [result_key(r) for r in record.results]  # a model_dump each: once a result
     left, by_key = Counter(keys), dict(zip(keys, record.results, strict=True))
@@ -212,7 +212,7 @@ def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | Non
                 "load_at_start": record.environment.get("load_at_start"),
             }
         ]
-    from torchmark.run.runner import command_line
+    from torchmark.run.record import command_line
 
     parts.append(
         {
@@ -245,7 +245,7 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
-    from torchmark.run.runner import make_plan
+    from torchmark.run.plan import make_plan
 
     check_resumable(record)
     p = make_plan(stored_config(record), devices, workloads)

@@ -1,119 +1,36 @@
 """plan cases -> for each: set up, guard, measure (telemetry watching), record -> run.
 
 No formatting here: the caller passes ``Events`` to hear about progress. The run's
-lifecycle (store, signals, store failures, the watchdog) is the ``Session``'s.
+lifecycle (store, signals, store failures, the watchdog) is the ``Session``'s; one case is
+``case.run_case``; what to measure is ``plan``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import gc
-import os
-import shlex
-import statistics
-import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from torchmark import __version__, telemetry
-from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, OutOfMemory, StoreError, WrongResultError
-from torchmark.results import Ceiling, Result, RunRecord, Work
+from torchmark import telemetry
+from torchmark.devices import Device
+from torchmark.errors import StoreError
+from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.run import environment
-from torchmark.run.config import RunConfig, validate
-from torchmark.run.session import (
-    CALL_TIMED_OUT,
-    OUT_OF_MEMORY,
-    CallTimedOut,
-    Events,
-    Quiet,
-    Session,
-    call_bound,
-    measured,
-    skipped,
-)
+from torchmark.run.case import OUT_OF_MEMORY, run_case, skipped
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import Plan, make_plan
+from torchmark.run.record import new_record
+from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
-from torchmark.telemetry.verdict import oversubscribed
-from torchmark.timing import Measurement, measure, preset
-from torchmark.workloads import WORKLOADS, Case, Prepared, Workload, load_builtins
+from torchmark.workloads import Case, Workload
 
 __all__ = [
-    "OUT_OF_MEMORY",
-    "Events",
-    "Plan",
-    "Quiet",
-    "Session",
-    "make_plan",
     "measure_ceilings",
-    "new_record",
-    "plan",
-    "planned",
     "run",
-    "run_case",
     "run_planned",
-    "select_workloads",
-    "skipped",
+    "second_look",
 ]
-
-
-def select_workloads(cfg: RunConfig) -> dict[str, Workload]:
-    load_builtins()
-    names = list(cfg.workloads) or [
-        n
-        for n in WORKLOADS.names()
-        if WORKLOADS.get(n).group != "user" and (cfg.suite != "quick" or WORKLOADS.get(n).in_quick)
-    ]
-    return {n: WORKLOADS.get(n)() for n in names}  # get() names the valid choices
-
-
-def plan(workloads: dict[str, Workload], devices: list[Device], cfg: RunConfig) -> list[Case]:
-    return [c for d in devices for w in workloads.values() for c in w.cases(d, cfg.plan_options)]
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """The suite planned once: workloads built, devices resolved, cases listed. The CLI
-    checks the options against it, shows it (--dry-run) or runs it, without planning again."""
-
-    cfg: RunConfig
-    workloads: dict[str, Workload]
-    devices: list[Device]
-    cases: list[Case]
-
-    def cases_for(self, cfg: RunConfig) -> list[Case]:
-        """The cases under other selectors (``ignored_options`` clears one at a time), from
-        the same built workloads and devices; the planned config gives the planned list."""
-        return self.cases if cfg == self.cfg else plan(self.workloads, self.devices, cfg)
-
-    def set_threads(self) -> None:
-        """Apply ``--threads`` to every planned device (before measuring, and before a
-        resume collects the environment it compares: the thread count is part of it)."""
-        if self.cfg.threads:
-            for d in self.devices:
-                d.set_threads(self.cfg.threads)
-
-
-def make_plan(
-    cfg: RunConfig,
-    devices: list[Device] | None = None,
-    workloads: dict[str, Workload] | None = None,
-) -> Plan:
-    """``cfg`` checked and planned: its workloads built, its devices resolved, its cases
-    listed. ``devices``/``workloads``: already chosen (tests' fakes); by default ``cfg``
-    chooses them."""
-    validate(cfg)
-    workloads = workloads if workloads is not None else select_workloads(cfg)
-    devices = devices if devices is not None else resolve(cfg.devices)
-    return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
-
-
-def planned(cfg: RunConfig) -> list[Case]:
-    """The cases ``run`` would measure, without measuring (``torchmark run --dry-run``)."""
-    return make_plan(cfg).cases
 
 
 def run(
@@ -169,31 +86,6 @@ def run_planned(
                     result = second_look(result, case.device, ceilings, session, cfg)
             session.add(case, result)
     return session.record
-
-
-def command_line(argv: list[str]) -> str:
-    """The command as the user would type it: ``python -m torchmark`` and the installed
-    script both read ``torchmark ...`` (argv[0] is then a path to __main__.py or the script)."""
-    name = os.path.basename(argv[0]) if argv else ""
-    if name in ("__main__.py", "torchmark", "torchmark.exe"):
-        argv = ["torchmark", *argv[1:]]
-    return shlex.join(argv)
-
-
-def new_record(
-    kind: str, config: dict[str, Any], devices: list[Device], **fields: Any
-) -> RunRecord:
-    """A self-describing run: tool version, command, UTC time, environment, fingerprint."""
-    env = environment.collect(devices)
-    return RunRecord(
-        tool_version=__version__,
-        kind=kind,
-        command=command_line(sys.argv),
-        config=config,
-        environment=env,
-        fingerprint=environment.machine_fingerprint(env),
-        **fields,
-    )
 
 
 def measure_ceilings(
@@ -300,151 +192,3 @@ def under_load(c: Ceiling, cores: float) -> Ceiling:
     return c.model_copy(
         update={"method": c.method + note, "details": {**c.details, "competing_load_cores": cores}}
     )
-
-
-def call_floor_s(work: Work, ceilings: dict[str, Ceiling]) -> float | None:
-    """The least time one call's work can take on this device: its bytes at the measured
-    bandwidth or its FLOPs at the best measured matmul peak, whichever is longer, plus the
-    dispatch floor; None without those ceilings (or without counted work)."""
-    bw, dispatch = ceilings.get("bandwidth"), ceilings.get("dispatch")
-    peaks = [c.value for k, c in ceilings.items() if k.startswith("matmul:") and c.value > 0]
-    times = []
-    if work.bytes > 0 and bw is not None and bw.value > 0:
-        times.append(work.bytes / bw.value)
-    if work.flops > 0 and peaks:
-        times.append(work.flops / max(peaks))
-    if not times:
-        return None
-    return max(times) + (dispatch.value if dispatch is not None else 0.0)
-
-
-# The one-thread check's budget: a stalled case (more torch threads than free cores under
-# other load) is timed again at one thread for at most this long, then its threads restored.
-ONE_THREAD_BUDGET_S = 1.0
-
-
-def one_thread_s(
-    fn: Callable[[], object],
-    device: Device,
-    m: Measurement,
-    threads: int,
-    clock: Callable[[], float],
-) -> float | None:
-    """The median time of ``fn`` at one thread (3 to 25 calls after a warm one, within
-    ``ONE_THREAD_BUDGET_S``), ``threads`` restored after; None where one thread could take
-    longer than the budget allows (``threads`` x the median a call)."""
-    if m.median * threads > ONE_THREAD_BUDGET_S / 4:
-        return None
-    device.set_threads(1)
-    try:
-        fn()  # the first call at one thread
-        device.synchronize()
-        times: list[float] = []
-        end = clock() + ONE_THREAD_BUDGET_S
-        while len(times) < 25 and (len(times) < 3 or clock() < end):
-            t0 = clock()
-            fn()
-            device.synchronize()
-            times.append(clock() - t0)
-        return statistics.median(times)
-    finally:
-        device.set_threads(threads)
-
-
-def repeatable(prepared: Prepared) -> bool:
-    """Whether ``prepared.fn`` may be called again after its measurement: not where it
-    records its calls or is one rank's side of a collective (DDP's all-reduce in backward;
-    a rank calling it alone would wait for the others for ever)."""
-    import torch.distributed as dist
-
-    return prepared.repeatable and not (dist.is_available() and dist.is_initialized())
-
-
-def run_case(
-    workload: Workload,
-    case: Case,
-    ceilings: dict[str, Ceiling],
-    cfg: RunConfig,
-    session: Session | None = None,
-) -> Result:
-    """Set up, guard, measure under telemetry, record. Never raises for a case that fails.
-
-    In a ``session``: its telemetry sources (opened once per device per run) and its
-    watchdog: a call running past ``call_bound`` of the rule ends the case as skipped
-    (timed out, flagged ``call_timed_out``) and the run goes on."""
-    device = case.device
-    try:
-        prepared = workload.prepare(case)
-    except CaseSkipped as e:
-        return skipped(case, str(e), oom=isinstance(e, OutOfMemory))
-    except Exception as e:
-        if device.is_out_of_memory(e):
-            return skipped(case, f"out of memory at {case.label}", oom=True)
-        raise
-    rule = preset(cfg.rule or prepared.rule)
-    bound = call_bound(rule.max_time_s)
-    dog = session.watchdog if session is not None else None
-    guarded = dog.armed if dog is not None else _unguarded
-    clock = dog.beating(session.host_clock) if session and dog else time.perf_counter
-    sources = session.sources(device) if session is not None and cfg.telemetry else None
-    one: float | None = None
-    try:
-        with guarded(3 * bound, f"the correctness check of {case.label}"):
-            notes = prepared.check() if prepared.check else []
-        device.reset_peak_memory()
-        with (
-            telemetry.watch(device, enabled=cfg.telemetry, sources=sources) as trace,
-            guarded(bound, f"a call of {case.label}"),
-        ):
-            m = measure(
-                prepared.fn,
-                device,
-                rule=rule,
-                timing=prepared.timing if cfg.timing == "device" else "e2e",
-                on_sample=trace.mark,
-                clock=clock,
-            )
-        peak = device.peak_memory_bytes()
-        threads = oversubscribed(trace.summary() or {})
-        if threads is not None and not device.is_accelerator and repeatable(prepared):
-            with guarded(bound, f"a one-thread call of {case.label}"):
-                one = one_thread_s(prepared.fn, device, m, threads, clock)
-    except CallTimedOut as e:
-        return skipped(case, str(e), flag=CALL_TIMED_OUT)
-    except CaseSkipped as e:  # a guard may find the case cannot run here (e.g. no int8 op)
-        return skipped(case, str(e), oom=isinstance(e, OutOfMemory))
-    except WrongResultError as e:
-        return skipped(case, str(e), status="wrong")
-    except Exception as e:
-        if device.is_out_of_memory(e):
-            return skipped(case, f"out of memory at {case.label}", oom=True)
-        raise
-    finally:
-        if prepared.teardown:
-            prepared.teardown()
-        del prepared.fn
-        gc.collect()
-        device.empty_cache()
-    # figures derived from the measurement see the same samples as the headline median
-    m = dataclasses.replace(m, excluded=tuple(trace.throttled_samples()))
-    extra = {
-        **(prepared.summarize(m) if prepared.summarize else {}),
-        "peak_memory_bytes": peak,
-    }
-    # one op a call: its roofline floor is what it can take (a model's many small ops each
-    # pay dispatch and Python, so its floor says little: simplenet train b=1 ran at 157x
-    # its FLOPs' floor on the quiet machine)
-    floor = call_floor_s(prepared.work, ceilings) if workload.group == "micro" else None
-    if floor is not None:
-        extra["floor_s"] = floor
-    if one is not None:
-        extra["one_thread_s"] = one
-    ceiling = ceilings.get(prepared.ceiling) if prepared.ceiling else None
-    return measured(
-        case, m, prepared, ceiling=ceiling, notes=notes, extra=extra, telemetry=trace.summary()
-    )
-
-
-@contextlib.contextmanager
-def _unguarded(bound_s: float, what: str) -> Any:
-    yield

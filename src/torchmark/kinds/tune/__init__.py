@@ -50,7 +50,7 @@ from torchmark.kinds.tune.search import (
 from torchmark.kinds.tune.summary import summarise
 from torchmark.kinds.tune.workload import TuneWorkload, _Keywords
 from torchmark.results import RunRecord
-from torchmark.run.runner import new_record
+from torchmark.run.record import new_record
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad

@@ -20,14 +20,9 @@ from torchmark.kinds.model import _host_alloc_failed
 from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
 from torchmark.kinds.tune.workload import TuneWorkload
 from torchmark.results import Result
-from torchmark.run.session import (
-    CALL_TIMED_OUT,
-    MIN_CALL_BOUND_S,
-    CallTimedOut,
-    Session,
-    measured,
-    skipped,
-)
+from torchmark.run.case import CALL_TIMED_OUT, measured, skipped
+from torchmark.run.session import Session
+from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.timing.stats import Measurement
 from torchmark.user.inputs import one_line

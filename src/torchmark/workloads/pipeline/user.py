@@ -297,6 +297,7 @@ def benchmark_loader(
     from torchmark.devices import resolve
     from torchmark.run import runner
     from torchmark.run.config import RunConfig
+    from torchmark.run.record import new_record
     from torchmark.run.session import Session
 
     w = UserPipeline(model, make_loader, what)
@@ -305,7 +306,7 @@ def benchmark_loader(
         devices=tuple(d.name for d in devs), rule=rule, ceilings=ceilings, telemetry=telemetry
     )
     cases = [c for d in devs for c in w.cases(d, PlanOptions())]
-    record = runner.new_record("model", {"loader": what, **(config or {})}, devs)
+    record = new_record("model", {"loader": what, **(config or {})}, devs)
     return runner.run_planned(Session(record, store, events), cases, {USER_INPUT: w}, cfg)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted, RunNotFoundError
+from torchmark.report.parts import parts_note
 from torchmark.results import Ceiling, Result, RunRecord, Work
 from torchmark.run import resume, runner
 from torchmark.run.case import OUT_OF_MEMORY, skipped
@@ -133,7 +134,7 @@ def test_interrupted_again_stays_resumable_until_the_plan_finishes() -> None:
     done = rig.resume(run_id)
     assert done.status == "complete" and sorted(cases_of(done)) == list(range(6))
     assert [p["results"] for p in rig.store.runs[run_id].extra["parts"]] == [1, 2, 3]
-    note = resume.parts_note(rig.store.runs[run_id])
+    note = parts_note(rig.store.runs[run_id])
     assert note is not None and note.startswith("measured in 3 parts: 1 result ")
 
 
@@ -298,12 +299,12 @@ def test_parts_note_says_each_part_and_the_gap() -> None:
             ]
         }
     )
-    assert resume.parts_note(record) == (
+    assert parts_note(record) == (
         "measured in 3 parts: 1 result 2026-11-23 04:00 UTC (end not recorded); "
         "37 results 2026-11-23 04:30-04:39 UTC (gap unknown: the part before was killed); "
         "93 results 2026-11-23 04:41-04:50 UTC, begun 2 min after the part before ended"
     )
-    assert resume.parts_note(RunRecord()) is None
+    assert parts_note(RunRecord()) is None
 
 
 def test_the_sql_store_reopens_an_incomplete_run_once(tmp_path: Path) -> None:

@@ -211,7 +211,7 @@ def _complete(r: RunRecord) -> None:
 def test_show_hints_a_resume_exactly_where_resume_accepts_the_run(
     change: Callable[[RunRecord], None] | None, resumable: bool
 ) -> None:
-    """One rule (``report.parts.can_resume``) for the hint and for ``--resume``'s refusal."""
+    """One rule (``run.resume.can_resume``) for the hint and for ``--resume``'s refusal."""
     from torchmark.cli.show import resumable as hint
     from torchmark.errors import InputError
     from torchmark.run import resume

@@ -96,7 +96,8 @@ def show(
 def resumable(record: RunRecord, db: str | None) -> str | None:
     """An interrupted `torchmark run` (not a distributed one): the command that finishes it,
     as the run printed when it stopped."""
-    from torchmark.report.parts import can_resume, resume_hint
+    from torchmark.report.parts import resume_hint
+    from torchmark.run.resume import can_resume
 
     if not record.run_id or can_resume(record) is not None:
         return None

@@ -29,23 +29,23 @@ from typing import TYPE_CHECKING, Any
 
 from torchmark import format as fmt
 from torchmark.errors import InputError, RunNotFoundError
-from torchmark.report.parts import can_resume, parts_note
 from torchmark.results import Result, RunRecord, utcnow
-from torchmark.run import environment
-from torchmark.run.config import RunConfig
-from torchmark.store.base import ResultStore
-from torchmark.workloads import Case, Workload
 
+# torch (~2 s) is imported where a resume measures, not here: `torchmark show` asks
+# `can_resume` of a stored run
 if TYPE_CHECKING:
     from torchmark.devices import Device
+    from torchmark.run.config import RunConfig
     from torchmark.run.session import Events
+    from torchmark.store.base import ResultStore
+    from torchmark.workloads import Case, Workload
 
 __all__ = [
     "Resume",
+    "can_resume",
     "case_key",
     "check_resumable",
     "environment_difference",
-    "parts_note",
     "prepare",
     "result_key",
     "run",
@@ -72,6 +72,28 @@ def target(store: ResultStore, spec: str) -> RunRecord:
     )
 
 
+def can_resume(record: RunRecord) -> str | None:
+    """Why ``record`` cannot be resumed, in one line naming what to do; None when it can:
+    only an incomplete, single-process `torchmark run` run can (``--resume`` refuses with
+    this line; `show` hints the resume command only where it is None)."""
+    rid = record.run_id
+    if record.kind != "run":
+        return f"run {rid} is a `{record.kind}` run; only `torchmark run` runs can be resumed"
+    if "distributed" in record.config:
+        return (
+            f"run {rid} is a distributed run (ranks); only single-process `torchmark run` "
+            f"runs can be resumed: run it again"
+        )
+    if record.status == "complete":
+        return f"run {rid} is complete: nothing to resume (`torchmark report {rid}`)"
+    if record.status == "running":
+        return (
+            f"run {rid} is still running (process {record.environment.get('pid')} on "
+            f"{record.environment.get('host')}); wait for it or stop it, then resume"
+        )
+    return None
+
+
 def check_resumable(record: RunRecord) -> None:
     """Only an incomplete, single-process `torchmark run` run can be resumed."""
     why = can_resume(record)
@@ -81,6 +103,8 @@ def check_resumable(record: RunRecord) -> None:
 
 def stored_config(record: RunRecord) -> RunConfig:
     """The run's options as it stored them (JSON lists back to tuples)."""
+    from torchmark.run.config import RunConfig
+
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     unknown = sorted(set(record.config) - fields)
     if unknown:
@@ -245,6 +269,7 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
+    from torchmark.run import environment
     from torchmark.run.plan import make_plan
 
     check_resumable(record)

@@ -299,7 +299,7 @@ def test_the_flop_counters_start_up_is_outside_the_first_calls_bound(
 
     from torch.utils import flop_counter
 
-    from torchmark.kinds import model as bench
+    from torchmark.user import workload as bench
 
     order: list[str] = []
 

@@ -78,10 +78,10 @@ def _prefer_accelerator(devices: list[Device]) -> Device:
 def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -> Target:
     """The user's model (``torchmark model``'s SPEC and inputs) as the case to profile: the
     first requested batch (default 1), timed as ``model`` times it on that device."""
-    from torchmark.kinds.model import UserModel, _eval, preflight
     from torchmark.run.watchdog import call_bound
     from torchmark.timing import preset
     from torchmark.user.inputs import per_batch
+    from torchmark.user.workload import UserModel, _eval, preflight
 
     _eval(model)
     device = _prefer_accelerator(resolve(cfg.devices))

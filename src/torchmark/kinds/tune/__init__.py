@@ -36,7 +36,6 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import resolve
 from torchmark.errors import InputError
-from torchmark.kinds.model import _as_model, _eval, _factory
 from torchmark.kinds.tune import search
 from torchmark.kinds.tune.candidates import Candidate, code_lines
 from torchmark.kinds.tune.search import (
@@ -54,6 +53,7 @@ from torchmark.run.record import new_record
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
+from torchmark.user.workload import _as_model, _eval, _factory
 
 DEFAULT_BUDGET_S = 150.0
 # Other processes using more than this many cores during tune: its speedups are suspect.

@@ -16,7 +16,6 @@ from torchmark import variants
 from torchmark.comparison import MIN_ROUNDS, Judgement, paired
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
-from torchmark.kinds.model import _host_alloc_failed
 from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
 from torchmark.kinds.tune.workload import TuneWorkload
 from torchmark.results import Result
@@ -26,6 +25,7 @@ from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.timing.stats import Measurement
 from torchmark.user.inputs import one_line
+from torchmark.user.workload import _host_alloc_failed
 from torchmark.workloads.base import Case, Prepared
 
 # torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds

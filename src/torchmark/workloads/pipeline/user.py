@@ -206,7 +206,7 @@ class UserPipeline(Workload):
         ]
 
     def prepare(self, case: Case) -> Prepared:
-        from torchmark.kinds.model import place
+        from torchmark.user.workload import place
 
         device, p = case.device, case.param_dict
         model = place(self.model, device)

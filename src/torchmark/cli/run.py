@@ -310,10 +310,10 @@ def distributed(
     strategy: str = "ddp",
 ) -> None:
     """This process is one rank of a job (torchrun, Slurm): rank 0 stores and prints."""
-    from torchmark.launch import rank
+    from torchmark.kinds import ranks
 
     if not world.is_main:
-        rank.run(cfg, None, None, world, backend, strategy=strategy)
+        ranks.run(cfg, None, None, world, backend, strategy=strategy)
         # A worker rank stores and prints nothing, and its group is destroyed: it leaves
         # without the interpreter's teardown, where a finished rank 1 twice died of SIGABRT
         # ("terminate called without an active exception", a C++ thread still joinable),
@@ -330,7 +330,7 @@ def distributed(
         def say(line: str) -> None:
             console.print(Text(line), soft_wrap=not console.is_terminal)
 
-        record = rank.run(
+        record = ranks.run(
             cfg, store, events, world, backend, json_path=json_path, say=say, strategy=strategy
         )
     finish(record, render, json_path, store.url)

@@ -15,6 +15,7 @@ in fp32; ``torchmark tune`` measures what beats it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,10 +23,11 @@ from torch import nn
 
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
-from torchmark.results import Result, RunRecord
-from torchmark.run.case import OUT_OF_MEMORY, run_case, skipped
+from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.run.case import run_case, skipped
 from torchmark.run.config import RunConfig, validate
-from torchmark.run.record import new_record
+from torchmark.run.record import open_run
+from torchmark.run.runner import run_planned
 from torchmark.run.session import Events, Session
 from torchmark.run.watchdog import call_bound
 from torchmark.store.base import ResultStore
@@ -41,9 +43,35 @@ from torchmark.user.workload import (
     _host_alloc_failed,
     preflight,
 )
-from torchmark.workloads.base import Case, PlanOptions
+from torchmark.workloads.base import Case, PlanOptions, Workload
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
+# What the larger batches of a device whose sweep ran out of memory say.
+LARGER_SKIPPED = "larger batches skipped"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What a ``model`` run measured, as its record stores it (``as_dict``)."""
+
+    model: str  # the model's name in tables
+    batches: tuple[int, ...]
+    devices: tuple[str, ...]
+    rule: str
+    price: Mapping[str, float]  # currency per device-hour by kind or name
+    energy: bool
+    given: Mapping[str, Any] = field(default_factory=dict)  # the caller's own (CLI: SPEC)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "batches": list(self.batches),
+            "devices": list(self.devices),
+            "rule": self.rule,
+            "price": dict(self.price),
+            "energy": self.energy,
+            **self.given,
+        }
 
 
 def _trace_energy(result: Result, batch: int) -> dict[str, Any]:
@@ -81,7 +109,7 @@ def benchmark_model(
 
     ``loader``: a function returning a DataLoader or any iterable of batches: the model is
     fed your batches instead, and the run holds the input pipeline's breakdown and advice
-    (``torchmark.workloads.pipeline.user``); ``example_inputs`` is then not needed.
+    (``torchmark.kinds.loader``); ``example_inputs`` is then not needed.
 
     ``example_inputs``: a tensor, tuple (positional) or dict (keyword) of tensors whose first
     dimension is the batch (rows are resampled for other batch sizes), or a callable
@@ -93,7 +121,7 @@ def benchmark_model(
     label = name or label
     _eval(module)
     if loader is not None:
-        from torchmark.workloads.pipeline.user import benchmark_loader
+        from torchmark.kinds.loader import benchmark_loader
 
         return benchmark_loader(
             module, loader, devices=devices, what=label, rule=rule, telemetry=telemetry,
@@ -122,48 +150,39 @@ def benchmark_model(
     pf = preflight(module, factory, devs, batch_list[0], bound)
     workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
     cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
-    record = new_record(
-        "model",
-        {
-            "model": label,
-            "batches": batch_list,
-            "devices": [d.name for d in devs],
-            "rule": rule,
-            "price": prices,
-            "energy": measure_energy,
-            **dict(config or {}),
-        },
-        devs,
+    settings = ModelConfig(
+        label, tuple(batch_list), cfg.devices, rule, prices, measure_energy, dict(config or {})
     )
-    record.extra["model"] = {
+    # break-even and cost are analysed from what was measured, complete or not
+    session = open_run(
+        "model", settings, devs, store, events, analyse=lambda r: analyse(r, devs, prices)
+    )
+    session.record.extra["model"] = {
         "name": label,
         "parameters": sum(p.numel() for p in module.parameters()),
         "flops_per_item": pf.flops_per_item or None,
         "inputs_at_smallest_batch": pf.inputs,
         "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
     }
-    # break-even and cost are analysed from what was measured, complete or not
-    session = Session(record, store, events, analyse=lambda r: analyse(r, devs, prices))
-    session.planned(cases)
-    with session:
-        stopped: dict[str, str] = {}  # sweep -> why its larger batches are skipped
-        for case in cases:
-            session.case_started(case)
-            if case.sweep in stopped:
-                result = skipped(case, stopped[case.sweep])
-            else:
-                result = _run_one(workload, case, cfg, session)
-                if case.sweep and OUT_OF_MEMORY in result.flags:
-                    stopped[case.sweep] = f"larger batches skipped: {result.reason}"
-            session.add(case, result)
-    return session.record
+    return run_planned(
+        session, cases, {label: workload}, cfg, run_one=_run_one, oom_says=LARGER_SKIPPED
+    )
 
 
-def _run_one(workload: UserModel, case: Case, cfg: RunConfig, session: Session) -> Result:
+def _run_one(
+    workload: Workload,
+    case: Case,
+    ceilings: dict[str, Ceiling],
+    cfg: RunConfig,
+    session: Session,
+) -> Result:
+    """One case of the sweep (``run_planned``'s hook): measured under ``torch.no_grad()``,
+    the user's own code failing at one batch recorded as a skip, GPU energy read."""
+    assert isinstance(workload, UserModel)
     b = case.param_dict["batch"]
     try:
         with torch.no_grad():
-            result = run_case(workload, case, {}, cfg, session)
+            result = run_case(workload, case, ceilings, cfg, session)
     except CaseSkipped as e:
         return skipped(case, str(e))
     except WrongResultError as e:

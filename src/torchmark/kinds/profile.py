@@ -1,11 +1,15 @@
 """``torchmark profile``: one case measured unprofiled, then profiled, stored as a run.
 
 case      = the first planned case on the chosen device (the selectors of ``run``)
-session   = Session(record kind "profile")         # the lifecycle every run shares
+session   = open_run("profile", cfg, ...)          # the lifecycle every run shares
 ceilings  = measure_ceilings(...)                  # cached per device fingerprint
 result    = run_case(...)                          # the unprofiled median, as `run` does
 capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
 record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
+
+Its config is ``RunConfig``: a profile selects its case with ``run``'s options. No case
+loop: one case, measured by ``run_case`` as ``run`` measures it, then profiled in the same
+session (``--check`` measures each suggested variant the same way).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from torchmark.results import Result, RunRecord
 from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.plan import plan, select_workloads
-from torchmark.run.record import new_record
+from torchmark.run.record import open_run
 from torchmark.run.runner import measure_ceilings
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
@@ -125,7 +129,7 @@ def profile(
             f"`torchmark tune {user_spec}`, which tries each against the baseline"
         )
     workload, case, notes = target or builtin_target(cfg)
-    session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
+    session = open_run("profile", cfg, [case.device], store, events)
     session.planned([case])
     saved = None
     with session:

@@ -31,18 +31,30 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_TIMED_OUT",
     "OUT_OF_MEMORY",
+    "SWEEP_STOPPED",
     "call_floor_s",
     "measured",
     "one_thread_s",
     "repeatable",
     "run_case",
     "skipped",
+    "sweep_stop",
 ]
 
 # Flag of a result skipped because it did not fit: its sweep stops there.
 OUT_OF_MEMORY = "out_of_memory"
 # Flag of a case ended by the watchdog: one call ran past the bound.
 CALL_TIMED_OUT = "call_timed_out"
+# What the larger cases of a sweep stopped by out of memory say (``model``: its own words).
+SWEEP_STOPPED = "sweep stopped"
+
+
+def sweep_stop(case: Case, result: Result, says: str = SWEEP_STOPPED) -> str | None:
+    """Why the rest of ``case``'s sweep is skipped after ``result``: it ran out of memory
+    (larger sizes would too); None when the sweep goes on."""
+    if case.sweep and OUT_OF_MEMORY in result.flags:
+        return f"{says}: {result.reason}"
+    return None
 
 
 def skipped(

@@ -1,19 +1,64 @@
-"""A run's record as it begins: self-describing (tool version, command, UTC time,
-environment, machine fingerprint)."""
+"""How every run begins: ``open_run`` builds its self-describing record (tool version,
+command, UTC time, environment, machine fingerprint, the kind's config) and its Session.
+
+    session = open_run("soak", SoakConfig(...), [device], store, events)
+    with session:                       # begin: the header stored, signals now stop it
+        ...                             # the kind's loop: run_planned, or its own
+    session.record                      # judged and finished, complete or not
+
+A kind's config is a frozen dataclass; the record keeps its ``as_dict()``.
+"""
 
 from __future__ import annotations
 
 import os
 import shlex
 import sys
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchmark import __version__
 from torchmark.devices import Device
 from torchmark.results import RunRecord
 from torchmark.run import environment
+from torchmark.run.session import Session
 
-__all__ = ["command_line", "new_record"]
+if TYPE_CHECKING:
+    from torchmark.run.session import Events
+    from torchmark.store.base import ResultStore
+    from torchmark.telemetry.verdict import Level
+
+__all__ = ["KindConfig", "command_line", "new_record", "open_run"]
+
+
+class KindConfig(Protocol):
+    """A kind's options: frozen data whose ``as_dict()`` the run's record stores."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+def open_run(
+    kind: str,
+    config: KindConfig,
+    devices: Sequence[Device],
+    store: ResultStore | None,
+    events: Events | None = None,
+    *,
+    json_path: Path | None = None,
+    analyse: Callable[[RunRecord], None] | None = None,
+    reasons: Callable[[RunRecord], list[tuple[Level, str]]] | None = None,
+    session: Callable[..., Session] = Session,
+    **options: Any,
+) -> Session:
+    """A new run of ``kind``: its record and the Session that will store it (entered by
+    the caller). ``analyse``, ``reasons``, ``json_path`` and ``options`` (``host_clock``)
+    are the Session's; ``session``: its class or a factory taking the same arguments (a
+    distributed rank's ``RankSession``)."""
+    record = new_record(kind, config.as_dict(), list(devices))
+    return session(
+        record, store, events, json_path=json_path, analyse=analyse, reasons=reasons, **options
+    )
 
 
 def command_line(argv: list[str]) -> str:

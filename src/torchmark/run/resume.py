@@ -189,7 +189,7 @@ class Resume:
 def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case], dict[str, str]]:
     """Cases with no stored result yet (each stored result accounts for one planned case),
     and the sweeps stopped by an out-of-memory result."""
-    from torchmark.run.case import OUT_OF_MEMORY
+    from torchmark.run.case import sweep_stop
 
     keys = [result_key(r) for r in record.results]  # a model_dump each: once a result
     left, by_key = Counter(keys), dict(zip(keys, record.results, strict=True))
@@ -198,8 +198,8 @@ def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case],
         key = case_key(case)
         if left[key] > 0:
             left[key] -= 1
-            if case.sweep and OUT_OF_MEMORY in by_key[key].flags:
-                stopped[case.sweep] = f"sweep stopped: {by_key[key].reason}"
+            if (why := sweep_stop(case, by_key[key])) is not None:
+                stopped[case.sweep or ""] = why
         else:
             todo.append(case)
     strays = [r for r, k in zip(record.results, keys, strict=True) if left[k] > 0]

@@ -8,7 +8,7 @@ lifecycle (store, signals, store failures, the watchdog) is the ``Session``'s; o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from torchmark import telemetry
@@ -16,16 +16,17 @@ from torchmark.devices import Device
 from torchmark.errors import StoreError
 from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.run import environment
-from torchmark.run.case import OUT_OF_MEMORY, run_case, skipped
+from torchmark.run.case import SWEEP_STOPPED, run_case, skipped, sweep_stop
 from torchmark.run.config import RunConfig
 from torchmark.run.plan import Plan, make_plan
-from torchmark.run.record import new_record
+from torchmark.run.record import open_run
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.workloads import Case, Workload
 
 __all__ = [
+    "RunOne",
     "measure_ceilings",
     "run",
     "run_planned",
@@ -45,9 +46,12 @@ def run(
     already by ``make_plan``)."""
     p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
     p.set_threads()
-    record = new_record(kind, cfg.as_dict(), p.devices)
-    session = Session(record, store, events, json_path=json_path)
+    session = open_run(kind, cfg, p.devices, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)
+
+
+# One case, measured: ``run_case`` or a kind's own wrapper of it (``model``'s no_grad).
+RunOne = Callable[[Workload, Case, dict[str, Ceiling], RunConfig, Session], Result]
 
 
 def run_planned(
@@ -55,11 +59,16 @@ def run_planned(
     cases: Sequence[Case],
     workloads: dict[str, Workload],
     cfg: RunConfig,
+    *,
+    run_one: RunOne = run_case,
     stopped: dict[str, str] | None = None,
+    oom_says: str = SWEEP_STOPPED,
 ) -> RunRecord:
     """The main loop: ceilings per device, then each planned case measured and recorded.
 
-    ``stopped``: sweeps already stopped by an earlier part of a resumed run (sweep -> why)."""
+    ``run_one``: how one case is measured (the kind's hook; default ``run_case``);
+    ``stopped``: sweeps already stopped by an earlier part of a resumed run (sweep -> why);
+    ``oom_says``: the words a sweep stopped by out of memory skips its larger cases with."""
     devices = list(dict.fromkeys(c.device for c in cases))
     # a resumed run's ceilings had their second look already where one says "first_look"
     second_looks = {
@@ -78,9 +87,9 @@ def run_planned(
                 result = skipped(case, stopped[case.sweep])
             else:
                 w, found = workloads[case.workload], ceilings[case.device.name]
-                result = run_case(w, case, found, cfg, session)
-                if case.sweep and OUT_OF_MEMORY in result.flags:
-                    stopped[case.sweep] = f"sweep stopped: {result.reason}"
+                result = run_one(w, case, found, cfg, session)
+                if (why := sweep_stop(case, result, oom_says)) is not None:
+                    stopped[case.sweep or ""] = why
                 if "above_ceiling" in result.flags and case.device not in second_looks:
                     second_looks.add(case.device)
                     result = second_look(result, case.device, ceilings, session, cfg)

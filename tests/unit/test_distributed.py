@@ -183,7 +183,7 @@ def test_ranks_that_disagree_are_said_and_flagged_not_averaged() -> None:
 def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from torchmark.cli import run as cli_run
+    from torchmark.cli import ranks as cli_run
     from torchmark.run.config import RunConfig
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -268,7 +268,7 @@ def test_a_ladder_rung_does_not_announce_its_json_file(
 ) -> None:
     import os
 
-    from torchmark.cli.run import write_json
+    from torchmark.cli.output import write_json
     from torchmark.launch.env import RUNG_ENV
     from torchmark.launch.ladder import rung_env
     from torchmark.results import RunRecord

@@ -19,8 +19,8 @@ from torchmark.cli.app import (
     app,
     console,
 )
+from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_profile as show
-from torchmark.cli.run import check_json_path, finish
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
 

@@ -26,8 +26,9 @@ def scaling_ladder(
     verbose: bool,
     dry_run: bool = False,
 ) -> None:
+    from torchmark.cli.output import finish, show_plan, shown_even_if_interrupted
+    from torchmark.cli.printers import show_run as show
     from torchmark.cli.progress import ProgressEvents
-    from torchmark.cli.run import finish, show, shown_even_if_interrupted
     from torchmark.launch import ladder
     from torchmark.report.scaling import ladder_renderables
     from torchmark.run import plan, runner
@@ -46,8 +47,6 @@ def scaling_ladder(
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
     if dry_run:  # the ladder's refusals above, then its rungs and the cases each measures
-        from torchmark.cli.run import show_plan
-
         for i, (s, n) in enumerate(planned := ladder.rungs(sizes, strategies), start=1):
             label, how = ladder.rung_label(s, n), ladder.rung_how(s, n)
             console.print(Text(f"scaling ladder, rung {i}/{len(planned)}: {label} ({how})"))

@@ -26,9 +26,7 @@ def printer_for(record: RunRecord, verbose: bool = False) -> Callable[[RunRecord
     command's ``-v``: how each ceiling was measured (run), every categorisation rule
     (profile); model, tune and soak have none."""
     if record.kind == "soak":
-        from torchmark.cli.doctor import show_soak
-
-        return show_soak
+        return printers.show_soak
     if record.kind == "profile":
         return functools.partial(printers.show_profile, verbose=verbose)
     if record.kind == "tune":

@@ -37,7 +37,14 @@ from torchmark.format import si, sig
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.results import RunRecord
 from torchmark.store import open_store
-from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
+from torchmark.store.exchange import (
+    CSV_COLUMNS,
+    _csv_row,
+    escape_text,
+    export_run,
+    finite_json,
+    parse_run,
+)
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
@@ -520,9 +527,12 @@ def run_links(run_ids: list[str]) -> Markup:
 def public_view(run: RunRecord) -> RunRecord:
     """``run`` as every reader of the board sees it: no command line and of the config only
     the options that define its cases, also for runs stored before the server removed them
-    from each submission (a command as typed can carry a password)."""
-    shown, removed = shareable(run.model_dump(mode="json"))
-    return RunRecord.model_validate(shown) if removed else run
+    from each submission (a command as typed can carry a password), and no text that cannot
+    be sent (a lone surrogate, a NUL: escaped)."""
+    doc = run.model_dump(mode="json")
+    shown, removed = shareable(doc)
+    safe = escape_text(shown)  # text stored before the door refused it: shown escaped
+    return RunRecord.model_validate(safe) if removed or safe != shown else run
 
 
 def _run_bytes(run: RunRecord) -> int:

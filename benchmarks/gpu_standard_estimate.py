@@ -2,7 +2,7 @@
 
     python benchmarks/gpu_standard_estimate.py [--suite standard|extended] [--reference h100-quick]
 
-The plan is the real one (``runner.make_plan``) for a fake H100 (``cuda:0``: 80 GB, 50 MB
+The plan is the real one (``run.plan.make_plan``) for a fake H100 (``cuda:0``: 80 GB, 50 MB
 L2, TF32, graphs and pinned copies as an H100 has them): the cases a `torchmark run -d
 cuda` would measure. Each case's time is estimated from:
 
@@ -35,8 +35,9 @@ from collections import defaultdict
 from importlib import resources
 from typing import Any, ClassVar
 
-from torchmark import ceilings, runner
-from torchmark.config import RunConfig
+from torchmark import ceilings
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import make_plan
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.timing.stopping import preset
 from torchmark.workloads import WORKLOADS, Case
@@ -173,7 +174,7 @@ def main() -> int:
     ap.add_argument("--reference", default="h100-quick", help="a committed GPU quick run")
     args = ap.parse_args()
     gpu = H100(FakeClock(), 0)
-    plan = runner.make_plan(RunConfig(devices=("cuda:0",), suite=args.suite), devices=[gpu])
+    plan = make_plan(RunConfig(devices=("cuda:0",), suite=args.suite), devices=[gpu])
     wall, sampled, n_gpu, converged = reference(args.reference)
     n_all = 28  # the quick run's cases on its two devices (10 CPU, 18 GPU)
     ceilings_quick = 25.0  # both devices' ceilings in that run (assumed: not stored apart)

@@ -11,17 +11,17 @@ import time
 import pytest
 
 from torchmark.run import isolation
-from torchmark.session import CallTimedOut
+from torchmark.run.watchdog import CallTimedOut
 
 # A fresh interpreter: the OpenMP pool of this test process is started, so no child forked
 # from it could run a parallel op (isolation.refusal says so, and `model` measures in-process).
 DRIVER = """
 import json, re, sys
 import torch
-from torchmark import session
-from torchmark.user import benchmark_model
+from torchmark.run import watchdog
+from torchmark.kinds.model import benchmark_model
 
-session.MIN_CALL_BOUND_S = 0.0  # the bound: 2x the "test" rule's 0.5 s time-out
+watchdog.MIN_CALL_BOUND_S = 0.0  # the bound: 2x the "test" rule's 0.5 s time-out
 
 class HoldsTheGIL(torch.nn.Module):
     def __init__(self):

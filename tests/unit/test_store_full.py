@@ -54,7 +54,7 @@ def test_errors_that_mean_full_and_errors_that_pass(
 
 
 def test_a_result_on_a_full_disk_keeps_the_run(tmp_path: Path) -> None:
-    from torchmark.session import Session
+    from torchmark.run.session import Session
 
     store, waits = full_store(tmp_path / "full.db")
     told: list[str] = []

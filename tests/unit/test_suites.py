@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import ClassVar
 
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import make_plan
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.workloads import budget
 from torchmark.workloads.base import every_other
@@ -36,7 +36,7 @@ class GPU(FakeDevice):
 
 def plan(suite: str, device: FakeDevice | CPUDevice) -> list:  # type: ignore[type-arg]
     cfg = RunConfig(devices=(device.name,), suite=suite)  # type: ignore[arg-type]
-    return runner.make_plan(cfg, devices=[device]).cases
+    return make_plan(cfg, devices=[device]).cases
 
 
 def test_every_other_keeps_the_largest() -> None:

@@ -1,5 +1,5 @@
-"""`torchmark list`: the workloads with their facts and the devices found, without torch
-where it can.
+"""What `torchmark list` shows (cli/machine.py): the workloads with their facts and the
+devices found, without torch where it can.
 
 Both halves were slow: naming the workloads imports them (torch, ~2 s), and their facts
 count each model's FLOPs on the meta device (2.0 s of the 3.7 s `list` took, BERT's
@@ -19,8 +19,6 @@ import json
 import os
 from pathlib import Path
 from typing import Any
-
-from torchmark.cli.app import AsJsonOption, app, console
 
 PLUGINS = "torchmark.workloads"  # the workload registry's entry-point group
 
@@ -101,44 +99,3 @@ def devices() -> list[dict[str, str | bool]]:
     return [
         {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
     ]
-
-
-@app.command(name="list")
-def list_(
-    as_json: AsJsonOption = False,
-) -> None:
-    """Workloads (with their facts) and the devices found on this machine."""
-    rows, found = workloads(), devices()
-    if as_json:
-        console.print_json(json.dumps({"workloads": rows, "devices": found}))
-        return
-    from torchmark.report.layout import Col, FitTable
-
-    t = FitTable(
-        Col("name"),
-        Col("group"),
-        Col("quick"),
-        Col("summary", wrap=24),
-        Col("facts", wrap=18, drop=1),
-        title="Workloads",
-    )
-    for w in rows:
-        facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
-        t.row(
-            w["name"],
-            w["group"],
-            "yes" if w["quick"] else "",
-            w["summary"],
-            ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
-        )
-    console.print(t)
-    d = FitTable(Col("name"), Col("device", wrap=16), Col("accelerator"), title="Devices")
-    for dev in found:
-        d.row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
-    console.print(d)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, list | tuple):
-        return "/".join(map(str, v))
-    return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))

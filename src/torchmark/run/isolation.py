@@ -1,6 +1,6 @@
 """User code measured in a child process, so that a call that holds the GIL is still bounded.
 
-The watchdog (session.py) is a thread: it can only act when the main thread lets go of the
+The watchdog (run/watchdog.py) is a thread: it can only act when the main thread lets go of the
 GIL. A model whose forward is stuck in C code that never releases it (a catastrophic regex
 backtrack, ``re.match(r"(a+)+$", "a" * 40 + "b")``) kept the command waiting until it was
 killed, and the stored reason then said 10 s for a 90 s hang. Here the user's calls run in
@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
-from torchmark.session import MIN_CALL_BOUND_S, CallTimedOut, Watchdog
+from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut, Watchdog
 
 if TYPE_CHECKING:
     from torchmark.devices.base import Device

@@ -30,7 +30,7 @@ from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.run import isolation
 from torchmark.run.case import CALL_TIMED_OUT, run_case, skipped
 from torchmark.run.config import RunConfig, validate
-from torchmark.run.record import new_record, open_run
+from torchmark.run.record import open_run
 from torchmark.run.runner import run_planned
 from torchmark.run.session import Events, Session
 from torchmark.run.watchdog import CallTimedOut, Watchdog, call_bound
@@ -152,19 +152,6 @@ def benchmark_model(
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
 
     bound = call_bound(preset(rule).max_time_s)
-    # the user's calls in a child process where one can be forked: bounded even where a
-    # call holds the GIL (run/isolation.py); else here, under the watchdog thread
-    apart = isolation.refusal(devs) is None
-    served = partial(
-        _serve, label, module, factory, devs, batch_list, bound, rule, cfg, measure_energy
-    )
-    worker = isolation.Worker(served) if apart else None
-    if worker is not None:
-        pf = _preflight_apart(worker, factory(batch_list[0]).describe())
-    else:
-        pf = preflight(module, factory, devs, batch_list[0], bound)
-    workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
-    cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
     settings = ModelConfig(
         label, tuple(batch_list), cfg.devices, rule, prices, measure_energy, dict(config or {})
     )
@@ -172,6 +159,34 @@ def benchmark_model(
     session = open_run(
         "model", settings, devs, store, events, analyse=lambda r: analyse(r, devs, prices)
     )
+    # the user's calls in a child process where one can be forked: bounded even where a
+    # call holds the GIL (run/isolation.py); else here, under the watchdog thread. The
+    # child is forked after the session is made: its copy measures with it.
+    apart = isolation.refusal(devs) is None
+    served = partial(
+        _serve, label, module, factory, devs, batch_list, bound, rule, cfg, measure_energy, session
+    )
+    worker = isolation.Worker(served) if apart else None
+    with contextlib.closing(worker) if worker else contextlib.nullcontext():
+        if worker is not None:
+            pf = _preflight_apart(worker, factory(batch_list[0]).describe())
+        else:
+            pf = preflight(module, factory, devs, batch_list[0], bound)
+        workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
+        cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
+        return _measure(session, module, label, pf, workload, cases, cfg, worker)
+
+
+def _measure(
+    session: Session,
+    module: nn.Module,
+    label: str,
+    pf: Preflight,
+    workload: UserModel,
+    cases: list[Case],
+    cfg: RunConfig,
+    worker: isolation.Worker | None,
+) -> RunRecord:
     session.record.extra["model"] = {
         "name": label,
         "parameters": sum(p.numel() for p in module.parameters()),
@@ -180,10 +195,9 @@ def benchmark_model(
         "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
     }
     run_one = _run_one if worker is None else partial(_run_apart, worker, cases)
-    with contextlib.closing(worker) if worker else contextlib.nullcontext():
-        return run_planned(
-            session, cases, {label: workload}, cfg, run_one=run_one, oom_says=LARGER_SKIPPED
-        )
+    return run_planned(
+        session, cases, {label: workload}, cfg, run_one=run_one, oom_says=LARGER_SKIPPED
+    )
 
 
 def _serve(
@@ -196,6 +210,7 @@ def _serve(
     rule: str,
     cfg: RunConfig,
     measure_energy: bool,
+    session: Session,
     request: Any,
     dog: Watchdog,
 ) -> Any:
@@ -204,15 +219,17 @@ def _serve(
     if "workload" not in _SERVED:
         pf = preflight(model, factory, devices, batches[0], bound, dog)
         _SERVED["workload"] = UserModel(label, factory, batches, pf, rule, measure_energy)
-        _SERVED["session"] = Session(new_record("model", {}, list(devices)), None)
-        _SERVED["session"].watchdog = dog  # beats to the parent, which holds the bound
+        # the child's copy of the run's session: beats go to the parent, which holds the
+        # bound; telemetry opens afresh (no sampler thread survives a fork); nothing stored
+        session.watchdog, session.store = dog, None
+        session._sources = {}
     workload: UserModel = _SERVED["workload"]
     if request == "preflight":  # what the parent needs of it: never the placed models
         # names only: the parent never prepares a case (mypy: placed holds modules)
         names = dict.fromkeys(workload.pf.placed, None)
         return dataclasses.replace(workload.pf, placed=names)  # type: ignore[arg-type]
     cases = [c for d in devices for c in workload.cases(d, PlanOptions())]
-    return _run_one(workload, cases[request], {}, cfg, _SERVED["session"])
+    return _run_one(workload, cases[request], {}, cfg, session)
 
 
 _SERVED: dict[str, Any] = {}  # the child's state between requests (a fresh fork: empty)

@@ -33,12 +33,12 @@ import os
 import sys
 from collections import defaultdict
 from importlib import resources
-from typing import Any, ClassVar
+from typing import Any
 
 from torchmark import ceilings
 from torchmark.run.config import RunConfig
 from torchmark.run.plan import make_plan
-from torchmark.testing import FakeClock, FakeDevice
+from torchmark.testing import FakeClock, FakeH100
 from torchmark.timing.stopping import preset
 from torchmark.workloads import WORKLOADS, Case
 
@@ -52,34 +52,6 @@ FLOOR_S = {"infer": 2e-3, "infer-e2e": 3e-3, "train": 6e-3, "prefill": 3e-3, "de
 SMALL_FLOOR_S = {"simplenet": 1e-4, "linear10": 5e-5}  # a handful of kernels
 EPOCH_S = 2.0  # one input-pipeline epoch (512 JPEGs) on an H100 host: 0.3-2 s (README)
 WARMUP_CALLS = 3
-
-
-class H100(FakeDevice):
-    kind: ClassVar[str] = "cuda"
-
-    def supports_tf32(self) -> str | None:
-        return None
-
-    def supports_graphs(self) -> str | None:
-        return None
-
-    def supports_async_copy(self) -> str | None:
-        return None
-
-    def supports_compile(self) -> str | None:
-        return None
-
-    def total_memory_bytes(self) -> int | None:
-        return 80 * 2**30
-
-    def available_memory_bytes(self) -> int | None:
-        return 79 * 2**30
-
-    def cache_bytes(self) -> int | None:
-        return 50 * 2**20
-
-    def info(self) -> dict[str, Any]:
-        return {"kind": "cuda", "model": "NVIDIA H100 80GB HBM3", "l2_bytes": 50 * 2**20}
 
 
 def reference(name: str) -> tuple[float, float, int, int]:
@@ -173,7 +145,7 @@ def main() -> int:
     ap.add_argument("--suite", default="standard")
     ap.add_argument("--reference", default="h100-quick", help="a committed GPU quick run")
     args = ap.parse_args()
-    gpu = H100(FakeClock(), 0)
+    gpu = FakeH100(FakeClock(), 0)
     plan = make_plan(RunConfig(devices=("cuda:0",), suite=args.suite), devices=[gpu])
     wall, sampled, n_gpu, converged = reference(args.reference)
     n_all = 28  # the quick run's cases on its two devices (10 CPU, 18 GPU)

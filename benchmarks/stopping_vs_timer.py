@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from measure_vs_timer import ops  # benchmarks/: the same four ops
 from torch.utils.benchmark import Timer
 
 import torchmark
@@ -33,33 +34,19 @@ from torchmark.timing import Adaptive, preset
 
 
 def workloads() -> dict[str, Callable[[], Any]]:
-    """Random inputs made once, outside the timed region (METHOD.md §2.2)."""
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(1_000_000, generator=g), torch.randn(1_000_000, generator=g)
-    a256, b256 = torch.randn(256, 256, generator=g), torch.randn(256, 256, generator=g)
-    a1k, b1k = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)
-    ).eval()
-    batch = torch.randn(64, 512, generator=g)
+    """measure_vs_timer.py's four ops, a 3x3 conv and a softmax (random inputs, made once)."""
+    g = torch.Generator().manual_seed(1)
     conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
     image = torch.randn(1, 64, 56, 56, generator=g)
     logits = torch.randn(256, 4096, generator=g)
 
-    def no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def call() -> Any:
-            with torch.no_grad():
-                return fn()
+    def conv_forward() -> Any:
+        with torch.no_grad():
+            return conv(image)
 
-        return call
-
-    return {
-        "W1 add 1e6 fp32": lambda: x + y,
-        "W2 matmul 256^3": lambda: a256 @ b256,
-        "W3 matmul 1024^3": lambda: a1k @ b1k,
-        "W4 mlp 512-1024-512 b64": no_grad(lambda: mlp(batch)),
-        "W5 conv3x3 64ch 56x56": no_grad(lambda: conv(image)),
+    four = {f"W{i} {name}": fn for i, (name, fn) in enumerate(ops().items(), start=1)}
+    return four | {
+        "W5 conv3x3 64ch 56x56": conv_forward,
         "W6 softmax 256x4096": lambda: torch.softmax(logits, dim=-1),
     }
 

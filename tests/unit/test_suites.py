@@ -3,35 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
 
 from torchmark.devices import CPUDevice
 from torchmark.run.config import RunConfig
 from torchmark.run.plan import make_plan
-from torchmark.testing import FakeClock, FakeDevice
+from torchmark.testing import FakeClock, FakeDevice, FakeH100
 from torchmark.workloads import budget
 from torchmark.workloads.base import every_other
 
-
-class GPU(FakeDevice):
-    """What an H100 says about itself to the planner."""
-
-    kind: ClassVar[str] = "cuda"
-
-    def supports_tf32(self) -> str | None:
-        return None
-
-    def supports_graphs(self) -> str | None:
-        return None
-
-    def supports_async_copy(self) -> str | None:
-        return None
-
-    def supports_compile(self) -> str | None:
-        return None
-
-    def total_memory_bytes(self) -> int | None:
-        return 80 * 2**30
+GPU = FakeH100  # what an H100 says about itself to the planner
 
 
 def plan(suite: str, device: FakeDevice | CPUDevice) -> list:  # type: ignore[type-arg]

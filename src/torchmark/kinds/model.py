@@ -244,16 +244,10 @@ def _preflight_apart(worker: isolation.Worker, inputs: str) -> Preflight:
 
 
 def _run_apart(
-    worker: isolation.Worker,
-    cases: Sequence[Case],
-    workload: Workload,
-    case: Case,
-    ceilings: dict[str, Ceiling],
-    cfg: RunConfig,
-    session: Session,
+    worker: isolation.Worker, cases: Sequence[Case], workload: Workload, case: Case, *_: Any
 ) -> Result:
-    """One case measured by the child (``run_planned``'s hook): timed out, or the child
-    died, said as the case's."""
+    """One case measured by the child (``run_planned``'s hook, its ceilings, config and
+    session the child's copies): timed out, or the child died, said as the case's."""
     index = next(i for i, c in enumerate(cases) if c is case)
     try:
         result: Result = worker.ask(index)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
-from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut, Watchdog
+from torchmark.run.watchdog import BOUND_WHY, CallTimedOut, Watchdog
 
 if TYPE_CHECKING:
     from torchmark.devices.base import Device
@@ -60,23 +60,8 @@ class PipeWatchdog(Watchdog):
         os.write(self._beats, b".")
         return self.clock()
 
-    def beating(self, clock: Callable[[], float]) -> Callable[[], float]:
-        if clock is self.clock:
-            return self.heartbeat
-
-        def beat() -> float:
-            os.write(self._beats, b".")
-            return clock()
-
-        return beat
-
     @contextlib.contextmanager
-    def armed(
-        self,
-        bound_s: float,
-        what: str,
-        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
-    ) -> Iterator[None]:
+    def armed(self, bound_s: float, what: str, why: str = BOUND_WHY) -> Iterator[None]:
         _send(self._messages, ("arm", bound_s, what, why))
         try:
             yield

@@ -26,6 +26,7 @@ def in_main_thread() -> bool:
 # (<= 2 s) took 69 s before this bound existed. 10 s leaves a slow but honest first call
 # (cold CUDA context, cuDNN autotune: 1-5 s on the lent H100) room to finish.
 MIN_CALL_BOUND_S = 10.0
+BOUND_WHY = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)"
 
 
 def call_bound(rule_max_time_s: float) -> float:
@@ -97,7 +98,7 @@ class Watchdog:
         self,
         bound_s: float,
         what: str,
-        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
+        why: str = BOUND_WHY,
     ) -> Iterator[None]:
         """Bound every gap between heartbeats inside the block; CallTimedOut on a miss."""
         if WATCHDOG_SIGNAL is None or not in_main_thread() or not math.isfinite(bound_s):

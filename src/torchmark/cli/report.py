@@ -157,8 +157,10 @@ def _gate(result: Comparison, pct: float) -> None:
             markup=False,
         )
     for i, c in unsure:
+        # "median time +49.3% in B, UNCLEAR: p=2e-23 but the 49.3% change is within the
+        # noise": the reason keeps its own words, after the verdict it explains
         what = (
-            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, but {c.why}"
+            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, {c.verdict}: {c.why}"
             if c.verdict
             else c.why
         )
@@ -172,7 +174,8 @@ def _gate(result: Comparison, pct: float) -> None:
         raise CannotJudge(
             f"{len(unsure)} case(s) cannot be judged against the {pct:g} % limit "
             "(--fail-on-regression): measure them again on a quiet machine (not --quick), "
-            "or fix the case that no longer runs"
+            "fix the case that no longer runs or is WRONG, or finish an incomplete run "
+            "(torchmark run --resume)"
         )
     console.print(f"no case slower than {pct:g} % (every case judged)")
 

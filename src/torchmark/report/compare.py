@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.comparison import (
     INDEPENDENT_RULE,
     Change,
@@ -235,8 +235,12 @@ def pairs(cmp: Comparison) -> list[tuple[Comparison, tuple[int, int]]]:
 
 
 def _cell(r: Result) -> str:
+    """The throughput, or the word that stands in for a number its verdict rejects (an
+    invalid result is a measurement error, never printed as a plain number)."""
     if not r.ok:
         return r.status
+    if not verdicts.may(r, "compare"):
+        return verdicts.rule_of(r).word
     return fmt.throughput(r)
 
 

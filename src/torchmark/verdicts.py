@@ -10,7 +10,7 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
     warn        yes   yes      yes      yes       yes        ranks it, marked
     noisy       yes   yes      yes      yes       yes        ranks it, marked
     timed out   yes   yes      yes      yes       yes        ranks it, marked
-    unreliable  yes   yes      no       no        no         ranks it, marked
+    unreliable  yes   yes      no       yes       no         ranks it, marked
     invalid     no    no       no       no        no         lists it, never ranks it
     WRONG       no    no       no       no        no         lists it, never ranks it
     skipped     no    no       no       no        no         lists it (nothing measured)
@@ -20,7 +20,8 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
   weighs both spreads, so a noisy or unreliable one mostly reads UNCLEAR ("can't tell");
 - *average*: enters a mean over several results (the speedup chart's geometric mean): a
   spread of 25 % or more would be averaged in unseen;
-- *count ok*: counted in ``history``'s ok/total;
+- *count ok*: counted in ``history``'s ok/total (a number, however wide its spread, that
+  its verdict does not reject);
 - *recommend*: what tune, ``profile --check`` or the input advice may name as the thing to
   do (a recommendation built on a number known only to +-25 % is not one).
 
@@ -35,8 +36,9 @@ Torch- and numpy-free at import: ``history``, ``show``, ``compare`` and the boar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from torchmark.results import Result, RunRecord
@@ -66,7 +68,7 @@ RULES: dict[Kind, Rule] = {
     "noisy": Rule("noisy", _ALL, "ranked, marked noisy"),
     "timed_out": Rule("timed out", _ALL, "ranked, marked timed out"),
     "unreliable": Rule(
-        "unreliable", frozenset({"rank", "compare"}), "ranked with its spread, marked"
+        "unreliable", frozenset({"rank", "compare", "count_ok"}), "ranked with its spread, marked"
     ),
     "invalid": Rule("invalid", _NONE, "listed, never ranked"),
     "wrong": Rule("WRONG", _NONE, "listed, never ranked"),
@@ -87,18 +89,45 @@ USE_WORDS: dict[Use, str] = {
 def kind_of(r: Result) -> Kind:
     """The result's kind under the rule: its status, else its verdict (the worst reason's
     level; among warnings the noise kinds, which a reader names)."""
-    if r.status == "wrong":
-        return "wrong"
-    if r.status == "skipped" or not r.samples_s:
-        return "skipped"
-    flags = r.flags
     v = r.verdict
-    if v is not None:
-        if v.level == "invalid":
+    flags = r.flags if r.status == "ok" and r.samples_s else []
+    return classify(
+        r.status,
+        bool(r.samples_s),
+        None if v is None else v.level,
+        [] if v is None else v.reasons,
+        flags,
+    )
+
+
+def kind_of_doc(doc: dict[str, Any]) -> Kind:
+    """``kind_of`` of a stored result document (its dump holds the derived ``flags``): the
+    store fills its verdict column from it without validating the whole result."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
+    return classify(
+        str(doc.get("status", "ok")),
+        bool(doc.get("samples_s")),
+        None if v is None else v.get("level"),
+        [] if v is None else [str(x) for x in v.get("reasons") or []],
+        [str(x) for x in doc.get("flags") or []],
+    )
+
+
+def classify(
+    status: str, measured: bool, level: str | None, said: Sequence[str], flags: Sequence[str]
+) -> Kind:
+    """The kind from a result's status, whether it has samples, its verdict's level and
+    reasons (None: stored without a verdict) and its flags."""
+    if status == "wrong":
+        return "wrong"
+    if status == "skipped" or not measured:
+        return "skipped"
+    if level is not None:
+        if level == "invalid":
             return "invalid"
-        if v.level == "ok":
+        if level == "ok":
             return "ok"
-        timed_out = any(w.startswith("timed out") for w in v.reasons)
+        timed_out = any(w.startswith("timed out") for w in said)
     else:  # stored without a verdict: its flags say what the measurement knew
         if not flags:
             return "ok"

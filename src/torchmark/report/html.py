@@ -130,7 +130,7 @@ def _ceilings(run: RunRecord) -> list[dict[str, str]]:
             "measured": c.measured,
             "theoretical": c.theoretical,
             "pct": c.pct,
-            "method": c.method,
+            "method": c.method + (f"; {c.origin}" if c.origin else ""),
             "source": c.source,
         }
         for c in ceiling_rows(run)

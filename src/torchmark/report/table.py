@@ -19,7 +19,7 @@ from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline import pipeline_tables
-from torchmark.report.rows import ceiling_rows, devices_of
+from torchmark.report.rows import ceiling_rows, devices_of, reuse_notes
 from torchmark.results import Result, RunRecord
 
 __all__ = [
@@ -331,9 +331,18 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     out += pipeline_tables(record)  # the input workload's breakdown and advice, if it ran
     first = len(footnotes.templates) + 1
     out.append(ceilings_table(record, footnotes))
-    methods = [f"{r.device} {r.key}: {r.method}" for r in ceiling_rows(record)] if verbose else []
-    if len(footnotes.templates) >= first or methods:
-        out.append(lines(footnotes.lines(first) + methods))
+    methods = (
+        [
+            f"{r.device} {r.key}: {r.method}" + (f"; {r.origin}" if r.origin else "")
+            for r in ceiling_rows(record)
+        ]
+        if verbose
+        else []
+    )
+    # where reused ceilings came from, said by default: percentages of another day's limits
+    reuse = reuse_notes(record)
+    if len(footnotes.templates) >= first or methods or reuse:
+        out.append(lines(footnotes.lines(first) + methods + [f"note: {n}" for n in reuse]))
     placement = seed_placement(record)
     if placement:
         out.append(lines(placement))

@@ -182,8 +182,20 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
         for c in cands or []
         if isinstance(c, dict)
     ]
+    from torchmark.report.model import throughput_words
+
+    best_rates = [
+        {
+            "device": device_label(run, dev),
+            "words": throughput_words(best),
+            "code": "\n".join(map(str, best.get("code") or [])),
+        }
+        for dev, best in (run.extra.get("throughput") or {}).items()
+        if isinstance(best, dict)
+    ]
     return {
         "recommendations": recommendations,
+        "throughput": best_rates,
         "candidates": candidates,
         "notes": [str(n) for n in run.extra.get("notes", [])],
     }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
 from torchmark.results import Result, RunRecord
 
@@ -13,6 +15,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 BATCH_KEYS = ("batch", "batch_size")
+TUNE_BATCH = re.compile(r" @ batch \d+$")
 
 
 def _batch(r: Result) -> int | None:
@@ -30,11 +33,13 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     for run in runs:
         for r in run.results:
             b, rate = _batch(r), r.rate(r.headline)
-            if b is None or rate is None:
-                continue
+            if b is None or rate is None or not verdicts.may(r, "compare"):
+                continue  # an invalid point is no point on a curve
             rest = {k: v for k, v in r.params.items() if k not in BATCH_KEYS}
+            # tune names a candidate by its batch ("amp-bf16 @ batch 8"): one line per setting
+            variant = TUNE_BATCH.sub("", r.variant)
             label = (
-                f"{_run_prefix(runs, run)}{r.device} {fmt.case_label(r.variant, rest, r.workload)}"
+                f"{_run_prefix(runs, run)}{r.device} {fmt.case_label(variant, rest, r.workload)}"
             )
             series.setdefault(label.strip(), []).append((b, rate))
             units.add(fmt.base_unit(r))

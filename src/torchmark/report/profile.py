@@ -57,6 +57,8 @@ def overhead_line(p: dict[str, Any]) -> str:
     )
     if over is None:
         return line + "unknown"
+    if p.get("under_load"):  # the verdict says whose load
+        return line + f"{over:+.0f} %, can't tell under load (see the verdict)"
     spread = p.get("spread_pct")
     if spread is None:
         sched = p.get("schedule") or {}

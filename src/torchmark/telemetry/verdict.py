@@ -97,7 +97,16 @@ def _load(t: dict[str, Any]) -> tuple[str, int]:
     other = float(t.get("other_cores") or 0.0)
     cores = t.get("logical_cores")
     free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
-    return f"other processes used {other:.1f}{f' of {cores}' if cores else ''} cores", free
+    return load_words(t), free
+
+
+def load_words(t: dict[str, Any]) -> str:
+    """``other processes used 1.8 of 2 cores`` (``3 other processes used ...`` where the
+    summary counted them): the one way a result's competing load is said."""
+    other = float(t.get("other_cores") or 0.0)
+    cores, n = t.get("logical_cores"), t.get("other_processes")
+    who = f"{n} other process{'' if n == 1 else 'es'}" if n else "other processes"
+    return f"{who} used {other:.1f}{f' of {cores}' if cores else ''} cores"
 
 
 def _fewer(free: int) -> str:

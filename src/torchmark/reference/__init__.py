@@ -239,3 +239,39 @@ def placed(ref: ReferenceSet, mine: list[ReferenceRow]) -> list[ReferenceRow]:
     the committed reference runs too, and ``mine``."""
     extra = [] if ref.kind == "run" else [r for s in runs() for r in s.rows]
     return ranked([*ref.rows, *extra, *mine])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one of this machine's rows stands: among the published table alone (the
+    blog's rows), and among every row the chart and ``compare --reference`` draw (the
+    table, the committed reference runs and this run's rows). Every view says both."""
+
+    row: ReferenceRow
+    rank: int  # 1 = fastest, among the table's rows and this row
+    of: int
+    rank_all: int  # among ``placed``
+    of_all: int
+    slower: ReferenceRow | None  # the table's nearest rows around it
+    faster: ReferenceRow | None
+
+
+def placements(ref: ReferenceSet, mine: list[ReferenceRow]) -> list[Placement]:
+    """``mine`` placed in ``ref``: the one ranking every view of the seed table reads."""
+    drawn = placed(ref, mine)
+    out = []
+    for row in mine:
+        slower, faster, rank = neighbours(ref.rows, row.value)
+        at = next(i for i, r in enumerate(drawn) if r is row)
+        out.append(Placement(row, rank, len(ref.rows) + 1, at + 1, len(drawn), slower, faster))
+    return out
+
+
+def shown_name(row: ReferenceRow, ref: ReferenceSet, mine: list[ReferenceRow]) -> str:
+    """A row's name as a placement shows it: a reference run's row with its set's name, and
+    said to be another machine's where it bears the name of one of this machine's devices
+    (the H100 box's host CPU and yours can share a model name: it is not your CPU)."""
+    if row.this_machine or row.source in (ref.name, "this machine"):
+        return row.hardware
+    other = ", another machine" if any(m.hardware == row.hardware for m in mine) else ""
+    return f"{row.hardware}  [{row.source}{other}]"

@@ -306,8 +306,8 @@ def _placement_rows(
     out = []
     for r in reference.ranked([*ref.rows, *extra, *mine]):
         name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
-        if r.source not in (ref.name, "this machine"):
-            name += f"  [{r.source}]"
+        if not r.this_machine:
+            name = reference.shown_name(r, ref, mine)
         implausible = f"IMPLAUSIBLE: {r.implausible}" if r.implausible else ""
         out.append((r, name, "; ".join(x for x in (implausible, r.note) if x)))
     return out

@@ -288,11 +288,13 @@ def ceilings_table(record: RunRecord, notes: Footnotes | None = None) -> FitTabl
 
 
 def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None) -> list[str]:
-    """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table."""
+    """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table, and
+    among every row the seed chart draws (the committed reference runs too): the chart's
+    note gives the same two ranks."""
     ref = ref or reference.load("seed-2023")
     lines = []
-    for row in reference.seed_rows(record):
-        slower, faster, rank = reference.neighbours(ref.rows, row.value)
+    for at in reference.placements(ref, reference.seed_rows(record)):
+        row, slower, faster = at.row, at.slower, at.faster
         where = " and ".join(
             f"{n.hardware} ({n.value:g})" for n in (slower, faster) if n is not None
         )
@@ -307,9 +309,10 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
         tensor = fmt.si(ref.tensor_bytes, "B") if ref.tensor_bytes else "?"
         lines.append(
             f"{reference.SEED_WORKLOAD} {reference.SEED_VARIANT} on {row.hardware}: "
-            f"{fmt.sig(row.value)} it/s, rank {rank} of {len(ref.rows) + 1} in the seed "
-            f"blog's 2023 table, {between}. One it/s there is one in-place add over a "
-            f"{tensor} tensor ({gbs} here): see `torchmark compare --reference seed-2023`."
+            f"{fmt.sig(row.value)} it/s, rank {at.rank} of {at.of} in the seed blog's 2023 "
+            f"table ({at.rank_all} of {at.of_all} with torchmark's reference runs), {between}. "
+            f"One it/s there is one in-place add over a {tensor} tensor ({gbs} here): see "
+            "`torchmark compare --reference seed-2023`."
         )
     return lines
 

@@ -53,7 +53,7 @@ def seed_table(run: RunRecord) -> Chart:
         names = [
             f"▶ {r.hardware} (this machine)"
             if r.this_machine
-            else r.hardware + (f" [{r.source}]" if r.source != ref.name else "")
+            else reference.shown_name(r, ref, mine).replace("  [", " [")
             for r in rows
         ]
         ax.set_yticks(list(ys), names)
@@ -75,11 +75,14 @@ def seed_table(run: RunRecord) -> Chart:
         ]
         ax.legend(handles=handles, loc="lower right")
     per_it = fmt.si(ref.bytes_per_iteration, "B") if ref.bytes_per_iteration else "?"
+    at = reference.placements(ref, mine)  # the ranks the line under the table gives
+    alone = ", ".join(str(a.rank) for a in at)
     return Chart(
         "seed_table",
         title,
         _svg(fig),
-        f"rank {', '.join(str(rows.index(m) + 1) for m in mine)} of {len(rows)}, log scale; "
+        f"rank {', '.join(str(a.rank_all) for a in at)} of {at[0].of_all}, log scale (in "
+        f"the blog's table alone {alone} of {at[0].of}); "
         f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; a row "
         "marked [name] is a reference run measured by torchmark, the others the blog's as "
         "published; hatched rows cannot be taken at face value (`torchmark compare "

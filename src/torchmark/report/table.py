@@ -7,6 +7,7 @@ words of the flags, then the ``vs CPU`` and median columns, never a figure's dig
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -21,6 +22,7 @@ from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline import pipeline_tables
 from torchmark.report.rows import ceiling_rows, devices_of, reuse_notes
 from torchmark.results import Result, RunRecord
+from torchmark.verdicts import TIMED_OUT_OK_PCT
 
 __all__ = [
     "Footnotes",
@@ -113,11 +115,14 @@ class Footnotes:
         return self.templates.setdefault(template, len(self.templates) + 1)
 
     def refs(self, r: Result) -> str:
-        """`` [1][2]``: the result's verdict reasons, or why it was skipped or wrong."""
+        """`` [1][2]``: the result's verdict reasons, or why it was skipped or wrong, or why a
+        flag its verdict let pass is harmless (``passed_flags``)."""
         if r.status in ("skipped", "wrong"):
             reasons = flag_words(r)
-        elif r.verdict is None or r.verdict.level == "ok" or not r.ok:
+        elif r.verdict is None or not r.ok:
             return ""
+        elif r.verdict.level == "ok":
+            reasons = passed_flags(r)
         else:
             reasons = r.verdict.reasons
         nums = sorted({self.ref(why) for why in reasons})
@@ -141,6 +146,32 @@ class Footnotes:
         return [f"[{n}] {why}" for n, why in enumerate(self.reasons, start=1) if n >= first]
 
 
+def passed_flags(r: Result) -> list[str]:
+    """Why a flag an ok verdict let pass is harmless, to be said as a footnote like the
+    verdict's reasons are: a ``timed_out`` row read raw beside "warn [1]" (timed out) on the
+    next row, with nothing to tell the two apart."""
+    if r.verdict is None or r.verdict.level != "ok" or "timed_out" not in r.flags:
+        return []
+    lo, hi = r.measurement.ci
+    m = r.measurement.median
+    if not (m > 0 and math.isfinite(lo + hi)):
+        return []
+    return [
+        f"timed out with the median known to ±{50 * (hi - lo) / m:.1f} % (within "
+        f"±{TIMED_OUT_OK_PCT:g} %): usable"
+    ]
+
+
+def verdict_word(r: Result) -> str:
+    """What a row's flags cell leads with in a narrow table, and what a progress line ends
+    with: the verdict's level where it is not ok, else the flags ("" for a clean result)."""
+    if r.status in ("skipped", "wrong"):
+        return ""
+    words = flag_words(r)
+    judged = r.verdict is not None and r.verdict.level != "ok"
+    return ", ".join(words[:1] if judged else words)
+
+
 def _span(values: Iterable[str]) -> str:
     vals = list(dict.fromkeys(values))
     if len(vals) == 1:
@@ -156,7 +187,7 @@ def status_cell(r: Result) -> str:
 def spread_cell(r: Result) -> str:
     """The IQR as % of the median (±IQR everywhere). Two digits: a spread is itself an
     estimate, good to about 10 % of its value."""
-    return fmt.pct(100 * r.measurement.rel_iqr, digits=2) if r.ok else fmt.DASH
+    return fmt.spread(r.measurement.rel_iqr) if r.ok else fmt.DASH
 
 
 def _precision_key(results: Iterable[Result]) -> str | None:
@@ -173,8 +204,7 @@ def _flags_cell(r: Result, notes: Footnotes) -> Alt:
     words = flag_words(r)
     if r.status in ("skipped", "wrong"):
         return Alt(refs.strip(), refs.strip())  # the status is in the throughput column
-    judged = r.verdict is not None and r.verdict.level != "ok"
-    return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
+    return Alt(", ".join(words) + refs, (verdict_word(r) + refs).strip())
 
 
 def _best_rows(table: FitTable, results: list[Result], devices: list[str]) -> None:

@@ -11,10 +11,9 @@ import dataclasses
 import gc
 import os
 import shlex
-import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,8 @@ from torchmark.session import (
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
 from torchmark.telemetry.verdict import oversubscribed
-from torchmark.timing import Measurement, measure, preset
+from torchmark.timing import measure, preset
+from torchmark.timing.loop import one_thread_s
 from torchmark.workloads import WORKLOADS, Case, Prepared, Workload, load_builtins
 
 __all__ = [
@@ -373,39 +373,6 @@ def call_floor_s(work: Work, ceilings: dict[str, Ceiling]) -> float | None:
     if not times:
         return None
     return max(times) + (dispatch.value if dispatch is not None else 0.0)
-
-
-# The one-thread check's budget: a stalled case (more torch threads than free cores under
-# other load) is timed again at one thread for at most this long, then its threads restored.
-ONE_THREAD_BUDGET_S = 1.0
-
-
-def one_thread_s(
-    fn: Callable[[], object],
-    device: Device,
-    m: Measurement,
-    threads: int,
-    clock: Callable[[], float],
-) -> float | None:
-    """The median time of ``fn`` at one thread (3 to 25 calls after a warm one, within
-    ``ONE_THREAD_BUDGET_S``), ``threads`` restored after; None where one thread could take
-    longer than the budget allows (``threads`` x the median a call)."""
-    if m.median * threads > ONE_THREAD_BUDGET_S / 4:
-        return None
-    device.set_threads(1)
-    try:
-        fn()  # the first call at one thread
-        device.synchronize()
-        times: list[float] = []
-        end = clock() + ONE_THREAD_BUDGET_S
-        while len(times) < 25 and (len(times) < 3 or clock() < end):
-            t0 = clock()
-            fn()
-            device.synchronize()
-            times.append(clock() - t0)
-        return statistics.median(times)
-    finally:
-        device.set_threads(threads)
 
 
 def repeatable(prepared: Prepared) -> bool:

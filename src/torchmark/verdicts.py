@@ -10,7 +10,7 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
     warn        yes   yes      yes      yes       yes        ranks it, marked
     noisy       yes   yes      yes      yes       yes        ranks it, marked
     timed out   yes   yes      yes      yes       yes        ranks it, marked
-    unreliable  yes   yes      no       yes       no         ranks it, marked
+    unreliable  yes   yes      no       yes       yes        ranks it, marked
     invalid     no    no       no       no        no         lists it, never ranks it
     WRONG       no    no       no       no        no         lists it, never ranks it
     skipped     no    no       no       no        no         lists it (nothing measured)
@@ -23,7 +23,7 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
 - *count ok*: counted in ``history``'s ok/total (a number, however wide its spread, that
   its verdict does not reject);
 - *recommend*: what tune, ``profile --check`` or the input advice may name as the thing to
-  do (a recommendation built on a number known only to +-25 % is not one).
+  do; each recommends only what its comparison calls FASTER beyond both spreads.
 
 An *incomplete run* (stopped by Ctrl-C or a time limit) is read result by result under the
 same rule; the cases it never reached are "not measured", which a regression gate cannot
@@ -72,7 +72,9 @@ RULES: dict[Kind, Rule] = {
     "noisy": Rule("noisy", _ALL, "ranked, marked noisy"),
     "timed_out": Rule("timed out", _ALL, "ranked, marked timed out"),
     "unreliable": Rule(
-        "unreliable", frozenset({"rank", "compare", "count_ok"}), "ranked with its spread, marked"
+        "unreliable",
+        frozenset({"rank", "compare", "count_ok", "recommend"}),
+        "ranked with its spread, marked",
     ),
     "invalid": Rule("invalid", _NONE, "listed, never ranked"),
     "wrong": Rule("WRONG", _NONE, "listed, never ranked"),

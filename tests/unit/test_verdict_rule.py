@@ -67,7 +67,8 @@ def test_each_verdict_kind_has_one_rule(result: Result, kind: str) -> None:
     rule = verdicts.RULES[kind]  # type: ignore[index]
     trusted = kind in ("ok", "warn", "noisy", "timed_out")
     assert verdicts.may(result, "count_ok") == (trusted or kind == "unreliable")
-    assert verdicts.may(result, "recommend") == trusted
+    assert verdicts.may(result, "recommend") == (trusted or kind == "unreliable")
+    assert verdicts.may(result, "average") == trusted  # a >= 25 % spread is never averaged in
     assert verdicts.may(result, "compare") == (trusted or kind == "unreliable")
     assert verdicts.may(result, "rank") == (trusted or kind == "unreliable")
     if not verdicts.may(result, "compare"):

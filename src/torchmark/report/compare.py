@@ -344,13 +344,13 @@ def placement_table(
     table.add_column("% of datasheet bw", justify="right", no_wrap=True)
     table.add_column("caveat" if beside else "note", overflow="fold", min_width=4)
     notes: list[str] = []
-    for rank, (r, name, caveat) in enumerate(rows, start=1):
+    for rank, (r, name, caveat) in zip(_ranks(rows), rows, strict=True):
         if caveat and not beside:
             notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
             caveat = f"[{len(notes)}]"
         add_row(
             table,
-            str(rank),
+            rank,
             Text(name, style="bold") if r.this_machine else name,
             _placement_value(r),
             fmt.si(r.implied_bytes_per_s, "B/s"),
@@ -358,6 +358,16 @@ def placement_table(
             caveat,
         )
     return table, notes
+
+
+def _ranks(rows: list[tuple[reference.ReferenceRow, str, str]]) -> list[str]:
+    """1, 2, 3 ... for the rows that may be ranked; a dash for one its verdict keeps off
+    (verdicts: an invalid measurement is shown, never placed)."""
+    out, n = [], 0
+    for r, _, _ in rows:
+        n += r.rankable
+        out.append(str(n) if r.rankable else fmt.DASH)
+    return out
 
 
 def placement_stacked(
@@ -383,12 +393,11 @@ def placement_stacked(
         for r, _, _ in rows
     ]
     wide = [max((len(f[k]) for f in fields), default=0) for k in range(3)]
-    rank_w = len(str(len(rows)))
+    ranks = _ranks(rows)
+    rank_w = max((len(x) for x in ranks), default=1)
     out = Text()
     notes: list[str] = []
-    for rank, ((r, name, caveat), (value, implied, pct)) in enumerate(
-        zip(rows, fields, strict=True), start=1
-    ):
+    for rank, (r, name, caveat), (value, implied, pct) in zip(ranks, rows, fields, strict=True):
         out.append(f"{rank:>{rank_w}}  {name}\n", style="bold" if r.this_machine else "")
         ref_mark = ""
         if caveat:

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.devices import is_host
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline import pipeline_tables
@@ -61,8 +61,11 @@ def case_key(r: Result) -> CaseKey:
 
 
 def speedup(result: Result, host: Result | None) -> float | None:
-    """How many times the host's rate this result's rate is (same case, same work)."""
+    """How many times the host's rate this result's rate is (same case, same work); none
+    where either side's verdict keeps it out of comparisons (``verdicts``)."""
     if host is None or not result.ok or not host.ok or is_host(result.device):
+        return None
+    if not (verdicts.may(result, "compare") and verdicts.may(host, "compare")):
         return None
     mine, theirs = result.rate(result.headline), host.rate(host.headline)
     return mine / theirs if mine and theirs else None
@@ -213,7 +216,11 @@ def _best_rows(table: FitTable, results: list[Result], devices: list[str]) -> No
     if key is None:
         return
     for d in devices:
-        mine = [r for r in results if r.device == d and r.ok and r.rate(r.headline)]
+        mine = [
+            r
+            for r in results
+            if r.device == d and r.ok and r.rate(r.headline) and verdicts.may(r, "rank")
+        ]
         if not mine:
             continue
         best = max(mine, key=lambda r: r.rate(r.headline) or 0.0)
@@ -337,6 +344,12 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
         )
         gbs = fmt.si(row.implied_bytes_per_s, "B/s")
         tensor = fmt.si(ref.tensor_bytes, "B") if ref.tensor_bytes else "?"
+        if at.rank is None:  # never ranked: its verdict rejects the number (verdicts)
+            lines.append(
+                f"{reference.SEED_WORKLOAD} {reference.SEED_VARIANT} on {row.hardware}: not "
+                f"placed in the seed blog's 2023 table: {row.implausible}"
+            )
+            continue
         lines.append(
             f"{reference.SEED_WORKLOAD} {reference.SEED_VARIANT} on {row.hardware}: "
             f"{fmt.sig(row.value)} it/s, rank {at.rank} of {at.of} in the seed blog's 2023 "

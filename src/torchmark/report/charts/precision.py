@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _figure, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
 
@@ -21,8 +22,8 @@ def precision_bars(runs: Sequence[RunRecord]) -> Chart:
         for r in run.results:
             key = next((k for k in fmt.PRECISION_KEYS if k in r.params), None)
             rate = r.rate(r.headline)
-            if key is None or rate is None:
-                continue
+            if key is None or rate is None or not verdicts.may(r, "rank"):
+                continue  # "best per precision" ranks: only what its verdict lets rank
             g = f"{_run_prefix(runs, run)}{r.workload}/{r.variant} {r.device}"
             p = fmt.DTYPE_SHORT.get(str(r.params[key]), str(r.params[key]))
             best = groups.setdefault(g, {})

@@ -76,12 +76,13 @@ def seed_table(run: RunRecord) -> Chart:
         ax.legend(handles=handles, loc="lower right")
     per_it = fmt.si(ref.bytes_per_iteration, "B") if ref.bytes_per_iteration else "?"
     at = reference.placements(ref, mine)  # the ranks the line under the table gives
-    alone = ", ".join(str(a.rank) for a in at)
+    alone = ", ".join(str(a.rank or fmt.DASH) for a in at)
     return Chart(
         "seed_table",
         title,
         _svg(fig),
-        f"rank {', '.join(str(a.rank_all) for a in at)} of {at[0].of_all}, log scale (in "
+        f"rank {', '.join(str(a.rank_all or fmt.DASH) for a in at)} of {at[0].of_all}, log "
+        f"scale (in "
         f"the blog's table alone {alone} of {at[0].of}); "
         f"each it is {per_it} of memory traffic, so the bars are memory bandwidth; a row "
         "marked [name] is a reference run measured by torchmark, the others the blog's as "

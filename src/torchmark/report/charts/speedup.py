@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.devices import is_host
 from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
 from torchmark.report.table import case_key
@@ -27,12 +28,16 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
             by_case.setdefault(case_key(r), {})[r.device] = r
         ratios: dict[tuple[str, str], list[float]] = {}
         for key, per_dev in by_case.items():
-            host = next((r for d, r in per_dev.items() if is_host(d) and r.ok), None)
+            # a geometric mean: only results their verdict lets be averaged (verdicts)
+            host = next(
+                (r for d, r in per_dev.items() if is_host(d) and verdicts.may(r, "average")),
+                None,
+            )
             if host is None:
                 continue
             for d, r in per_dev.items():
                 a, b = r.rate(r.headline), host.rate(host.headline)
-                if not is_host(d) and a and b:
+                if not is_host(d) and a and b and verdicts.may(r, "average"):
                     ratios.setdefault((key[0], _run_prefix(runs, run) + d), []).append(a / b)
         for (w, d), xs in ratios.items():
             bars.setdefault(w, {})[d] = math.exp(sum(map(math.log, xs)) / len(xs))

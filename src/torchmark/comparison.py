@@ -295,7 +295,7 @@ def judge(a: Result, b: Result) -> Change:
     for side, r in (("A", a), ("B", b)):
         if not verdicts.may(r, "compare"):
             word = r.status if r.status != "ok" else verdicts.rule_of(r).word
-            why = "; ".join(verdicts.reasons(r))
+            why = verdicts.reasons(r)[0]  # the reason that decides it; the run's table has all
             return Change(a.key, a, b, None, why=f"{word} in {side}: {why}".strip())
     from torchmark.report.scaling import world_difference  # DDP x2 vs no DDP: said, always
 

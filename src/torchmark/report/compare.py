@@ -309,6 +309,8 @@ def _placement_rows(
         if not r.this_machine:
             name = reference.shown_name(r, ref, mine)
         implausible = f"IMPLAUSIBLE: {r.implausible}" if r.implausible else ""
+        if not r.rankable:  # its own verdict keeps it off the ranking: said as the verdict
+            implausible = f"not ranked: {r.implausible}"
         out.append((r, name, "; ".join(x for x in (implausible, r.note) if x)))
     return out
 
@@ -335,7 +337,16 @@ def placement_table(
     rows = rows if rows is not None else _placement_rows(ref, mine)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     longest = max((len(name) for _, name, _ in rows), default=8)
-    beside = longest + PLACEMENT_NUMBERS - 9 + MIN_WHY <= width
+    # the figures' own widths (a header may be the widest), 3 columns between each two
+    # and one at each edge: an estimate that fell 5 short cut the caveats' ends at 120
+    cells = [(_placement_value(r), fmt.si(r.implied_bytes_per_s, "B/s")) for r, _, _ in rows]
+    figures = (
+        max([1, *(len(x) for x in _ranks(rows))])
+        + max([len(ref.unit), *(len(v) for v, _ in cells)])
+        + max([len("implied"), *(len(i) for _, i in cells)])
+        + len("% of datasheet bw")
+    )
+    beside = longest + figures + 3 * 5 + 2 + MIN_WHY <= width
     table.add_column("#", justify="right", no_wrap=True)
     # a hardware name wraps only when even the notes layout leaves it too little room
     table.add_column("hardware", overflow="fold", min_width=min(longest, max(width - 54, 12)))

@@ -44,6 +44,8 @@ def _flags(r: Result) -> str:
         return f"{marks[0]['text']}: {rest[0]}"
     reasons = set(r.verdict.reasons) if r.verdict is not None else set()
     words = [p["title"] if p["title"] in reasons else p["text"] for p in marks]
+    if marks and marks[0]["text"] == "invalid":  # the verdict itself, then why
+        words[0] = f"invalid: {words[0]}"
     return "; ".join(dict.fromkeys([*words, *rest]))
 
 

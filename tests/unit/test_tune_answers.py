@@ -14,6 +14,7 @@ from torch import nn
 from torchmark.report import html
 from torchmark.report.model import tune_view
 from torchmark.user.tune import tune
+from torchmark.variants.flags import matmul_precision
 
 TF32_MANTISSA_DROP = 0x1FFF  # fp32 keeps 23 mantissa bits, TF32 10: the low 13 go
 
@@ -72,9 +73,9 @@ def test_the_fake_tf32_really_adds_error_like_the_h200s() -> None:
 
     model, x = FakeCudnnConv().eval(), inputs(1)
     with torch.no_grad():
-        with variants.matmul_precision(False):
+        with matmul_precision(False):
             ref = model(x)
-        with variants.matmul_precision(True):
+        with matmul_precision(True):
             err = variants.max_error(model(x), ref)
     assert 1e-4 < err < 1e-2  # past fp32's tolerance, inside tf32's
 

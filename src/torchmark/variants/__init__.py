@@ -23,7 +23,7 @@ One noun per module: ``spec`` (names, parts, tolerances), ``support`` (``applies
 
 from torchmark.variants.accuracy import check, max_error, reference
 from torchmark.variants.builder import Built, build, default_loss
-from torchmark.variants.flags import context, matmul_precision, preserved_flags
+from torchmark.variants.flags import context, preserved_flags
 from torchmark.variants.spec import (
     ALIASES,
     AMP_DTYPE,
@@ -33,12 +33,10 @@ from torchmark.variants.spec import (
     OPTIMISATIONS,
     PRECISIONS,
     TOLERANCE,
-    TOLERANCE_COVERS,
     TRAIN_SCENARIOS,
     Variant,
     is_training,
     parse,
-    tolerance_line,
 )
 from torchmark.variants.support import applies
 
@@ -51,7 +49,6 @@ __all__ = [
     "OPTIMISATIONS",
     "PRECISIONS",
     "TOLERANCE",
-    "TOLERANCE_COVERS",
     "TRAIN_SCENARIOS",
     "Built",
     "Variant",
@@ -61,10 +58,8 @@ __all__ = [
     "context",
     "default_loss",
     "is_training",
-    "matmul_precision",
     "max_error",
     "parse",
     "preserved_flags",
     "reference",
-    "tolerance_line",
 ]

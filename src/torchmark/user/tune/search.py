@@ -31,6 +31,7 @@ from torchmark.user.bench import _host_alloc_failed
 from torchmark.user.inputs import one_line
 from torchmark.user.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
 from torchmark.user.tune.workload import TuneWorkload
+from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import Case, Prepared
 
 # torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds
@@ -137,7 +138,7 @@ class Tuner:
             self.device.set_threads(threads)
         try:
             # the candidate's own TF32 flags for its sample (the baseline's: IEEE fp32)
-            with variants.matmul_precision(bool(prep.extra.get("tf32"))):
+            with matmul_precision(bool(prep.extra.get("tf32"))):
                 k = self._calls.get(id(prep))
                 if k is None:
                     m = measure(prep.fn, self.device, rule=ONE_SAMPLE, min_sample_s=ROUND_SAMPLE_S)

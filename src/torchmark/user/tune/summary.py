@@ -9,6 +9,7 @@ from torchmark import variants, verdicts
 from torchmark.results import RunRecord
 from torchmark.user.tune.candidates import code_lines
 from torchmark.user.tune.search import Tuner
+from torchmark.variants.spec import tolerance_line
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
@@ -69,7 +70,7 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
         record.extra["throughput"] = best_rates
     tried = [m.cand.variant for t in tuners for m in t.measured if m.max_error is not None]
     if tried:
-        record.extra.setdefault("notes", []).append(variants.tolerance_line(tried))
+        record.extra.setdefault("notes", []).append(tolerance_line(tried))
 
 
 def _recommend(t: Tuner) -> dict[str, Any]:

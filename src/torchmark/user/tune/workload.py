@@ -17,6 +17,7 @@ from torchmark.results import Work
 from torchmark.user.bench import _eval, count_flops
 from torchmark.user.inputs import InputFactory, Inputs
 from torchmark.user.tune.candidates import Candidate
+from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
 
@@ -70,7 +71,7 @@ class TuneWorkload(Workload):
                 with torch.no_grad():
                     return model(*args)
 
-            with variants.matmul_precision(False):
+            with matmul_precision(False):
                 output = step()
             tolerance, tf32 = variants.TOLERANCE["fp32"], False
         else:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from torchmark.errors import TorchmarkError
 
 if TYPE_CHECKING:
+    from torchmark.kinds.model import benchmark_model
     from torchmark.results import Ceiling, Result, RunRecord, Work
     from torchmark.timing import Measurement
     from torchmark.timing.checked import measure
-    from torchmark.user.bench import benchmark_model
 
     __version__: str
 
@@ -37,7 +37,7 @@ _LAZY = {
     "Work": "torchmark.results",
     "Measurement": "torchmark.timing.stats",
     "measure": "torchmark.timing.checked",  # the loop, with the machine's load read
-    "benchmark_model": "torchmark.user.bench",
+    "benchmark_model": "torchmark.kinds.model",
 }
 
 

@@ -234,8 +234,8 @@ def test_compare_server_never_places_a_rejected_result(
 
 
 def test_tune_never_recommends_a_rejected_candidate() -> None:
-    from torchmark.user.tune.candidates import Candidate
-    from torchmark.user.tune.search import Measured, Tuner
+    from torchmark.kinds.tune.candidates import Candidate
+    from torchmark.kinds.tune.search import Measured, Tuner
 
     tuner = Tuner.__new__(Tuner)
     tuner.max_latency_s, tuner.baseline = None, None

@@ -13,12 +13,13 @@ import torch
 from rich.console import Console
 
 from clitest import cli
-from torchmark import reference, runner
+from torchmark import reference
 from torchmark.ceilings.raised import PLAUSIBLE_MARGIN, raised, replay
-from torchmark.config import RunConfig
 from torchmark.devices import Device
 from torchmark.report.table import run_tables
 from torchmark.results import Ceiling, RunRecord, Work
+from torchmark.run import plan, runner
+from torchmark.run.config import RunConfig
 from torchmark.testing import MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -78,7 +79,7 @@ def fake_ceilings(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(ceilings, "measure", measure)
     monkeypatch.setattr(runner, "OtherLoad", Quiet)
-    monkeypatch.setattr(runner, "select_workloads", lambda cfg: {"one": One()})
+    monkeypatch.setattr(plan, "select_workloads", lambda cfg: {"one": One()})
     return values
 
 

@@ -11,9 +11,9 @@ import torch
 from test_tune_verdicts import fake_timing
 from torch import nn
 
+from torchmark.kinds.tune import tune
 from torchmark.report import html
-from torchmark.report.model import tune_view
-from torchmark.user.tune import tune
+from torchmark.report.tune import tune_view
 from torchmark.variants.flags import matmul_precision
 
 TF32_MANTISSA_DROP = 0x1FFF  # fp32 keeps 23 mantissa bits, TF32 10: the low 13 go

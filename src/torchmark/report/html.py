@@ -182,7 +182,7 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
         for c in cands or []
         if isinstance(c, dict)
     ]
-    from torchmark.report.model import throughput_words
+    from torchmark.report.tune import throughput_words
 
     best_rates = [
         {

@@ -1,0 +1,209 @@
+"""The JSON API under ``/api/v1/``: submit, list and read runs, results, rankings, place."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from torchmark.errors import InputError
+from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
+from torchmark.web import cases, ranking
+from torchmark.web.auth import BoardDep, Reader, Writer
+from torchmark.web.state import Board
+from torchmark.web.strip import prepare
+
+MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
+
+router = APIRouter(prefix="/api/v1")
+
+
+async def body_of(request: Request) -> bytes:
+    """The request's body, 413 past MAX_BYTES (by its Content-Length, or as it arrives)."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BYTES:
+        raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > MAX_BYTES:
+            raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+    return bytes(received)
+
+
+@router.post("/runs", status_code=201)
+async def submit(request: Request, state: BoardDep, token_name: Writer) -> JSONResponse:
+    """Submit one exported run document (``torchmark export RUN``)."""
+    body = await body_of(request)
+    # parsing, statistics and the database block: off the event loop
+    return await run_in_threadpool(accept, state, body, token_name)
+
+
+def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HTTPException(422, f"the submission is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise HTTPException(422, "the submission is not a torchmark run: not a JSON object")
+    doc, _ = prepare(doc)  # never trust the client's stripping
+    try:
+        run = parse_run(json.dumps(doc), "the submission")
+    except InputError as e:
+        raise HTTPException(422, str(e)) from None
+    bad = ranking.check_bounds(run)
+    if bad:
+        raise HTTPException(422, f"the submission is refused: {bad}")
+    # The server names its runs: a client's id could be any text (`<script>`, `../x`, a
+    # `?` that breaks links) and two machines' ids could collide.
+    run = run.model_copy(update={"run_id": None})
+    content = hashlib.sha256(
+        json.dumps(run.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
+    # Built before the lock, which every submission to this database waits for: 3.5 ms
+    # for a 100-case run (benchmarks/leaderboard_load.py's); only its id comes later.
+    division, machine = ranking.division_of(run), ranking.machine_of(run)
+    rows = cases.index_rows(run, "", division, machine)
+    accounts, store = state.accounts, state.store
+    with state.write_lock, accounts.writing():
+        first = accounts.submission(content)
+        if first is not None:
+            return JSONResponse({"run_id": first, "duplicate": True}, status_code=200)
+        if accounts.count_since(token_name, 1) >= state.rate_limit:
+            raise HTTPException(
+                429,
+                f"token {token_name!r} sent {state.rate_limit} runs in the last hour; try later",
+                headers={"Retry-After": "3600"},
+            )
+        run_id = store.save(run)
+        for row in rows:
+            row["run_id"] = run_id
+        run_id = accounts.record(
+            content,
+            run_id,
+            token_name,
+            division,
+            machine,
+            also=lambda conn: cases.insert(conn, rows),
+        )
+    url = f"{state.public_url.rstrip('/')}/runs/{run_id}"
+    return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
+
+
+@router.get("/runs", dependencies=[Reader])
+def list_runs(state: BoardDep) -> list[dict[str, Any]]:
+    """Every submitted run: id, division and machine fingerprint."""
+    subs = state.accounts.submissions()
+    return [{"run_id": k, "division": d, "machine": m} for k, (d, m) in subs.items()]
+
+
+@router.get("/runs/{run_id}", dependencies=[Reader])
+def get_run(state: BoardDep, run_id: str, format: str = "json") -> Response:
+    """The run document as stored (JSON, re-importable) or its results as CSV."""
+    run = state.load_run(run_id)
+    if format == "csv":
+        return PlainTextResponse(export_run(run, "csv"), media_type="text/csv")
+    if format != "json":
+        raise HTTPException(422, "format is json or csv")
+    return Response(export_run(run, "json"), media_type="application/json")
+
+
+@router.get("/results", dependencies=[Reader])
+def results(
+    state: BoardDep,
+    workload: str | None = None,
+    format: str = Query("json", pattern="^(json|csv)$"),
+) -> Response:
+    """Every ranked-or-not result of submitted runs, with raw samples."""
+    if workload is None:
+        runs = state.runs_by_id(list(state.accounts.submissions()))
+    else:
+        runs = state.runs_by_id(cases.runs_with(state.engine, workload))
+    rows = [
+        _csv_row(run, r)
+        for run in runs
+        for r in run.results
+        if workload is None or r.workload == workload
+    ]
+    if format == "csv":
+        out = io.StringIO()
+        w = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        return PlainTextResponse(out.getvalue(), media_type="text/csv")
+    return JSONResponse(finite_json(rows))
+
+
+@router.get("/leaderboard", dependencies=[Reader])
+def leaderboard(
+    state: BoardDep,
+    workload: str,
+    variant: str,
+    params: str = "{}",
+    division: str = "standard",
+) -> JSONResponse:
+    """Machines ranked on one case: pooled median, its 95 % CI, shared ranks."""
+    rows = state.ranked(division, case_of_query(workload, variant, params))
+    return JSONResponse(finite_json([ranking.row_json(x) for x in rows]))
+
+
+@router.post("/place", dependencies=[Reader])
+async def place(request: Request, state: BoardDep) -> JSONResponse:
+    """Where a run's results sit among the submitted machines of the standard division,
+    case by case (rank 1 = fastest, and the % of ranked machines it is faster than);
+    nothing is stored."""
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > MAX_BYTES:
+            raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
+    return await run_in_threadpool(placement, state, bytes(received))
+
+
+def placement(state: Board, body: bytes) -> JSONResponse:
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HTTPException(422, f"the run is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise HTTPException(422, "the run is not a torchmark run: not a JSON object")
+    try:
+        mine = parse_run(json.dumps(prepare(doc)[0]), "the run")
+    except InputError as e:
+        raise HTTPException(422, str(e)) from None
+    out = []
+    ok = [(r, ranking.case_of(r)) for r in mine.results if r.ok]
+    board = state.ranked_many("standard", [case for _, case in ok])
+    for r, case in ok:
+        rows = board[case]
+        t = r.measurement.median
+        faster = sum(1 for row in rows if row.result.measurement.median < t)
+        slower = sum(1 for row in rows if row.result.measurement.median > t)
+        out.append(
+            {
+                "workload": r.workload,
+                "variant": r.variant,
+                "device": r.device,
+                "params": r.params,
+                "machines": len(rows),
+                "rank": faster + 1,
+                "faster_than_pct": 100 * slower / len(rows) if rows else None,
+            }
+        )
+    return JSONResponse(finite_json(out))
+
+
+def case_of_query(workload: str, variant: str, params: str) -> ranking.Case:
+    try:
+        parsed = json.loads(params)
+    except json.JSONDecodeError:
+        raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}') from None
+    if not isinstance(parsed, dict):
+        raise HTTPException(422, 'params must be a JSON object, e.g. {"batch": 64}')
+    return (workload, variant, json.dumps(parsed, sort_keys=True, default=str))

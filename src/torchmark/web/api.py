@@ -6,16 +6,19 @@ import csv
 import hashlib
 import io
 import json
+import math
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
 from torchmark.errors import InputError
+from torchmark.results import RunRecord
 from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
-from torchmark.web import cases, ranking
-from torchmark.web.auth import BoardDep, Reader, Writer
+from torchmark.web import cases, plausible, ranking
+from torchmark.web.auth import BoardDep, Reader, Writer, caller
 from torchmark.web.state import Board
 from torchmark.web.strip import prepare
 
@@ -45,21 +48,34 @@ async def submit(request: Request, state: BoardDep, token_name: Writer) -> JSONR
     return await run_in_threadpool(accept, state, body, token_name)
 
 
-def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
+def checked(body: bytes, what: str) -> RunRecord:
+    """The run in a request's ``body`` as the server takes it (stripped again, strictly
+    typed, every bound and plausibility check passed); 422 naming the first violation."""
+    deep = plausible.too_deep(body)
+    if deep:
+        raise HTTPException(422, f"{what} is refused: {deep}")
     try:
         doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HTTPException(422, f"the submission is not valid JSON: {e}") from None
+        raise HTTPException(422, f"{what} is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
-        raise HTTPException(422, "the submission is not a torchmark run: not a JSON object")
+        raise HTTPException(422, f"{what} is not a torchmark run: not a JSON object")
     doc, _ = prepare(doc)  # never trust the client's stripping
+    shape = plausible.environment_shape(doc)
+    if shape:
+        raise HTTPException(422, f"{what} is not a torchmark run: {shape}")
     try:
-        run = parse_run(json.dumps(doc), "the submission")
+        run = parse_run(json.dumps(doc), what, strict=True)
     except InputError as e:
         raise HTTPException(422, str(e)) from None
-    bad = ranking.check_bounds(run)
+    bad = ranking.check_bounds(run) or plausible.check(run)
     if bad:
-        raise HTTPException(422, f"the submission is refused: {bad}")
+        raise HTTPException(422, f"{what} is refused: {bad}")
+    return run
+
+
+def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
+    run = checked(body, "the submission")
     # The server names its runs: a client's id could be any text (`<script>`, `../x`, a
     # `?` that breaks links) and two machines' ids could collide.
     run = run.model_copy(update={"run_id": None})
@@ -81,17 +97,15 @@ def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
                 f"token {token_name!r} sent {state.rate_limit} runs in the last hour; try later",
                 headers={"Retry-After": "3600"},
             )
-        run_id = store.save(run)
-        for row in rows:
-            row["run_id"] = run_id
-        run_id = accounts.record(
-            content,
-            run_id,
-            token_name,
-            division,
-            machine,
-            also=lambda conn: cases.insert(conn, rows),
-        )
+
+        def submission(conn: Connection, run_id: str) -> None:
+            accounts.record_in(conn, content, run_id, token_name, division, machine)
+            cases.insert(conn, [row | {"run_id": run_id} for row in rows])
+
+        # One transaction: a server killed between storing the run and recording its
+        # submission left a run no reader could find (and the next twin stored another).
+        # The write lock makes a concurrent twin impossible here: checked above.
+        run_id = store.save(run, also=submission)
     url = f"{state.public_url.rstrip('/')}/runs/{run_id}"
     return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
 
@@ -157,28 +171,31 @@ def leaderboard(
 async def place(request: Request, state: BoardDep) -> JSONResponse:
     """Where a run's results sit among the submitted machines of the standard division,
     case by case (rank 1 = fastest, and the % of ranked machines it is faster than);
-    nothing is stored."""
-    received = bytearray()
-    async for chunk in request.stream():
-        received += chunk
-        if len(received) > MAX_BYTES:
-            raise HTTPException(413, f"payload over {MAX_BYTES // 2**20} MiB")
-    return await run_in_threadpool(placement, state, bytes(received))
+    nothing is stored. Bounded per caller and at once (``state.PLACE_PER_MINUTE``,
+    ``PLACE_AT_ONCE``): 429 or 503 with Retry-After, before the body is read."""
+    wait = state.place_limit.wait_s(await run_in_threadpool(caller, state, request))
+    if wait > 0:
+        raise HTTPException(
+            429,
+            f"over {state.place_limit.per_minute} placements a minute; try again in "
+            f"{math.ceil(wait)} s",
+            headers={"Retry-After": str(math.ceil(wait))},
+        )
+    if not state.place_slots.acquire(blocking=False):
+        raise HTTPException(
+            503, "the server is placing other runs; try again", headers={"Retry-After": "1"}
+        )
+    try:
+        return await run_in_threadpool(placement, state, await body_of(request))
+    finally:
+        state.place_slots.release()
 
 
 def placement(state: Board, body: bytes) -> JSONResponse:
-    try:
-        doc = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HTTPException(422, f"the run is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise HTTPException(422, "the run is not a torchmark run: not a JSON object")
-    try:
-        mine = parse_run(json.dumps(prepare(doc)[0]), "the run")
-    except InputError as e:
-        raise HTTPException(422, str(e)) from None
+    mine = checked(body, "the run")
     out = []
-    ok = [(r, ranking.case_of(r)) for r in mine.results if r.ok]
+    skip = plausible.unverified(mine)
+    ok = [(r, ranking.case_of(r)) for i, r in enumerate(mine.results) if r.ok and i not in skip]
     board = state.ranked_many("standard", [case for _, case in ok])
     for r, case in ok:
         rows = board[case]

@@ -20,10 +20,12 @@ def board(request: Request) -> Board:
 
 
 def bearer(state: Board, authorization: str | None) -> str | None:
-    """The name of the active token in an ``Authorization`` header, else None."""
-    if not authorization or not authorization.startswith("Bearer "):
+    """The name of the active token in an ``Authorization`` header, else None. The scheme
+    is case-insensitive (RFC 9110 §11.1): ``bearer tm_...`` was refused."""
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
         return None
-    return state.accounts.check_token(authorization.removeprefix("Bearer ").strip())
+    return state.accounts.check_token(token.strip())
 
 
 def writer(
@@ -47,3 +49,11 @@ def reader(
 BoardDep = Annotated[Board, Depends(board)]
 Writer = Annotated[str, Depends(writer)]
 Reader = Depends(reader)
+
+
+def caller(state: Board, request: Request) -> str:
+    """Whom a request counts against: its token's name, else its address."""
+    name = bearer(state, request.headers.get("authorization"))
+    if name is not None:
+        return f"token:{name}"
+    return f"address:{request.client.host if request.client else '?'}"

@@ -26,7 +26,7 @@ from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
 from torchmark.store.exchange import escape_text
 from torchmark.store.sql import results_t as store_results_t
-from torchmark.web import ranking
+from torchmark.web import plausible, ranking
 from torchmark.web.accounts import metadata, submissions_t
 
 T = TypeVar("T")
@@ -45,7 +45,8 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("model", sa.Text, nullable=False),  # ranking.device_model of the run
     sa.Column("ok", sa.Boolean, nullable=False),
-    sa.Column("invalid", sa.Boolean, nullable=False),  # verdict invalid: listed, never ranked
+    # verdict invalid or work unverified (plausible.unverified): listed, never ranked
+    sa.Column("invalid", sa.Boolean, nullable=False),
     # the kept samples (s) as little-endian float64: bit-identical, and ~10x faster to read
     # than JSON (11 ms for one case's 1,000 rows)
     sa.Column("kept", sa.LargeBinary, nullable=False),
@@ -60,6 +61,7 @@ _HEAD_LEFT_OUT = {"samples_s", "excluded", "telemetry"} | _COMPUTED
 def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list[dict[str, Any]]:
     """The index rows of one submitted run (every result; ``seq`` as the store numbers them)."""
     rows = []
+    unverified = plausible.unverified(run)
     for seq, r in enumerate(run.results):
         workload, variant, params = ranking.case_of(r)
         rows.append(
@@ -74,7 +76,8 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
                 "device": r.device,
                 "model": ranking.device_model(run, r.device),
                 "ok": r.ok,
-                "invalid": bool(r.verdict and r.verdict.level == "invalid"),
+                # never ranked: a verdict invalid, or work that is not its case's
+                "invalid": bool(r.verdict and r.verdict.level == "invalid") or seq in unverified,
                 "kept": np.asarray(r.measurement.kept if r.ok else [], "<f8").tobytes(),
                 "head": json.dumps(r.model_dump(mode="json", exclude=_HEAD_LEFT_OUT)),
             }

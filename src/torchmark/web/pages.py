@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from torchmark import reference
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.store.sql import usable_run_id
-from torchmark.web import cases, ranking
+from torchmark.web import cases, plausible, ranking
 from torchmark.web.auth import BoardDep, Reader
 from torchmark.web.reports import RETRY_AFTER_S, Busy, Reports
 from torchmark.web.state import Board
@@ -117,6 +117,7 @@ def run_page(state: BoardDep, run_id: str) -> HTMLResponse:
         run=run,
         division=division,
         why_custom=ranking.nonstandard_flags(run),
+        unverified=plausible.unverified(run),
         models={r.device: ranking.device_model(run, r.device) for r in run.results},
     )
     return HTMLResponse(html)

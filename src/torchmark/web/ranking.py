@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchmark.results import Result, RunRecord
+from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
 MAX_SAMPLES = 100_000  # per result: the stopping rules stop far below
@@ -171,12 +172,16 @@ def rank(
     runs: Iterable[RunRecord], case: Case, machines: Mapping[str, str] | None = None
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
-    (default: computed). Results whose verdict is ``invalid`` are never ranked."""
+    (default: computed). Results whose verdict is ``invalid``, or whose work is not their
+    case's (``plausible.unverified``), are never ranked."""
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
-        for r in run.results:
+        skip = unverified(run)
+        for i, r in enumerate(run.results):
             if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
+                continue
+            if i in skip:
                 continue
             g = groups.get((machine, r.device))
             if g is None:

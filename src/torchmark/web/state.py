@@ -18,11 +18,12 @@ from starlette.datastructures import State
 from torchmark.errors import RunNotFoundError
 from torchmark.format import si, sig
 from torchmark.results import RunRecord
-from torchmark.store import ResultStore
+from torchmark.store import ResultStore, SQLStore
 from torchmark.store.exchange import escape_text
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
+from torchmark.web.limits import Limiter
 from torchmark.web.reports import Reports
 from torchmark.web.strip import shareable
 
@@ -33,13 +34,18 @@ HERE = Path(__file__).parent
 RUN_CACHE_RUNS = 2048
 RUN_CACHE_BYTES = 128 * 2**20
 RATE_LIMIT = 60  # submissions per token per hour
+# /api/v1/place needs no token (`compare --server` works without one), so it is bounded:
+# per caller (token, else address) a minute, and at once per process. Placing one suite
+# run is ~0.1-0.5 s of CPU; 20 concurrent 5.4 MiB bodies took 33 s of CPU and 844 MB.
+PLACE_PER_MINUTE = 30
+PLACE_AT_ONCE = 2
 
 
 class Board(State):
     """What every request of one server process shares. A ``starlette`` State, so that
     ``app.state.reports = ...`` (the tests' own drawing) replaces the one the routes use."""
 
-    store: ResultStore
+    store: SQLStore
     accounts: Accounts
     engine: Engine
     reports: Reports
@@ -54,6 +60,8 @@ class Board(State):
     cache: cases.Cache  # rankings and case lists, keyed by their generations
     runs: cases.Cache  # submitted runs (see __init__)
     rendered: cases.Cache  # rendered ranking pages
+    place_limit: Limiter  # /api/v1/place per caller
+    place_slots: threading.BoundedSemaphore  # /api/v1/place at once
 
     def __init__(
         self,
@@ -64,10 +72,12 @@ class Board(State):
         public_url: str,
         render_workers: int,
         run_cache: tuple[int, int],
+        place_per_minute: int = PLACE_PER_MINUTE,
     ) -> None:
         super().__init__()
+        self.accounts = Accounts(store)  # refuses a store that is not SQL
+        assert isinstance(store, SQLStore)
         self.store = store
-        self.accounts = Accounts(store)
         self.engine = self.accounts.engine
         self.rate_limit, self.private, self.public_url = rate_limit, private, public_url
         self.write_lock = threading.Lock()
@@ -92,6 +102,8 @@ class Board(State):
         # a page over 50 machines x 20 runs took 18 ms of Jinja on every view (1,000 run
         # links). Up to ~100 kB each: bounded by bytes as well.
         self.rendered = cases.Cache(256, max_bytes=32 * 2**20, weigh=len)
+        self.place_limit = Limiter(place_per_minute)
+        self.place_slots = threading.BoundedSemaphore(PLACE_AT_ONCE)
 
     # -- runs ------------------------------------------------------------------------------
 

@@ -264,3 +264,41 @@ def test_the_corpus_is_refused_or_stored_safely(board: tuple[str, str]) -> None:
     for name in ("500-level nesting", "lone surrogate in a note", "environment.devices a string"):
         code, _ = call(url, "/api/v1/place", CORPUS[name][0]())
         assert code == 422, name
+
+
+def test_postgres_down_is_503_with_retry_after_then_back(
+    pg_url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """While PostgreSQL is stopped every request is a 503 with Retry-After and no traceback
+    (they were 500s with tracebacks); once it is back, the board answers again."""
+    from test_store_postgres import CLUSTER
+
+    from torchmark.web.app import create_app
+
+    app = create_app(new_database(pg_url))
+    token = app.state.accounts.create_token("down")
+    payload = json.dumps(doc(builtin_run())).encode()
+    with serving(app) as url:
+        assert call(url, "/api/v1/runs")[0] == 200
+        app.state.store.engine.dispose()  # no pooled connection outlives the server
+        CLUSTER["stop"]()
+        try:
+            for path, data in (("/", None), ("/api/v1/runs", None), ("/api/v1/runs", payload)):
+                req = urllib.request.Request(
+                    url + path,
+                    data=data,
+                    headers={"Authorization": f"Bearer {token}", "Accept": "text/html"},
+                )
+                with pytest.raises(urllib.error.HTTPError) as e:
+                    urllib.request.urlopen(req, timeout=120)
+                assert e.value.code == 503, (path, e.value.read()[:300])
+                assert e.value.headers["Retry-After"] == "5"
+                text = e.value.read()
+                assert b"Traceback" not in text and b"not answering" in text
+        finally:
+            CLUSTER["start"]()
+        assert call(url, "/api/v1/runs")[0] == 200
+        assert call(url, "/api/v1/runs", payload, token)[0] == 201
+    app.state.reports.close()
+    app.state.store.close()

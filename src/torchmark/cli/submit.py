@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Annotated, Any
 
@@ -102,8 +103,45 @@ def submit(
     if not token:
         raise InputError("give --token or set TORCHMARK_TOKEN (torchmark serve token create NAME)")
     answer = post(server, token, body.encode())
+    run_id = answer.get("run_id")
+    if answer.get("duplicate"):
+        # the first submission's standing: the duplicate answer carries only its id
+        answer |= get(server, token, f"/api/v1/runs/{run_id}/summary")
     what = "already there" if answer.get("duplicate") else "stored"
-    console.print(f"run {answer.get('run_id')} {what} on {server}", soft_wrap=True)
+    url = urllib.parse.urljoin(server.rstrip("/") + "/", str(answer.get("url") or ""))
+    console.print(f"run {run_id} {what} on {server}: {url}", soft_wrap=True)
+    for line in standing(answer):
+        console.print(line, soft_wrap=True)
+
+
+def standing(answer: dict[str, Any]) -> list[str]:
+    """What the board said of a stored run: its division (and why a custom run is custom),
+    and results it will not rank."""
+    division = answer.get("division")
+    if not division:
+        return []  # an older server: no standing in its answer
+    out = [f"division: {division}"]
+    why = answer.get("why_custom") or []
+    if division == "custom":
+        out[0] += f" ({', '.join(why)})" if why else ""
+        out.append(
+            "  the standard division ranks `torchmark run` of the built-in suite at its "
+            "default options; custom runs rank among custom runs of the same case"
+        )
+    out += [f"not ranked: {reason}" for reason in answer.get("unranked") or []]
+    return out
+
+
+def get(server: str, token: str | None, path: str) -> Any:
+    """GET ``path`` on the board (JSON); {} when it cannot be read (an older server)."""
+    req = urllib.request.Request(
+        server.rstrip("/") + path, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
 
 
 def place_on_server(specs: list[str], server: str, db: str | None) -> None:

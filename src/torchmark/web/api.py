@@ -101,13 +101,32 @@ def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
         def submission(conn: Connection, run_id: str) -> None:
             accounts.record_in(conn, content, run_id, token_name, division, machine)
             cases.insert(conn, [row | {"run_id": run_id} for row in rows])
+            cases.name_machine(conn, machine, ranking.machine_label(run))
 
         # One transaction: a server killed between storing the run and recording its
         # submission left a run no reader could find (and the next twin stored another).
         # The write lock makes a concurrent twin impossible here: checked above.
         run_id = store.save(run, also=submission)
-    url = f"{state.public_url.rstrip('/')}/runs/{run_id}"
-    return JSONResponse({"run_id": run_id, "duplicate": False, "url": url}, status_code=201)
+    answer = {"run_id": run_id, "duplicate": False} | where(state, run, run_id, division)
+    return JSONResponse(answer, status_code=201)
+
+
+def where(state: Board, run: RunRecord, run_id: str, division: str) -> dict[str, Any]:
+    """What a submitter is told of a stored run: its page, its division and why a custom
+    run is custom (in the options' words), and results the board will not rank."""
+    return {
+        "url": f"{state.public_url.rstrip('/')}/runs/{run_id}",
+        "division": division,
+        "why_custom": ranking.why_custom(run) if division == "custom" else [],
+        "unranked": list(plausible.unverified(run).values()),
+    }
+
+
+@router.get("/runs/{run_id}/summary", dependencies=[Reader])
+def summary(state: BoardDep, run_id: str) -> JSONResponse:
+    """Where a submitted run stands: its page, division, and why it is custom."""
+    run, division, _ = state.submitted_run(run_id)
+    return JSONResponse({"run_id": run_id} | where(state, run, run_id, division))
 
 
 @router.get("/runs", dependencies=[Reader])

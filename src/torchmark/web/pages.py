@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 from collections.abc import Callable
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from torchmark import reference
@@ -52,71 +51,141 @@ def sorted_by(values: list[dict[str, float | None]], key: str, desc: bool) -> li
 @router.get("/", response_class=HTMLResponse, dependencies=[Reader])
 def index(
     state: BoardDep,
+    request: Request,
     case: str = "",
-    division: str = "standard",
+    division: str = "",
     sort: str = Query("", pattern=f"^-?({'|'.join(SORTS)})?$"),
-) -> HTMLResponse:
+) -> Response:
     engine = state.engine
-    gen = cases.generation(engine, division)
+    old = ranking.case_from_json(case)
+    if old is not None:  # the JSON-array URLs of before: the same page, plainly
+        query = dict(request.query_params) | {"case": ranking.case_key(old)}
+        return RedirectResponse("/?" + plain_query(query), status_code=301)
+    counts = cases.division_counts(engine)
+    division = division or next((d for d in DIVISIONS if counts.get(d)), DIVISIONS[0])
+    gen = (counts.get(division, 0),)
     all_cases = state.cache.get(("cases", division, gen), lambda: cases.cases(engine, division))
-    picked = next((c for c in all_cases if json.dumps(c) == case), None)
+    all_cases = sorted(set(all_cases) | set(reference_cases(division)))
+    picked = ranking.case_from_key(case, all_cases)
     if picked is None and all_cases:
         # the seed's own question first: its add loop, as published, when anyone ran it
         seed = [c for c in all_cases if c[:2] == (SEED_WORKLOAD, SEED_VARIANT)]
         picked = (seed or all_cases)[0]
     case_gen = cases.generation(engine, division, picked) if picked else ()
+    key = ("page", division, picked, sort, tuple(sorted(counts.items())), case_gen)
     return HTMLResponse(
         state.rendered.get(
-            ("page", division, picked, sort, gen, case_gen),
-            lambda: index_page(state, division, sort, gen, all_cases, picked, case_gen),
+            key, lambda: index_page(state, division, sort, counts, all_cases, picked, case_gen)
         )
     )
+
+
+DIVISIONS = ("standard", "custom")
+
+
+def plain_query(query: dict[str, str]) -> str:
+    """A query string a person can read: ``case=matmul/float32/n=512``."""
+    return urlencode(query, safe="/=,:")
+
+
+@functools.cache
+def reference_rows(division: str) -> dict[ranking.Case, list[ranking.Row]]:
+    """The committed reference runs' rows of each case, in the division they belong to
+    (``--quick`` runs: custom): shown, labelled, beside the submitted machines'. A row's
+    machine is ``reference NAME``."""
+    out: dict[ranking.Case, list[ranking.Row]] = {}
+    for ref in reference.runs():
+        if ref.run is None or ranking.division_of(ref.run) != division:
+            continue
+        name = f"reference {ref.name}"
+        run = ref.run.model_copy(update={"run_id": name})
+        for case in ranking.cases([run]):
+            out.setdefault(case, []).extend(ranking.rank([run], case, {name: name}))
+    return out
+
+
+def reference_cases(division: str) -> list[ranking.Case]:
+    return list(reference_rows(division))
 
 
 def index_page(
     state: Board,
     division: str,
     sort: str,
-    gen: tuple[int, ...],
+    counts: dict[str, int],
     all_cases: list[ranking.Case],
     picked: ranking.Case | None,
     case_gen: tuple[int, ...],
 ) -> str:
-    labels = {json.dumps(c): ranking.case_label(c) for c in all_cases}
-    show_seed = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
-    rows = state.ranked(division, picked, case_gen) if picked else []
+    labels = {ranking.case_key(c): ranking.case_label(c) for c in all_cases}
+    seed_case = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
+    rows = state.ranked(division, picked, case_gen) if picked and case_gen[0] else []
     values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
     key, desc = sort.removeprefix("-"), sort.startswith("-")
     order = list(range(len(rows)))
     if key:
         order = sorted_by(values, key, desc)
-    query = {"case": json.dumps(picked) if picked else "", "division": division}
+    query = {"case": ranking.case_key(picked) if picked else "", "division": division}
     # a header link sorts by its column, ascending; the sorted column's link reverses it
     flip = {k: f"-{k}" if k == key and not desc else k for k in SORTS}
-    links = {k: "/?" + urlencode(query | {"sort": flip[k]}) for k in SORTS}
+    links = {k: "/?" + plain_query(query | {"sort": flip[k]}) for k in SORTS}
+    machines = cases.machine_labels(state.engine, [row.machine for row in rows])
+    seed = reference.load(SEED_SET) if seed_case else None
     return state.render(
         "index.html",
         labels=labels,
-        picked=json.dumps(picked) if picked else "",
+        picked=ranking.case_key(picked) if picked else "",
         picked_label=ranking.case_label(picked) if picked else "",
         rows=[(rows[i], values[i]) for i in order],
+        references=reference_rows(division).get(picked, []) if picked else [],
+        machines=machines,
         sort_key=key,
         sort_desc=desc,
         sort_links=links,
         division=division,
-        n_runs=gen[0],
-        seed=reference.load(SEED_SET) if show_seed else None,
+        divisions=DIVISIONS,
+        counts=counts,
+        n_runs=counts.get(division, 0),
+        seed=seed,
+        seed_rows=seed_table(seed, rows, machines) if seed else [],
     )
+
+
+def seed_table(
+    seed: reference.ReferenceSet, rows: list[ranking.Row], machines: dict[str, str]
+) -> list[reference.ReferenceRow]:
+    """The blog's table, fastest first, with the committed reference runs and each
+    submitted machine of the seed case placed in it (`compare --reference seed-2023`'s
+    table, on the board)."""
+    mine = []
+    for row in rows:
+        per_it = seed.bytes_per_iteration
+        if not (row.result.work.bytes == per_it and row.result.rate("items")):
+            continue  # another --size: another iteration, no place in that table
+        mine.append(
+            reference.ReferenceRow(
+                hardware=f"{row.model} ({row.device})",
+                value=row.result.rate("items") or 0.0,
+                device_type="cpu" if row.device == "cpu" else "gpu",
+                implied_bytes_per_s=row.result.rate("bytes"),
+                source=f"submitted: {machines.get(row.machine, row.machine)}",
+                this_machine=True,
+                measured=True,
+            )
+        )
+    return reference.placed(seed, mine)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
 def run_page(state: BoardDep, run_id: str) -> HTMLResponse:
-    run, division = state.submitted_run(run_id)
+    run, division, machine = state.submitted_run(run_id)
     html = state.render(
         "run.html",
         run=run,
         division=division,
-        why_custom=ranking.nonstandard_flags(run),
+        machine=machine,
+        machine_label=ranking.machine_label(run),
+        why_custom=ranking.why_custom(run),
         unverified=plausible.unverified(run),
         models={r.device: ranking.device_model(run, r.device) for r in run.results},
     )
@@ -156,6 +225,7 @@ def machine_page(state: BoardDep, machine: str) -> HTMLResponse:
     html = state.render(
         "machine.html",
         machine=machine,
+        label=ranking.machine_label(mine[-1]),
         runs=mine,
         divisions=found,
         devices=mine[-1].environment.get("devices") or {},

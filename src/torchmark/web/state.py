@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import http
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from sqlalchemy import Engine
 from starlette.datastructures import State
 
 from torchmark.errors import RunNotFoundError
-from torchmark.format import si, sig
+from torchmark.format import base_unit, case_label, si, sig, throughput
 from torchmark.results import RunRecord
 from torchmark.store import ResultStore, SQLStore
 from torchmark.store.exchange import escape_text
@@ -83,12 +84,20 @@ class Board(State):
         self.write_lock = threading.Lock()
         with self.write_lock, self.accounts.writing():
             cases.backfill(self.engine, store)  # runs submitted before the ranking index existed
+            cases.name_machines(self.engine, store)  # and before machines were named
         self.cache = cases.Cache()
         self.reports = Reports(self.engine, workers=render_workers)
         self.pages = Environment(
             loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True)
         )
-        self.pages.filters.update(si=si, sig=sig, run_links=run_links)
+        self.pages.filters.update(
+            si=si,
+            sig=sig,
+            run_links=run_links,
+            throughput=throughput,
+            rate_ci=rate_ci,
+            result_case=lambda r: f"{r.workload} {case_label(r.variant, r.params)}",
+        )
         # A submitted run never changes, so each is read from the database once per process
         # while it stays in this LRU (a page over 200 runs took 270 ms reading them all on
         # every request). The server stores each accepted document under an id of its own;
@@ -116,15 +125,15 @@ class Board(State):
     def load_run(self, run_id: str) -> RunRecord:
         return self.submitted_run(run_id)[0]
 
-    def submitted_run(self, run_id: str) -> tuple[RunRecord, str]:
-        """The submitted run ``run_id`` and its division; 404 when there is none."""
+    def submitted_run(self, run_id: str) -> tuple[RunRecord, str, str]:
+        """The submitted run ``run_id``, its division and machine; 404 when there is none."""
         if not usable_run_id(run_id) or run_id == "latest":
             raise HTTPException(404, f"no run {run_id!r}")
         found = self.accounts.submitted(run_id)
         if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
-            return self.runs.get(run_id, functools.partial(self.read, run_id)), found[0]
+            return self.runs.get(run_id, functools.partial(self.read, run_id)), *found
         except RunNotFoundError:
             raise HTTPException(404, f"no run {run_id!r}") from None
 
@@ -186,6 +195,16 @@ def run_links(run_ids: list[str]) -> Markup:
     a page of 50 machines x 20 runs took ~10 ms in Jinja)."""
     links = (f'<a href="/runs/{escape(r)}">{i}</a> ' for i, r in enumerate(run_ids, 1))
     return Markup("".join(links))
+
+
+def rate_ci(row: ranking.Row) -> str:
+    """A ranking row's 95 % CI of the median as rates, in the units the CLI prints."""
+    r = row.result
+    rate, (lo, hi) = r.rate(r.headline), r.measurement.ci
+    if rate is None or not (math.isfinite(lo) and lo > 0 and math.isfinite(hi)):
+        return "unbounded (too few samples)"
+    scale, unit = rate * r.measurement.median, base_unit(r)
+    return f"{si(scale / hi, unit, 4)} – {si(scale / lo, unit, 4)}"
 
 
 def _run_bytes(run: RunRecord) -> int:

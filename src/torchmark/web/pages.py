@@ -105,7 +105,8 @@ def reference_rows(division: str) -> dict[ranking.Case, list[ranking.Row]]:
 
 
 def reference_cases(division: str) -> list[ranking.Case]:
-    return list(reference_rows(division))
+    # only the divisions there are: the cache must not grow with whatever a URL names
+    return list(reference_rows(division)) if division in DIVISIONS else []
 
 
 def index_page(
@@ -118,6 +119,7 @@ def index_page(
     case_gen: tuple[int, ...],
 ) -> str:
     labels = {ranking.case_key(c): ranking.case_label(c) for c in all_cases}
+    references = reference_cases(division)
     seed_case = picked is None or picked[:2] == (SEED_WORKLOAD, SEED_VARIANT)
     rows = state.ranked(division, picked, case_gen) if picked and case_gen[0] else []
     values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
@@ -137,7 +139,7 @@ def index_page(
         picked=ranking.case_key(picked) if picked else "",
         picked_label=ranking.case_label(picked) if picked else "",
         rows=[(rows[i], values[i]) for i in order],
-        references=reference_rows(division).get(picked, []) if picked else [],
+        references=reference_rows(division).get(picked, []) if picked in references else [],
         machines=machines,
         sort_key=key,
         sort_desc=desc,

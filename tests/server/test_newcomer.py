@@ -197,3 +197,19 @@ def test_names_units_machines_and_case_urls_read_as_the_cli_prints_them(
     )
     assert old.status_code == 301
     assert old.headers["location"] == "/?case=matmul/float32/n=512&sort=median"
+
+
+def test_compare_server_places_a_quick_run_in_its_own_division(
+    served: tuple[str, str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quick run was placed among the standard division only: "no machine ... yet" however
+    many quick runs the board held."""
+    url, token, _ = served
+    path = tmp_path / "theirs.json"
+    path.write_text(export_run(quick(builtin_run("Their CPU", 1.0))), encoding="utf-8")
+    assert cli(capsys, "submit", str(path), "--server", url, "--token", token)[0] == 0
+    path.write_text(export_run(quick(builtin_run("My CPU", 2.0))), encoding="utf-8")
+    code, out, err = cli(capsys, "compare", str(path), "--server", url)
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "matmul/fp32 n=512 on cpu: rank 2 of 2" in said and "in the custom division" in said

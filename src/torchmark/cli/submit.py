@@ -157,15 +157,16 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
         console.print("the run has no measured result to place")
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
+        division = row.get("division", "standard")  # an older server places in standard
         if not row["machines"]:
             console.print(
-                f"{label}: no machine in the standard division of {server} has this case yet",
+                f"{label}: no machine in the {division} division of {server} has this case yet",
                 soft_wrap=True,
             )
             continue
         console.print(
             f"{label}: rank {row['rank']} of {row['machines'] + 1} (the server's "
             f"{plural(row['machines'], 'machine')} and this run), faster than "
-            f"{pct(row['faster_than_pct'])} of them",
+            f"{pct(row['faster_than_pct'])} of them, in the {division} division",
             soft_wrap=True,
         )

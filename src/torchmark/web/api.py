@@ -188,10 +188,11 @@ def leaderboard(
 
 @router.post("/place", dependencies=[Reader])
 async def place(request: Request, state: BoardDep) -> JSONResponse:
-    """Where a run's results sit among the submitted machines of the standard division,
-    case by case (rank 1 = fastest, and the % of ranked machines it is faster than);
-    nothing is stored. Bounded per caller and at once (``state.PLACE_PER_MINUTE``,
-    ``PLACE_AT_ONCE``): 429 or 503 with Retry-After, before the body is read."""
+    """Where a run's results sit among the submitted machines of the division it would rank
+    in (a ``--quick`` run: custom), case by case (rank 1 = fastest, and the % of ranked
+    machines it is faster than); nothing is stored. Bounded per caller and at once
+    (``state.PLACE_PER_MINUTE``, ``PLACE_AT_ONCE``): 429 or 503 with Retry-After, before the
+    body is read."""
     wait = state.place_limit.wait_s(await run_in_threadpool(caller, state, request))
     if wait > 0:
         raise HTTPException(
@@ -215,7 +216,8 @@ def placement(state: Board, body: bytes) -> JSONResponse:
     out = []
     skip = plausible.unverified(mine)
     ok = [(r, ranking.case_of(r)) for i, r in enumerate(mine.results) if r.ok and i not in skip]
-    board = state.ranked_many("standard", [case for _, case in ok])
+    division = ranking.division_of(mine)
+    board = state.ranked_many(division, [case for _, case in ok])
     for r, case in ok:
         rows = board[case]
         t = r.measurement.median
@@ -227,6 +229,7 @@ def placement(state: Board, body: bytes) -> JSONResponse:
                 "variant": r.variant,
                 "device": r.device,
                 "params": r.params,
+                "division": division,
                 "machines": len(rows),
                 "rank": faster + 1,
                 "faster_than_pct": 100 * slower / len(rows) if rows else None,

@@ -96,6 +96,8 @@ def submit(
         err_console.print(
             "dry run: nothing sent. Removed: " + (", ".join(removed) or "nothing"), soft_wrap=True
         )
+        for line in server_lines(doc):
+            err_console.print(line, soft_wrap=True)
         return
     if not server:
         raise InputError("give --server URL (or --dry-run to see what would be sent)")
@@ -144,6 +146,38 @@ def get(server: str, token: str | None, path: str) -> Any:
         return {}
 
 
+def server_lines(doc: dict[str, Any]) -> list[str]:
+    """What the server will do with the run: refuse it (its bounds, named), or store it and
+    rank, mark or only list each result by its verdict (``verdicts``)."""
+    from torchmark import verdicts
+    from torchmark.format import plural, result_label
+    from torchmark.store.exchange import parse_run
+    from torchmark.web import plausible
+    from torchmark.web.ranking import check_bounds, division_of
+
+    run = parse_run(json.dumps(doc), "the run")
+    refused = check_bounds(run) or plausible.check(run)  # the server's own checks
+    if refused:
+        return [f"the server will refuse this run: {refused}"]
+    unverified = plausible.unverified(run)
+    by: dict[str, list[str]] = {}
+    for i, r in enumerate(run.results):
+        kind = verdicts.kind_of(r)
+        said = "" if kind == "ok" else f" ({verdicts.says(r)})"
+        if i in unverified:  # work that is not its case's: never ranked, whatever its verdict
+            never = verdicts.RULES["invalid"].server
+            by.setdefault(never, []).append(f"{result_label(r)} (unverified)")
+            continue
+        by.setdefault(verdicts.RULES[kind].server, []).append(result_label(r) + said)
+    lines = [f"the server will store it in the {division_of(run)} division"]
+    for what, cases in by.items():
+        lines.append(
+            f"{what}: {plural(len(cases), 'result')}"
+            + ("" if what == "ranked" else ": " + "; ".join(cases))
+        )
+    return lines
+
+
 def place_on_server(specs: list[str], server: str, db: str | None) -> None:
     """``compare RUN --server URL``: each case of RUN ranked among the server's machines."""
     from torchmark.format import case_label, pct, plural
@@ -158,6 +192,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         division = row.get("division", "standard")  # an older server places in standard
+        if row.get("rank") is None and row.get("why"):  # its verdict keeps it off rankings
+            console.print(f"{label}: not placed: {row['why']}", soft_wrap=True)
+            continue
         if not row["machines"]:
             console.print(
                 f"{label}: no machine in the {division} division of {server} has this case yet",

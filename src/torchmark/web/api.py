@@ -14,8 +14,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
+from torchmark import verdicts
 from torchmark.errors import InputError
-from torchmark.results import RunRecord
+from torchmark.results import Result, RunRecord
 from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
 from torchmark.web import cases, plausible, ranking
 from torchmark.web.auth import BoardDep, Reader, Writer, caller
@@ -215,20 +216,22 @@ def placement(state: Board, body: bytes) -> JSONResponse:
     mine = checked(body, "the run")
     out = []
     skip = plausible.unverified(mine)
+    # a result its own verdict keeps off rankings (invalid) is not placed: said why; one
+    # whose work is not its case's is not placed either
     ok = [(r, ranking.case_of(r)) for i, r in enumerate(mine.results) if r.ok and i not in skip]
     division = ranking.division_of(mine)
-    board = state.ranked_many(division, [case for _, case in ok])
+    board = state.ranked_many(division, [case for r, case in ok if verdicts.may(r, "rank")])
     for r, case in ok:
+        if not verdicts.may(r, "rank"):
+            out.append({**_where(r), "machines": None, "rank": None, "why": verdicts.says(r)})
+            continue
         rows = board[case]
         t = r.measurement.median
         faster = sum(1 for row in rows if row.result.measurement.median < t)
         slower = sum(1 for row in rows if row.result.measurement.median > t)
         out.append(
             {
-                "workload": r.workload,
-                "variant": r.variant,
-                "device": r.device,
-                "params": r.params,
+                **_where(r),
                 "division": division,
                 "machines": len(rows),
                 "rank": faster + 1,
@@ -236,6 +239,11 @@ def placement(state: Board, body: bytes) -> JSONResponse:
             }
         )
     return JSONResponse(finite_json(out))
+
+
+def _where(r: Result) -> dict[str, Any]:
+    """A placed result's case, as /api/v1/place names it."""
+    return {"workload": r.workload, "variant": r.variant, "device": r.device, "params": r.params}
 
 
 def case_of_query(workload: str, variant: str, params: str) -> ranking.Case:

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
+from torchmark import verdicts
 from torchmark.errors import RunNotFoundError
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
@@ -46,7 +47,7 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("model", sa.Text, nullable=False),  # ranking.device_model of the run
     sa.Column("ok", sa.Boolean, nullable=False),
-    # verdict invalid or work unverified (plausible.unverified): listed, never ranked
+    # verdicts.may(rank) False, or work unverified (plausible.unverified): listed only
     sa.Column("invalid", sa.Boolean, nullable=False),
     # the kept samples (s) as little-endian float64: bit-identical, and ~10x faster to read
     # than JSON (11 ms for one case's 1,000 rows)
@@ -86,8 +87,8 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
                 "device": r.device,
                 "model": ranking.device_model(run, r.device),
                 "ok": r.ok,
-                # never ranked: a verdict invalid, or work that is not its case's
-                "invalid": bool(r.verdict and r.verdict.level == "invalid") or seq in unverified,
+                # never ranked: its verdict keeps it off, or its work is not its case's
+                "invalid": not verdicts.may(r, "rank") or seq in unverified,
                 "kept": np.asarray(r.measurement.kept if r.ok else [], "<f8").tobytes(),
                 "head": json.dumps(r.model_dump(mode="json", exclude=_HEAD_LEFT_OUT)),
             }

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, plausible, ranking
@@ -190,6 +190,8 @@ def run_page(state: BoardDep, run_id: str) -> HTMLResponse:
         why_custom=ranking.why_custom(run),
         unverified=plausible.unverified(run),
         models={r.device: ranking.device_model(run, r.device) for r in run.results},
+        # each verdict with its reasons, as the CLI's footnotes give them
+        said=["; ".join([verdicts.says(r), *verdicts.reasons(r)[1:]]) for r in run.results],
     )
     return HTMLResponse(html)
 

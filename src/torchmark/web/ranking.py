@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchmark import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.web.plausible import unverified
 
@@ -258,14 +259,15 @@ def rank(
     runs: Iterable[RunRecord], case: Case, machines: Mapping[str, str] | None = None
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
-    (default: computed). Results whose verdict is ``invalid``, or whose work is not their
-    case's (``plausible.unverified``), are never ranked."""
+    (default: computed). Results the verdict rule keeps off rankings (``verdicts``:
+    invalid, WRONG, skipped), or whose work is not their case's (``plausible.unverified``),
+    are never ranked."""
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
         skip = unverified(run)
         for i, r in enumerate(run.results):
-            if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
+            if not r.ok or case_of(r) != case or not verdicts.may(r, "rank"):
                 continue
             if i in skip:
                 continue

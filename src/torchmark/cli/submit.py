@@ -164,7 +164,7 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     for i, r in enumerate(run.results):
         kind = verdicts.kind_of(r)
         said = "" if kind == "ok" else f" ({verdicts.says(r)})"
-        if i in unverified:  # work that is not its case's: never ranked, whatever its verdict
+        if i in unverified and verdicts.may(r, "rank"):  # its verdict would rank it: not so
             never = verdicts.RULES["invalid"].server
             by.setdefault(never, []).append(f"{result_label(r)} (unverified)")
             continue

@@ -215,15 +215,20 @@ async def place(request: Request, state: BoardDep) -> JSONResponse:
 def placement(state: Board, body: bytes) -> JSONResponse:
     mine = checked(body, "the run")
     out = []
-    skip = plausible.unverified(mine)
-    # a result its own verdict keeps off rankings (invalid) is not placed: said why; one
-    # whose work is not its case's is not placed either
-    ok = [(r, ranking.case_of(r)) for i, r in enumerate(mine.results) if r.ok and i not in skip]
+    unverified = plausible.unverified(mine)
+    # a result its own verdict keeps off rankings (invalid), or whose work is not its case's,
+    # is not placed: said why
+    why = {
+        i: verdicts.says(r) if not verdicts.may(r, "rank") else unverified[i]
+        for i, r in enumerate(mine.results)
+        if not verdicts.may(r, "rank") or i in unverified
+    }
+    ok = [(i, r, ranking.case_of(r)) for i, r in enumerate(mine.results) if r.ok]
     division = ranking.division_of(mine)
-    board = state.ranked_many(division, [case for r, case in ok if verdicts.may(r, "rank")])
-    for r, case in ok:
-        if not verdicts.may(r, "rank"):
-            out.append({**_where(r), "machines": None, "rank": None, "why": verdicts.says(r)})
+    board = state.ranked_many(division, [case for i, _, case in ok if i not in why])
+    for i, r, case in ok:
+        if i in why:
+            out.append({**_where(r), "machines": None, "rank": None, "why": why[i]})
             continue
         rows = board[case]
         t = r.measurement.median

@@ -162,7 +162,9 @@ def main() -> int:
         f"{BANDWIDTH / 1e12:.1f} TB/s, epoch {EPOCH_S:.1f} s, floors {FLOOR_S}"
     )
     timed, _ = ceilings.planned(gpu, quick=False)
-    full_rule = ceilings.base.rule(False)
+    from torchmark.ceilings.base import rule
+
+    full_rule = rule(False)
     ceiling_s = timed * (full_rule.min_time_s + 0.1)  # type: ignore[attr-defined]
     parts: dict[str, list[float]] = defaultdict(list)
     for c in plan.cases:

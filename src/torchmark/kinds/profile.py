@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from torchmark.profile.capture import (
     lead_steps,
     reduced_note,
 )
-from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
+from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, under_load, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig, validate
@@ -46,6 +46,7 @@ from torchmark.run.record import open_run
 from torchmark.run.runner import measure_ceilings
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
 
@@ -132,6 +133,9 @@ def profile(
     session = open_run("profile", cfg, [case.device], store, events)
     session.planned([case])
     saved = None
+    # other processes' load over the whole measurement, as `run`'s verdict reads it: a
+    # profile of a tiny op is a few milliseconds, too short for a reading of its own
+    load = OtherLoad(count_processes=True).start()
     with session:
         ceilings = measure_ceilings([case.device], session, cfg)[case.device.name]
         session.case_started(case)
@@ -163,6 +167,7 @@ def profile(
                 budget_s=budget_s,
                 say=say,
             )
+            load.stop()
             if memory:
                 from torchmark.profile.memory import WARMUP as MEMORY_WARMUP
                 from torchmark.profile.memory import capture_memory
@@ -176,7 +181,7 @@ def profile(
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
         session.record.extra["profile"] = summary(
-            case, result, cap, ceilings, matmul, notes, max_events, budget_s
+            case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts()
         )
         p = session.record.extra["profile"]
         p["memory"] = mem
@@ -185,17 +190,14 @@ def profile(
             for a in advise(p, case.param_dict, case.workload, case.device.name, user_spec)
         ]
         if check:
+            base = Baseline(result, cfg, session, ceilings)
             for a in p["advice"]:
                 if a.get("workload"):  # the same case on an aligned twin (gpt2-padded)
                     twin = select_workloads(replace(cfg, workloads=(a["workload"],)))
                     same = replace(case, workload=a["workload"], sweep=None)
-                    a["checked"] = against(
-                        twin[a["workload"]], same, result, cfg, session, ceilings
-                    )
+                    a["checked"] = against(twin[a["workload"]], same, base)
                 elif a.get("kind", "variant") == "variant":
-                    a["checked"] = check_variant(
-                        workload, case, a["variant"], result, cfg, session, ceilings
-                    )
+                    a["checked"] = check_variant(workload, case, a["variant"], base)
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
@@ -204,20 +206,23 @@ def profile(
     return session.record, saved
 
 
-def check_variant(
-    workload: Workload,
-    case: Case,
-    variant: str,
-    baseline: Result,
-    cfg: RunConfig,
-    session: Session,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Baseline:
+    """What ``--check`` judges each suggestion against: the profiled case's unprofiled
+    result, measured in this run's session against its ceilings."""
+
+    result: Result
+    cfg: RunConfig
+    session: Session
+    ceilings: dict[str, Any]
+
+
+def check_variant(workload: Workload, case: Case, variant: str, base: Baseline) -> dict[str, Any]:
     """The profiled case measured again with ``variant``, judged against its unprofiled
     baseline (``comparison.independent``: FASTER / SLOWER / SAME / UNCLEAR vs the noise)."""
     from torchmark import variants
 
-    params = case.param_dict
+    cfg, params = base.cfg, case.param_dict
     want = {**params, "precision": variants.parse(variant)}
     opts = replace(
         cfg,
@@ -236,26 +241,20 @@ def check_variant(
         return {"status": "skipped", "reason": str(e)}
     if not planned:
         return {"status": "skipped", "reason": f"{variant} is not a variant of {case.workload}"}
-    return against(workload, planned[0], baseline, cfg, session, ceilings)
+    return against(workload, planned[0], base)
 
 
-def against(
-    workload: Workload,
-    candidate: Case,
-    baseline: Result,
-    cfg: RunConfig,
-    session: Session,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
-    """``candidate`` measured, stored in the run, and judged against ``baseline``."""
+def against(workload: Workload, candidate: Case, base: Baseline) -> dict[str, Any]:
+    """``candidate`` measured, stored in the run, and judged against the baseline."""
     from torchmark.comparison import independent
 
+    session = base.session
     session.case_started(candidate)
-    result = run_case(workload, candidate, ceilings, cfg, session)
+    result = run_case(workload, candidate, base.ceilings, base.cfg, session)
     session.add(candidate, result)
     if result.status != "ok":
         return {"status": result.status, "reason": result.reason or ""}
-    j = independent(baseline.measurement, result.measurement)
+    j = independent(base.result.measurement, result.measurement)
     if isinstance(j, str):
         return {"status": "ok", "verdict": "UNCLEAR", "speed": None, "why": j}
     return {"status": "ok", "verdict": j.verdict, "speed": j.speed, "why": j.why}
@@ -327,8 +326,11 @@ def summary(
     notes: list[str],
     max_events: int = MAX_EVENTS,
     budget_s: float = ACTIVE_BUDGET_S,
+    load: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What is stored with the run: plain JSON, enough to render without the trace."""
+    """What is stored with the run: plain JSON, enough to render without the trace.
+    ``load``: other processes' load while the case was measured and profiled
+    (``OtherLoad.facts``): under load the verdict is "can't tell", and nothing is advised."""
     bd = cap.breakdown
     # the overhead compares medians (one slow step on a busy machine moved a mean 14x here);
     # the breakdown's step is the mean, so that its categories add up to it
@@ -364,7 +366,9 @@ def summary(
             for r in top_ops(bd, cap.flops, ceilings, matmul_key, flops_by_call=cap.flops_by_call)
         ],
         "gemms": gemm_rows(bd),
-        "verdict": verdict(bd, unprofiled_s),
+        "verdict": verdict(bd, unprofiled_s, load),
+        "load": load,
+        "under_load": under_load(load, case.device.is_accelerator) is not None,
         "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS

@@ -1,11 +1,12 @@
 """SQLStore: the one ResultStore implementation, on SQLAlchemy Core, for SQLite and PostgreSQL.
 
-Layout (``DB_SCHEMA_VERSION`` 2)::
+Layout (``DB_SCHEMA_VERSION`` 3)::
 
     meta           key -> value            schema_version, created_utc, tool_version
     runs           one row per run         id, kind, times, status, who/where + header JSON,
                                            stored_seq (local insertion order), writer
-    results        one row per result      (run_id, seq) + indexed names + doc JSON
+    results        one row per result      (run_id, seq) + indexed names + verdict kind
+                                           (torchmark.verdicts) + doc JSON
     run_ceilings   one row per run         the ceilings the run's percentages used (JSON)
     ceiling_cache  one row per measurement ceilings per (machine fingerprint, device)
 
@@ -19,6 +20,8 @@ interrupted between two results keeps every result already added; a write that f
 passing reason (a lock held by another writer, a restarting server) is retried with backoff
 for ``retry_s`` seconds before ``StoreUnavailable`` says why; a full disk fails at once
 (``StoreFull``): no wait frees space.
+
+Over 400 lines: one store on one schema; its queries and retried writes share each table's layout.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from torchmark.errors import (
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
+from torchmark.verdicts import COUNTED, kind_of
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -120,6 +124,8 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("doc", sa.Text, nullable=False),
+    # the verdict's kind (verdicts.kind_of): history counts ok results by it
+    sa.Column("verdict", sa.Text),
 )
 run_ceilings_t = sa.Table(
     "run_ceilings",
@@ -554,6 +560,7 @@ class SQLStore(ResultStore):
                 device=result.device,
                 status=result.status,
                 doc=dumps(result.model_dump(mode="json")),
+                verdict=kind_of(result),
             )
         )
 
@@ -661,10 +668,16 @@ class SQLStore(ResultStore):
 
         return self._write("store the run again", work)
 
-    def save(self, run: RunRecord) -> str:
+    def save(self, run: RunRecord, also: Callable[[Connection, str], None] | None = None) -> str:
+        """Store ``run`` under a free id (its own where free); returns the id. ``also(conn,
+        run_id)`` writes in the same transaction (the leaderboard's submission record and
+        ranking index), so the run exists exactly when they do."""
+
         def work(conn: Connection) -> str:
             run_id = self._free_id(conn, run, run.run_id)
             self._insert_run(conn, run, run_id, None)
+            if also is not None:
+                also(conn, run_id)
             return run_id
 
         return self._write("import a run", work)
@@ -762,7 +775,14 @@ class SQLStore(ResultStore):
             sa.select(
                 results_t.c.run_id,
                 sa.func.count().label("n"),
-                sa.func.sum(sa.case((results_t.c.status == "ok", 1), else_=0)).label("ok"),
+                # ok by the verdict rule: an invalid or unreliable result is not ok
+                sa.func.sum(
+                    sa.case(
+                        (results_t.c.verdict.in_(COUNTED), 1),
+                        (sa.and_(results_t.c.verdict.is_(None), results_t.c.status == "ok"), 1),
+                        else_=0,
+                    )
+                ).label("ok"),
             )
             .group_by(results_t.c.run_id)
             .subquery()

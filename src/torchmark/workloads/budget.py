@@ -56,6 +56,7 @@ def estimate(
     quick: bool = False,
 ) -> Budget:
     from torchmark import ceilings as ceiling_parts
+    from torchmark.ceilings.base import rule as ceiling_rule_for
     from torchmark.format import case_label
 
     low = high = 0.0
@@ -71,7 +72,7 @@ def estimate(
             peak, what = need, f"{c.workload} {case_label(c.variant, c.params)} on {c.device.name}"
     spent = 0.0
     if ceilings:
-        ceiling_rule = ceiling_parts.base.rule(quick)
+        ceiling_rule = ceiling_rule_for(quick)
         for d in dict.fromkeys(c.device for c in cases):
             timed, held = ceiling_parts.planned(d, quick=quick)
             spent += timed * case_bounds(ceiling_rule, d)[1]

@@ -144,10 +144,9 @@ def latency_quantiles(m: Measurement) -> dict[str, Any]:
     return out
 
 
-# The standard suite on a GPU (``trimmed``) leaves these to ``extended``: amp-fp16 runs on
-# the same tensor cores as amp-bf16 (H100: 769 vs 794 TFLOP/s), and fp32's batch sweep stops
-# at a quarter of the cap (fp32 runs on CUDA cores at 1/15 of bf16's rate: GPT-2 train b=32
-# alone was estimated at 35 s, benchmarks/gpu_standard_estimate.py).
+# A GPU's standard suite (``trimmed``) leaves to ``extended`` amp-fp16 (bf16's tensor cores:
+# 769 vs 794 TFLOP/s on an H100) and fp32 past a quarter of the batch cap (1/15 of bf16's
+# rate: GPT-2 train b=32 alone ~35 s, benchmarks/gpu_standard_estimate.py).
 EXTENDED_PRECISIONS = ("amp-fp16",)
 
 

@@ -1,0 +1,304 @@
+"""The serving core on a fake clock with a fake device of known service time: the loop, the
+load points and the search checked against queueing theory, deterministically (simulated
+time: nothing here depends on this machine's speed or load)."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from torchmark.serving import answer, stats
+from torchmark.serving.arrivals import Arrivals
+from torchmark.serving.clock import FakeClock
+from torchmark.serving.fake import FakeDevice
+from torchmark.serving.fleet import Local
+from torchmark.serving.payload import DeviceAnswer, PointDoc
+from torchmark.serving.point import PointPlan, run_point
+from torchmark.serving.search import SearchPlan, search
+from torchmark.serving.server import Batching
+
+S = 0.010  # the fake device's service time per request
+
+
+def fake(fixed_s: float = S, per_item_s: float = 0.0, **kw: object) -> tuple[Local, FakeClock]:
+    clock = FakeClock(**kw)  # type: ignore[arg-type]
+    return Local(FakeDevice(clock, fixed_s, per_item_s), clock), clock
+
+
+# -- queueing theory --------------------------------------------------------------------------
+
+
+def md1_wait_cdf(t: float, lam: float, d: float) -> float:
+    """P(W <= t) in an M/D/1 queue (Erlang / Crommelin): (1 - rho) sum_{k <= t/d}
+    (lam (k d - t))^k / k! exp(-lam (k d - t)); alternating terms, so in 80 digits."""
+    mpmath.mp.dps = 80
+    n = math.floor(t / d)
+    lam_, d_, t_ = mpmath.mpf(lam), mpmath.mpf(d), mpmath.mpf(t)
+    total = mpmath.mpf(0)
+    for k in range(n + 1):
+        x = lam_ * (k * d_ - t_)
+        total += x**k / mpmath.factorial(k) * mpmath.exp(-x)
+    return float((1 - lam_ * d_) * total)
+
+
+def md1_p99_latency(lam: float, d: float) -> float:
+    lo, hi = 0.0, 200 * d
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if md1_wait_cdf(mid, lam, d) < 0.99 else (lo, mid)
+    return hi + d  # response = wait + service
+
+
+def md1_max_rate(bound_s: float, d: float) -> float:
+    """The arrival rate whose p99 latency is exactly the bound."""
+    lo, hi = 0.01 / d, 0.999 / d
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if md1_p99_latency(mid, d) < bound_s else (lo, mid)
+    return lo
+
+
+def test_crommelin_formula_against_its_known_points() -> None:
+    # P(W = 0) = 1 - rho; and the P-K mean from the CDF's integral
+    assert md1_wait_cdf(0.0, 50, S) == pytest.approx(0.5)
+    ts = np.linspace(0, 0.3, 601)
+    mean = float(np.trapezoid([1 - md1_wait_cdf(t, 50, S) for t in ts], ts))
+    assert mean == pytest.approx(0.5 * S / (2 * 0.5), rel=0.01)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_md1_mean_wait_and_p99_match_queueing_theory(rho: float) -> None:
+    fleet, _ = fake()
+    lam = rho / S
+    plan = PointPlan(bound_s=10.0, max_point_s=3000, min_requests=30_000)
+    p = run_point(fleet, lam, Batching(1, 0.0), plan, seed=3)
+    wq = rho * S / (2 * (1 - rho))  # Pollaczek-Khinchine, deterministic service
+    assert p.kept.wait.mean() == pytest.approx(wq, rel=0.10)
+    assert p.latencies.p99 == pytest.approx(md1_p99_latency(lam, S), rel=0.10)
+    assert p.utilisation == pytest.approx(rho, rel=0.05)
+    assert p.achieved_rate == pytest.approx(lam, rel=0.05)
+    assert p.outcome == "within" and not p.generator_behind
+    assert len(p.kept) >= 30_000 and p.stable
+
+
+def test_search_finds_the_md1_max_rate() -> None:
+    bound = 0.050
+    truth = md1_max_rate(bound, S)  # 56.1/s: p99 of wait + 10 ms service = 50 ms
+    fleet, clock = fake()
+    plan = SearchPlan(PointPlan(bound, max_point_s=600), batches=(1,), budget_s=1e5)
+    s = search(fleet, plan, clock, seed=1)
+    lo, hi = s.bracket
+    assert lo == pytest.approx(truth, rel=0.10)
+    assert hi > lo and hi / lo - 1 <= plan.tolerance + 1e-9
+    assert s.best is not None and s.best.batching == Batching(1, 0.0)
+    assert s.offline[1] == pytest.approx(1 / S)
+    assert s.single_p99_s == pytest.approx(S)
+    assert "bracketed" in s.stop_reason
+    assert not s.generator_bound
+
+
+def test_search_picks_batching_where_batches_are_cheap() -> None:
+    # a GPU-like device: 20 ms a batch plus 0.5 ms an item; one at a time it serves < 50/s
+    fleet, clock = fake(fixed_s=0.020, per_item_s=0.0005)
+    plan = SearchPlan(PointPlan(0.100, max_point_s=300), batches=(1, 8, 32), budget_s=1e5)
+    s = search(fleet, plan, clock, seed=2)
+    assert s.best is not None
+    assert s.best.batching.max_batch > 1
+    assert s.best.rate > 2 / 0.0205  # more than twice what batch 1 can ever serve
+    assert s.offline[32] == pytest.approx(32 / (0.020 + 32 * 0.0005))
+    assert s.best.kept.batch.mean() > 1
+
+
+def test_search_says_no_rate_when_one_request_is_already_over_the_bound() -> None:
+    fleet, clock = fake(fixed_s=0.080)
+    s = search(fleet, SearchPlan(PointPlan(0.050)), clock)
+    assert s.best is None and s.points == []
+    assert "one request at a time already takes 80 ms" in s.stop_reason
+
+
+def test_search_stops_at_its_budget_keeping_every_point() -> None:
+    fleet, clock = fake()
+    seen: list[float] = []
+    plan = SearchPlan(PointPlan(0.050, max_point_s=60), batches=(1,), budget_s=100)
+    s = search(fleet, plan, clock, on_point=lambda p: seen.append(p.rate))
+    assert "time budget (100 s) spent" in s.stop_reason
+    assert seen == [p.rate for p in s.points] and len(seen) >= 1
+
+
+# -- failures and the generator --------------------------------------------------------------
+
+
+def test_a_failing_request_is_counted_with_its_first_error_line() -> None:
+    clock = FakeClock()
+    device = FakeDevice(clock, S, failing={5})
+    p = run_point(Local(device, clock), 20.0, Batching(1, 0.0), PointPlan(1.0), seed=0)
+    assert p.errors == {"ValueError: request 5 is malformed": 1}
+    assert p.outcome == "over" and "failed_requests" in p.flags
+    assert p.why == "1 request(s) failed: ValueError: request 5 is malformed"
+    # the failed request has no latency; every other one has
+    assert p.kept.latency.size == len(p.kept) - int(p.kept.failed.sum())
+
+
+def test_a_failing_batch_fails_every_request_in_it() -> None:
+    clock = FakeClock()
+    device = FakeDevice(clock, S, failing={0})
+    fleet = Local(device, clock)
+    reqs, _ = fleet.offline(4, 8, 10.0)
+    assert reqs.failed.tolist() == [True] * 4 + [False] * 4
+
+
+def test_a_late_generator_is_marked_and_never_read_as_the_device_limit() -> None:
+    # the host wakes 20 ms late every time: a 50 ms bound is the host's, not the device's
+    fleet, clock = fake(wake_late_s=0.020)
+    p = run_point(fleet, 10.0, Batching(1, 0.0), PointPlan(0.050, max_point_s=200), seed=0)
+    assert p.outcome == "generator_behind"
+    assert "woke 20 ms late" in (p.generator_behind or "")
+    plan = SearchPlan(PointPlan(0.050, max_point_s=200), batches=(1,), budget_s=1e5)
+    s = search(fleet, plan, clock)
+    assert s.best is None  # every point was the host's timing: no device limit claimed
+    assert all(x.outcome == "generator_behind" for x in s.points)
+
+
+def test_a_loop_busy_with_itself_is_the_generator_and_the_answer_is_at_least() -> None:
+    # every clock reading costs 20 µs of loop work; the device takes 10 µs a request: past
+    # a few thousand arrivals/s the loop's own bookkeeping, not the device, is the limit
+    fleet, clock = fake(fixed_s=1e-5, read_s=2e-5)
+    point = PointPlan(0.050, max_point_s=60)
+    s = search(fleet, SearchPlan(point, batches=(1,), budget_s=1e5), clock)
+    assert s.best is not None
+    assert s.generator_bound
+    behind = [p for p in s.points if p.outcome == "generator_behind"]
+    assert behind and all(p.loop_share > 0.25 for p in behind)
+    assert "bookkeeping took" in (behind[0].generator_behind or "")
+    assert "generator fell behind" in s.stop_reason
+    doc = answer.fleet_doc(s, "cpu", "fake")
+    a = answer.device_answer("cpu", "fake", [(0, doc)], 0.050, rate=100.0)
+    assert "at least" in a.sentence and "load generator fell behind" in a.sentence
+
+
+def test_the_loop_records_lateness_only_where_it_woke() -> None:
+    fleet, _ = fake(wake_late_s=1e-4)
+    (w,) = [next(fleet.windows(5.0, Batching(1, 0.0), 100.0, 1.0, seed=0))]
+    late = w.requests.lateness
+    assert np.nanmax(late) == pytest.approx(1e-4) and np.nanmin(late) == pytest.approx(1e-4)
+
+
+# -- scenarios --------------------------------------------------------------------------------
+
+
+def test_single_stream_and_offline_on_a_known_device() -> None:
+    fleet, _ = fake(fixed_s=0.004, per_item_s=0.001)
+    single = fleet.single_stream(50, 10.0)
+    assert np.allclose(single.latency, 0.005) and len(single) == 50
+    reqs, took = fleet.offline(8, 64, 10.0)
+    assert len(reqs) == 64 and took == pytest.approx(8 * 0.012)
+    assert set(reqs.batch.tolist()) == {8}
+
+
+def test_max_wait_holds_a_lone_request_until_the_deadline() -> None:
+    fleet, _ = fake(fixed_s=0.001)
+    w = next(fleet.windows(1.0, Batching(8, 0.005), 50.0, 1.0, seed=0))
+    # requests 1 s apart on average: a lone one waits its full 5 ms for company; one that
+    # arrives within those 5 ms joins it (the batch goes at the first one's deadline)
+    alone = w.requests.batch == 1
+    assert alone.sum() > 0.8 * len(w.requests)
+    assert np.allclose(w.requests.wait[alone], 0.005)
+    assert np.all(w.requests.wait <= 0.005 + 1e-12) and w.requests.batch.max() <= 8
+
+
+# -- statistics -------------------------------------------------------------------------------
+
+
+def test_min_requests_from_the_binomial_against_the_normal_approximation() -> None:
+    # LoadGen's server rule (p99, 99 % confidence, +-0.05 percentile) by its normal
+    # approximation: z^2 q (1 - q) / m^2 = 262,742; the exact binomial asks a little more
+    z = sps.norm.isf(0.005)
+    normal = z * z * 0.99 * 0.01 / 0.0005**2
+    assert normal == pytest.approx(262_742, abs=1)
+    exact = stats.min_requests(0.99, 0.99, 0.0005)
+    assert normal < exact < 1.05 * normal
+    n = stats.min_requests()  # the default: p99's 95 % interval within p98.5 .. p99.5
+    lo, hi = stats._ranks(np.array([n - 1, n]), 0.99, 0.95)
+    assert hi[1] <= n * 0.995 and lo[1] >= n * 0.985  # holds at n
+    assert not (hi[0] <= (n - 1) * 0.995 and lo[0] >= (n - 1) * 0.985)  # not at n - 1
+
+
+def test_tail_interval_needs_368_requests_at_95_percent() -> None:
+    assert not stats.tail_ci_exists(367) and stats.tail_ci_exists(368)
+    x = np.random.default_rng(0).exponential(size=368)
+    lo, hi = stats.quantile_ci(x)
+    assert lo < stats.percentile(x, 0.99) <= hi
+    assert math.isnan(stats.quantile_ci(x[:367])[1])
+
+
+def test_percentile_is_a_latency_some_request_had() -> None:
+    x = np.arange(1, 101, dtype=float)
+    assert stats.percentile(x, 0.99) == 99.0 and stats.percentile(x, 0.5) == 50.0
+
+
+def test_stability_over_the_last_three_windows() -> None:
+    assert stats.stable([5.0, 1.0, 1.05, 0.97])
+    assert not stats.stable([1.0, 1.2, 1.0])
+    assert not stats.stable([1.0, 1.0])
+    assert not stats.stable([1.0, math.nan, 1.0, 1.0][:3])
+
+
+def test_poisson_arrivals_have_the_rate_and_exponential_gaps() -> None:
+    a = Arrivals(200.0, t0=5.0, seed=1)
+    times = np.concatenate([a.until(5.0 + k) for k in range(1, 101)])
+    assert times.size == pytest.approx(20_000, rel=0.03)
+    assert np.all(np.diff(times) >= 0) and times[0] > 5.0
+    gaps = np.diff(times)
+    assert sps.kstest(gaps, "expon", args=(0, 1 / 200.0)).pvalue > 0.01
+
+
+# -- the answer -------------------------------------------------------------------------------
+
+
+def _answer(device: str, rate: float, top: float | None, price: float) -> DeviceAnswer:
+    return DeviceAnswer(
+        device=device,
+        label=device,
+        max_rate=rate,
+        top=top,
+        needed=math.ceil(1000 / rate),
+        needed_range=(math.ceil(1000 / top) if top else math.ceil(1000 / rate),
+                      math.ceil(1000 / rate)),
+        price_per_hour=price,
+    )  # fmt: skip
+
+
+def test_verdict_names_the_cheaper_device_only_where_both_brackets_agree() -> None:
+    cpu = _answer("cpu", 100.0, 105.0, 0.10)  # 10 CPUs: 1.0 an hour
+    gpu = _answer("cuda:0", 900.0, 950.0, 2.50)  # 2 GPUs: 5.0 an hour
+    text = answer.verdict([cpu, gpu], 1000.0, 0.050)
+    assert text == "at 1,000 req/s within 50 ms: cpu x 10 or cuda:0 x 2, cpu cheaper by 5x"
+    close = _answer("cuda:0", 480.0, 520.0, 0.45)  # 2-3 GPUs: 0.9 .. 1.35 an hour
+    assert "can't tell which is cheaper" in answer.verdict([cpu, close], 1000.0, 0.050)
+
+
+def test_verdict_without_rate_or_prices() -> None:
+    cpu = _answer("cpu", 100.0, 105.0, 0.10)
+    assert answer.verdict([cpu], None, 0.05).startswith("within 50 ms at the p99 the most")
+    cpu.price_per_hour = None
+    gpu = _answer("cuda:0", 900.0, None, 2.5)
+    gpu.price_per_hour = None
+    assert "give --price" in answer.verdict([cpu, gpu], 1000.0, 0.05)
+    none = DeviceAnswer(device="cuda:1", label="x")
+    assert answer.verdict([none], 10.0, 0.05).startswith("no device measured serves")
+
+
+def test_stored_point_rederives_its_percentiles() -> None:
+    fleet, _ = fake()
+    p = run_point(fleet, 50.0, Batching(1, 0.0), PointPlan(0.1, max_point_s=100), seed=4)
+    doc = PointDoc.model_validate_json(answer.point_doc(p).model_dump_json())
+    lat = np.array(doc.latency_us) / 1e6
+    again = stats.Latencies.of(lat)
+    assert doc.p99_s == pytest.approx(again.p99, abs=1e-6)
+    assert doc.p50_s == pytest.approx(again.p50, abs=1e-6)
+    assert doc.p99_ci_s[0] == pytest.approx(again.p99_ci[0], abs=1e-6)
+    assert doc.n == lat.size == len(p.kept)

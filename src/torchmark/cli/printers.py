@@ -15,9 +15,18 @@ from rich.text import Text
 
 from torchmark.cli.app import console
 from torchmark.report.model import model_view, tune_view
+from torchmark.report.serving import serving_view
 from torchmark.results import RunRecord
 
-__all__ = ["printer", "show_distributed", "show_model", "show_profile", "show_run", "show_tune"]
+__all__ = [
+    "printer",
+    "show_distributed",
+    "show_model",
+    "show_profile",
+    "show_run",
+    "show_serving",
+    "show_tune",
+]
 
 
 def show_run(record: RunRecord, verbose: bool = False) -> None:
@@ -52,6 +61,7 @@ def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunR
 
 show_model = printer(model_view)
 show_tune = printer(tune_view)
+show_serving = printer(serving_view)
 
 
 def show_profile(record: RunRecord, verbose: bool = False) -> None:

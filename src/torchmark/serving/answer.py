@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from torchmark.serving import stats
-from torchmark.serving.payload import DeviceAnswer, FleetDoc, PointDoc
+from torchmark.serving.payload import DeviceAnswer, FleetDoc, PointDoc, ms
 from torchmark.serving.point import LoadPoint
 from torchmark.serving.search import Search
 from torchmark.user.cost import cost_per_million
@@ -96,10 +96,6 @@ def _rate(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def _ms(s: float) -> str:
-    return f"{1e3 * s:.3g} ms"
-
-
 def device_answer(
     device: str,
     label: str,
@@ -113,7 +109,7 @@ def device_answer(
     if not ranked:
         why = "; ".join(dict.fromkeys(f.stop_reason for _, f in fleets if f.stop_reason))
         a = DeviceAnswer(device=device, label=label, why_none=why or "no rate was measured")
-        a.sentence = f"{device}: no arrival rate met p99 <= {_ms(bound_s)} ({a.why_none})"
+        a.sentence = f"{device}: no arrival rate met p99 <= {ms(bound_s)} ({a.why_none})"
         return a
     i, f = max(ranked, key=lambda x: x[1].best_point.rate)  # type: ignore[union-attr]
     p = f.best_point
@@ -156,15 +152,22 @@ def _batching(p: PointDoc) -> str:
 
 
 def _sentence(a: DeviceAnswer, bound_s: float) -> str:
+    """``cpu: 545 req/s within p99 <= 50 ms, 600 not (2 processes x 1 thread, batch <= 32,
+    wait 0 ms), 0.05 per million requests``: the bracket said as measured."""
     assert a.max_rate is not None
-    how = ", ".join(x for x in (a.split and f"{a.split} processes x threads", a.batching) if x)
-    least = "at least " if a.generator_bound else "at most "
-    if a.top is not None and not a.generator_bound:
-        least = ""
-        limit = f"{_rate(a.max_rate)}-{_rate(a.top)} req/s"
+    procs, _, threads = a.split.partition(" x ")
+    split = f"{procs} process{'es' if procs != '1' else ''} x {threads} thread" + (
+        "s" if threads != "1" else ""
+    )
+    how = ", ".join(x for x in (a.split and split, a.batching) if x)
+    within = f"within p99 <= {ms(bound_s)}"
+    if a.generator_bound:
+        limit = f"at least {_rate(a.max_rate)} req/s {within}"
+    elif a.top is None:
+        limit = f"at least {_rate(a.max_rate)} req/s {within} (no higher rate measured)"
     else:
-        limit = f"{_rate(a.max_rate)} req/s"
-    text = f"{a.device}: {least}{limit} within p99 <= {_ms(bound_s)} ({how})"
+        limit = f"{_rate(a.max_rate)} req/s {within}, {_rate(a.top)} not"
+    text = f"{a.device}: {limit} ({how})"
     if a.cost_per_million is not None:
         text += f", {a.cost_per_million:.3g} per million requests"
     if a.generator_bound:
@@ -174,7 +177,7 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
 
 def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float) -> str:
     """One sentence: which device serves ``rate`` within the bound, how many, the cheaper."""
-    bound = f"within {_ms(bound_s)}"
+    bound = f"within {ms(bound_s)}"
     serving = [a for a in answers if a.max_rate is not None]
     if not serving:
         return f"no device measured serves any rate {bound} at the p99"
@@ -197,7 +200,11 @@ def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float)
 
 
 def _count(a: DeviceAnswer) -> str:
+    """N, or lo-hi across the bracket; at most N where the generator, not the device,
+    ended the climb (the device may serve more, so fewer may do)."""
     lo, hi = a.needed_range or (a.needed, a.needed)
+    if a.generator_bound:
+        return f"<= {hi}"
     return str(hi) if lo == hi else f"{lo}-{hi}"
 
 

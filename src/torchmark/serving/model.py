@@ -11,6 +11,7 @@ the requests (host tensors of one item each) and the executor that serves a batc
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ class ModelExecutor:
         self.device = device
         self.host = torch.device("cpu")
         self.model = place(served.model, device)
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            self.model.eval()  # served for inference (exported programs refuse the switch)
         try:
             self.requests = split_requests(served.factory(POOL), POOL)
         except InputError:
@@ -127,7 +130,14 @@ class ModelExecutor:
         first output is checked to be finite."""
         sizes = sorted({min(1 << i, max_batch) for i in range(max_batch.bit_length() + 1)})
         for b in sizes:
-            out = self._forward(0, b)
+            try:
+                out = self._forward(0, b)
+            except Exception as e:
+                from torchmark.user.source import one_line
+
+                raise InputError(
+                    f"the model does not run on {self.device.name} at batch {b}: {one_line(e)}"
+                ) from e
             bad = nonfinite(out)
             if bad:
                 raise WrongResultError(f"{bad} on {self.device.name} at batch {b}")

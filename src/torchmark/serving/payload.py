@@ -16,6 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 SERVING_SCHEMA = 1
 
 
+def ms(seconds: float) -> str:
+    """A latency as said everywhere in serving: ``50 ms``, ``4.92 ms``, ``2,160 ms``."""
+    v = 1e3 * seconds
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
+
+
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from torchmark.serving import stats
 from torchmark.serving.fleet import Fleet, WindowData
+from torchmark.serving.payload import ms
 from torchmark.serving.server import Batching, Requests
 
 Outcome = Literal["within", "over", "generator_behind"]
@@ -149,8 +150,8 @@ class LoadPoint:
             p99 = stats.percentile(late, 0.99)
             if p99 > BEHIND_SHARE * self.bound_s:
                 return (
-                    f"the loop woke {1e3 * p99:.3g} ms late at its p99 (> {BEHIND_SHARE:.0%} "
-                    f"of the {1e3 * self.bound_s:g} ms bound): the host's timing, not the "
+                    f"the loop woke {ms(p99)} late at its p99 (> {BEHIND_SHARE:.0%} "
+                    f"of the {ms(self.bound_s)} bound): the host's timing, not the "
                     "device, decides the tail here"
                 )
         share = self.loop_share
@@ -185,7 +186,7 @@ class LoadPoint:
         if not lat.n:
             return "no request finished"
         rel = "<=" if lat.p99 <= self.bound_s else ">"
-        return f"p99 {1e3 * lat.p99:.3g} ms {rel} {1e3 * self.bound_s:g} ms"
+        return f"p99 {ms(lat.p99)} {rel} {ms(self.bound_s)}"
 
     @property
     def flags(self) -> list[str]:

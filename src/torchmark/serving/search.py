@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from torchmark.serving import stats
 from torchmark.serving.clock import Clock
 from torchmark.serving.fleet import Fleet
+from torchmark.serving.payload import ms
 from torchmark.serving.point import LoadPoint, PointPlan, run_point
 from torchmark.serving.server import Batching, Requests
 
@@ -136,8 +137,8 @@ def search(
         return _done(s, clock, t0)
     if s.single_p99_s > bound:
         s.stop_reason = (
-            f"one request at a time already takes {1e3 * s.single_p99_s:.3g} ms at the "
-            f"p99 (> {1e3 * bound:g} ms): no arrival rate meets the bound"
+            f"one request at a time already takes {ms(s.single_p99_s)} at the "
+            f"p99 (> {ms(bound)}): no arrival rate meets the bound"
         )
         return _done(s, clock, t0)
     single_s = stats.percentile(single.latency, 0.5)

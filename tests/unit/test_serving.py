@@ -5,18 +5,20 @@ time: nothing here depends on this machine's speed or load)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import mpmath
 import numpy as np
 import pytest
 from scipy import stats as sps
 
+from torchmark.results import RunRecord
 from torchmark.serving import answer, stats
 from torchmark.serving.arrivals import Arrivals
 from torchmark.serving.clock import FakeClock
 from torchmark.serving.fake import FakeDevice
 from torchmark.serving.fleet import Local
-from torchmark.serving.payload import DeviceAnswer, PointDoc
+from torchmark.serving.payload import DeviceAnswer, PointDoc, ServingPayload
 from torchmark.serving.point import PointPlan, run_point
 from torchmark.serving.search import SearchPlan, search
 from torchmark.serving.server import Batching
@@ -302,3 +304,84 @@ def test_stored_point_rederives_its_percentiles() -> None:
     assert doc.p50_s == pytest.approx(again.p50, abs=1e-6)
     assert doc.p99_ci_s[0] == pytest.approx(again.p99_ci[0], abs=1e-6)
     assert doc.n == lat.size == len(p.kept)
+
+
+# -- a stored serving run read back (torch-free readers) ------------------------------------
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
+
+
+def _stored(**change: object) -> RunRecord:
+    """The fixture run (a real tiny CPU run) with its first answer changed."""
+    run = RunRecord.model_validate_json(FIXTURE.read_text())
+    p = ServingPayload.model_validate(run.extra["serving"])
+    p.answers[0] = p.answers[0].model_copy(update=change)
+    run.extra["serving"] = p.model_dump(mode="json")
+    return run
+
+
+def test_stored_run_prints_in_80_columns() -> None:
+    from rich.console import Console
+
+    from torchmark.report.serving import serving_view
+
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    for part in serving_view(_stored()):
+        console.print(part)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "Serving simplenet" in text and "verdict: at 1,000 req/s within 100 ms" in text
+    assert "38.1-76.3" in text  # the bracket: within at 38.1/s, over at 76.3/s
+
+
+@pytest.mark.parametrize(
+    ("change", "verdict"),
+    [
+        ({"max_rate": 100.0, "top": 110.0}, "FASTER"),
+        ({"max_rate": 10.0, "top": 20.0}, "SLOWER"),
+        ({"max_rate": 50.0, "top": 90.0}, "UNCLEAR"),
+        ({"max_rate": 100.0, "top": None}, "FASTER"),  # >= 100: still above A's 76.3
+        ({"max_rate": 50.0, "top": 200.0, "generator_bound": True}, "UNCLEAR"),
+    ],
+)
+def test_compare_serving_runs_by_their_brackets(change: dict[str, object], verdict: str) -> None:
+    from torchmark.report.serving import compare_table
+
+    _, changes = compare_table([_stored(), _stored(**change)])
+    assert [c[1] for c in changes] == [verdict]
+
+
+def test_compare_gate_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchmark.cli import main
+
+    def run(*argv: str) -> int:
+        try:
+            main(list(argv))
+        except SystemExit as e:
+            return int(e.code or 0)
+        return 0
+
+    a, slower, unclear = tmp_path / "a.json", tmp_path / "s.json", tmp_path / "u.json"
+    a.write_text(_stored().model_dump_json())
+    slower.write_text(_stored(max_rate=10.0, top=20.0).model_dump_json())
+    unclear.write_text(_stored(max_rate=50.0, top=90.0).model_dump_json())
+    assert run("compare", str(a), str(slower)) == 0
+    assert "B SLOWER: failed at 20.0/s where A served 38.1/s" in capsys.readouterr().out
+    assert run("compare", str(a), str(slower), "--fail-on-regression", "10") == 1
+    assert run("compare", str(a), str(slower), "--fail-on-regression", "60") == 0  # 47 % drop
+    assert run("compare", str(a), str(unclear), "--fail-on-regression", "10") == 3
+    other = _stored()
+    other.extra["serving"]["bound_s"] = 0.05
+    (tmp_path / "o.json").write_text(other.model_dump_json())
+    capsys.readouterr()
+    assert run("compare", str(a), str(tmp_path / "o.json")) == 2
+    assert "same model and --p99-ms" in capsys.readouterr().err
+
+
+def test_markdown_report_of_a_serving_run() -> None:
+    from torchmark.report.markdown import render
+
+    text = render([_stored()])
+    assert "| Device | Max req/s | Over at |" in text
+    assert "| 38.1 | 76.3 | 1 x 2 |" in text
+    assert "verdict: at 1,000 req/s within 100 ms: cpu x 14-27" in text

@@ -9,6 +9,7 @@ stored payload (no torch; numpy only for the curve's drawing, through matplotlib
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import RenderableType
@@ -249,3 +250,125 @@ def html_context(run: RunRecord) -> dict[str, Any] | None:
         ],
         "lines": lines(p),
     }
+
+
+def markdown_lines(
+    run: RunRecord, cell: Callable[[str], str], text: Callable[[object], str]
+) -> list[str]:
+    """The answer per device as a Markdown table, then the sentences (``report
+    --markdown``)."""
+    p = payload(run)
+    if p is None:
+        return []
+    out = [
+        text(title(p)),
+        "",
+        "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req |",
+        "|---|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for a in p.answers:
+        least = ">= " if a.generator_bound or a.top is None else ""
+        over = "" if a.top is None or a.generator_bound else _rate(a.top)
+        row = (
+            f"{a.device} ({a.label})",
+            f"{least}{_rate(a.max_rate)}" if a.max_rate is not None else "none",
+            over,
+            a.split,
+            a.batching,
+            f"{_ms(a.p99_s)} ms ({_ci(a.p99_ci_s)})" if a.max_rate is not None else "",
+            "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
+            "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
+        )
+        out.append("| " + " | ".join(cell(x) for x in row) + " |")
+    out += ["", *(text(line) for line in lines(p))]
+    return out
+
+
+# -- comparing serving runs -------------------------------------------------------------------
+
+
+def _bracket(a: Any) -> tuple[float, float] | None:
+    """Where the device's true limit lies: [highest within, lowest over] (inf on top where
+    nothing above was measured or the generator, not the device, ended the climb)."""
+    if a.max_rate is None:
+        return None
+    top = a.top if a.top is not None and not a.generator_bound else float("inf")
+    return (a.max_rate, top)
+
+
+def change(first: Any, later: Any) -> tuple[str, str]:
+    """FASTER / SLOWER when the later run's bracket lies wholly above / below the first's;
+    UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer)."""
+    a, b = _bracket(first), _bracket(later)
+    if a is None or b is None:
+        return "UNCLEAR", "no rate met the bound in " + ("A" if a is None else "this run")
+    if b[0] > a[1]:
+        return "FASTER", f"serves >= {_rate(b[0])}/s where A failed at {_rate(a[1])}/s"
+    if b[1] < a[0]:
+        return "SLOWER", f"failed at {_rate(b[1])}/s where A served {_rate(a[0])}/s"
+    return "UNCLEAR", "the searches' brackets overlap"
+
+
+def comparable(runs: list[RunRecord]) -> list[ServingPayload]:
+    """The payloads of serving runs of one model and bound, else a clear error."""
+    from torchmark.errors import InputError
+
+    kinds = {r.kind for r in runs}
+    if KIND in kinds and kinds != {KIND}:
+        raise InputError("compare serving runs with serving runs (a serving run has no cases)")
+    ps = [payload(r) for r in runs]
+    if any(p is None for p in ps):
+        raise InputError("a serving run without its stored answer cannot be compared")
+    done = [p for p in ps if p is not None]
+    if len({(p.model, p.bound_s) for p in done}) > 1:
+        raise InputError(
+            "compare serving runs of the same model and --p99-ms: "
+            + ", ".join(f"{p.model} at {ms(p.bound_s)}" for p in done)
+        )
+    return done
+
+
+def compare_table(
+    runs: list[RunRecord],
+) -> tuple[FitTable, list[tuple[str, str, str, float]]]:
+    """Each device's max rate per run (A first), and each later run's change against A:
+    (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
+    ps = comparable(runs)
+    letters = [chr(ord("A") + i) for i in range(len(ps))]
+    t = FitTable(
+        Col("device"),
+        *(Col(f"{x} req/s", justify="right") for x in letters),
+        Col("vs A", wrap=24),
+    )
+    changes: list[tuple[str, str, str, float]] = []
+    devices = list(dict.fromkeys(a.device for p in ps for a in p.answers))
+    for dev in devices:
+        found = [next((a for a in p.answers if a.device == dev), None) for p in ps]
+        cells = []
+        for a in found:
+            b = _bracket(a) if a is not None else None
+            if b is None:
+                cells.append("none" if a is not None else fmt.DASH)
+            else:
+                top = "" if b[1] == float("inf") else f"-{_rate(b[1])}"
+                cells.append(f"{_rate(b[0])}{top}")
+        words = []
+        for i, a in enumerate(found[1:], start=1):
+            if found[0] is None or a is None:
+                continue
+            verdict, why = change(found[0], a)
+            a0, b = _bracket(found[0]), _bracket(a)
+            drop = 1 - b[1] / a0[0] if verdict == "SLOWER" and a0 and b else 0.0
+            changes.append((dev, verdict, f"{letters[i]}: {why}", drop))
+            words.append(f"{letters[i]} {verdict}: {why}")
+        t.row(dev, *cells, "; ".join(words))
+    return t, changes
+
+
+def compare_view(runs: list[RunRecord]) -> list[RenderableType]:
+    ps = comparable(runs)
+    table, _ = compare_table(runs)
+    head = f"Serving {ps[0].model} within p99 <= {ms(ps[0].bound_s)}: max rate per device"
+    ids = ", ".join(f"{chr(ord('A') + i)} {r.run_id or '(file)'}" for i, r in enumerate(runs))
+    note = "a rate is where its search bracketed the limit (within - over)"
+    return [Text(head, style="bold"), Text(ids), table, Text(note)]

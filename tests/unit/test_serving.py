@@ -366,7 +366,7 @@ def test_compare_gate_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture
     slower.write_text(_stored(max_rate=10.0, top=20.0).model_dump_json())
     unclear.write_text(_stored(max_rate=50.0, top=90.0).model_dump_json())
     assert run("compare", str(a), str(slower)) == 0
-    assert "B SLOWER: failed at 20.0/s where A served 38.1/s" in capsys.readouterr().out
+    assert "B SLOWER: failed at 20/s where A served 38.1/s" in capsys.readouterr().out
     assert run("compare", str(a), str(slower), "--fail-on-regression", "10") == 1
     assert run("compare", str(a), str(slower), "--fail-on-regression", "60") == 0  # 47 % drop
     assert run("compare", str(a), str(unclear), "--fail-on-regression", "10") == 3

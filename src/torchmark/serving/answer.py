@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from torchmark.serving import stats
-from torchmark.serving.payload import DeviceAnswer, FleetDoc, PointDoc, ms
+from torchmark.serving.payload import DeviceAnswer, FleetDoc, PointDoc, ms, per_s
 from torchmark.serving.point import LoadPoint
 from torchmark.serving.search import Search
 from torchmark.user.cost import cost_per_million
@@ -92,10 +92,6 @@ def fleet_doc(
     )
 
 
-def _rate(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
-
-
 def device_answer(
     device: str,
     label: str,
@@ -162,11 +158,11 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
     how = ", ".join(x for x in (a.split and split, a.batching) if x)
     within = f"within p99 <= {ms(bound_s)}"
     if a.generator_bound:
-        limit = f"at least {_rate(a.max_rate)} req/s {within}"
+        limit = f"at least {per_s(a.max_rate)} req/s {within}"
     elif a.top is None:
-        limit = f"at least {_rate(a.max_rate)} req/s {within} (no higher rate measured)"
+        limit = f"at least {per_s(a.max_rate)} req/s {within} (no higher rate measured)"
     else:
-        limit = f"{_rate(a.max_rate)} req/s {within}, {_rate(a.top)} not"
+        limit = f"{per_s(a.max_rate)} req/s {within}, {per_s(a.top)} not"
     text = f"{a.device}: {limit} ({how})"
     if a.cost_per_million is not None:
         text += f", {a.cost_per_million:.3g} per million requests"
@@ -184,11 +180,11 @@ def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float)
     if rate is None:
         best = max(serving, key=lambda a: a.max_rate or 0.0)
         return (
-            f"{bound} at the p99 the most is {_rate(best.max_rate or 0.0)} req/s per device "
+            f"{bound} at the p99 the most is {per_s(best.max_rate or 0.0)} req/s per device "
             f"({best.device}); give --rate R to size for your traffic"
         )
     options = " or ".join(f"{a.device} x {_count(a)}" for a in serving)
-    lead = f"at {_rate(rate)} req/s {bound}: {options}"
+    lead = f"at {per_s(rate)} req/s {bound}: {options}"
     cannot = [a.device for a in answers if a.max_rate is None]
     tail = f"; {', '.join(cannot)} cannot meet the bound" if cannot else ""
     if len(serving) < 2:

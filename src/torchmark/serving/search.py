@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from torchmark.serving import stats
 from torchmark.serving.clock import Clock
 from torchmark.serving.fleet import Fleet
-from torchmark.serving.payload import ms
+from torchmark.serving.payload import ms, per_s
 from torchmark.serving.point import LoadPoint, PointPlan, run_point
 from torchmark.serving.server import Batching, Requests
 
@@ -219,17 +219,18 @@ def search(
 
 def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
     lo, hi = s.bracket
+    spent = f"time budget ({plan.budget_s:g} s) spent" if left < 0 else ""
     if s.best is None:
-        if left < 0:
-            return f"time budget ({plan.budget_s:g} s) spent before any rate met the bound"
-        return "no rate tried met the bound"
+        return f"{spent} before any rate met the bound" if spent else "no rate met the bound"
     if s.generator_bound:
         return (
-            f"the generator fell behind at {behind_at:.4g}/s: the limit is at least "
-            f"{lo:.4g}/s (a faster host would say more)"
+            (f"{spent}; " if spent else "")
+            + f"the generator fell behind at {per_s(behind_at)}/s: the limit is at least "
+            f"{per_s(lo)}/s (a faster or quieter host would say more)"
         )
-    if left < 0:
-        return f"time budget ({plan.budget_s:g} s) spent: the limit lies in [{lo:.4g}, {hi:.4g}]"
+    if spent:
+        top = "" if hi == math.inf else f" and {per_s(hi)}"
+        return f"{spent}: the limit lies between {per_s(lo)}{top}"
     return f"bracketed within {100 * plan.tolerance:g} %"
 
 

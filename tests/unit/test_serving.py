@@ -278,7 +278,10 @@ def test_verdict_names_the_cheaper_device_only_where_both_brackets_agree() -> No
     cpu = _answer("cpu", 100.0, 105.0, 0.10)  # 10 CPUs: 1.0 an hour
     gpu = _answer("cuda:0", 900.0, 950.0, 2.50)  # 2 GPUs: 5.0 an hour
     text = answer.verdict([cpu, gpu], 1000.0, 0.050)
-    assert text == "at 1,000 req/s within 50 ms: cpu x 10 or cuda:0 x 2, cpu cheaper by 5x"
+    assert text == (
+        "at 1,000 req/s within 50 ms: cpu x 10 (1.00 an hour) or cuda:0 x 2 (5.00 an hour), "
+        "cpu cheaper by 5x"
+    )
     close = _answer("cuda:0", 480.0, 520.0, 0.45)  # 2-3 GPUs: 0.9 .. 1.35 an hour
     assert "can't tell which is cheaper" in answer.verdict([cpu, close], 1000.0, 0.050)
 

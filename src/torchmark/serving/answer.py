@@ -197,11 +197,23 @@ def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float)
 
 def _count(a: DeviceAnswer) -> str:
     """N, or lo-hi across the bracket; at most N where the generator, not the device,
-    ended the climb (the device may serve more, so fewer may do)."""
+    ended the climb (the device may serve more, so fewer may do); with the hourly cost of
+    that many where a price was given."""
     lo, hi = a.needed_range or (a.needed, a.needed)
-    if a.generator_bound:
-        return f"<= {hi}"
-    return str(hi) if lo == hi else f"{lo}-{hi}"
+    if a.generator_bound and (hi or 0) > 1:
+        count = f"<= {hi}"
+    else:
+        count = str(hi) if lo == hi else f"{lo}-{hi}"
+    if a.price_per_hour is not None and hi is not None:
+        cost = fmt_cost(hi * a.price_per_hour)
+        if lo != hi and not a.generator_bound and lo is not None:
+            cost = f"{fmt_cost(lo * a.price_per_hour)}-{cost}"
+        count += f" ({cost} an hour)"
+    return count
+
+
+def fmt_cost(x: float) -> str:
+    return f"{x:,.2f}" if x >= 1 else f"{x:.3g}"
 
 
 def _cheaper(priced: Sequence[DeviceAnswer]) -> str:

@@ -37,6 +37,10 @@ class EnergyRegion(Protocol):
 SINGLE_STREAM_N = 200
 OFFLINE_BATCHES = 8  # batches per offline measurement, at least
 OFFLINE_S = 0.25
+# ... and at most this long each (the requests served by then give the rate): a CPU whose
+# threads stall under other load ran 1 request in 4 ms where single-stream said 0.08 ms
+# here, and three offline sizes spent a 30 s search budget.
+OFFLINE_MAX_S = 1.0
 OFFLINE_MAX = 20_000
 # The offline rate is measured on a few batches: the true capacity may be a little higher,
 # and the first unverified top of the bracket sits this much above it.
@@ -146,7 +150,7 @@ def search(
         # at least OFFLINE_BATCHES batches and ~OFFLINE_S of work (a batch takes at least
         # one request's time): 8 batches of one request read SimpleNet's rate 4x low here
         batches = max(OFFLINE_BATCHES, min(OFFLINE_MAX, math.ceil(OFFLINE_S / single_s)))
-        reqs, took = fleet.offline(b, b * batches, plan.point.max_point_s)
+        reqs, took = fleet.offline(b, b * batches, min(OFFLINE_MAX_S, plan.point.max_point_s))
         s.offline[b] = len(reqs) / took if took > 0 else math.nan
 
     def left() -> float:

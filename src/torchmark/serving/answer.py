@@ -213,7 +213,7 @@ def _count(a: DeviceAnswer) -> str:
 
 
 def fmt_cost(x: float) -> str:
-    return f"{x:,.2f}" if x >= 1 else f"{x:.3g}"
+    return f"{x:,.2f}" if x >= 0.01 else f"{x:.3g}"
 
 
 def _cheaper(priced: Sequence[DeviceAnswer]) -> str:

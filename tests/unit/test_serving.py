@@ -154,15 +154,24 @@ def test_a_failing_batch_fails_every_request_in_it() -> None:
 
 
 def test_a_late_generator_is_marked_and_never_read_as_the_device_limit() -> None:
-    # the host wakes 20 ms late every time: a 50 ms bound is the host's, not the device's
-    fleet, clock = fake(wake_late_s=0.020)
+    # the host wakes 45 ms late every time: over a 50 ms bound, that is the host, not the
+    # device (10 ms a request)
+    fleet, clock = fake(wake_late_s=0.045)
     p = run_point(fleet, 10.0, Batching(1, 0.0), PointPlan(0.050, max_point_s=200), seed=0)
     assert p.outcome == "generator_behind"
-    assert "woke 20 ms late" in (p.generator_behind or "")
+    assert "woke 45 ms late" in (p.generator_behind or "")
     plan = SearchPlan(PointPlan(0.050, max_point_s=200), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock)
     assert s.best is None  # every point was the host's timing: no device limit claimed
     assert all(x.outcome == "generator_behind" for x in s.points)
+
+
+def test_a_point_within_the_bound_counts_whatever_the_loops_lateness() -> None:
+    # 20 ms late every time, 10 ms a request: 30 ms < 50 ms; late wake-ups only add latency
+    fleet, _ = fake(wake_late_s=0.020)
+    p = run_point(fleet, 10.0, Batching(1, 0.0), PointPlan(0.050, max_point_s=200), seed=0)
+    assert p.generator_behind and p.outcome == "within"
+    assert p.latencies.p99 == pytest.approx(0.030, abs=0.011)
 
 
 def test_a_loop_busy_with_itself_is_the_generator_and_the_answer_is_at_least() -> None:
@@ -388,3 +397,33 @@ def test_markdown_report_of_a_serving_run() -> None:
     assert "| Device | Max req/s | Over at |" in text
     assert "| 38.1 | 76.3 | 1 x 2 |" in text
     assert "verdict: at 1,000 req/s within 100 ms: cpu x 14-27" in text
+
+
+def test_cpu_splits_use_every_core() -> None:
+    from torchmark.serving.workers import splits
+
+    assert splits(2) == [(1, 2), (2, 1)]
+    assert splits(16) == [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]
+    assert splits(16, max_procs=4) == [(1, 16), (2, 8), (4, 4)]
+    assert splits(12) == [(1, 12), (2, 6), (4, 3), (12, 1)]
+    assert splits(1) == [(1, 1)]
+
+
+def test_serving_config_is_checked_before_anything_runs() -> None:
+    from torchmark.errors import InputError
+    from torchmark.kinds.serving import ServingConfig, validate
+
+    validate(ServingConfig("simplenet", 50.0, rate=100.0, batches=(1, 8)))
+    for bad in (
+        {"p99_ms": 0.0},
+        {"p99_ms": math.inf},
+        {"rate": 0.0},
+        {"budget_s": 0.0},
+        {"batches": (0, 8)},
+        {"max_wait_ms": (-1.0,)},
+        {"max_procs": 0},
+        {"min_requests": -1},
+    ):
+        args = {"model": "simplenet", "p99_ms": 50.0, **bad}
+        with pytest.raises(InputError):
+            validate(ServingConfig(**args))  # type: ignore[arg-type]

@@ -165,18 +165,20 @@ class LoadPoint:
 
     @property
     def outcome(self) -> Outcome:
-        if self.generator_behind:
-            return "generator_behind"
-        if self.gave_up or self.failed or not self.kept.latency.size:
+        """within / over the bound; an "over" the generator explains is ``generator_behind``.
+        A point within the bound counts whatever the loop's lateness: latency runs from the
+        scheduled arrival, so a late loop can only have made it worse."""
+        if self.failed:
             return "over"
-        return "within" if self.latencies.p99 <= self.bound_s else "over"
+        if not self.gave_up and self.kept.latency.size and self.latencies.p99 <= self.bound_s:
+            return "within"
+        return "generator_behind" if self.generator_behind else "over"
 
     @property
     def why(self) -> str:
         """The outcome in words."""
-        behind = self.generator_behind
-        if behind:
-            return behind
+        if self.outcome == "generator_behind":
+            return self.generator_behind or ""
         if self.gave_up:
             return self.gave_up
         if self.failed:
@@ -195,7 +197,7 @@ class LoadPoint:
             out.append("unstable")
         if 0 < self.latencies.n < self.needed:
             out.append("few_requests")
-        if self.generator_behind:
+        if self.outcome == "generator_behind":
             out.append("generator_behind")
         if self.failed:
             out.append("failed_requests")

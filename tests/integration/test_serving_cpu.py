@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from torchmark.cli import main
+from clitest import cli
 from torchmark.results import RunRecord
 from torchmark.serving.payload import ServingPayload
 
@@ -26,14 +26,6 @@ FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 # of search (room for the rate to halve 6 times from half the offline capacity), the
 # generator's limit measured in 0.05 s a rate (the fixture below)
 QUICK = ["--budget", "5s", "--point", "0.6s", "--min-requests", "100", "--no-split"]
-
-
-def run(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 @pytest.fixture(autouse=True)
@@ -67,9 +59,9 @@ def test_simplenet_served_and_shown_exported_and_reported(
 ) -> None:
     out, db = tmp_path / "run.json", f"sqlite:///{tmp_path / 'r.db'}"
     argv = ["serving", "simplenet", "--p99-ms", "1000", "--rate", "20", "--price", "cpu=0.1"]
-    code = run([*argv, *QUICK, "--batch", "1,8", "--json", str(out), "--db", db])
-    printed = capsys.readouterr().out
-    assert code == 0, printed
+    argv += [*QUICK, "--batch", "1,8", "--json", str(out), "--db", db]
+    code, printed, err = cli(capsys, *argv)
+    assert code == 0, printed + err
     record, p = served(out)
     check_found_a_rate(p, 1.0)
     assert p.answers[0].cost_per_million is not None and p.answers[0].needed == 1
@@ -78,30 +70,32 @@ def test_simplenet_served_and_shown_exported_and_reported(
     assert "Serving simplenet" in printed and "verdict: at 20 req/s within 1,000 ms" in printed
     assert "[cpu 1x" in printed  # each point said as it landed
     # a stored serving run reads like any run
-    assert run(["show", "latest", "--db", db]) == 0
-    shown = capsys.readouterr().out
-    assert "Serving simplenet" in shown and "verdict:" in shown
-    assert run(["export", "latest", "--db", db]) == 0
-    exported = capsys.readouterr().out
+    code, shown, _ = cli(capsys, "show", "latest", "--db", db)
+    assert code == 0 and "Serving simplenet" in shown and "verdict:" in shown
+    code, exported, _ = cli(capsys, "export", "latest", "--db", db)
+    assert code == 0
     again = tmp_path / "again.json"
     again.write_text(exported)
     assert served(again)[1] == p
     html = tmp_path / "r.html"
-    assert run(["report", "latest", "--db", db, "--html", str(html)]) == 0
+    assert cli(capsys, "report", "latest", "--db", db, "--html", str(html))[0] == 0
     page = html.read_text()
     assert "Latency vs request rate" in page and "<svg" in page
 
 
 @pytest.mark.slow
-def test_resnet50_and_a_user_model_file_through_the_server_scenario(tmp_path: Path) -> None:
+def test_resnet50_and_a_user_model_file_through_the_server_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", f"sqlite:///{tmp_path}/r.db"]
     out = tmp_path / "resnet.json"
     argv = ["serving", "resnet50", "--size", "image=32", "--p99-ms", "2000", "--batch", "1,4"]
-    assert run([*argv, *QUICK, "--json", str(out), "--db", f"sqlite:///{tmp_path}/r.db"]) == 0
+    assert cli(capsys, *argv, *QUICK, "--json", str(out), *db)[0] == 0
     check_found_a_rate(served(out)[1], 2.0)
     out = tmp_path / "cnn.json"
     spec = f"{FIX}/cnn.py:make_model"
     argv = ["serving", spec, "--input", "3x16x16", "--p99-ms", "1000", "--batch", "1,8"]
-    assert run([*argv, *QUICK, "--json", str(out), "--db", f"sqlite:///{tmp_path}/r.db"]) == 0
+    assert cli(capsys, *argv, *QUICK, "--json", str(out), *db)[0] == 0
     _, p = served(out)
     check_found_a_rate(p, 1.0)
     assert p.model == "cnn.py:make_model" and p.inputs == "float32[1, 3, 16, 16]"
@@ -122,9 +116,8 @@ def test_bad_options_fail_in_one_line_before_anything_runs(
         (["serving", "nosuchmodel.py:make", "--input", "4", "--p99-ms", "5"], "file not found"),
     ]  # fmt: skip
     for argv, said in cases:
-        assert run([*argv, *db]) == 2
-        err = capsys.readouterr().err
-        assert said in err and len(err.strip().splitlines()) <= 2, err
+        code, _, err = cli(capsys, *argv, *db)
+        assert code == 2 and said in err and len(err.strip().splitlines()) <= 2, err
 
 
 @pytest.mark.slow

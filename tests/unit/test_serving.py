@@ -364,30 +364,23 @@ def test_compare_serving_runs_by_their_brackets(change: dict[str, object], verdi
 
 
 def test_compare_gate_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from torchmark.cli import main
-
-    def run(*argv: str) -> int:
-        try:
-            main(list(argv))
-        except SystemExit as e:
-            return int(e.code or 0)
-        return 0
+    from clitest import cli
 
     a, slower, unclear = tmp_path / "a.json", tmp_path / "s.json", tmp_path / "u.json"
     a.write_text(_stored().model_dump_json())
     slower.write_text(_stored(max_rate=10.0, top=20.0).model_dump_json())
     unclear.write_text(_stored(max_rate=50.0, top=90.0).model_dump_json())
-    assert run("compare", str(a), str(slower)) == 0
-    assert "B SLOWER: failed at 20/s where A served 38.1/s" in capsys.readouterr().out
-    assert run("compare", str(a), str(slower), "--fail-on-regression", "10") == 1
-    assert run("compare", str(a), str(slower), "--fail-on-regression", "60") == 0  # 47 % drop
-    assert run("compare", str(a), str(unclear), "--fail-on-regression", "10") == 3
+    code, out, _ = cli(capsys, "compare", str(a), str(slower))
+    assert code == 0 and "B SLOWER: failed at 20/s where A served 38.1/s" in out
+    gate = ("--fail-on-regression",)
+    assert cli(capsys, "compare", str(a), str(slower), *gate, "10")[0] == 1
+    assert cli(capsys, "compare", str(a), str(slower), *gate, "60")[0] == 0  # a 47 % drop
+    assert cli(capsys, "compare", str(a), str(unclear), *gate, "10")[0] == 3
     other = _stored()
     other.extra["serving"]["bound_s"] = 0.05
     (tmp_path / "o.json").write_text(other.model_dump_json())
-    capsys.readouterr()
-    assert run("compare", str(a), str(tmp_path / "o.json")) == 2
-    assert "same model and --p99-ms" in capsys.readouterr().err
+    code, _, err = cli(capsys, "compare", str(a), str(tmp_path / "o.json"))
+    assert code == 2 and "same model and --p99-ms" in err
 
 
 def test_markdown_report_of_a_serving_run() -> None:

@@ -104,8 +104,6 @@ class _Live:
     payload: ServingPayload
     record: RunRecord
     session: Session | None = None
-    current: FleetDoc | None = None
-    split: tuple[int, int | None] = (1, None)
 
     def save(self) -> None:
         self.record.extra[KIND] = self.payload.model_dump(mode="json")

@@ -420,3 +420,19 @@ def test_serving_config_is_checked_before_anything_runs() -> None:
         args = {"model": "simplenet", "p99_ms": 50.0, **bad}
         with pytest.raises(InputError):
             validate(ServingConfig(**args))  # type: ignore[arg-type]
+
+
+def test_a_fleet_answers_from_the_points_so_far() -> None:
+    from torchmark.serving.payload import FleetDoc
+
+    def pt(rate: float, outcome: str, batch: int = 8) -> PointDoc:
+        return PointDoc(rate=rate, max_batch=batch, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
+
+    doc = FleetDoc(device="cpu", label="x", points=[pt(100, "over"), pt(50, "within")])
+    answer.refresh(doc)
+    assert (doc.best, doc.top, doc.generator_bound) == (1, 100, False)
+    doc.points += [pt(75, "generator_behind"), pt(90, "over", batch=1)]
+    answer.refresh(doc)  # the lowest rate above 50 with its batching: 75, the generator's
+    assert (doc.best, doc.top, doc.generator_bound) == (1, 75, True)
+    a = answer.device_answer("cpu", "x", [(0, doc)], 0.05, rate=120.0)
+    assert a.max_rate == 50 and a.generator_bound and a.needed == 3

@@ -213,6 +213,7 @@ class Serving:
 
         def landed(p: LoadPoint) -> None:
             doc.points.append(answer.point_doc(p, procs, threads))
+            answer.refresh(doc)  # a stop now still answers from the points so far
             live.save()
             if self.on_point is not None:
                 self.on_point(doc, p)

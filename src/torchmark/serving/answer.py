@@ -69,12 +69,33 @@ def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> P
     )
 
 
+def refresh(doc: FleetDoc) -> FleetDoc:
+    """The fleet's bracket from its stored points: the highest rate within the bound, the
+    lowest rate above it (same batching) that was not, and whether the generator ended the
+    climb there. Kept current as points land, so an interrupted search still answers."""
+    within = [(i, p) for i, p in enumerate(doc.points) if p.outcome == "within"]
+    doc.best, doc.top, doc.generator_bound = None, None, False
+    if not within:
+        return doc
+    doc.best, best = max(within, key=lambda x: (x[1].rate, -x[0]))
+    above = [
+        p
+        for p in doc.points
+        if p.rate > best.rate
+        and (p.max_batch, p.max_wait_s) == (best.max_batch, best.max_wait_s)
+        and p.outcome != "within"
+    ]
+    if above:
+        first = min(above, key=lambda p: p.rate)
+        doc.top, doc.generator_bound = first.rate, first.outcome == "generator_behind"
+    return doc
+
+
 def fleet_doc(
     s: Search, device: str, label: str, processes: int = 1, threads: int | None = None
 ) -> FleetDoc:
-    best, over = s.best, s.over_above
     single = s.single.latency
-    return FleetDoc(
+    doc = FleetDoc(
         device=device,
         label=label,
         processes=processes,
@@ -86,10 +107,8 @@ def fleet_doc(
         points=[point_doc(p, processes, threads) for p in s.points],
         stop_reason=s.stop_reason,
         elapsed_s=s.elapsed_s,
-        best=s.points.index(best) if best is not None else None,
-        top=over.rate if over is not None else None,
-        generator_bound=s.generator_bound,
     )
+    return refresh(doc)
 
 
 def device_answer(

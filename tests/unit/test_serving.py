@@ -436,3 +436,18 @@ def test_a_fleet_answers_from_the_points_so_far() -> None:
     assert (doc.best, doc.top, doc.generator_bound) == (1, 75, True)
     a = answer.device_answer("cpu", "x", [(0, doc)], 0.05, rate=120.0)
     assert a.max_rate == 50 and a.generator_bound and a.needed == 3
+
+
+def test_csv_export_of_a_serving_run_has_a_row_per_load_point() -> None:
+    import csv
+    import io
+
+    from torchmark.store.exchange import export_run
+
+    run = _stored()
+    rows = list(csv.DictReader(io.StringIO(export_run(run, "csv"))))
+    p = ServingPayload.model_validate(run.extra["serving"])
+    assert len(rows) == sum(len(f.points) for f in p.fleets) == 3
+    best = [r for r in rows if r["best"] == "1"]
+    assert len(best) == 1 and float(best[0]["rate"]) == pytest.approx(38.1, abs=0.05)
+    assert {r["outcome"] for r in rows} == {"within", "over"}

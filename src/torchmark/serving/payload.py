@@ -142,3 +142,61 @@ class ServingPayload(_Doc):
     answers: list[DeviceAnswer] = Field(default_factory=list)
     verdict: str = ""
     notes: list[str] = Field(default_factory=list)
+
+
+POINT_COLUMNS = (
+    "run_id",
+    "device",
+    "processes",
+    "threads",
+    "rate",
+    "max_batch",
+    "max_wait_s",
+    "outcome",
+    "best",
+    "achieved_rate",
+    "n",
+    "failed",
+    "over_bound",
+    "p50_s",
+    "p90_s",
+    "p99_s",
+    "p99_ci_low_s",
+    "p99_ci_high_s",
+    "p999_s",
+    "flags",
+    "why",
+)
+
+
+def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
+    """One row per load point, in the order measured (``export -f csv`` of a serving run)."""
+    rows: list[dict[str, object]] = []
+    for f in p.fleets:
+        for i, pt in enumerate(f.points):
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "device": f.device,
+                    "processes": f.processes,
+                    "threads": "" if f.threads is None else f.threads,
+                    "rate": pt.rate,
+                    "max_batch": pt.max_batch,
+                    "max_wait_s": pt.max_wait_s,
+                    "outcome": pt.outcome,
+                    "best": int(i == f.best),
+                    "achieved_rate": pt.achieved_rate,
+                    "n": pt.n,
+                    "failed": pt.failed,
+                    "over_bound": pt.over_bound,
+                    "p50_s": pt.p50_s,
+                    "p90_s": pt.p90_s,
+                    "p99_s": pt.p99_s,
+                    "p99_ci_low_s": pt.p99_ci_s[0],
+                    "p99_ci_high_s": pt.p99_ci_s[1],
+                    "p999_s": pt.p999_s,
+                    "flags": ";".join(pt.flags),
+                    "why": pt.why,
+                }
+            )
+    return rows

@@ -407,6 +407,7 @@ def test_serving_config_is_checked_before_anything_runs() -> None:
     from torchmark.kinds.serving import ServingConfig, validate
 
     validate(ServingConfig("simplenet", 50.0, rate=100.0, batches=(1, 8)))
+    validate(ServingConfig("simplenet", 50.0, split=False, threads=1))
     for bad in (
         {"p99_ms": 0.0},
         {"p99_ms": math.inf},
@@ -416,6 +417,8 @@ def test_serving_config_is_checked_before_anything_runs() -> None:
         {"max_wait_ms": (-1.0,)},
         {"max_procs": 0},
         {"min_requests": -1},
+        {"threads": 1},  # threads only without the split
+        {"threads": 0, "split": False},
     ):
         args = {"model": "simplenet", "p99_ms": 50.0, **bad}
         with pytest.raises(InputError):

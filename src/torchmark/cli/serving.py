@@ -149,6 +149,10 @@ def serving(
     max_procs: Annotated[
         int | None, typer.Option(help="Most worker processes to try on the CPU.")
     ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(help="With --no-split: the CPU process's threads (default: every core)."),
+    ] = None,
     size: Annotated[
         str | None,
         typer.Option(help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16."),
@@ -180,6 +184,7 @@ def serving(
         point_s=_seconds(point, "--point"),
         split=split,
         max_procs=max_procs,
+        threads=threads,
         prices=tuple(prices.items()),
         energy=energy,
         min_requests=min_requests,

@@ -60,6 +60,7 @@ class ServingConfig:
     point_s: float = 10.0  # per load point, at most
     split: bool = True  # a CPU: also try processes x threads
     max_procs: int | None = None
+    threads: int | None = None  # without the split: the one process's threads (None: all)
     prices: tuple[tuple[str, float], ...] = ()
     energy: bool = True
     min_requests: int = 0  # 0: the p99's 95 % interval within p98.5 .. p99.5
@@ -93,6 +94,8 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--max-wait-ms {cfg.max_wait_ms}: waits are >= 0 ms, e.g. 0,5")
     if cfg.max_procs is not None and cfg.max_procs < 1:
         raise InputError(f"--max-procs {cfg.max_procs}: give 1 or more")
+    if cfg.threads is not None and (cfg.threads < 1 or cfg.split):
+        raise InputError(f"--threads {cfg.threads}: give 1 or more, with --no-split")
     if cfg.min_requests < 0:
         raise InputError(f"--min-requests {cfg.min_requests}: give 0 (the default) or more")
 
@@ -191,7 +194,7 @@ class Serving:
             return [(1, None)]
         cores = usable_cores()
         if not self.cfg.split or not _picklable(self.recipe):
-            return [(1, cores)]
+            return [(1, self.cfg.threads or cores)]
         return list(splits(cores, self.cfg.max_procs))
 
     def _search(

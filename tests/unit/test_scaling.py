@@ -12,7 +12,6 @@ import pytest
 from rich.console import Console
 
 from torchmark.comparison import compare
-from torchmark.config import RunConfig
 from torchmark.devices import resolve
 from torchmark.errors import InputError
 from torchmark.launch import ladder as ladder_mod
@@ -28,6 +27,7 @@ from torchmark.report.scaling import (
     world_difference,
 )
 from torchmark.results import Result, RunRecord, Work
+from torchmark.run.config import RunConfig
 from torchmark.workloads import Case
 
 PARAMS = {"scenario": "train", "precision": "fp32", "batch": 8}

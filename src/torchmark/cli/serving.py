@@ -12,11 +12,11 @@ from rich.text import Text
 
 from torchmark.cli import RUNS_CODE
 from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console
+from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
-from torchmark.cli.run import check_json_path, finish
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
-from torchmark.config import parse_int_list
 from torchmark.errors import InputError
+from torchmark.run.config import parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.serving.model import Recipe, Served
@@ -30,7 +30,7 @@ MODEL_HELP = (
 
 
 def _seconds(text: str, option: str) -> float:
-    from torchmark.soak import parse_duration
+    from torchmark.kinds.soak import parse_duration
 
     try:
         return parse_duration(text)

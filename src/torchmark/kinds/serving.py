@@ -9,11 +9,10 @@ within L ms at the p99: which device serves that, how many of them, at what cost
             fleet (this process, or worker processes) -> search -> each point stored
     analyse (complete or not): the answer per device and the verdict
 
-Its own loop, not the shared case loop: a load point is not a case of timed calls (it runs
-window by window until its p99 is stable, on a loop of its own clock), and which point
-comes next depends on the last one's outcome (the search). What it shares is the run: one
-record, one session, assembled in ``_open`` (one place; it becomes the engine's
-``open_run`` call when that lands).
+The serving kind has its own loop, not ``run_planned``'s: a load point is not a case of
+timed calls (it runs window by window until its p99 is stable, on a loop of its own
+clock), and which point comes next depends on the last one's outcome (the search). What it
+shares is the run: its record and session come from ``run.open_run`` like every kind's.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ from typing import Any
 from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
+from torchmark.run.record import open_run
+from torchmark.run.session import Events, Session
 from torchmark.serving import answer, generator, stats
 from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import Fleet, Local
@@ -36,7 +37,6 @@ from torchmark.serving.payload import FleetDoc, GeneratorDoc, ServingPayload
 from torchmark.serving.point import LoadPoint, PointPlan
 from torchmark.serving.search import Search, SearchPlan, search
 from torchmark.serving.workers import Processes, splits, usable_cores
-from torchmark.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case
 
@@ -156,17 +156,12 @@ class Serving:
         session.planned([case for case, _, _ in plan])
         with session:
             for case, device, (procs, threads) in plan:
-                session.case_started(case)
-                self._search(live, device, procs, threads, len(_splits_of(plan, device)))
+                self._search(live, case, (procs, threads), len(_splits_of(plan, device)))
         return session.record
 
     def _open(self, payload: ServingPayload, prices: dict[str, float]) -> tuple[Session, _Live]:
-        """The run's record and session: the one place they are assembled (the engine's
-        ``open_run`` will take this over)."""
-        from torchmark.runner import new_record
-
-        record = new_record(KIND, self.cfg.as_dict(), self.devices)
-        live = _Live(payload, record)
+        """The run's session, opened as every run's is (``run.open_run``); its analysis
+        (the answers and the verdict) runs at the end, complete or not."""
 
         def analyse(rec: RunRecord) -> None:
             p = live.payload
@@ -174,8 +169,8 @@ class Serving:
             p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
             rec.extra[KIND] = p.model_dump(mode="json")
 
-        session = Session(record, self.store, self.events, analyse=analyse)
-        live.session = session
+        session = open_run(KIND, self.cfg, self.devices, self.store, self.events, analyse=analyse)
+        live = _Live(payload, session.record, session)
         live.save()
         return session, live
 
@@ -198,9 +193,12 @@ class Serving:
         return list(splits(cores, self.cfg.max_procs))
 
     def _search(
-        self, live: _Live, device: Device, procs: int, threads: int | None, n_splits: int
+        self, live: _Live, case: Case, split: tuple[int, int | None], n_splits: int
     ) -> None:
-        cfg = self.cfg
+        """One fleet (a device, or one split of a CPU) searched; each point stored."""
+        assert live.session is not None
+        live.session.case_started(case)
+        device, (procs, threads), cfg = case.device, split, self.cfg
         batches = cfg.batches or (GPU_BATCHES if device.is_accelerator else CPU_BATCHES)
         waits = tuple(w / cfg.p99_ms for w in cfg.max_wait_ms) or WAIT_SHARES
         plan = SearchPlan(

@@ -22,8 +22,8 @@ from torch import nn
 
 from torchmark.devices import Device
 from torchmark.errors import InputError, WrongResultError
-from torchmark.user.bench import nonfinite, place
 from torchmark.user.inputs import InputFactory, Inputs, tensors_in, to_device
+from torchmark.user.workload import nonfinite, place
 
 # Distinct request inputs cycled through: enough that a batch never repeats one, few
 # enough to make in a blink (64 images of 224x224 are 38 MB).

@@ -19,7 +19,7 @@ import pytest
 
 from clitest import cli
 from torchmark.results import RunRecord
-from torchmark.serving.payload import ServingPayload
+from torchmark.serving.payload import ServingPayload, read
 
 FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 # tiny budgets: points of at most 1 s (4 windows of 0.25 s), 100 requests for a p99, 8 s
@@ -43,7 +43,9 @@ def quick_generator(monkeypatch: pytest.MonkeyPatch) -> None:
 def served(path: Path) -> tuple[RunRecord, ServingPayload]:
     record = RunRecord.model_validate(json.loads(path.read_text()))
     assert record.kind == "serving"
-    return record, ServingPayload.model_validate(record.extra["serving"])
+    p = read(record)
+    assert p is not None
+    return record, p
 
 
 def check_found_a_rate(p: ServingPayload, bound_s: float) -> None:

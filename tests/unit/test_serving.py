@@ -18,7 +18,7 @@ from torchmark.serving.arrivals import Arrivals
 from torchmark.serving.clock import FakeClock
 from torchmark.serving.fake import FakeDevice
 from torchmark.serving.fleet import Local
-from torchmark.serving.payload import DeviceAnswer, PointDoc, ServingPayload
+from torchmark.serving.payload import DeviceAnswer, PointDoc, ServingPayload, read, write
 from torchmark.serving.point import PointPlan, run_point
 from torchmark.serving.search import SearchPlan, search
 from torchmark.serving.server import Batching
@@ -323,12 +323,18 @@ def test_stored_point_rederives_its_percentiles() -> None:
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
 
 
+def stored_payload(run: RunRecord) -> ServingPayload:
+    p = read(run)
+    assert p is not None
+    return p
+
+
 def _stored(**change: object) -> RunRecord:
     """The fixture run (a real tiny CPU run) with its first answer changed."""
     run = RunRecord.model_validate_json(FIXTURE.read_text())
-    p = ServingPayload.model_validate(run.extra["serving"])
+    p = stored_payload(run)
     p.answers[0] = p.answers[0].model_copy(update=change)
-    run.extra["serving"] = p.model_dump(mode="json")
+    write(run, p)
     return run
 
 
@@ -377,7 +383,9 @@ def test_compare_gate_and_refusals(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cli(capsys, "compare", str(a), str(slower), *gate, "60")[0] == 0  # a 47 % drop
     assert cli(capsys, "compare", str(a), str(unclear), *gate, "10")[0] == 3
     other = _stored()
-    other.extra["serving"]["bound_s"] = 0.05
+    p = stored_payload(other)
+    p.bound_s = 0.05
+    write(other, p)
     (tmp_path / "o.json").write_text(other.model_dump_json())
     code, _, err = cli(capsys, "compare", str(a), str(tmp_path / "o.json"))
     assert code == 2 and "same model and --p99-ms" in err
@@ -449,7 +457,7 @@ def test_csv_export_of_a_serving_run_has_a_row_per_load_point() -> None:
 
     run = _stored()
     rows = list(csv.DictReader(io.StringIO(export_run(run, "csv"))))
-    p = ServingPayload.model_validate(run.extra["serving"])
+    p = stored_payload(run)
     assert len(rows) == sum(len(f.points) for f in p.fleets) == 3
     best = [r for r in rows if r["best"] == "1"]
     assert len(best) == 1 and float(best[0]["rate"]) == pytest.approx(38.1, abs=0.05)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import pickle
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from torchmark.results import RunRecord
 from torchmark.run.record import open_run
 from torchmark.run.session import Events, Session
 from torchmark.serving import answer, generator, stats
+from torchmark.serving import payload as stored
 from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import Fleet, Local
 from torchmark.serving.model import ModelExecutor, Recipe
@@ -109,7 +110,7 @@ class _Live:
     session: Session | None = None
 
     def save(self) -> None:
-        self.record.extra[KIND] = self.payload.model_dump(mode="json")
+        stored.write(self.record, self.payload)
         if self.session is not None:
             self.session.checkpoint()
 
@@ -167,7 +168,7 @@ class Serving:
             p = live.payload
             p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices)
             p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
-            rec.extra[KIND] = p.model_dump(mode="json")
+            stored.write(rec, p)
 
         session = open_run(KIND, self.cfg, self.devices, self.store, self.events, analyse=analyse)
         live = _Live(payload, session.record, session)
@@ -314,9 +315,3 @@ def serve(
     return Serving(
         cfg, recipe, devs, store, events, on_point, model_name=name or cfg.model, inputs=inputs
     ).run()
-
-
-def payload_of(record: RunRecord) -> ServingPayload | None:
-    """The stored serving payload of a run (None for another kind of run)."""
-    raw: Mapping[str, Any] | None = record.extra.get(KIND)
-    return ServingPayload.model_validate(raw) if raw else None

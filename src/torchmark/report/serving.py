@@ -19,15 +19,14 @@ from torchmark import format as fmt
 from torchmark.report.charts import Chart, _figure, _log, _svg
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
-from torchmark.serving.payload import FleetDoc, PointDoc, ServingPayload, ms, per_s
+from torchmark.serving.payload import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
 
 KIND = "serving"
 OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}
 
 
 def payload(run: RunRecord) -> ServingPayload | None:
-    raw = run.extra.get(KIND)
-    return ServingPayload.model_validate(raw) if run.kind == KIND and raw else None
+    return read(run)
 
 
 def _ms(s: float | None) -> str:

@@ -9,9 +9,12 @@ derives them again from the stored latencies and checks they agree.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from torchmark.results import RunRecord
 
 SERVING_SCHEMA = 1
 
@@ -200,3 +203,18 @@ def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
                 }
             )
     return rows
+
+
+KIND = "serving"
+
+
+def read(run: RunRecord) -> ServingPayload | None:
+    """The serving payload a run holds (None for another kind of run): the one place it is
+    read from the record."""
+    raw = run.extra.get(KIND) if run.kind == KIND else None
+    return ServingPayload.model_validate(raw) if raw else None
+
+
+def write(run: RunRecord, payload: ServingPayload) -> None:
+    """The one place the payload is written into the record."""
+    run.extra[KIND] = payload.model_dump(mode="json")

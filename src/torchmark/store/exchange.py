@@ -161,12 +161,12 @@ def _csv_row(record: RunRecord, r: Result) -> dict[str, Any]:
 
 def _to_csv(record: RunRecord) -> str:
     out = io.StringIO()
-    if record.kind == "serving" and record.extra.get("serving"):  # no cases: its load points
-        from torchmark.serving.payload import POINT_COLUMNS, ServingPayload, point_rows
+    from torchmark.serving.payload import POINT_COLUMNS, point_rows, read
 
+    payload = read(record)
+    if payload is not None:  # a serving run has no cases: a row per load point
         writer = csv.DictWriter(out, fieldnames=POINT_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        payload = ServingPayload.model_validate(record.extra["serving"])
         for row in point_rows(payload, record.run_id or ""):
             writer.writerow({k: _num(v) if isinstance(v, float) else v for k, v in row.items()})
         return out.getvalue()

@@ -130,7 +130,7 @@ def _ceilings(run: RunRecord) -> list[dict[str, str]]:
             "measured": c.measured,
             "theoretical": c.theoretical,
             "pct": c.pct,
-            "method": c.method,
+            "method": c.method + (f"; {c.origin}" if c.origin else ""),
             "source": c.source,
         }
         for c in ceiling_rows(run)
@@ -182,8 +182,20 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
         for c in cands or []
         if isinstance(c, dict)
     ]
+    from torchmark.report.tune import throughput_words
+
+    best_rates = [
+        {
+            "device": device_label(run, dev),
+            "words": throughput_words(best),
+            "code": "\n".join(map(str, best.get("code") or [])),
+        }
+        for dev, best in (run.extra.get("throughput") or {}).items()
+        if isinstance(best, dict)
+    ]
     return {
         "recommendations": recommendations,
+        "throughput": best_rates,
         "candidates": candidates,
         "notes": [str(n) for n in run.extra.get("notes", [])],
     }

@@ -92,4 +92,29 @@ def tune_view(record: RunRecord) -> list[RenderableType]:
         )
         out.append(head)
         out.append(Text("\n".join(rec.get("code", []))))
+    for dev, best in record.extra.get("throughput", {}).items():
+        out.append(
+            Text.assemble(
+                "\n", (f"Best throughput on {dev}:", "bold"), " " + throughput_words(best)
+            )
+        )
+        out.append(Text("\n".join(best.get("code", []))))
     return out
+
+
+def throughput_words(best: dict[str, Any]) -> str:
+    """tune's second answer in words: the batch with the most items/s and what it costs."""
+    base_ms, base_b = best.get("baseline_latency_ms") or 0.0, best.get("baseline_batch", 1)
+    if not best.get("speedup") or best["speedup"] == 1.0:
+        return (
+            f"{best['name']} at batch {best['batch']}: no larger batch moved more items per "
+            "second beyond the noise"
+        )
+    rate = best.get("items_per_s")
+    return (
+        f"{best['name']}, {fmt.ratio(best['speedup'])} the baseline's items/s"
+        + (f" ({fmt.si(rate, 'item/s')})" if rate else "")
+        + f"; each call of batch {best['batch']} then takes "
+        f"{fmt.duration(best['latency_ms'] / 1e3)} (the baseline's at batch {base_b}: "
+        f"{fmt.duration(base_ms / 1e3)})"
+    )

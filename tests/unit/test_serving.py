@@ -440,6 +440,7 @@ def test_a_fleet_answers_from_the_points_so_far() -> None:
         return PointDoc(rate=rate, max_batch=batch, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
 
     doc = FleetDoc(device="cpu", label="x", points=[pt(100, "over"), pt(50, "within")])
+    doc.points[1].flags = ["unstable"]
     answer.refresh(doc)
     assert (doc.best, doc.top, doc.generator_bound) == (1, 100, False)
     doc.points += [pt(75, "generator_behind"), pt(90, "over", batch=1)]
@@ -447,6 +448,7 @@ def test_a_fleet_answers_from_the_points_so_far() -> None:
     assert (doc.best, doc.top, doc.generator_bound) == (1, 75, True)
     a = answer.device_answer("cpu", "x", [(0, doc)], 0.05, rate=120.0)
     assert a.max_rate == 50 and a.generator_bound and a.needed == 3
+    assert a.flags == ["unstable"] and "(unstable)" in a.sentence  # it travels with the rate
 
 
 def test_csv_export_of_a_serving_run_has_a_row_per_load_point() -> None:

@@ -203,7 +203,8 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
 
 def _serving(run: RunRecord) -> dict[str, Any] | None:
     """A serving run's answer per device, its sentences and the latency-vs-rate curve."""
-    from torchmark.report.serving import hockey_stick, html_context, payload
+    from torchmark.report.charts.serving import hockey_stick
+    from torchmark.report.serving import html_context, payload
 
     ctx = html_context(run)
     p = payload(run)

@@ -4,7 +4,7 @@ stored payload (no torch; numpy only for the curve's drawing, through matplotlib
     answer_table   one row per device: max rate at the bound, how, p99, cost, energy, count
     points_table   one fleet's load points: the hockey stick in numbers
     lines          each device's sentence, the verdict, the generator's limit, the notes
-    hockey_stick   p99 (and p50) latency against the offered rate, per device and split
+(the latency-vs-rate curve, the hockey stick, is ``report.charts.serving``)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark.report.charts import Chart, _figure, _log, _svg
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 from torchmark.serving.payload import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
@@ -158,59 +157,6 @@ def lines(p: ServingPayload) -> list[str]:
     return out
 
 
-def hockey_stick(p: ServingPayload) -> Chart:
-    """p99 latency against the offered rate per fleet (the knee is the device's limit),
-    p50 dashed, the bound as a line, points the generator fell behind on as crosses."""
-    key, heading = "serving_curve", "Latency vs request rate (the hockey stick)"
-    fleets = [f for f in p.fleets if any(pt.p99_s is not None for pt in f.points)]
-    if not fleets:
-        return Chart(key, heading, None, "no load point finished a request")
-    fig, axes = _figure()
-    ax = axes[0][0]
-    for f in fleets:
-        label = f"{f.device} {f.split}".strip()
-        best = f.best_point
-        batching = (best.max_batch, best.max_wait_s) if best else None
-        pts = sorted(
-            (
-                pt
-                for pt in f.points
-                if pt.p99_s is not None
-                and (batching is None or (pt.max_batch, pt.max_wait_s) == batching)
-            ),
-            key=lambda pt: pt.rate,
-        )
-        ok = [pt for pt in pts if pt.outcome != "generator_behind"]
-        behind = [pt for pt in pts if pt.outcome == "generator_behind"]
-        (line,) = ax.plot(
-            [pt.rate for pt in ok], [1e3 * (pt.p99_s or 0) for pt in ok], "o-", label=label
-        )
-        ax.plot(
-            [pt.rate for pt in ok],
-            [1e3 * (pt.p50_s or 0) for pt in ok],
-            "--",
-            color=line.get_color(),
-            alpha=0.6,
-        )
-        if behind:
-            ax.plot(
-                [pt.rate for pt in behind],
-                [1e3 * (pt.p99_s or 0) for pt in behind],
-                "x",
-                color=line.get_color(),
-            )
-    ax.axhline(1e3 * p.bound_s, color="grey", linewidth=1)
-    ax.set_xlabel("offered rate (requests/s)")
-    ax.set_ylabel("latency (ms): p99 solid, p50 dashed")
-    _log(ax, "y")
-    ax.legend()
-    note = (
-        f"each device's best batching; the grey line is the {ms(p.bound_s)} "
-        "bound; x: the load generator fell behind (the host's timing, not the device)"
-    )
-    return Chart(key, heading, _svg(fig), note)
-
-
 def serving_view(run: RunRecord) -> list[RenderableType]:
     """`torchmark serving` (and `show` of its run): the answer table, then each fleet's
     points, then the sentences."""
@@ -246,7 +192,7 @@ def html_context(run: RunRecord) -> dict[str, Any] | None:
                 "top": _rate(a.top) if a.top and not a.generator_bound else "",
                 "split": a.split,
                 "batching": a.batching,
-                "p99": _ms(a.p99_s),
+                "p99": _ms(a.p99_s) + (f" {', '.join(a.flags)}" if a.flags else ""),
                 "ci": _ci(a.p99_ci_s),
                 "cost": "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
                 "energy": "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),

@@ -140,6 +140,7 @@ def device_answer(
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,
+        flags=[f for f in p.flags if f != "generator_behind"],
         price_per_hour=price_per_hour,
     )
     top = f.top if f.top is not None and not f.generator_bound else None
@@ -187,7 +188,15 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
         text += f", {a.cost_per_million:.3g} per million requests"
     if a.generator_bound:
         text += "; above that the load generator fell behind, not the device"
+    if a.flags:  # the max rate's point, as measured: a flag travels with its number
+        text += f"; that point: {', '.join(FLAG_WORDS.get(f, f) for f in a.flags)}"
     return text
+
+
+FLAG_WORDS = {
+    "unstable": "its p99 moved over 10 % across its last windows (unstable)",
+    "few_requests": "fewer requests than its p99's interval asks (few_requests)",
+}
 
 
 def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float) -> str:

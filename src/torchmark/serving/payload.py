@@ -114,6 +114,7 @@ class DeviceAnswer(_Doc):
     split: str = ""
     p99_s: float | None = None
     p99_ci_s: tuple[float | None, float | None] = (None, None)
+    flags: list[str] = Field(default_factory=list)  # the max-rate point's: they travel with it
     needed: int | None = None  # devices for --rate (at the bracket's bottom)
     needed_range: tuple[int, int] | None = None  # (at the top, at the bottom)
     price_per_hour: float | None = None

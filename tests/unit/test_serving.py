@@ -464,3 +464,15 @@ def test_csv_export_of_a_serving_run_has_a_row_per_load_point() -> None:
     best = [r for r in rows if r["best"] == "1"]
     assert len(best) == 1 and float(best[0]["rate"]) == pytest.approx(38.1, abs=0.05)
     assert {r["outcome"] for r in rows} == {"within", "over"}
+
+
+def test_a_large_point_stores_a_seeded_sample_of_its_latencies() -> None:
+    fleet, _ = fake()
+    plan = PointPlan(bound_s=10.0, max_point_s=3000, min_requests=30_000)
+    p = run_point(fleet, 50.0, Batching(1, 0.0), plan, seed=3)
+    doc = answer.point_doc(p)
+    assert doc.n == len(p.kept) > answer.MAX_STORED == len(doc.latency_us)
+    assert doc.p99_s == stats.Latencies.of(p.kept.latency).p99  # of them all
+    sample = np.array(doc.latency_us) / 1e6
+    assert stats.percentile(sample, 0.99) == pytest.approx(doc.p99_s, rel=0.05)
+    assert answer.point_doc(p).latency_us == doc.latency_us  # seeded: the same each time

@@ -68,7 +68,9 @@ class PointDoc(_Doc):
     utilisation: float | None = None
     mean_batch: float | None = None
     energy: dict[str, object] | None = None
-    latency_us: list[int] = Field(default_factory=list)  # raw: every kept request
+    # raw: every kept request's latency (a seeded uniform sample of 20,000 beyond that: n
+    # says how many there were; the percentiles above are of them all)
+    latency_us: list[int] = Field(default_factory=list)
 
 
 class FleetDoc(_Doc):

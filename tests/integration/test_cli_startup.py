@@ -110,6 +110,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], li
         (["show", "{tmp}/run.json"], ("sqlalchemy", "numpy", "scipy")),
         (["show", "{runs}/model-cpu-gpu.json", "{runs}/tune-cpu.json", "{runs}/input-h100.json"],
          ("sqlalchemy", "numpy", "scipy")),
+        # a serving run: its answer, points and sentences from the stored payload
+        (["show", "{runs}/serving-cpu.json"], ("sqlalchemy", "numpy")),
+        (["report", "{runs}/serving-cpu.json", "--markdown", "-"], ("sqlalchemy", "numpy")),
         # charts are drawn with matplotlib
         (["report", "{a}", "--html", "{tmp}/r.html"], ("sqlalchemy", "numpy", "matplotlib")),
     ],

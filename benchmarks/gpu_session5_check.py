@@ -85,11 +85,15 @@ def say(text: str, indent: int = 0) -> None:
     print(textwrap.fill(text, 80, initial_indent=pad, subsequent_indent=pad + "  "))
 
 
-def doc_line(doc: dict[str, Any]) -> str:
-    return (
+def opened(f: Path, title: str) -> dict[str, Any]:
+    """A returned run document, under its heading and the line that names the run."""
+    head(title)
+    doc: dict[str, Any] = json.loads(f.read_text())
+    print(
         f"run {doc.get('run_id')} ({doc.get('kind')}, {doc.get('status')}), schema "
         f"{doc.get('schema_version')}, torchmark {doc.get('tool_version')}"
     )
+    return doc
 
 
 def steps(files: list[Path]) -> None:
@@ -104,9 +108,7 @@ def steps(files: list[Path]) -> None:
 
 
 def tune(f: Path) -> None:
-    head(f"1 tune: {f.name}")
-    doc = json.loads(f.read_text())
-    print(doc_line(doc))
+    doc = opened(f, f"1 tune: {f.name}")
     p = payload(doc, "tune")
     by_dev: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in p.get("candidates", []):
@@ -140,10 +142,12 @@ def tune(f: Path) -> None:
             say(f"recommended on {dev}: {rec.get('name')} ({rec.get('reason')})")
     for dev, best in (p.get("throughput") or {}).items():
         gain = "" if best.get("speedup") is None else f", {best['speedup']:.2f}x per item"
-        print(
-            f"most items/s on {dev}: {best.get('name')} (batch {best.get('batch')}): "
-            f"{best.get('items_per_s') or 0:,.0f}/s, {best.get('latency_ms', 0):.3g} ms a "
-            f"call{gain}"
+        name = str(best.get("name"))
+        if "batch" not in name:
+            name += f" at batch {best.get('batch')}"
+        say(
+            f"most items/s on {dev}: {name}: {best.get('items_per_s') or 0:,.0f}/s, "
+            f"{best.get('latency_ms', 0):.3g} ms a call{gain}"
         )
     if not p.get("throughput"):
         print("throughput answer: none in the run (the search stopped before it)")
@@ -152,9 +156,7 @@ def tune(f: Path) -> None:
 
 
 def serving(f: Path) -> None:
-    head(f"2 serving: {f.name}")
-    doc = json.loads(f.read_text())
-    print(doc_line(doc))
+    doc = opened(f, f"2 serving: {f.name}")
     p = payload(doc, "serving")
     bound = p.get("bound_s")
     print(f"{p.get('model')} ({p.get('inputs')}), p99 <= {ms(bound)}, rate {p.get('rate')}/s")
@@ -174,9 +176,7 @@ def serving(f: Path) -> None:
 
 
 def seed_add(f: Path) -> None:
-    head(f"4 CPU seed-add: {f.name} (issue 25: no longer invalid)")
-    doc = json.loads(f.read_text())
-    print(doc_line(doc))
+    doc = opened(f, f"4 CPU seed-add: {f.name} (issue 25: no longer invalid)")
     for r in doc.get("results", []):
         rate = (r.get("throughput") or {}).get("value")
         pct = r.get("pct_of_ceiling")
@@ -195,9 +195,7 @@ def seed_add(f: Path) -> None:
 
 
 def model_cpu(f: Path) -> None:
-    head(f"5 model on the CPU (forked child): {f.name}")
-    doc = json.loads(f.read_text())
-    print(doc_line(doc))
+    doc = opened(f, f"5 model on the CPU (forked child): {f.name}")
     for r in doc.get("results", []):
         rate = (r.get("throughput") or {}).get("value")
         shown = "-" if rate is None else f"{rate:,.0f}"
@@ -262,7 +260,7 @@ def measured_parts(log: Path, part_of: Any) -> tuple[dict[str, list[float]], lis
 
 
 def standard(doc_file: Path | None, log: Path | None, with_estimate: bool) -> None:
-    head("3 the standard suite")
+    head("3 the standard suite: time per part (standard.log)")
     part_of: Any = _workload  # without the estimate: one row per workload
     est = None
     if with_estimate:
@@ -303,8 +301,7 @@ def standard(doc_file: Path | None, log: Path | None, with_estimate: bool) -> No
     if doc_file is None:
         print("standard.json: missing")
         return
-    doc = json.loads(doc_file.read_text())
-    print(doc_line(doc))
+    doc = opened(doc_file, f"3 the standard suite: {doc_file.name}")
     results = doc.get("results", [])
     wall = _wall_s(doc)
     of = f" of {planned} planned" if planned else ""

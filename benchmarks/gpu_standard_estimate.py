@@ -32,8 +32,9 @@ import math
 import os
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, get_args
 
 from torchmark import ceilings
 from torchmark.run.config import RunConfig
@@ -41,6 +42,7 @@ from torchmark.run.plan import make_plan
 from torchmark.testing import FakeClock, FakeH100
 from torchmark.timing.stopping import preset
 from torchmark.workloads import WORKLOADS, Case
+from torchmark.workloads.base import Suite
 
 # The H100's measured ceilings (benchmarks/README.md, "On a lent GPU machine").
 PEAK = {"fp32": 51.5e12, "tf32": 402e12, "fp16": 769e12, "bf16": 794e12}
@@ -132,35 +134,46 @@ def case_s(case: Case, overhead: float) -> float:
     return overhead + 3 * call + min(warm, rule.max_time_s) + samples  # check (2), first call
 
 
-def part_of(case: Case) -> str:
-    if case.workload in ("simplenet", "linear10", "resnet50", "bert-base", "gpt2", "gpt2-padded"):
-        return case.workload
-    if case.workload in ("input", "input-tokens"):
+def part_of(workload: str) -> str:
+    """The part of the suite a workload's cases belong to (gpu_session5_check.py times the
+    same parts from a run's log)."""
+    if workload in ("simplenet", "linear10", "resnet50", "bert-base", "gpt2", "gpt2-padded"):
+        return workload
+    if workload in ("input", "input-tokens"):
         return "input pipeline"
-    return "micro (add, triad, matmul, transfer, seed-add, collectives)"
+    return MICRO
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", default="standard")
-    ap.add_argument("--reference", default="h100-quick", help="a committed GPU quick run")
-    args = ap.parse_args()
+MICRO = "micro (add, triad, matmul, transfer, seed-add, collectives)"
+START = "start-up (interpreter, torch, CUDA context)"
+
+
+@dataclass
+class Estimate:
+    """The suite's estimated time: start-up, ceilings and each part (cases, seconds)."""
+
+    suite: Suite
+    cases: int
+    start_s: float
+    ceilings: int  # measurements
+    ceiling_s: float
+    parts: dict[str, tuple[int, float]]  # part -> (cases, seconds), longest first
+    overhead_s: float  # per case, from the reference run
+    reference: tuple[float, float, int, int]  # reference(): wall, sampled, GPU cases, converged
+
+    @property
+    def total_s(self) -> float:
+        return self.start_s + self.ceiling_s + sum(s for _, s in self.parts.values())
+
+
+def estimate(suite: Suite = "standard", ref: str = "h100-quick") -> Estimate:
+    """The plan of ``suite`` for a fake H100, each case's time estimated (module docstring)."""
     gpu = FakeH100(FakeClock(), 0)
-    plan = make_plan(RunConfig(devices=("cuda:0",), suite=args.suite), devices=[gpu])
-    wall, sampled, n_gpu, converged = reference(args.reference)
+    plan = make_plan(RunConfig(devices=("cuda:0",), suite=suite), devices=[gpu])
+    wall, sampled, n_gpu, converged = reference(ref)
     n_all = 28  # the quick run's cases on its two devices (10 CPU, 18 GPU)
     ceilings_quick = 25.0  # both devices' ceilings in that run (assumed: not stored apart)
     overhead = (wall - sampled - ceilings_quick) / n_all
-    print(f"machine: this script's host ({os.cpu_count()} CPUs); nothing is timed here")
-    print(
-        f"reference {args.reference}: {wall:.0f} s wall, {sampled:.0f} s in samples, "
-        f"{converged} of {n_gpu} GPU cases converged; overhead {overhead:.2f} s a case "
-        f"(after {ceilings_quick:.0f} s assumed for ceilings)"
-    )
-    print(
-        f"constants: efficiency {EFFICIENCY:.0%} of the matmul ceiling for models, bandwidth "
-        f"{BANDWIDTH / 1e12:.1f} TB/s, epoch {EPOCH_S:.1f} s, floors {FLOOR_S}"
-    )
     timed, _ = ceilings.planned(gpu, quick=False)
     from torchmark.ceilings.base import rule
 
@@ -168,18 +181,48 @@ def main() -> int:
     ceiling_s = timed * (full_rule.min_time_s + 0.1)  # type: ignore[attr-defined]
     parts: dict[str, list[float]] = defaultdict(list)
     for c in plan.cases:
-        parts[part_of(c)].append(case_s(c, overhead))
-    start_s = 10.0  # interpreter, torch, CUDA context, planning
-    total = start_s + ceiling_s + sum(sum(v) for v in parts.values())
-    print(f"\nsuite {args.suite!r} on an H100: {len(plan.cases)} cases (estimate)")
-    print(f"{'part':62} {'cases':>5} {'s':>7}")
-    print(f"{'start-up (interpreter, torch, CUDA context)':62} {'':>5} {start_s:7.0f}")
-    print(
-        f"{f'ceilings ({timed} measurements, converging at min_time)':62} {'':>5} {ceiling_s:7.0f}"
+        parts[part_of(c.workload)].append(case_s(c, overhead))
+    ranked = sorted(parts.items(), key=lambda kv: -sum(kv[1]))
+    return Estimate(
+        suite,
+        len(plan.cases),
+        10.0,  # interpreter, torch, CUDA context, planning
+        timed,
+        ceiling_s,
+        {name: (len(times), sum(times)) for name, times in ranked},
+        overhead,
+        (wall, sampled, n_gpu, converged),
     )
-    for name, times in sorted(parts.items(), key=lambda kv: -sum(kv[1])):
-        print(f"{name:62} {len(times):5} {sum(times):7.0f}")
-    print(f"{'total':62} {len(plan.cases):5} {total:7.0f}  = {total / 60:.1f} min (goal <= 8)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="standard", choices=get_args(Suite))
+    ap.add_argument("--reference", default="h100-quick", help="a committed GPU quick run")
+    args = ap.parse_args()
+    est = estimate(args.suite, args.reference)
+    wall, sampled, n_gpu, converged = est.reference
+    print(f"machine: this script's host ({os.cpu_count()} CPUs); nothing is timed here")
+    print(
+        f"reference {args.reference}: {wall:.0f} s wall, {sampled:.0f} s in samples, "
+        f"{converged} of {n_gpu} GPU cases converged; overhead {est.overhead_s:.2f} s a case "
+        f"(after 25 s assumed for ceilings)"
+    )
+    print(
+        f"constants: efficiency {EFFICIENCY:.0%} of the matmul ceiling for models, bandwidth "
+        f"{BANDWIDTH / 1e12:.1f} TB/s, epoch {EPOCH_S:.1f} s, floors {FLOOR_S}"
+    )
+    total = est.total_s
+    print(f"\nsuite {args.suite!r} on an H100: {est.cases} cases (estimate)")
+    print(f"{'part':62} {'cases':>5} {'s':>7}")
+    print(f"{START:62} {'':>5} {est.start_s:7.0f}")
+    print(
+        f"{f'ceilings ({est.ceilings} measurements, converging at min_time)':62} {'':>5} "
+        f"{est.ceiling_s:7.0f}"
+    )
+    for name, (n, secs) in est.parts.items():
+        print(f"{name:62} {n:5} {secs:7.0f}")
+    print(f"{'total':62} {est.cases:5} {total:7.0f}  = {total / 60:.1f} min (goal <= 8)")
     return 0 if math.isfinite(total) else 1
 
 

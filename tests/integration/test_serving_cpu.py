@@ -19,6 +19,7 @@ import pytest
 
 from clitest import cli
 from torchmark.results import RunRecord
+from torchmark.serving.answer import MAX_STORED
 from torchmark.serving.payload import ServingPayload, read
 
 FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
@@ -55,7 +56,9 @@ def check_found_a_rate(p: ServingPayload, bound_s: float) -> None:
     best = p.fleets[a.fleet or 0].best_point
     assert best is not None and best.outcome == "within"
     assert best.p99_s is not None and best.p99_s <= bound_s
-    assert best.failed == 0 and best.n == len(best.latency_us) > 0
+    # every latency stored, up to the cap (a sample of them beyond it: 20,877 requests at
+    # 35,192/s on a quiet moment here stored 20,000)
+    assert best.failed == 0 and best.n > 0 and len(best.latency_us) == min(best.n, MAX_STORED)
     assert p.verdict
 
 

@@ -34,7 +34,7 @@ _LAZY = {
     "Result": "torchmark.results",
     "RunRecord": "torchmark.results",
     "Work": "torchmark.results",
-    "Measurement": "torchmark.timing.stats",
+    "Measurement": "torchmark.stats.measurement",
     "measure": "torchmark.timing.loop",
     "benchmark_model": "torchmark.user.bench",
 }

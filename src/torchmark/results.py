@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
 
 if TYPE_CHECKING:
-    from torchmark.timing.stats import Measurement
+    from torchmark.stats.measurement import Measurement
 
 SCHEMA_VERSION = 1
 
@@ -185,7 +185,7 @@ class Result(BaseModel):
     def measurement(self) -> Measurement:
         # numpy (~0.1 s to import) only when a statistic is asked for: `history` lists runs
         # without one.
-        from torchmark.timing.stats import Measurement
+        from torchmark.stats.measurement import Measurement
 
         return Measurement(
             samples_s=tuple(self.samples_s),

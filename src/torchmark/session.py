@@ -39,10 +39,10 @@ from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 
 if TYPE_CHECKING:
     from torchmark.devices import Device
+    from torchmark.stats.measurement import Measurement
     from torchmark.store.base import ResultStore
     from torchmark.telemetry import Kept, Source
     from torchmark.telemetry.verdict import Level
-    from torchmark.timing.stats import Measurement
     from torchmark.workloads import Case, Prepared
 
 

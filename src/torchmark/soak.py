@@ -24,11 +24,11 @@ from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord
 from torchmark.runner import new_record
 from torchmark.session import Events, Session, measured
+from torchmark.stats.measurement import Measurement
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import Source, TelemetryTrace
 from torchmark.telemetry.trace import Recording
 from torchmark.telemetry.verdict import Level
-from torchmark.timing.stats import Measurement
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from torchmark.comparison import compare
 from torchmark.config import RunConfig
 from torchmark.devices import resolve
 from torchmark.errors import InputError
@@ -28,6 +27,7 @@ from torchmark.report.scaling import (
     world_difference,
 )
 from torchmark.results import Result, RunRecord, Work
+from torchmark.stats.comparison import compare
 from torchmark.workloads import Case
 
 PARAMS = {"scenario": "train", "precision": "fp32", "batch": 8}

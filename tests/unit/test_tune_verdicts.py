@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.user import tune as tune_mod
 from torchmark.user.tune import Tuner, tune
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from torchmark import __version__, stragglers
+from torchmark import __version__
 from torchmark import format as fmt
 from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
@@ -42,6 +42,7 @@ from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
 from torchmark.launch.env import World
 from torchmark.results import Result, RunRecord
 from torchmark.session import Events, Session, skipped
+from torchmark.stats import stragglers
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import judge
 from torchmark.workloads import Case

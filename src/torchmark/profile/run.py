@@ -241,7 +241,7 @@ def against(
     ceilings: dict[str, Any],
 ) -> dict[str, Any]:
     """``candidate`` measured, stored in the run, and judged against ``baseline``."""
-    from torchmark.comparison import independent
+    from torchmark.stats.comparison import independent
 
     session.case_started(candidate)
     result = run_case(workload, candidate, ceilings, cfg, session)

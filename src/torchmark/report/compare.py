@@ -1,4 +1,4 @@
-"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.comparison`.
+"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.stats.comparison`.
 
 The table fits the width it is given (an 80-column terminal, a CI log, a wide screen): the
 essential columns (case, each run's throughput, the speed ratio, the verdict) are never cut;
@@ -18,7 +18,11 @@ from rich.text import Text
 
 from torchmark import format as fmt
 from torchmark import reference
-from torchmark.comparison import (
+from torchmark.errors import InputError
+from torchmark.report.pipeline import comparison_parts
+from torchmark.report.table import add_row
+from torchmark.results import Result, RunRecord
+from torchmark.stats.comparison import (
     INDEPENDENT_RULE,
     Change,
     Comparison,
@@ -30,10 +34,6 @@ from torchmark.comparison import (
     regressions,
     run_name,
 )
-from torchmark.errors import InputError
-from torchmark.report.pipeline import comparison_parts
-from torchmark.report.table import add_row
-from torchmark.results import Result, RunRecord
 
 RULE = INDEPENDENT_RULE
 __all__ = [

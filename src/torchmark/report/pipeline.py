@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from rich.console import RenderableType
 
 from torchmark import format as fmt
-from torchmark.comparison import Change, Comparison, independent
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.results import Ceiling, Result, RunRecord, link_ceiling
+from torchmark.stats.comparison import Change, Comparison, independent
 
 
 def config_cell(r: Result) -> Alt:

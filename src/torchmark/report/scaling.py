@@ -28,9 +28,9 @@ from rich.console import RenderableType
 from torchmark import format as fmt
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
-from torchmark.stragglers import PRACTICAL, RankTimes, rank_times
-from torchmark.stragglers import find as find_straggler
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
+from torchmark.stats.stragglers import PRACTICAL, RankTimes, rank_times
+from torchmark.stats.stragglers import find as find_straggler
 
 UNCLEAR_MARK = "?"
 OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
@@ -215,7 +215,7 @@ class Rung:
 
 
 def straggler(ranks: Sequence[RankTimes]) -> str | None:
-    """'rank 1: step p50 ...', the rule in ``torchmark.stragglers.find`` (the verdict's too)."""
+    """'rank 1: step p50 ...', the rule in ``stats.stragglers.find`` (the verdict's too)."""
     found = find_straggler(ranks)
     return found.text() if found else None
 
@@ -224,7 +224,7 @@ def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficienc
     """Per-rank (per-GPU) rate over the baseline's (same items per rank), with the verdict
     on the step times: weak scaling keeps the work per rank, so the ratio of median step
     times is the ratio of per-rank rates."""
-    from torchmark.comparison import independent
+    from torchmark.stats.comparison import independent
 
     if base is None or not (base.result.ok and r.ok):
         return None

@@ -13,7 +13,6 @@ import psutil
 import torch
 
 from torchmark import variants
-from torchmark.comparison import MIN_ROUNDS, Judgement, paired
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Result
@@ -25,8 +24,9 @@ from torchmark.session import (
     measured,
     skipped,
 )
+from torchmark.stats.comparison import MIN_ROUNDS, Judgement, paired
+from torchmark.stats.measurement import Measurement
 from torchmark.timing import Fixed, StoppingRule, measure
-from torchmark.timing.stats import Measurement
 from torchmark.user.bench import _host_alloc_failed
 from torchmark.user.inputs import one_line
 from torchmark.user.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate

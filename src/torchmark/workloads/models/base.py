@@ -26,7 +26,7 @@ from torchmark import variants
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Work
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
 # Every scenario any model offers; a name outside this set is a user's typo.

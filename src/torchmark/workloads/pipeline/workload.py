@@ -23,7 +23,7 @@ from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader

@@ -36,7 +36,7 @@ import numpy as np
 
 from torchmark.errors import InputError
 from torchmark.results import Result, RunRecord
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "UNCLEAR"]
 VERDICTS: tuple[Verdict, ...] = ("FASTER", "SLOWER", "SAME", "UNCLEAR")

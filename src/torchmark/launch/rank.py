@@ -207,7 +207,7 @@ def planned_strategy(cases: Sequence[Case], name: str = "ddp") -> str | None:
 
 def header(info: dict[str, Any]) -> str:
     """The run's first line on rank 0: which world, backend and launcher measure it."""
-    from torchmark.report.scaling import world_label
+    from torchmark.launch.worlds import world_label
 
     line = (
         f"{world_label(info)}: world size {info['world_size']}, backend {info['backend']}, "
@@ -277,7 +277,7 @@ def merged(
     strategy: str = "ddp",
 ) -> Result:
     """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
-    from torchmark.report.scaling import comm_check, comm_check_text
+    from torchmark.launch.comm import comm_check, comm_check_text
 
     wrong = [r for r in ranks if r["status"] == "wrong"]
     if wrong and result.status != "wrong" and case is not None:

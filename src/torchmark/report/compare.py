@@ -165,7 +165,7 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     """Case ``j``'s UNCLEAR and not comparable verdicts with their reasons, and any verdict
     between different world sizes (its speed is per rank: without the reason a DDP x2 run
     read FASTER or SLOWER than DDP x1 as if like for like)."""
-    from torchmark.report.scaling import world_difference
+    from torchmark.launch.worlds import world_difference
 
     out = []
     for i, changes in enumerate(cmp.changes, start=1):

@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 
 from torchmark.errors import InputError
+from torchmark.launch.worlds import world_difference
 from torchmark.results import Result, RunRecord
 from torchmark.stats.measurement import Measurement
 
@@ -292,9 +293,7 @@ def judge(a: Result, b: Result) -> Change:
         side = "A" if not a.ok else "B"
         r = a if not a.ok else b
         return Change(a.key, a, b, None, why=f"{r.status} in {side}: {r.reason or ''}".strip())
-    from torchmark.report.scaling import world_difference  # DDP x2 vs no DDP: said, always
-
-    worlds = world_difference(a, b)
+    worlds = world_difference(a, b)  # DDP x2 vs no DDP: said, always
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
         return Change(a.key, a, b, None, why=f"{worlds}; {j}" if worlds else j)

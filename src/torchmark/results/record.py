@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
 
+from torchmark.results.schema import SCHEMA_VERSION
+
 if TYPE_CHECKING:
     from torchmark.stats.measurement import Measurement
-
-SCHEMA_VERSION = 1
 
 Headline = Literal["items", "bytes", "flops"]
 Status = Literal["ok", "skipped", "wrong"]

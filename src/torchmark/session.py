@@ -11,7 +11,7 @@ Ctrl-C, SIGTERM or SIGHUP: the results measured stay, the run is marked incomple
 finished, and ``RunInterrupted(record)`` is raised with exit code 128 + the signal.
 A store that fails mid-run (``StoreError``): every result stays in memory and measuring goes
 on; each later write first re-syncs what was missed. If the store is still down at the end,
-``RunNotStored(record)`` is raised (``record.extra["not_stored"]`` names the cause) so the
+``RunNotStored(record)`` is raised (``record.payload.not_stored`` names the cause) so the
 caller can still show the run and write it to a file (``rescue_path``).
 
 A ``Watchdog`` bounds a single call: ``measure(..., clock=dog.heartbeat)`` beats between
@@ -32,13 +32,14 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from torchmark.errors import RunInterrupted, RunNotStored, StoreError
 from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
 
 if TYPE_CHECKING:
     from torchmark.devices import Device
+    from torchmark.results.extra import ResultExtra
     from torchmark.stats.measurement import Measurement
     from torchmark.store.base import ResultStore
     from torchmark.telemetry import Kept, Source
@@ -135,7 +136,8 @@ def measured(
         headline=prepared.headline,
         ceiling=ceiling,
         notes=[*prepared.notes, *notes],
-        extra={**prepared.extra, **(extra or {})},
+        # the workload's and the loop's own keys: pydantic checks the typed ones
+        extra=cast("ResultExtra", {**prepared.extra, **(extra or {})}),
         telemetry=telemetry,
     )
     result.verdict = judge(result)
@@ -455,13 +457,13 @@ class Session:
                 f"the results store failed {self.store_failures} time(s) during the run "
                 f"({self.store_error or 'it recovered'}); every result was kept in memory"
             )
-            rec.extra.setdefault("notes", []).append(gap)
+            rec.payload.notes.append(gap)
         rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
         rec.finished_utc = self.clock()
         if self._sync(force=True) and self.store is not None and rec.run_id is not None:
             self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
         if self.store_error is not None:
-            rec.extra["not_stored"] = self.store_error
+            rec.payload.not_stored = self.store_error
         return rec
 
     def sources(self, device: Device) -> list[Source]:
@@ -545,7 +547,7 @@ class Session:
 
     def _abandon(self, reason: str) -> None:
         """Runs in the watchdog thread when the main thread cannot be interrupted."""
-        self.record.extra.setdefault("notes", []).append(
+        self.record.payload.notes.append(
             f"run abandoned: {reason}, and the call never returned to Python"
         )
         with contextlib.suppress(Exception):

@@ -17,11 +17,11 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import SoakPayload, SoakSeries, SoakWindow
 from torchmark.runner import new_record
 from torchmark.session import Events, Session, measured
 from torchmark.stats.measurement import Measurement
@@ -122,7 +122,8 @@ def soak(
     )
     session = Session(record, store, events, reasons=_trend)
     rule = f"soak(duration_s={duration_s:g})"
-    record.extra["soak"] = {"case": case.label, "unit": None, "windows": [], "elapsed_s": 0.0}
+    assert isinstance(record.payload, SoakPayload)
+    record.payload.soak = SoakSeries(case=case.label)
     session.planned([case])
     with session:
         session.case_started(case)
@@ -162,8 +163,8 @@ def soak(
 
 
 def _trend(record: RunRecord) -> list[tuple[Level, str]]:
-    s = record.extra["soak"]
-    return trend_reasons(s["windows"], s["elapsed_s"])
+    s = record.payload.soak if isinstance(record.payload, SoakPayload) else None
+    return trend_reasons(s.windows, s.elapsed_s) if s is not None else []
 
 
 def _so_far(
@@ -177,7 +178,7 @@ def _so_far(
     trace: TelemetryTrace,
     start: float,
 ) -> Result:
-    """The soak's result from the chunks so far; its windows into ``record.extra["soak"]``."""
+    """The soak's result from the chunks so far; its windows into the run's payload."""
     m = Measurement(
         samples_s=tuple(c.per_call_s for c in chunks),
         calls_per_sample=k,
@@ -187,13 +188,14 @@ def _so_far(
         timing=prepared.timing if case.device.is_accelerator else "e2e",
     )  # nothing excluded: a soak reports the throttled speed, that is its point
     result = measured(case, m, prepared, telemetry=trace.summary() or {})
-    record.extra["soak"] = {
-        "case": case.label,
-        "unit": result.throughput.unit if result.throughput else None,
-        "chunk_calls": k,
-        "elapsed_s": round(chunks[-1].t1, 3) if chunks else 0.0,
-        "windows": windows(chunks, result, trace.recording, start),
-    }
+    assert isinstance(record.payload, SoakPayload)
+    record.payload.soak = SoakSeries(
+        case=case.label,
+        unit=result.throughput.unit if result.throughput else None,
+        chunk_calls=k,
+        elapsed_s=round(chunks[-1].t1, 3) if chunks else 0.0,
+        windows=windows(chunks, result, trace.recording, start),
+    )
     return result
 
 
@@ -205,7 +207,7 @@ def _per_call(result: Result) -> float:
 
 def windows(
     chunks: list[Chunk], result: Result, rec: Recording, start: float, n: int = N_WINDOWS
-) -> list[dict[str, Any]]:
+) -> list[SoakWindow]:
     """Throughput per time window with the telemetry of the same span beside it."""
     if not chunks:
         return []
@@ -231,17 +233,17 @@ def windows(
                 reasons[word] = reasons.get(word, 0) + 1
         clock_key = "sm_mhz" if dev != "host" else "clock_mhz"
         out.append(
-            {
-                "t0_s": round(lo, 3),
-                "t1_s": round(hi, 3),
-                "rate": work * len(idx) / calls_time if calls_time > 0 else None,
-                "clock_mhz": _mean([r.get(clock_key) for r in inside]),
-                "temp_c": max(
+            SoakWindow(
+                t0_s=round(lo, 3),
+                t1_s=round(hi, 3),
+                rate=work * len(idx) / calls_time if calls_time > 0 else None,
+                clock_mhz=_mean([r.get(clock_key) for r in inside]),
+                temp_c=max(
                     (r["temp_c"] for r in inside if r.get("temp_c") is not None), default=None
                 ),
-                "power_w": _mean([r.get("power_w") for r in inside]),
-                "throttle": {k: round(100 * v / len(idx)) for k, v in reasons.items()},
-            }
+                power_w=_mean([r.get("power_w") for r in inside]),
+                throttle={k: round(100 * v / len(idx)) for k, v in reasons.items()},
+            )
         )
     return out
 
@@ -251,15 +253,15 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return round(sum(vals) / len(vals), 1) if vals else None
 
 
-def trend_reasons(wins: list[dict[str, Any]], elapsed_s: float) -> list[tuple[Level, str]]:
+def trend_reasons(wins: Sequence[SoakWindow], elapsed_s: float) -> list[tuple[Level, str]]:
     """First vs last segment (a minute, or a fifth of a short soak): a fall names its cause."""
     if len(wins) < 3 or elapsed_s <= 0:
         return []
     seg = min(SEGMENT_S, elapsed_s / 5)
-    first = [w for w in wins if w["t1_s"] <= wins[0]["t0_s"] + seg + 1e-9] or wins[:1]
-    last = [w for w in wins if w["t0_s"] >= elapsed_s - seg - 1e-9] or wins[-1:]
-    r0 = sum(w["rate"] or 0.0 for w in first) / len(first)
-    r1 = sum(w["rate"] or 0.0 for w in last) / len(last)
+    first = [w for w in wins if w.t1_s <= wins[0].t0_s + seg + 1e-9] or wins[:1]
+    last = [w for w in wins if w.t0_s >= elapsed_s - seg - 1e-9] or wins[-1:]
+    r0 = sum(w.rate or 0.0 for w in first) / len(first)
+    r1 = sum(w.rate or 0.0 for w in last) / len(last)
     if r0 <= 0:
         return []
     change = r1 / r0 - 1
@@ -276,9 +278,9 @@ def trend_reasons(wins: list[dict[str, Any]], elapsed_s: float) -> list[tuple[Le
         ]
     reasons: dict[str, int] = {}
     for w in last:
-        for k, v in w["throttle"].items():
+        for k, v in w.throttle.items():
             reasons[k] = reasons.get(k, 0) + v
-    temps = [w["temp_c"] for w in last if w["temp_c"] is not None]
+    temps = [w.temp_c for w in last if w.temp_c is not None]
     text = f"throughput fell {-100 * change:.0f} % from the first to the last {span}"
     if reasons:
         cause = max(reasons, key=lambda k: reasons[k])

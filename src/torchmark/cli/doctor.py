@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -75,13 +75,16 @@ def show_soak(record: RunRecord) -> None:
     sensor no window read is said once under the table instead of a column of dashes."""
     from torchmark import format as fmt
     from torchmark.report.layout import Col, FitTable
+    from torchmark.results.payloads import SoakPayload
 
-    s = record.extra["soak"]
-    wins: list[dict[str, Any]] = s["windows"]
-    unit = s.get("unit") or ""
-    case = (str(s["case"]), "bold")
-    console.print(Text.assemble("Soak of ", case, f" for {s['elapsed_s']:.0f} s"))
-    sensors = [x for x in SOAK_SENSORS if any(w[x[0]] is not None for w in wins)]
+    s = record.payload.soak if isinstance(record.payload, SoakPayload) else None
+    if s is None:
+        console.print("this run has no soak windows (it stopped before the first was stored)")
+        return
+    wins = s.windows
+    unit = s.unit or ""
+    console.print(Text.assemble("Soak of ", (s.case, "bold"), f" for {s.elapsed_s:.0f} s"))
+    sensors = [x for x in SOAK_SENSORS if any(getattr(w, x[0]) is not None for w in wins)]
     # FitTable: at 60 columns rich cut every header ("secon…", "temp…") and dropped the
     # throttle reasons; here the bar gives way first (the sparkline below keeps the
     # shape), then each window stacks over its figures.
@@ -92,23 +95,23 @@ def show_soak(record: RunRecord) -> None:
         *(Col(header, justify="right") for _, header, _ in sensors),
         Col("throttle", wrap=12, vital=True),
     )
-    top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
-    digits = 0 if s["elapsed_s"] >= 60 else 1
+    top = max((w.rate or 0.0 for w in wins), default=0.0) or 1.0
+    digits = 0 if s.elapsed_s >= 60 else 1
     for w in wins:
-        rate = w["rate"]
+        rate = w.rate
         t.row(
-            f"{w['t0_s']:.{digits}f}–{w['t1_s']:.{digits}f}",
+            f"{w.t0_s:.{digits}f}–{w.t1_s:.{digits}f}",
             fmt.DASH if rate is None else fmt.sig(rate, 3),
             "█" * round(BAR * (rate or 0.0) / top),
-            *(_num(w[key]) for key, _, _ in sensors),
+            *(_num(getattr(w, key)) for key, _, _ in sensors),
             # a no-break space: "100 %" never wraps apart
-            ", ".join(f"{k} {v}\u00a0%" for k, v in w["throttle"].items()),
+            ", ".join(f"{k} {v}\u00a0%" for k, v in w.throttle.items()),
         )
     console.print(t)
     missing = [sensor[2] for sensor in SOAK_SENSORS if sensor not in sensors]
     if missing:
         console.print(f"not read on this device: {', '.join(missing)} (no sensor exposed)")
-    console.print(f"throughput over time: {sparkline([w['rate'] for w in wins])}")
+    console.print(f"throughput over time: {sparkline([w.rate for w in wins])}")
     v = record.verdict
     if v is not None:
         console.print(Text.assemble("verdict: ", (v.level, LEVEL_STYLE[v.level])))

@@ -77,7 +77,7 @@ def shown_even_if_interrupted(
         render(partial)
         if json_path:
             write_json(partial, json_path)
-        elif partial.extra.get("not_stored"):
+        elif partial.payload.not_stored:
             from torchmark.session import rescue_path
 
             write_json(partial, rescue_path(partial))

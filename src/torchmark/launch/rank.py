@@ -283,7 +283,7 @@ def merged(
     if wrong and result.status != "wrong" and case is not None:
         r = wrong[0]
         result = skipped(case, f"rank {r['rank']}: {r['reason']}", status="wrong")
-    extra = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
+    extra: dict[str, Any] = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
     notes = list(result.notes)
     flags = list(result.extra_flags)
     for key in ("torch", "device"):  # never averaged silently: said and flagged

@@ -5,7 +5,7 @@ session   = Session(record kind "profile")         # the lifecycle every run sha
 ceilings  = measure_ceilings(...)                  # cached per device fingerprint
 result    = run_case(...)                          # the unprofiled median, as `run` does
 capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
-record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
+record.payload.profile = breakdown, rules, top ops, overhead, verdict
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from torchmark.profile.capture import (
 )
 from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import Checked, ProfilePayload, ProfileSummary
 from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
 from torchmark.session import Events, Session
 from torchmark.store.base import ResultStore
@@ -168,32 +169,32 @@ def profile(
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
-        session.record.extra["profile"] = summary(
-            case, result, cap, ceilings, matmul, notes, max_events, budget_s
-        )
-        p = session.record.extra["profile"]
+        p = summary(case, result, cap, ceilings, matmul, notes, max_events, budget_s)
         p["memory"] = mem
         p["advice"] = [
             a.as_dict()
             for a in advise(p, case.param_dict, case.workload, case.device.name, user_spec)
         ]
+        payload = session.record.payload
+        assert isinstance(payload, ProfilePayload)
+        payload.profile = found = ProfileSummary.model_validate(p)
         if check:
-            for a in p["advice"]:
-                if a.get("workload"):  # the same case on an aligned twin (gpt2-padded)
-                    twin = select_workloads(replace(cfg, workloads=(a["workload"],)))
-                    same = replace(case, workload=a["workload"], sweep=None)
-                    a["checked"] = against(
-                        twin[a["workload"]], same, result, cfg, session, ceilings
+            for a in found.advice:
+                if a.workload:  # the same case on an aligned twin (gpt2-padded)
+                    twin = select_workloads(replace(cfg, workloads=(a.workload,)))
+                    same = replace(case, workload=a.workload, sweep=None)
+                    a.checked = Checked.model_validate(
+                        against(twin[a.workload], same, result, cfg, session, ceilings)
                     )
-                elif a.get("kind", "variant") == "variant":
-                    a["checked"] = check_variant(
-                        workload, case, a["variant"], result, cfg, session, ceilings
+                elif a.kind == "variant":
+                    a.checked = Checked.model_validate(
+                        check_variant(workload, case, a.variant, result, cfg, session, ceilings)
                     )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
             saved = save_trace(cap.trace, trace_path)
-            session.record.extra["profile"]["trace_file"] = str(saved)
+            found.trace_file = str(saved)
     return session.record, saved
 
 

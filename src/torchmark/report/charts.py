@@ -18,6 +18,7 @@ from torchmark import reference
 from torchmark.devices import is_host
 from torchmark.report.table import case_key, devices_of
 from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.results.payloads import BreakEvenFindings, ProfilePayload
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -204,30 +205,27 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
 
 
 def break_even(runs: Sequence[RunRecord]) -> Chart:
-    """GPU speedup over the CPU by batch, per view of time, from RunRecord.extra["break_even"]."""
+    """GPU speedup over the CPU by batch, per view of time, from a model run's break-even."""
     title = "CPU-vs-GPU break-even"
     curves: dict[str, list[tuple[int, float]]] = {}
     marks: list[tuple[str, int | str]] = []
     notes = []
     for run in runs:
-        be = run.extra.get("break_even")
+        if not isinstance(run.payload, BreakEvenFindings):
+            continue
+        be = run.payload.break_even
         if not be:
-            note = run.extra.get("break_even_note")
+            note = run.payload.break_even_note
             if note:
                 notes.append(f"{run.run_id}: {note}")
             continue
         for gpu, entry in be.items():
-            if not isinstance(entry, dict):
-                continue
-            label = f"{_run_prefix(runs, run)}{entry.get('label', gpu)}"
-            for p in entry.get("per_batch", []):
-                if p.get("speedup"):
-                    curves.setdefault(f"{label} ({p.get('mode', '?')})", []).append(
-                        (int(p["batch"]), float(p["speedup"]))
-                    )
-            for mode in ("e2e", "device"):
-                if mode in entry:
-                    marks.append((f"{label} {mode}", entry[mode]))
+            label = f"{_run_prefix(runs, run)}{entry.label or gpu}"
+            for p in entry.per_batch:
+                if p.speedup:
+                    curves.setdefault(f"{label} ({p.mode})", []).append((p.batch, p.speedup))
+            marks.append((f"{label} e2e", entry.e2e))
+            marks.append((f"{label} device", entry.device))
     if not curves:
         why = "; ".join(notes) or "no user-model run with a CPU-vs-GPU batch sweep (break_even)"
         return Chart("break_even", title, None, why)
@@ -730,18 +728,18 @@ def ops_roofline(run: RunRecord) -> Chart:
     from torchmark.report.profile import op_labels
 
     title = "Top ops on the roofline (measured ceilings)"
-    p = run.extra.get("profile") or {}
-    ops = p.get("ops") or []
-    device = p.get("device", "")
+    p = run.payload.profile if isinstance(run.payload, ProfilePayload) else None
+    ops = p.ops if p is not None else []
+    device = (p.device if p is not None else None) or ""
     bw = run.ceiling(device, "bandwidth")
-    named = {o.get("ceiling_key") for o in ops}
+    named = {o.ceiling_key for o in ops}
     peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
     peaks = [c for c in peaks if c.key in named] or peaks[:1]
-    labels = op_labels([o["name"] for o in ops])
+    labels = op_labels([o.name for o in ops])
     placed = [
         (label, o)
         for label, o in zip(labels, ops, strict=True)
-        if o.get("flops") and o.get("bytes") and o.get("flop_rate")
+        if o.flops and o.bytes and o.flop_rate
     ]
     missing = [label for label, o in zip(labels, ops, strict=True) if (label, o) not in placed]
     if not ops:
@@ -759,8 +757,8 @@ def ops_roofline(run: RunRecord) -> Chart:
             "convolution, add and mul; GPU kernels inherit them from the op that launched "
             "them where one kernel does its work)",
         )
-    xs = [o["flops"] / o["bytes"] for _, o in placed]
-    ys = [o["flop_rate"] for _, o in placed]
+    xs = [(o.flops or 0.0) / (o.bytes or 1.0) for _, o in placed]
+    ys = [o.flop_rate or 0.0 for _, o in placed]
     fig, axes = _figure()
     ax: Axes = axes[0][0]
     with _rc():
@@ -769,14 +767,15 @@ def ops_roofline(run: RunRecord) -> Chart:
         _labelled(
             ax,
             [
-                (x, y, f"{label} ({fmt.pct(o['share'])})", "#4e79a7", 10 + 90 * o["share"] / 100)
+                (x, y, f"{label} ({fmt.pct(o.share)})", "#4e79a7", 10 + 90 * o.share / 100)
                 for (label, o), x, y in zip(placed, xs, ys, strict=True)
             ],
             lo,
             hi,
             span,
         )
-        ax.set_title(f"{p.get('case', '')} · {device} {_model(run, device)}".strip(), fontsize=9)
+        case = p.case if p is not None else ""
+        ax.set_title(f"{case} · {device} {_model(run, device)}".strip(), fontsize=9)
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bytes: the op's tensor inputs)")
         ax.set_ylabel("achieved FLOP/s (over its self time)")
     note = (

@@ -4,8 +4,6 @@ console's width (``report.layout``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import RenderableType
 from rich.text import Text
 
@@ -13,6 +11,7 @@ from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.table import Footnotes, flag_words, spread_cell
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import CostRow, ModelPayload, TunePayload
 
 VIEWS = {
     "e2e": "e2e = host tensors in and out",
@@ -33,8 +32,10 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     """One row per device, view and batch: median time per call, its spread, items/s,
     energy and cost per item where measured."""
     notes = notes if notes is not None else Footnotes()
-    cost_rows = {
-        (row["device"], row["batch"]): row for row in record.extra.get("cost", {}).get("rows", [])
+    payload = record.payload
+    cost = payload.cost if isinstance(payload, ModelPayload) else None
+    cost_rows: dict[tuple[str, object], CostRow] = {
+        (row.device, row.batch): row for row in (cost.rows if cost else [])
     }
     devices = list(dict.fromkeys(r.device for r in record.results))
     t = FitTable(
@@ -55,10 +56,10 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         b = r.params.get("batch")
         energy = r.extra.get("energy") or {}
         jpi = energy.get("j_per_item") if energy.get("available") else None
-        cost = ""
+        price = ""
         if cost_rows:
             c = cost_rows.get((r.device, b))
-            cost = "no price" if c is None else fmt.sig(c["cost_per_million"], 4)
+            price = "no price" if c is None else fmt.sig(c.cost_per_million, 4)
         t.row(
             r.device,
             r.variant,
@@ -69,7 +70,7 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
             if r.ok
             else fmt.DASH,
             "" if jpi is None else fmt.sig(jpi),
-            cost if r.ok else "",
+            price if r.ok else "",
             _flags(r, notes),
         )
     return t
@@ -78,7 +79,8 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
 def breakeven_table(record: RunRecord) -> FitTable | None:
     from torchmark.user import breakeven
 
-    be: dict[str, Any] = record.extra.get("break_even") or {}
+    payload = record.payload
+    be = payload.break_even if isinstance(payload, ModelPayload) else None
     if not be:
         return None
     t = FitTable(
@@ -90,13 +92,13 @@ def breakeven_table(record: RunRecord) -> FitTable | None:
         title="Break-even: batch from which the GPU beats the CPU",
     )
     for gpu, e in be.items():
-        rng = e.get("range")
+        rng = e.range
         t.row(
-            Alt(f"{gpu} ({e.get('label', gpu)})", gpu),
-            breakeven.describe(e["e2e"]),
-            breakeven.describe(e["device"]),
+            Alt(f"{gpu} ({e.label or gpu})", gpu),
+            breakeven.describe(e.e2e),
+            breakeven.describe(e.device),
             f"{rng[0]}..{rng[1]}" if rng else fmt.DASH,
-            "; ".join(e.get("notes", [])),
+            "; ".join(e.notes),
         )
     return t
 
@@ -116,18 +118,20 @@ def model_view(record: RunRecord) -> list[RenderableType]:
     text += [
         f"energy on {dev}: not available ({why})" for dev, why in energy_reasons.items() if why
     ]
+    payload = record.payload
     be = breakeven_table(record)
     if be is None:
         from torchmark.user.breakeven import NO_GPU
 
-        text.append(record.extra.get("break_even_note", NO_GPU))
+        note = payload.break_even_note if isinstance(payload, ModelPayload) else None
+        text.append(note or NO_GPU)
     out.append(lines(text))
     if be is not None:
         out.append(be)
-    cost = record.extra.get("cost")
+    cost = payload.cost if isinstance(payload, ModelPayload) else None
     if cost:
-        if cost["cheaper"]:
-            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost["cheaper"].items())
+        if cost.cheaper:
+            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost.cheaper.items())
             out.append(Text(f"Cheaper per item: {cheaper}"))
         else:
             out.append(Text("Cost: only one priced device measured; nothing to compare"))
@@ -141,9 +145,9 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     """Candidates ranked per device: status, speedup over the baseline, latency, spread;
     why a candidate was skipped or rejected is a footnote."""
     notes = notes if notes is not None else Footnotes()
-    cands: list[dict[str, Any]] = record.extra.get("candidates", [])
-    devices = list(dict.fromkeys(c["device"] for c in cands))
-    paired = any(c.get("baseline_ms") is not None for c in cands)
+    cands = record.payload.candidates if isinstance(record.payload, TunePayload) else []
+    devices = list(dict.fromkeys(c.device for c in cands))
+    paired = any(c.baseline_ms is not None for c in cands)
     t = FitTable(
         Col("device", show=len(devices) > 1),
         Col("candidate", wrap=14),
@@ -160,31 +164,31 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         + (f" on {devices[0]}" if len(devices) == 1 else ""),
     )
     for c in cands:
-        s = c["status"]
-        err = c.get("max_error")
-        why = [c["reason"]] if c.get("reason") else []
-        items = c.get("items_ratio") or 1
-        if items != 1 and c.get("speedup") is not None:
+        s = c.status
+        err = c.max_error
+        why = [c.reason] if c.reason else []
+        items = c.items_ratio or 1
+        if items != 1 and c.speedup is not None:
             why.append(
-                f"{c['name']}: {items:g}x the batch per call, so the speedup is per item: "
+                f"{c.name}: {items:g}x the batch per call, so the speedup is per item: "
                 f"{items:g} x baseline / latency"
             )
-        if c.get("compile_s"):
-            why.append(f"{c['name']}: torch.compile took {fmt.duration(c['compile_s'])}")
+        if c.compile_s:
+            why.append(f"{c.name}: torch.compile took {fmt.duration(c.compile_s)}")
         refs = sorted({notes.ref(w) for w in why})
         note = f"[{','.join(map(str, refs))}]" if refs else ""
-        rel = c.get("rel_iqr")
-        lat = c.get("latency_ms")
+        rel = c.rel_iqr
+        lat = c.latency_ms
         t.row(
-            c["device"],
-            c["name"],
+            c.device,
+            c.name,
             Text(s, style=STATUS_STYLE.get(s, "")),
-            fmt.ratio(c.get("speedup")) if c.get("speedup") is not None else fmt.DASH,
+            fmt.ratio(c.speedup) if c.speedup is not None else fmt.DASH,
             fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
-            fmt.duration(c["baseline_ms"] / 1e3) if c.get("baseline_ms") else fmt.DASH,
+            fmt.duration(c.baseline_ms / 1e3) if c.baseline_ms else fmt.DASH,
             fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
             Alt(
-                f"{err:.2g} (tol {c.get('tolerance') or 0:g})" if err is not None else fmt.DASH,
+                f"{err:.2g} (tol {c.tolerance or 0:g})" if err is not None else fmt.DASH,
                 f"{err:.2g}" if err is not None else fmt.DASH,
             ),
             note,
@@ -197,17 +201,18 @@ def tune_view(record: RunRecord) -> list[RenderableType]:
     recommendation with the code that applies it."""
     notes = Footnotes()
     out: list[RenderableType] = [tune_table(record, notes)]
-    said = notes.lines() + [f"note: {n}" for n in record.extra.get("notes", [])]
+    said = notes.lines() + [f"note: {n}" for n in record.payload.notes]
     if said:
         out.append(lines(said))
-    for dev, rec in record.extra.get("recommendation", {}).items():
-        sp = rec.get("speedup")
-        why = f" ({rec['reason']})" if rec.get("reason") else ""
+    recs = record.payload.recommendation if isinstance(record.payload, TunePayload) else {}
+    for dev, rec in recs.items():
+        sp = rec.speedup
+        why = f" ({rec.reason})" if rec.reason else ""
         head = Text.assemble(
             "\n",
             (f"Recommended on {dev}:", "bold"),
-            f" {rec['name']}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
+            f" {rec.name}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
         )
         out.append(head)
-        out.append(Text("\n".join(rec.get("code", []))))
+        out.append(Text("\n".join(rec.code)))
     return out

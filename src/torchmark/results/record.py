@@ -2,6 +2,9 @@
 
 A Result keeps every raw sample; median, spread, throughput and % of ceiling are derived
 from them (computed fields in the JSON, re-derived on import, never trusted from a file).
+A RunRecord holds its results and what its kind of run found beside them: a typed payload,
+discriminated by the run's ``kind`` (``results.payloads``). A document of an older schema
+is upgraded as it is read (``results.schema``), whichever way it comes in.
 """
 
 from __future__ import annotations
@@ -11,9 +14,19 @@ import math
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
-from torchmark.results.schema import SCHEMA_VERSION
+from torchmark.results.extra import ResultExtra
+from torchmark.results.payloads import KINDS, PAYLOADS, AnyPayload, RunPayload
+from torchmark.results.schema import SCHEMA_VERSION, migrate_document
 
 if TYPE_CHECKING:
     from torchmark.stats.measurement import Measurement
@@ -133,7 +146,8 @@ class Result(BaseModel):
     ceiling: Ceiling | None = None
     notes: list[str] = Field(default_factory=list)
     extra_flags: list[str] = Field(default_factory=list)
-    extra: dict[str, Any] = Field(default_factory=dict)  # peak memory, compile time, errors...
+    # peak memory, compile time, every rank's samples...: typed keys, others kept as they are
+    extra: ResultExtra = Field(default_factory=lambda: ResultExtra())
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
 
@@ -283,14 +297,15 @@ class Result(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """One stored run: self-describing (schema, tool, time, machine, software)."""
+    """One stored run: self-describing (schema, tool, time, machine, software), with its
+    results and its kind's typed ``payload`` (``payload.kind == kind``, always)."""
 
     model_config = ConfigDict(extra="ignore")
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""
     run_id: str | None = None
-    kind: str = "run"  # run | model | tune | soak
+    kind: str = "run"  # one of payloads.KINDS: run | model | tune | soak | profile
     created_utc: datetime = Field(default_factory=utcnow)
     finished_utc: datetime | None = None
     status: Literal["running", "complete", "incomplete"] = "running"
@@ -302,7 +317,40 @@ class RunRecord(BaseModel):
     results: list[Result] = Field(default_factory=list)
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)  # break_even, recommendation, ...
+    payload: AnyPayload = Field(default_factory=RunPayload)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_2(cls, data: Any) -> Any:
+        """Any way a document comes in (a file, a stored row, a reference run, a test's
+        dict): an older schema is upgraded, a newer one refused (an InputError naming the
+        fix), and the payload takes the run's kind (empty where none is given)."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            data = migrate_document(data)
+        elif "extra" in data:
+            raise ValueError(
+                "`extra` is schema 1's field; since schema 2 a run's findings are its `payload`"
+            )
+        kind = data.get("kind", "run")
+        if kind not in PAYLOADS:
+            raise ValueError(
+                f"kind {kind!r} is not a kind of run this torchmark knows ({', '.join(KINDS)}): "
+                "a newer torchmark wrote it; upgrade torchmark (pip install -U torchmark)"
+            )
+        payload = data.get("payload")
+        if payload is None:
+            return {**data, "payload": {"kind": kind}}
+        if isinstance(payload, dict) and "kind" not in payload:
+            return {**data, "payload": {**payload, "kind": kind}}
+        return data
+
+    @model_validator(mode="after")
+    def _payload_of_kind(self) -> RunRecord:
+        if self.payload.kind != self.kind:
+            raise ValueError(f"a {self.kind!r} run holds a {self.payload.kind!r} payload")
+        return self
 
     def ceiling(self, device: str, key: str) -> Ceiling | None:
         return next((c for c in self.ceilings if c.device == device and c.key == key), None)

@@ -14,12 +14,26 @@ from typing import Any
 
 from torchmark.errors import InputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Doc = dict[str, Any]
 DocStep = Callable[[Doc], Doc]
 
-DOC_STEPS: dict[int, DocStep] = {}
+
+def _doc_v1_to_v2(doc: Doc) -> Doc:
+    """Schema 1 kept what each kind of run found in an untyped ``extra`` dict; schema 2
+    keeps it in ``payload``, typed per kind and discriminated by ``kind``, under the same
+    keys: ``payload = {"kind": kind, **extra}``. Results are unchanged (their ``extra`` is
+    typed where it is: no key moves)."""
+    if "extra" not in doc and "payload" in doc:
+        return dict(doc)  # payload-shaped already (written as a later schema, relabelled)
+    out = {k: v for k, v in doc.items() if k != "extra"}
+    extra = doc.get("extra")
+    out["payload"] = {**(extra if isinstance(extra, dict) else {}), "kind": doc.get("kind", "run")}
+    return out
+
+
+DOC_STEPS: dict[int, DocStep] = {1: _doc_v1_to_v2}
 
 
 class NewerSchemaError(InputError):

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -30,6 +30,7 @@ from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Result, RunRecord, Work
+from torchmark.results.payloads import BreakEven, CostTable, ModelInfo, ModelPayload
 from torchmark.runner import new_record, run_case
 from torchmark.session import (
     OUT_OF_MEMORY,
@@ -56,6 +57,9 @@ from torchmark.user.inputs import (
     to_device,
 )
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+
+if TYPE_CHECKING:
+    from torchmark.results.extra import Energy
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 # A GPU may run fp32 convolutions in TF32 (cuDNN's default): compare devices at its tolerance.
@@ -407,13 +411,15 @@ def benchmark_model(
         },
         devs,
     )
-    record.extra["model"] = {
-        "name": label,
-        "parameters": sum(p.numel() for p in module.parameters()),
-        "flops_per_item": pf.flops_per_item or None,
-        "inputs_at_smallest_batch": pf.inputs,
-        "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
-    }
+    record.payload = ModelPayload(
+        model=ModelInfo(
+            name=label,
+            parameters=sum(p.numel() for p in module.parameters()),
+            flops_per_item=pf.flops_per_item or None,
+            inputs_at_smallest_batch=pf.inputs,
+            mode="eval, torch.no_grad(), fp32 (the usual baseline)",
+        )
+    )
     # break-even and cost are analysed from what was measured, complete or not
     session = Session(record, store, events, analyse=lambda r: analyse(r, devs, prices))
     session.planned(cases)
@@ -450,24 +456,26 @@ def _run_one(workload: UserModel, case: Case, cfg: RunConfig, session: Session) 
             return skipped(case, f"out of memory at batch {b} on {case.device.name}", oom=True)
         return skipped(case, f"the model raised {one_line(e)} at batch {b}")
     if result.ok and workload.measure_energy and case.device.is_accelerator:
-        result.extra["energy"] = _trace_energy(result, int(b))
+        result.extra["energy"] = cast("Energy", _trace_energy(result, int(b)))
     return result
 
 
 def analyse(record: RunRecord, devices: Sequence[Device], prices: Mapping[str, float]) -> None:
-    """Break-even per accelerator and cost per million items, into ``record.extra``."""
+    """Break-even per accelerator and cost per million items, into the run's payload."""
+    p = record.payload
+    assert isinstance(p, ModelPayload)
     cpus = [d for d in devices if not d.is_accelerator]
     gpus = [d for d in devices if d.is_accelerator]
     if not gpus:
-        record.extra["break_even"] = {}
-        record.extra["break_even_note"] = breakeven.NO_GPU
+        p.break_even, p.break_even_note = {}, breakeven.NO_GPU
     elif not cpus:
-        record.extra["break_even"] = {}
-        record.extra["break_even_note"] = "the CPU was not measured: break-even not available"
+        p.break_even = {}
+        p.break_even_note = "the CPU was not measured: break-even not available"
     else:
-        record.extra["break_even"] = breakeven.break_even(
+        found = breakeven.break_even(
             record.results, cpus[0].name, [g.name for g in gpus], {g.name: g.label() for g in gpus}
         )
+        p.break_even = {gpu: BreakEven.model_validate(e) for gpu, e in found.items()}
     if prices:
         priced = cost.device_prices(prices, devices)
-        record.extra["cost"] = cost.cost_table(record.results, priced)
+        p.cost = CostTable.model_validate(cost.cost_table(record.results, priced))

@@ -298,7 +298,9 @@ def test_narrow_reference_placement_keeps_every_figure_and_caveat() -> None:
     for note in wide_notes:  # the same numbered caveats as the table's
         assert " ".join(note.split()) in " ".join(text.split())
     ranked = [line for line in text.splitlines() if " it/s → " in line]
-    assert len(ranked) == wide.row_count == 15  # 12 published, 2 this machine, 1 H100 ref
+    # the blog's 11 rows, this machine's 2, and each committed reference run's CPU and GPU rows
+    refs = [r for r in reference.names() if r != "seed-2023"]
+    assert len(ranked) == wide.row_count == 11 + 2 + 2 * len(refs) == 17
     for value, rank in zip(wide.columns[2]._cells, wide.columns[0]._cells, strict=True):
         assert any(line.split()[0] == str(value) for line in ranked), (rank, value)
     assert "(this machine)" in text

@@ -202,7 +202,7 @@ def report(
     if markdown is not None:
         text = md_mod.render(records)
         if str(markdown) == "-":
-            typer.echo(text, nl=False)
+            typer.echo(_printable(text), nl=False)
         else:
             _write(markdown, text)
             console.print(f"wrote {markdown}")
@@ -213,8 +213,15 @@ def report(
         console.print(f"wrote {html}")
 
 
+def _printable(text: str) -> str:
+    """A stored text that is no UTF-8 (a lone surrogate: a file name decoded with
+    surrogateescape, a run imported before such text was refused) as a backslash escape:
+    writing the report raised UnicodeEncodeError."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _write(path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        path.write_text(_printable(text), encoding="utf-8")
     except OSError as e:
         raise InputError(f"cannot write {path} ({e.strerror or e})") from None

@@ -32,7 +32,7 @@ def _identity() -> tuple[str, ...]:
 def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
     """The run as it would be sent, and what was stripped from it."""
     from torchmark.store.exchange import export_run, import_run, is_file_spec
-    from torchmark.web.strip import strip_document
+    from torchmark.web.strip import prepare
 
     if is_file_spec(run):
         record = import_run(run)
@@ -42,7 +42,7 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
             record = store.load(run)
         finally:
             store.close()
-    return strip_document(json.loads(export_run(record)), _identity())
+    return prepare(json.loads(export_run(record)), _identity())
 
 
 def post(server: str, token: str | None, body: bytes, path: str = "/api/v1/runs") -> Any:

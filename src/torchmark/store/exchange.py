@@ -50,6 +50,54 @@ CSV_COLUMNS = (
 )
 
 
+def unsafe_text(value: Any, where: str = "") -> str | None:
+    """Where in a parsed JSON document a text (key or value) cannot be stored and shown: a
+    lone surrogate (JSON's ``"\\udfff"`` is valid JSON but no UTF-8) or a NUL character
+    (PostgreSQL's text refuses it): ``results.0.notes.0: a lone surrogate ...``, else None."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                path = f"{at}.{k}" if at else str(k)
+                bad = _bad_text(k) if isinstance(k, str) else None
+                if bad:
+                    return f"{at or '(top level)'}: a key holds {bad}"
+                stack.append((v, path))
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}.{i}") for i, v in enumerate(item))
+        elif isinstance(item, str):
+            bad = _bad_text(item)
+            if bad:
+                return f"{at or '(top level)'}: the text holds {bad}"
+    return None
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character (\\u0000), which cannot be stored"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"a lone surrogate ({text[e.start]!a}), which is not UTF-8 text"
+    return None
+
+
+def escape_text(value: Any) -> Any:
+    """``value`` with every text made printable and storable: lone surrogates and NUL as
+    backslash escapes (``\\udfff``). For readers of runs stored before such text was
+    refused: a page must not fail on one note."""
+    if isinstance(value, str):
+        if _bad_text(value) is None:
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    if isinstance(value, dict):
+        return {escape_text(k): escape_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_text(v) for v in value]
+    return value
+
+
 def is_file_spec(spec: str) -> bool:
     """Whether a run argument names a JSON file (else a stored run id, or ``latest``).
 
@@ -167,6 +215,9 @@ def parse_run(text: str, label: str = "the input") -> RunRecord:
     missing = [k for k in REQUIRED if k not in doc]
     if missing:
         raise InputError(f"{label} is not a torchmark run: no {missing[0]!r} field")
+    bad = unsafe_text(doc)
+    if bad:
+        raise InputError(f"{label} is refused: {bad}; fix the text and try again")
     doc = migrate_document(doc, what=label)
     try:
         return RunRecord.model_validate(doc, context=IMPORTED)

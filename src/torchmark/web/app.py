@@ -37,12 +37,19 @@ from torchmark.format import si, sig
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.results import RunRecord
 from torchmark.store import open_store
-from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
+from torchmark.store.exchange import (
+    CSV_COLUMNS,
+    _csv_row,
+    escape_text,
+    export_run,
+    finite_json,
+    parse_run,
+)
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, ranking
 from torchmark.web.accounts import Accounts
 from torchmark.web.reports import RETRY_AFTER_S, Busy, Reports
-from torchmark.web.strip import strip_document
+from torchmark.web.strip import prepare, shareable
 
 HERE = Path(__file__).parent
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
@@ -184,8 +191,11 @@ def create_app(
     runs = cases.Cache(run_cache[0], max_bytes=run_cache[1], weigh=_run_bytes)
     app.state.runs = runs
 
+    def read(run_id: str) -> RunRecord:
+        return public_view(store.load(run_id))
+
     def runs_by_id(run_ids: list[str]) -> list[RunRecord]:
-        return [runs.get(run_id, functools.partial(store.load, run_id)) for run_id in run_ids]
+        return [runs.get(run_id, functools.partial(read, run_id)) for run_id in run_ids]
 
     def ranked(
         division: str, case: ranking.Case, gen: tuple[int, ...] | None = None
@@ -228,7 +238,7 @@ def create_app(
         if found is None:
             raise HTTPException(404, f"no submitted run {run_id!r}")
         try:
-            return runs.get(run_id, functools.partial(store.load, run_id)), found[0]
+            return runs.get(run_id, functools.partial(read, run_id)), found[0]
         except RunNotFoundError:
             raise HTTPException(404, f"no run {run_id!r}") from None
 
@@ -255,7 +265,7 @@ def create_app(
             raise HTTPException(422, f"the submission is not valid JSON: {e}") from None
         if not isinstance(doc, dict):
             raise HTTPException(422, "the submission is not a torchmark run: not a JSON object")
-        doc, _ = strip_document(doc)  # never trust the client's stripping
+        doc, _ = prepare(doc)  # never trust the client's stripping
         try:
             run = parse_run(json.dumps(doc), "the submission")
         except InputError as e:
@@ -365,7 +375,7 @@ def create_app(
         if not isinstance(doc, dict):
             raise HTTPException(422, "the run is not a torchmark run: not a JSON object")
         try:
-            mine = parse_run(json.dumps(strip_document(doc)[0]), "the run")
+            mine = parse_run(json.dumps(prepare(doc)[0]), "the run")
         except InputError as e:
             raise HTTPException(422, str(e)) from None
         out = []
@@ -512,6 +522,17 @@ def run_links(run_ids: list[str]) -> Markup:
     a page of 50 machines x 20 runs took ~10 ms in Jinja)."""
     links = (f'<a href="/runs/{escape(r)}">{i}</a> ' for i, r in enumerate(run_ids, 1))
     return Markup("".join(links))
+
+
+def public_view(run: RunRecord) -> RunRecord:
+    """``run`` as every reader of the board sees it: no command line and of the config only
+    the options that define its cases, also for runs stored before the server removed them
+    from each submission (a command as typed can carry a password), and no text that cannot
+    be sent (a lone surrogate, a NUL: escaped)."""
+    doc = run.model_dump(mode="json")
+    shown, removed = shareable(doc)
+    safe = escape_text(shown)  # text stored before the door refused it: shown escaped
+    return RunRecord.model_validate(safe) if removed or safe != shown else run
 
 
 def _run_bytes(run: RunRecord) -> int:

@@ -19,10 +19,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
+from torchmark.store.exchange import escape_text
 from torchmark.store.sql import results_t as store_results_t
 from torchmark.web import ranking
 from torchmark.web.accounts import metadata, submissions_t
@@ -214,13 +216,23 @@ def rank_many(
             for k, _, run_id, machine, device, model, kept, head in conn.execute(ordered):
                 g = by_case[k].get((machine, device))
                 if g is None:
-                    first = Result.model_validate_json(head)
+                    first = _head(head)
                     g = by_case[k][(machine, device)] = ranking.Group(
                         machine, device, model, [], [], first
                     )
                 g.runs.append(run_id)
                 g.samples.extend(np.frombuffer(kept, "<f8").tolist())
     return {case: ranking.rank_groups(list(g.values())) for case, g in groups.items()}
+
+
+def _head(text: str) -> Result:
+    """An index row's result. A row stored before the server refused text that is no UTF-8
+    (a lone surrogate in a note) is read with that text escaped: pydantic's JSON parser
+    refuses it, and one row must not fail every ranking of its case."""
+    try:
+        return Result.model_validate_json(text)
+    except ValidationError:
+        return Result.model_validate(escape_text(json.loads(text)))
 
 
 def machine_runs(engine: Engine, machine: str) -> list[tuple[str, str]]:

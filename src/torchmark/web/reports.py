@@ -56,6 +56,12 @@ class Busy(Exception):
     """No report can be drawn for this request now: answer 503 with Retry-After."""
 
 
+# What a page is drawn from, beyond the report code: bumped when the board's public view of a
+# run changes (1: no command line, no config beyond the case options), so a page drawn from
+# the stored run before is drawn again.
+VIEW = "public-1"
+
+
 @functools.cache
 def report_version() -> str:
     """torchmark's version and a digest of the report package's code and templates: a page
@@ -63,7 +69,7 @@ def report_version() -> str:
     import torchmark.report
 
     root = Path(torchmark.report.__file__).parent
-    digest = hashlib.sha256(__version__.encode())
+    digest = hashlib.sha256(f"{__version__}/{VIEW}".encode())
     for path in sorted(root.rglob("*")):
         if path.is_file() and path.suffix in (".py", ".html", ".css", ".j2", ".jinja"):
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")

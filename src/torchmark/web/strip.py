@@ -42,11 +42,33 @@ ENV_ALLOW = frozenset(RELEVANT_ENV)
 _HOME = re.compile(r"(?:/home/|/Users/|[A-Za-z]:\\Users\\)[^/\\\s'\"]+|/root(?=[/\s'\"]|$)")
 
 
+# A URL, with whatever credentials it carries (`postgresql://tm:S3cret@host/db`).
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*")
+# Where a 1-2 letter host or user name is a name and not a word: beside a path or host
+# separator (`/scratch/jd/x`, `jd@vm`, `vm:8000`). As a plain word it is left alone: a
+# user named `a` must not blank every "a" of a note.
+_HARD = "/\\@:"
+
+
+def _short(text: str, w: str) -> str:
+    pattern = rf"(?<![^\s{re.escape(_HARD)}'\"=]){re.escape(w)}(?![^\s{re.escape(_HARD)}'\"])"
+
+    def named(m: re.Match[str]) -> str:
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        hard = any(c and c in _HARD for c in (before, after))
+        return "<redacted>" if hard or text == w else w
+
+    return re.sub(pattern, named, text)
+
+
 def _scrub_text(text: str, words: tuple[str, ...]) -> str:
     text = _HOME.sub("~", text)
     for w in words:
-        if len(w) >= 3:  # a 1-2 letter user name would eat unrelated text
+        if len(w) >= 3:
             text = re.sub(rf"\b{re.escape(w)}\b", "<redacted>", text)
+        elif w:
+            text = _short(text, w)
     return text
 
 
@@ -93,3 +115,70 @@ def strip_document(
         return value
 
     return walk(doc, ""), list(dict.fromkeys(removed))
+
+
+# Of a run's config, what a shared document keeps: the options that define its cases (as
+# data: the board classes a run by them, see ranking.STANDARD_CONFIG). The rest (the data
+# set folder, a model's source path, where the run was written) stays on the machine.
+CASE_OPTIONS = (
+    "devices",
+    "workloads",
+    "suite",
+    "scenarios",
+    "precisions",
+    "batches",
+    "sizes",
+    "threads",
+    "timing",
+    "rule",
+    "extra",
+)
+# Keys that hold a command line wherever they occur (a resumed run keeps the one it resumed).
+COMMAND_KEYS = frozenset({"command", "argv"})
+
+
+def _no_urls(value: Any, where: str, removed: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _no_urls(v, f"{where}.{k}", removed) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_urls(v, where, removed) for v in value]
+    if isinstance(value, str) and _URL.search(value):
+        removed.append(f"{where} (URL replaced)")
+        return _URL.sub("<url>", value)
+    return value
+
+
+def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` (already through ``strip_document``) as it may be published: no command line
+    (as typed it can carry a password: ``--db postgresql://tm:S3cret@host/db``), of the
+    config only ``CASE_OPTIONS``, and no URL in any text. Returns it and what was removed."""
+    removed: list[str] = []
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                where = f"{path}.{k}" if path else str(k)
+                if str(k).lower() in COMMAND_KEYS:
+                    if v:
+                        removed.append(where)
+                    continue
+                if path == "" and k == "config" and isinstance(v, dict):
+                    dropped = [f"config.{name}" for name in v if name not in CASE_OPTIONS]
+                    removed.extend(dropped)
+                    v = {name: x for name, x in v.items() if name in CASE_OPTIONS}
+                out[k] = walk(v, where)
+            return out
+        if isinstance(value, list):
+            return [walk(v, path) for v in value]
+        return value
+
+    out = _no_urls(walk(doc, ""), "", removed)
+    return out, list(dict.fromkeys(r.lstrip(".") for r in removed))
+
+
+def prepare(doc: dict[str, Any], words: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+    """Both steps: what ``torchmark submit`` sends and what the server keeps of a submission."""
+    stripped, removed = strip_document(doc, words)
+    shared, more = shareable(stripped)
+    return shared, list(dict.fromkeys(removed + more))

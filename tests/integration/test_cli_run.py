@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clitest import cli, spawn
+from torchmark.results import SCHEMA_VERSION
 
 
 def test_unknown_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +55,7 @@ def test_run_writes_json_with_the_promised_fields(
     )
     assert code == 0, err
     doc = json.loads(out_json.read_text())
-    assert doc["status"] == "complete" and doc["schema_version"] == 1
+    assert doc["status"] == "complete" and doc["schema_version"] == SCHEMA_VERSION
     res = doc["results"][0]
     for key in (
         "workload",

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Part(BaseModel):
     """One part of a run measured in parts: when, how many results, under what load."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     started_utc: datetime | None = None
     finished_utc: datetime | None = None
     results: int | None = None
@@ -54,7 +54,7 @@ class Part(BaseModel):
 class Payload(BaseModel):
     """What every kind's payload carries; unknown keys are kept (``extra="allow"``)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     kind: str
     notes: list[str] = Field(default_factory=list)
     not_stored: str | None = None  # why the store failed: the run was kept in memory only
@@ -64,7 +64,7 @@ class Payload(BaseModel):
 
 
 class ModelInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     parameters: int | None = None
     flops_per_item: float | None = None
@@ -75,7 +75,7 @@ class ModelInfo(BaseModel):
 class BreakEvenRow(BaseModel):
     """One batch, one view of time: the GPU against the CPU beyond the noise of both."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     batch: int
     mode: str  # "e2e" | "device"
     gpu_s: float | None = None
@@ -88,7 +88,7 @@ class BreakEven(BaseModel):
     """One accelerator against the CPU: the batch from which it wins, per view of time
     (a batch, or "always" / "never" / "unclear" / "not measured")."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     label: str | None = None
     cpu: str | None = None
     e2e: int | str = "not measured"
@@ -99,7 +99,7 @@ class BreakEven(BaseModel):
 
 
 class CostRow(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     batch: int
     device: str
     price_per_hour: float
@@ -109,7 +109,7 @@ class CostRow(BaseModel):
 
 
 class CostTable(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     prices: dict[str, float] = Field(default_factory=dict)
     unit: str = "currency per device-hour"
     rows: list[CostRow] = Field(default_factory=list)
@@ -144,7 +144,7 @@ class ModelPayload(BreakEvenFindings, Payload):
 class Candidate(BaseModel):
     """One configuration tune measured (or skipped, or rejected), ranked per device."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     device: str
     name: str
     status: str  # baseline / faster / same / unclear / slower / over-budget / rejected / skipped
@@ -167,7 +167,7 @@ class Candidate(BaseModel):
 class Recommendation(BaseModel):
     """What tune recommends on one device, or why nothing (``speedup`` None)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     speedup: float | None = None
     reason: str | None = None
@@ -190,7 +190,7 @@ class TunePayload(Payload):
 class SoakWindow(BaseModel):
     """Throughput over one time window, with the telemetry of the same span."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     t0_s: float
     t1_s: float
     rate: float | None = None  # in SoakSeries.unit
@@ -201,7 +201,7 @@ class SoakWindow(BaseModel):
 
 
 class SoakSeries(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     case: str
     unit: str | None = None
     chunk_calls: int | None = None
@@ -218,7 +218,7 @@ class SoakPayload(Payload):
 
 
 class Schedule(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     wait: int | None = None
     warmup: int | None = None
     active: int = 0
@@ -226,7 +226,7 @@ class Schedule(BaseModel):
 
 
 class Category(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     us_per_step: float
     share: float  # % of the step
@@ -235,7 +235,7 @@ class Category(BaseModel):
 class OpRow(BaseModel):
     """One of the top ops by self time per step (``profile.ops.OpRow``, stored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     category: str
     calls: float  # per step
@@ -255,7 +255,7 @@ class OpRow(BaseModel):
 
 
 class GemmRow(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     op: str
     dims: list[list[int]]
     dtype: str | None = None
@@ -265,14 +265,14 @@ class GemmRow(BaseModel):
 
 
 class Launches(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     per_step: float
     launch_us_median: float
     queue_us_median: float
 
 
 class StepPeak(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     allocated_bytes: int
     reserved_bytes: int | None = None
 
@@ -280,7 +280,7 @@ class StepPeak(BaseModel):
 class StepMemory(BaseModel):
     """The device allocator's peak per active step."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     steps: list[StepPeak] = Field(default_factory=list)
     peak_allocated_bytes: int
     peak_reserved_bytes: int | None = None
@@ -289,7 +289,7 @@ class StepMemory(BaseModel):
 
 
 class MemoryCategory(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     bytes: int
     largest_bytes: int
@@ -298,7 +298,7 @@ class MemoryCategory(BaseModel):
 class MemoryAtPeak(BaseModel):
     """Memory by what it holds at the step's peak, or ``error``: why it is not known."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     peak_bytes: int | None = None
     categories: list[MemoryCategory] = Field(default_factory=list)
     note: str | None = None
@@ -308,7 +308,7 @@ class MemoryAtPeak(BaseModel):
 class Checked(BaseModel):
     """A suggestion measured (``profile --check``) against the profiled case."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     status: str  # ok / skipped / wrong
     verdict: str | None = None  # FASTER / SLOWER / SAME / UNCLEAR
     speed: float | None = None
@@ -319,7 +319,7 @@ class Checked(BaseModel):
 class Advice(BaseModel):
     """A change the profile calls for (``profile.advice.Advice``, stored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     variant: str
     why: str
     command: str = ""
@@ -331,7 +331,7 @@ class Advice(BaseModel):
 class ProfileSummary(BaseModel):
     """One profiled case: plain data enough to render without the trace."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     case: str
     kind: Literal["cpu", "gpu"]  # the breakdown's: host ops only, or kernels on streams
     schedule: Schedule = Field(default_factory=Schedule)

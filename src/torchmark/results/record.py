@@ -300,7 +300,8 @@ class RunRecord(BaseModel):
     """One stored run: self-describing (schema, tool, time, machine, software), with its
     results and its kind's typed ``payload`` (``payload.kind == kind``, always)."""
 
-    model_config = ConfigDict(extra="ignore")
+    # built on first use, with the payloads: `history` lists runs without validating one
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""

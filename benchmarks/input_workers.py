@@ -17,12 +17,13 @@ import tempfile
 import torch
 from rich.console import Console
 
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.loaders import LoaderConfig, config_of
 from torchmark.report.pipeline import pipeline_tables
-from torchmark.session import Quiet, Session
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
+from torchmark.run.record import new_record
+from torchmark.run.session import Quiet, Session
 from torchmark.workloads.base import PlanOptions
 from torchmark.workloads.pipeline.workload import InputPipeline, Shape
 
@@ -46,7 +47,7 @@ def main() -> int:
     opts = PlanOptions(suite=a.suite, cache_dir=a.cache_dir)
     cases = w.cases(CPUDevice(), opts)
     cfg = RunConfig(rule=a.stopping, ceilings=False, telemetry=False)
-    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    session = Session(new_record("run", {}, [CPUDevice()]), None, Quiet())
     record = runner.run_planned(session, cases, {"input": w}, cfg)
     Console(width=80).print(*pipeline_tables(record))
     print(f"load average at end: {os.getloadavg()}")

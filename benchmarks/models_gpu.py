@@ -24,9 +24,9 @@ def main() -> int:
         print("not available: no CUDA device")
         return 0
     from torchmark import ceilings
-    from torchmark.config import RunConfig
     from torchmark.devices import CUDADevice
-    from torchmark.runner import run_case
+    from torchmark.run.case import run_case
+    from torchmark.run.config import RunConfig
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 
     load_builtins()

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from torchmark.errors import TorchmarkError
 
 if TYPE_CHECKING:
+    from torchmark.kinds.model import benchmark_model
     from torchmark.results import Ceiling, Result, RunRecord, Work
     from torchmark.timing import Measurement, measure
-    from torchmark.user.bench import benchmark_model
 
     __version__: str
 
@@ -36,7 +36,7 @@ _LAZY = {
     "Work": "torchmark.results",
     "Measurement": "torchmark.stats.measurement",
     "measure": "torchmark.timing.loop",
-    "benchmark_model": "torchmark.user.bench",
+    "benchmark_model": "torchmark.kinds.model",
 }
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchmark import ceilings, runner
+from torchmark import ceilings
 from torchmark.ceilings import bandwidth, datasheet, transfer
-from torchmark.config import RunConfig
 from torchmark.devices import CUDADevice
 from torchmark.results import Ceiling, Result
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig
 from torchmark.workloads import Case, PlanOptions, Workload
 from torchmark.workloads.micro import matmul, seed_add
 from torchmark.workloads.micro import transfer as transfer_workload
@@ -25,7 +26,7 @@ def gpu_ceilings() -> dict[str, Ceiling]:
 
 def run(w: Workload, variant: str, params: dict[str, int], found: dict[str, Ceiling]) -> Result:
     case = Case(w.name, variant, CUDADevice(0), tuple(params.items()))
-    return runner.run_case(w, case, found, CFG)
+    return run_case(w, case, found, CFG)
 
 
 def test_gpu_ceilings_are_complete_and_below_the_datasheet(
@@ -75,7 +76,7 @@ def test_transfer_workload_every_direction(gpu_ceilings: dict[str, Ceiling]) -> 
     cases = w.cases(CUDADevice(0), PlanOptions(sizes=(64 * 2**20,)))
     assert len(cases) == 4
     for case in cases:
-        r = runner.run_case(w, case, gpu_ceilings, CFG)
+        r = run_case(w, case, gpu_ceilings, CFG)
         assert r.status == "ok", r.reason
         assert r.throughput is not None and r.throughput.unit == "GB/s"
         assert r.pct_of_ceiling is not None and 5 < r.pct_of_ceiling < 102  # of pinned: the link

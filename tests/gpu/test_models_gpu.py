@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import torch
 
-from torchmark.config import RunConfig
 from torchmark.results import Result
-from torchmark.runner import run_case
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig
 from torchmark.workloads import WORKLOADS, Case, load_builtins
 
 pytestmark = [

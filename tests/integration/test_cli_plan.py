@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from clitest import cli
-from torchmark import runner
+from torchmark.run import plan
+from torchmark.run.record import new_record
 
 
 @pytest.fixture
@@ -19,13 +20,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counted: Counter[str] = Counter()
 
     def counting(name: str) -> Any:
-        real = getattr(runner, name)
+        real = getattr(plan, name)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             counted[name] += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(runner, name, wrapper)
+        monkeypatch.setattr(plan, name, wrapper)
 
     for name in ("make_plan", "select_workloads", "resolve"):
         counting(name)
@@ -114,15 +115,15 @@ def test_a_size_for_collectives_on_one_process_names_the_ranks(
 def test_a_resume_plans_the_stored_options_once(
     capsys: pytest.CaptureFixture[str], calls: Counter[str]
 ) -> None:
-    from torchmark.config import RunConfig
     from torchmark.devices.cpu import CPUDevice
+    from torchmark.run.config import RunConfig
     from torchmark.store import open_store
 
     # CPUDevice.info() is cached for the process; a test that fakes the LLC size leaves its
     # own there, and the resume would rightly refuse that environment
     CPUDevice.info.cache_clear()
     cfg = RunConfig(devices=("cpu",), workloads=("add",), sizes=(256, 512))
-    record = runner.new_record("run", cfg.as_dict(), [CPUDevice()])
+    record = new_record("run", cfg.as_dict(), [CPUDevice()])
     record.status = "incomplete"
     store = open_store(os.environ["TORCHMARK_DB"])
     run_id = store.save(record)

@@ -197,8 +197,8 @@ def test_report_markdown_titles_a_run_by_its_command(tmp_path: Path) -> None:
 
 def test_report_of_a_real_tiny_cpu_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A real run through the runner, stored, then compared with itself and reported."""
-    from torchmark.config import RunConfig
-    from torchmark.runner import run
+    from torchmark.run.config import RunConfig
+    from torchmark.run.runner import run
     from torchmark.workloads import WORKLOADS, load_builtins
 
     load_builtins()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -13,7 +14,6 @@ import pytest
 
 from clitest import cli, spawn
 from torchmark import format as fmt
-from torchmark import runner
 from torchmark.store import open_store
 
 N = 5
@@ -68,7 +68,7 @@ def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(
     assert first.status == "incomplete" and 1 <= done < N
 
     # the resumed part in-process; gc.collect() after each case costs ~0.35 s here
-    monkeypatch.setattr(runner.gc, "collect", lambda *_: 0)
+    monkeypatch.setattr(gc, "collect", lambda *_: 0)
     code, out, err = cli(capsys, "run", "--resume", "latest", "--db", db)
     assert code == 0, err
     assert f"resuming run {run_id}: {done} of {N} cases done, {N - done} to go" in out

@@ -231,8 +231,8 @@ def test_an_option_no_planned_workload_uses_is_refused_before_measuring(
 def test_verbose_says_how_each_ceiling_was_measured(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchmark import runner
     from torchmark.results import RunRecord
+    from torchmark.run import runner
 
     fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "cpu-only.json"
     record = RunRecord.model_validate_json(fixture.read_text())

@@ -17,12 +17,13 @@ import pytest
 import torch
 
 from clitest import cli, spawn
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.loaders import LoaderConfig, config_of
 from torchmark.results import RunRecord
-from torchmark.session import Quiet, Session
+from torchmark.run import runner
+from torchmark.run.config import RunConfig
+from torchmark.run.record import new_record
+from torchmark.run.session import Quiet, Session
 from torchmark.workloads.base import Case, PlanOptions
 from torchmark.workloads.pipeline.feed import make_loader, shut
 from torchmark.workloads.pipeline.images import JpegImages
@@ -41,7 +42,7 @@ def children() -> set[int]:
 def run(w: InputPipeline, cache: Path, keep: Any) -> RunRecord:
     opts = PlanOptions(suite="quick", sizes=(32,), batches=(8,), cache_dir=str(cache))
     cases = [c for c in w.cases(CPUDevice(), opts) if keep(c)]
-    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    session = Session(new_record("run", {}, [CPUDevice()]), None, Quiet())
     return runner.run_planned(session, cases, {"input": w}, CFG)
 
 
@@ -175,7 +176,7 @@ def test_too_few_images_for_the_batch_is_skipped_with_the_fix(tmp_path: Path) ->
     opts = PlanOptions(suite="quick", sizes=(8,), batches=(8,), cache_dir=str(tmp_path))
     w = InputPipeline()
     (case,) = [c for c in w.cases(CPUDevice(), opts) if c.param_dict.get("workers") == 0]
-    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    session = Session(new_record("run", {}, [CPUDevice()]), None, Quiet())
     (r,) = runner.run_planned(session, [case], {"input": w}, CFG).results
     assert r.status == "skipped" and "pass --size 16 or more" in (r.reason or "")
 
@@ -283,7 +284,7 @@ def test_token_pipeline_runs_and_is_reported_in_tokens(tmp_path: Path) -> None:
     w = InputTokens()
     opts = PlanOptions(suite="quick", sizes=(32,), batches=(8,), cache_dir=str(tmp_path))
     cases = [c for c in w.cases(CPUDevice(), opts) if plain(c)]
-    session = Session(runner.new_record("run", {}, [CPUDevice()]), None, Quiet())
+    session = Session(new_record("run", {}, [CPUDevice()]), None, Quiet())
     record = runner.run_planned(session, cases, {"input-tokens": w}, CFG)
     assert all(r.ok for r in record.results), [r.reason for r in record.results]
     fed = next(r for r in record.results if r.variant == "loader")

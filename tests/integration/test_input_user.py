@@ -15,9 +15,9 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset, get_worker_info
 
 from clitest import cli
 from torchmark.errors import InputError
+from torchmark.kinds.loader import benchmark_loader
+from torchmark.kinds.model import benchmark_model
 from torchmark.report.pipeline import advise, pipeline_tables
-from torchmark.user.bench import benchmark_model
-from torchmark.workloads.pipeline.user import benchmark_loader
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

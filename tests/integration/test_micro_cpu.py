@@ -7,12 +7,15 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from torchmark import ceilings, runner
+from torchmark import ceilings
 from torchmark.ceilings import base, matmul
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, cache, cpu
 from torchmark.errors import WrongResultError
 from torchmark.results import Ceiling, Result
+from torchmark.run import runner
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import plan, select_workloads
 from torchmark.store import open_store
 from torchmark.timing import Adaptive
 from torchmark.workloads import Case, PlanOptions, Workload
@@ -37,7 +40,7 @@ def tiny() -> Iterator[dict[str, Ceiling]]:
 
 def run(w: Workload, variant: str, params: dict[str, int], found: dict[str, Ceiling]) -> Result:
     case = Case(w.name, variant, CPUDevice(), tuple(params.items()))
-    return runner.run_case(w, case, found, CFG)
+    return run_case(w, case, found, CFG)
 
 
 def test_as_published_detects_the_aliased_constant(tiny: dict[str, Ceiling]) -> None:
@@ -160,8 +163,8 @@ def test_quick_suite_through_the_runner(tiny: dict[str, Ceiling], tmp_path: obje
 
 
 def test_quick_plan_on_cpu() -> None:
-    cases = runner.plan(
-        runner.select_workloads(RunConfig(suite="quick")),
+    cases = plan(
+        select_workloads(RunConfig(suite="quick")),
         [CPUDevice()],
         RunConfig(suite="quick"),
     )

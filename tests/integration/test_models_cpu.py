@@ -1,4 +1,4 @@
-"""Real CPU runs of every model scenario at tiny sizes, through ``runner.run_case``."""
+"""Real CPU runs of every model scenario at tiny sizes, through ``case.run_case``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from torchmark import variants
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.results import Ceiling, Result
-from torchmark.runner import run_case
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig
 from torchmark.workloads import WORKLOADS, Case, load_builtins
 from torchmark.workloads.models.base import Sizes
 

@@ -251,9 +251,9 @@ def test_a_real_profile_keeps_gemm_shapes_and_finds_the_odd_vocabulary(
 def test_check_measures_the_padded_twin_on_the_same_case(monkeypatch: pytest.MonkeyPatch) -> None:
     """The padding advice (a GPU's finding, put here by hand) is checked by measuring the
     very case on gpt2-padded, stored beside it and judged against the unprofiled median."""
-    from torchmark.config import RunConfig
-    from torchmark.profile import run as run_mod
+    from torchmark.kinds import profile as run_mod
     from torchmark.profile.advice import Advice
+    from torchmark.run.config import RunConfig
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 
     load_builtins()

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from torchmark.cli import main
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice
 from torchmark.results import Work
-from torchmark.runner import run_case
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig
 from torchmark.store import open_store
 from torchmark.telemetry import watch
 from torchmark.timing import Adaptive, measure

@@ -10,9 +10,10 @@ import torch
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError, UnknownNameError
+from torchmark.kinds.model import benchmark_model
 from torchmark.telemetry import energy as energy_mod
 from torchmark.testing import MemoryStore
-from torchmark.user import benchmark_model, spec
+from torchmark.user import spec
 from torchmark.user.breakeven import NO_GPU
 from torchmark.user.inputs import from_specs, parse_input
 
@@ -126,7 +127,7 @@ class MetaDevice(CPUDevice):
 
 
 def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchmark.user.bench as bench
+    import torchmark.kinds.model as bench
 
     devs = [CPUDevice(), MetaDevice()]
     monkeypatch.setattr(bench, "resolve", lambda _: devs)
@@ -156,7 +157,7 @@ class SecondCPU(CPUDevice):
 def test_unseeded_factory_gives_every_device_the_same_inputs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import torchmark.user.bench as bench
+    import torchmark.kinds.model as bench
 
     monkeypatch.setattr(bench, "resolve", lambda _: [CPUDevice(), SecondCPU()])
     rec = benchmark_model(
@@ -202,7 +203,7 @@ def test_batch_below_one_is_refused() -> None:
 
 
 def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchmark.user.bench as bench
+    import torchmark.kinds.model as bench
     from torchmark.errors import StoreError
 
     def broken(*_: Any) -> Any:
@@ -253,9 +254,9 @@ class Sleepy(torch.nn.Module):
 def test_a_hung_forward_ends_its_case_as_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from torchmark import session
+    from torchmark.run import watchdog
 
-    monkeypatch.setattr(session, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
+    monkeypatch.setattr(watchdog, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
     t0 = time.perf_counter()
     # preflight and the guard's calls are fast; the timed calls then hang for 60 s each
     rec = benchmark_model(
@@ -270,8 +271,8 @@ def test_a_hung_forward_ends_its_case_as_timed_out(monkeypatch: pytest.MonkeyPat
 
 
 def test_gpu_energy_per_item_comes_from_the_telemetry_trace() -> None:
+    from torchmark.kinds.model import _trace_energy
     from torchmark.results import Result
-    from torchmark.user.bench import _trace_energy
 
     r = Result(
         workload="m",
@@ -298,7 +299,7 @@ def test_the_flop_counters_start_up_is_outside_the_first_calls_bound(
 
     from torch.utils import flop_counter
 
-    from torchmark.user import bench
+    from torchmark.user import workload as bench
 
     order: list[str] = []
 

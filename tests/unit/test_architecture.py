@@ -27,10 +27,6 @@ RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 # Circles other branches remove (issue 20). The lead empties this list after merging them;
 # the test fails when a listed circle is gone, so it cannot go stale.
 ALLOWED = {
-    # engine: `model` uses the one case loop, the loader run moves to kinds/
-    frozenset({"user.bench", "workloads.pipeline.user"}),
-    # engine: cli/run.py's shared helpers move to one CLI module
-    frozenset({"cli.run", "cli.scaling"}),
     # verdicts: report/charts.py is split by figure kind
     frozenset({"report.charts", "report.profile"}),
 }

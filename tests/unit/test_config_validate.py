@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from torchmark.config import RunConfig, available_cores, ignored_options, validate
 from torchmark.errors import InputError
+from torchmark.run.config import RunConfig, available_cores, ignored_options, validate
 
 
 @pytest.mark.parametrize("sizes", [(0,), (-5,), (1024, 0)])
@@ -31,7 +31,7 @@ def test_more_threads_than_cores_is_refused() -> None:
 def test_options_no_planned_workload_uses_are_named() -> None:
     # Before: --precision and --batch were silently ignored by micro workloads.
     from torchmark.devices import resolve
-    from torchmark.runner import plan, select_workloads
+    from torchmark.run.plan import plan, select_workloads
 
     def planner(cfg: RunConfig):  # type: ignore[no-untyped-def]
         return plan(select_workloads(cfg), resolve(cfg.devices), cfg)

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from torchmark.config import RunConfig, parse_int_list, validate
 from torchmark.devices import CPUDevice, resolve
 from torchmark.devices.base import MemoryStats
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.registry import Registry
+from torchmark.run.config import RunConfig, parse_int_list, validate
 from torchmark.testing import FakeClock, FakeDevice
 
 

@@ -183,13 +183,13 @@ def test_ranks_that_disagree_are_said_and_flagged_not_averaged() -> None:
 def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from torchmark.cli import run as cli_run
-    from torchmark.config import RunConfig
+    from torchmark.cli import ranks as cli_run
+    from torchmark.run.config import RunConfig
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(InputError, match="--nproc-per-node 2 is more than the 1 GPUs"):
         cli_run.check_ranks(RunConfig(devices=("cuda",)), Launch(nproc_per_node=2))
-    monkeypatch.setattr("torchmark.config.available_cores", lambda: 2)
+    monkeypatch.setattr("torchmark.run.config.available_cores", lambda: 2)
     cli_run.check_ranks(RunConfig(devices=("cpu",)), Launch(nproc_per_node=3))
     assert "--nproc-per-node 3 is more than the 2 cores" in capsys.readouterr().out
 
@@ -268,7 +268,7 @@ def test_a_ladder_rung_does_not_announce_its_json_file(
 ) -> None:
     import os
 
-    from torchmark.cli.run import write_json
+    from torchmark.cli.output import write_json
     from torchmark.launch.env import RUNG_ENV
     from torchmark.launch.ladder import rung_env
     from torchmark.results import RunRecord

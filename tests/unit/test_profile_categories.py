@@ -368,7 +368,7 @@ def test_the_gpu_timeline_copy_of_a_step_is_not_a_second_step() -> None:
 
 
 def test_the_step_spread_is_robust_to_one_slow_step() -> None:
-    from torchmark.profile.run import rel_iqr_pct
+    from torchmark.kinds.profile import rel_iqr_pct
 
     # the first profiled step 10x the others: IQR / median barely moves
     steps_us = [290.0, 28.9, 28.5, 28.7, 29.1, 28.8, 28.6, 29.0, 28.9, 28.4]
@@ -377,7 +377,7 @@ def test_the_step_spread_is_robust_to_one_slow_step() -> None:
 
 
 def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
-    from torchmark.profile.run import launch_summary
+    from torchmark.kinds.profile import launch_summary
     from torchmark.report.profile import launch_line
 
     bd = c.gpu_breakdown(GPU_STEP)

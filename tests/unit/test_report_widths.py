@@ -18,7 +18,8 @@ from test_report_table import WIDTHS, matches_golden, printed
 
 from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable
-from torchmark.report.model import model_view, tune_view
+from torchmark.report.model import model_view
+from torchmark.report.tune import tune_view
 from torchmark.results import RunRecord
 from torchmark.store.base import RunSummary
 

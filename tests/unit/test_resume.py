@@ -3,6 +3,7 @@ resumed ends with each planned case once, in the same run; every refusal touches
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections.abc import Callable
@@ -11,13 +12,16 @@ from typing import Any, ClassVar
 
 import pytest
 
-from torchmark import resume, runner
-from torchmark.config import RunConfig
 from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted, RunNotFoundError
+from torchmark.report.parts import parts_note
 from torchmark.results import Ceiling, Result, RunRecord, Work
 from torchmark.results.payloads import RunPayload
-from torchmark.session import OUT_OF_MEMORY, Session, skipped
+from torchmark.run import resume, runner
+from torchmark.run.case import OUT_OF_MEMORY, skipped
+from torchmark.run.config import RunConfig
+from torchmark.run.record import new_record
+from torchmark.run.session import Session
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore, scripted
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -28,7 +32,7 @@ CFG = RunConfig(devices=("fake",), rule="test", ceilings=False, telemetry=False)
 def _no_full_gc(monkeypatch: pytest.MonkeyPatch) -> None:
     """run_case's gc.collect() after each case costs ~0.35 s with torch loaded on this
     2-core VM; these fake cases allocate nothing worth collecting."""
-    monkeypatch.setattr(runner.gc, "collect", lambda *_: 0)
+    monkeypatch.setattr(gc, "collect", lambda *_: 0)
 
 
 def stop() -> None:
@@ -78,7 +82,7 @@ class Rig:
         """A run stopped by Ctrl-C during case ``stop_at`` (None: it completes)."""
         if stop_at is not None:
             self.w.actions[stop_at] = stop
-        record = runner.new_record("run", self.cfg.as_dict(), [self.dev])
+        record = new_record("run", self.cfg.as_dict(), [self.dev])
         session = Session(record, self.store, host_clock=self.clock)
         cases = self.w.cases(self.dev, PlanOptions())
         try:
@@ -131,7 +135,7 @@ def test_interrupted_again_stays_resumable_until_the_plan_finishes() -> None:
     done = rig.resume(run_id)
     assert done.status == "complete" and sorted(cases_of(done)) == list(range(6))
     assert [p.results for p in rig.store.runs[run_id].payload.parts] == [1, 2, 3]
-    note = resume.parts_note(rig.store.runs[run_id])
+    note = parts_note(rig.store.runs[run_id])
     assert note is not None and note.startswith("measured in 3 parts: 1 result ")
 
 
@@ -269,7 +273,7 @@ def test_a_resumed_run_keeps_its_ceilings(monkeypatch: pytest.MonkeyPatch) -> No
     rig = Rig(n=2, cfg=RunConfig(devices=("fake",), rule="test", telemetry=False))
     kept = Ceiling(device=rig.dev.name, key="bandwidth", value=1e9, unit="B/s", method="test")
     other = Ceiling(device="cpu", key="bandwidth", value=2e9, unit="B/s", method="test")
-    record = runner.new_record("run", rig.cfg.as_dict(), [rig.dev], ceilings=[kept, other])
+    record = new_record("run", rig.cfg.as_dict(), [rig.dev], ceilings=[kept, other])
     record.run_id = rig.store.begin_run(record)
     rig.store.runs[record.run_id].ceilings = [kept, other]
     rig.store.runs[record.run_id].status = "incomplete"
@@ -296,12 +300,12 @@ def test_parts_note_says_each_part_and_the_gap() -> None:
             ]
         }
     )
-    assert resume.parts_note(record) == (
+    assert parts_note(record) == (
         "measured in 3 parts: 1 result 2026-11-23 04:00 UTC (end not recorded); "
         "37 results 2026-11-23 04:30-04:39 UTC (gap unknown: the part before was killed); "
         "93 results 2026-11-23 04:41-04:50 UTC, begun 2 min after the part before ended"
     )
-    assert resume.parts_note(RunRecord()) is None
+    assert parts_note(RunRecord()) is None
 
 
 def test_the_sql_store_reopens_an_incomplete_run_once(tmp_path: Path) -> None:
@@ -309,7 +313,7 @@ def test_the_sql_store_reopens_an_incomplete_run_once(tmp_path: Path) -> None:
 
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     dev = FakeDevice(FakeClock())
-    record = runner.new_record("run", CFG.as_dict(), [dev])
+    record = new_record("run", CFG.as_dict(), [dev])
     run_id = store.begin_run(record)
     case = Case("w", "v", dev, (("i", 0),))
     store.add_result(run_id, skipped(case, "first part"))
@@ -396,7 +400,7 @@ def test_a_second_look_taken_in_an_earlier_part_is_not_taken_again(
     bw = Ceiling(
         device=rig.dev.name, key="bandwidth", value=1e9, unit="B/s", method="t", details=details
     )
-    record = runner.new_record("run", rig.cfg.as_dict(), [rig.dev], ceilings=[bw])
+    record = new_record("run", rig.cfg.as_dict(), [rig.dev], ceilings=[bw])
     record.run_id = rig.store.begin_run(record)
     rig.store.runs[record.run_id].ceilings = [bw]
     rig.store.runs[record.run_id].status = "incomplete"

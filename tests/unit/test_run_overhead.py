@@ -17,9 +17,9 @@ def test_planning_model_cases_imports_no_dynamo() -> None:
     fallback imported torch._dynamo, ~1.2 s of CPU, to plan a run)."""
     code = """
 import sys
-from torchmark.config import RunConfig
-from torchmark import runner
-cases = runner.planned(RunConfig(devices=("cpu",), workloads=("resnet50", "bert-base", "gpt2")))
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import planned
+cases = planned(RunConfig(devices=("cpu",), workloads=("resnet50", "bert-base", "gpt2")))
 assert cases, "no cases planned"
 print("torch._dynamo" in sys.modules)
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -9,12 +10,14 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from torchmark import runner
-from torchmark.config import RunConfig
 from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Result, Work
-from torchmark.session import Session
+from torchmark.run import plan, runner
+from torchmark.run.case import call_floor_s, one_thread_s, repeatable
+from torchmark.run.config import RunConfig
+from torchmark.run.record import new_record
+from torchmark.run.session import Session
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -62,7 +65,7 @@ class Scripted(Workload):
 
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> type[Scripted]:
-    monkeypatch.setattr(runner, "select_workloads", lambda cfg: {"scripted": Scripted()})
+    monkeypatch.setattr(plan, "select_workloads", lambda cfg: {"scripted": Scripted()})
     monkeypatch.setattr(Scripted, "behaviour", {})
     return Scripted
 
@@ -198,7 +201,7 @@ def test_a_result_above_its_ceiling_gets_one_second_look(
     from torchmark.results import Ceiling
 
     values = iter(looks)
-    monkeypatch.setattr(runner, "select_workloads", lambda cfg: {"fast": Fast()})
+    monkeypatch.setattr(plan, "select_workloads", lambda cfg: {"fast": Fast()})
     monkeypatch.setattr(
         ceilings,
         "measure",
@@ -249,7 +252,7 @@ def test_a_guard_that_finds_the_case_cannot_run_skips_it_and_the_run_goes_on(
 
 
 def test_the_stored_command_reads_as_typed() -> None:
-    from torchmark.runner import command_line
+    from torchmark.run.record import command_line
 
     assert (
         command_line(["/w/src/torchmark/__main__.py", "run", "--quick"]) == "torchmark run --quick"
@@ -277,10 +280,10 @@ def test_a_calls_floor_is_its_roofline_time_plus_dispatch() -> None:
         "dispatch": ceiling("dispatch", 1e-6, "s"),
     }
     # memory-bound: 1 GB at 100 GB/s; compute-bound: 8 TFLOP at the best peak, 800 GFLOP/s
-    assert runner.call_floor_s(Work(bytes=1e9, flops=1e6), found) == pytest.approx(0.01 + 1e-6)
-    assert runner.call_floor_s(Work(bytes=1e6, flops=8e12), found) == pytest.approx(10 + 1e-6)
-    assert runner.call_floor_s(Work(bytes=1e9), {}) is None  # --no-ceilings: no floor
-    assert runner.call_floor_s(Work(), found) is None  # nothing counted
+    assert call_floor_s(Work(bytes=1e9, flops=1e6), found) == pytest.approx(0.01 + 1e-6)
+    assert call_floor_s(Work(bytes=1e6, flops=8e12), found) == pytest.approx(10 + 1e-6)
+    assert call_floor_s(Work(bytes=1e9), {}) is None  # --no-ceilings: no floor
+    assert call_floor_s(Work(), found) is None  # nothing counted
 
 
 class LoadedCPU(FakeDevice):
@@ -341,10 +344,10 @@ def test_one_thread_times_the_call_and_restores_the_threads() -> None:
         dev.step()
 
     m = SimpleNamespace(median=15e-3)
-    assert runner.one_thread_s(fn, dev, m, 2, clock) == pytest.approx(20e-6)  # type: ignore[arg-type]
+    assert one_thread_s(fn, dev, m, 2, clock) == pytest.approx(20e-6)  # type: ignore[arg-type]
     assert dev.set_to == [1, 2] and calls == [1] * 26  # a warm call, then 25 timed
     # one thread could take 2 x 200 ms a call: over the check's budget, not timed
-    assert runner.one_thread_s(fn, dev, SimpleNamespace(median=0.2), 2, clock) is None  # type: ignore[arg-type]
+    assert one_thread_s(fn, dev, SimpleNamespace(median=0.2), 2, clock) is None  # type: ignore[arg-type]
     assert dev.set_to == [1, 2] and len(calls) == 26
 
 
@@ -357,11 +360,11 @@ def loaded_run(monkeypatch: pytest.MonkeyPatch, w: Tiny) -> tuple[Result, Loaded
         yield LoadedTrace()
 
     monkeypatch.setattr(runner.telemetry, "watch", loaded)
-    monkeypatch.setattr(runner.gc, "collect", lambda *_: 0)
+    monkeypatch.setattr(gc, "collect", lambda *_: 0)
     clock = FakeClock()
     dev = LoadedCPU(clock)
     cfg = RunConfig(devices=("cpu",), rule="test", ceilings=False, telemetry=True)
-    record = runner.new_record("run", cfg.as_dict(), [dev])
+    record = new_record("run", cfg.as_dict(), [dev])
     session = Session(record, MemoryStore(), host_clock=clock)
     monkeypatch.setattr(session, "sources", lambda device: [])
     (r,) = runner.run_planned(session, w.cases(dev, PlanOptions()), {"tiny": w}, cfg).results
@@ -395,6 +398,6 @@ def test_no_one_thread_call_where_calls_are_recorded_or_ranks_wait(
     import torch.distributed as dist
 
     prepared = Prepared(fn=lambda: None, work=Work(items=1))
-    assert runner.repeatable(prepared)
+    assert repeatable(prepared)
     monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a rank of a torchrun job
-    assert not runner.repeatable(prepared)
+    assert not repeatable(prepared)

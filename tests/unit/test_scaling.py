@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from torchmark.config import RunConfig
 from torchmark.devices import resolve
 from torchmark.errors import InputError
 from torchmark.launch import ladder as ladder_mod
@@ -27,6 +26,7 @@ from torchmark.report.scaling import (
     world_difference,
 )
 from torchmark.results import Result, RunRecord, Work
+from torchmark.run.config import RunConfig
 from torchmark.stats.comparison import compare
 from torchmark.workloads import Case
 

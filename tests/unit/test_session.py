@@ -12,12 +12,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from torchmark import runner, session
-from torchmark.config import RunConfig
 from torchmark.devices import Device
 from torchmark.errors import RunInterrupted, RunNotStored, StoreUnavailable
 from torchmark.results import RunRecord, Work
-from torchmark.session import CALL_TIMED_OUT, CallTimedOut, Session, Watchdog
+from torchmark.run import runner, watchdog
+from torchmark.run.case import CALL_TIMED_OUT
+from torchmark.run.config import RunConfig
+from torchmark.run.record import new_record
+from torchmark.run.session import Session
+from torchmark.run.watchdog import CallTimedOut, Watchdog
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore, scripted
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -55,7 +58,7 @@ def planned(durations: list[float], store: Any) -> tuple[Timed, list[Case], Sess
     clock = FakeClock()
     dev = FakeDevice(clock)
     w = Timed(clock, durations)
-    record = runner.new_record("run", CFG.as_dict(), [dev])
+    record = new_record("run", CFG.as_dict(), [dev])
     return w, w.cases(dev, PlanOptions()), Session(record, store, host_clock=clock)
 
 
@@ -199,7 +202,7 @@ def test_ctrl_c_exits_130() -> None:
 def test_a_call_past_the_bound_ends_its_case_and_the_run_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(session, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
+    monkeypatch.setattr(watchdog, "MIN_CALL_BOUND_S", 0.0)  # bound: 2 x the rule's 0.5 s
     w, cases, s = planned([0.001, 0.002], MemoryStore())
     w.actions[0] = lambda: time.sleep(30)  # a forward that does not come back
     t0 = time.perf_counter()

@@ -83,17 +83,18 @@ def with_loader() -> RunRecord:
 
 def the_printer(kind: str) -> tuple[Callable[[RunRecord], None], RunRecord]:
     """The printer each measuring command prints its run with, under the name it uses."""
-    from torchmark.cli import doctor, model, profile, run
+    from torchmark.cli import loader, model, profile, ranks, run, tune
+    from torchmark.cli import soak as soak_cli
 
     return {
         "run": (run.show, load("cpu-gpu")),
         "run -w input": (run.show, load("input-h100")),
         "model": (model.show_model, load("model-cpu-gpu")),
-        "model --loader": (run.show, with_loader()),
-        "tune": (model.show_tune, load("tune-cpu")),
+        "model --loader": (loader.show, with_loader()),
+        "tune": (tune.show_tune, load("tune-cpu")),
         "profile": (profile.show, profiled()),
-        "soak": (doctor.show_soak, soak()),
-        "distributed": (run.show_distributed, distributed()),
+        "soak": (soak_cli.show_soak, soak()),
+        "distributed": (ranks.show_distributed, distributed()),
     }[kind]
 
 
@@ -217,10 +218,10 @@ def _complete(r: RunRecord) -> None:
 def test_show_hints_a_resume_exactly_where_resume_accepts_the_run(
     change: Callable[[RunRecord], None] | None, resumable: bool
 ) -> None:
-    """One rule (``report.parts.can_resume``) for the hint and for ``--resume``'s refusal."""
-    from torchmark import resume
+    """One rule (``run.resume.can_resume``) for the hint and for ``--resume``'s refusal."""
     from torchmark.cli.show import resumable as hint
     from torchmark.errors import InputError
+    from torchmark.run import resume
 
     record = load("cpu-only")  # a `run` stored incomplete
     if change is not None:

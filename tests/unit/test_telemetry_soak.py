@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from torchmark.cli.doctor import show_soak, sparkline
+from torchmark.cli.soak import show_soak
 from torchmark.errors import InputError, RunInterrupted
+from torchmark.kinds.soak import parse_duration, soak, trend_reasons
+from torchmark.report.soak import sparkline
 from torchmark.results import RunRecord, Work
 from torchmark.results.payloads import SoakWindow
-from torchmark.soak import parse_duration, soak, trend_reasons
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 

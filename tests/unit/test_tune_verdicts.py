@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
+from torchmark.kinds import tune as tune_mod
+from torchmark.kinds.tune import Tuner, tune
 from torchmark.stats.measurement import Measurement
-from torchmark.user import tune as tune_mod
-from torchmark.user.tune import Tuner, tune
 
 Timing = Callable[[dict[str, Any]], list[float]]
 

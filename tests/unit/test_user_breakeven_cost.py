@@ -7,10 +7,10 @@ import pytest
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError
+from torchmark.kinds.tune import paired_verdict
 from torchmark.results import Result, Work
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.user import breakeven, cost
-from torchmark.user.tune import paired_verdict
 
 
 def res(device: str, variant: str, batch: int, median_s: float, spread: float = 0.01) -> Result:

@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from boardtest import body, make_run
-from torchmark import resume
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
+from torchmark.run import resume
 from torchmark.store import SQLStore
 from torchmark.web import cases, ranking
 from torchmark.web.app import create_app

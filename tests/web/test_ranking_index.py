@@ -102,7 +102,7 @@ def test_the_page_sorts_by_a_column_and_refuses_an_unknown_one(tmp_path: Path) -
 
 
 def test_the_standard_division_needs_the_default_flags() -> None:
-    from torchmark.config import RunConfig
+    from torchmark.run.config import RunConfig
 
     defaults = {
         k: (list(v) if isinstance(v, tuple) else v) for k, v in RunConfig().as_dict().items()

@@ -30,10 +30,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "run", "Measure every workload on every device, against the machine's measured ceilings."
     ),
     "list": CommandEntry(
-        "run", "Workloads (with their facts) and the devices found on this machine."
+        "machine", "Workloads (with their facts) and the devices found on this machine."
     ),
     "env": CommandEntry(
-        "run",
+        "machine",
         "The environment record stored with every run: versions, devices, threads, flags, load.",
     ),
     "history": CommandEntry("history", "List stored runs, newest first."),
@@ -53,7 +53,7 @@ COMMANDS: dict[str, CommandEntry] = {
         "Check the install and the machine: each check ok / warn / fail (or skip) with its fix.",
     ),
     "soak": CommandEntry(
-        "doctor",
+        "soak",
         "Repeat a heavy workload: throughput over time with clocks, heat, power and throttling.",
     ),
     "compare": CommandEntry(
@@ -82,7 +82,7 @@ COMMANDS: dict[str, CommandEntry] = {
         "Where one case's step time goes: categories that add up, top ops against the ceilings.",
     ),
     "tune": CommandEntry(
-        "model",
+        "tune",
         "Find the settings that make your model faster on each device, each one checked "
         "against the fp32 output, and print the code that applies the best. " + RUNS_CODE,
     ),

@@ -1,9 +1,8 @@
-"""`torchmark model SPEC` (batch sweep, CPU/GPU break-even, energy, cost) and
-`torchmark tune SPEC` (optimisation advisor). Loading a model file runs the user's code."""
+"""`torchmark model SPEC`: batch sweep, CPU/GPU break-even, energy, cost (``kinds.model``;
+with ``--loader``, ``cli.loader``). Loading a model file runs the user's code."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,18 +15,16 @@ from torchmark.cli.app import (
     TelemetryOption,
     app,
 )
-from torchmark.cli.printers import show_model, show_tune
-from torchmark.cli.run import check_json_path, finish
+from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.printers import show_model
 from torchmark.cli.target import (
     InputOption,
     InputsOption,
     SpecArgument,
     load_target,
     recording,
-    user_callable,
 )
-from torchmark.config import parse_int_list
-from torchmark.errors import InputError
+from torchmark.run.config import parse_int_list
 from torchmark.timing import preset
 
 LOADER_HELP = (
@@ -65,7 +62,7 @@ def model(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.user.bench import benchmark_model
+    from torchmark.kinds.model import benchmark_model
     from torchmark.user.cost import parse_price
 
     preset(stopping)  # an unknown name fails here, naming the valid presets
@@ -73,6 +70,8 @@ def model(
     batches = parse_int_list(batch, "--batch")
     prices = parse_price(price)  # bad text fails before anything is loaded or measured
     if loader:
+        from torchmark.cli.loader import model_with_loader
+
         model_with_loader(spec, loader, input or inputs, device, stopping, telemetry, json_path, db)
         return
     user = load_target(spec, input, inputs)
@@ -92,86 +91,3 @@ def model(
             config=user.config,
         )
     finish(record, show_model, json_path, store.url)
-
-
-def model_with_loader(
-    spec: str,
-    loader: str,
-    inputs: object,
-    device: list[str] | None,
-    stopping: str,
-    telemetry: bool,
-    json_path: Path | None,
-    db: str | None,
-) -> None:
-    """``--loader``: the model fed the user's batches; the input pipeline's view."""
-    from torchmark.cli.printers import show_run as show
-    from torchmark.user import spec as spec_mod
-    from torchmark.user.bench import benchmark_model
-
-    if inputs:
-        raise InputError("give either --loader or --input / --inputs, not both")
-    make = user_callable("--loader", loader, "make_loader()")
-    loaded = spec_mod.load(spec)
-    with recording(show, json_path, db, lines=True) as (store, events):
-        record = benchmark_model(
-            loaded.model,
-            loader=make,
-            devices=device or None,
-            rule=stopping,
-            store=store,
-            events=events,
-            name=f"--loader {loader}",
-            telemetry=telemetry,
-            config={"spec": spec, "source": loaded.source},
-        )
-    finish(record, show, json_path, store.url)
-
-
-@app.command(
-    help="Find the settings that make your model faster on each device, each one "
-    "checked against the fp32 output, and print the code that applies the best. " + RUNS_CODE
-)
-def tune(
-    spec: SpecArgument,
-    input: InputOption = None,
-    inputs: InputsOption = None,
-    device: DevicesOption = None,
-    batch: Annotated[int, typer.Option(help="The batch size you run at.")] = 1,
-    max_latency_ms: Annotated[
-        float | None,
-        typer.Option(help="Latency budget: also find the largest batch that stays within it."),
-    ] = None,
-    budget_s: Annotated[
-        float, typer.Option(help="Time budget for the whole search, in seconds.")
-    ] = 150.0,
-    per_candidate_s: Annotated[
-        float,
-        typer.Option(help="Seconds of interleaved baseline/candidate rounds per candidate."),
-    ] = 3.0,
-    compile: Annotated[
-        bool, typer.Option(help="Try torch.compile (its compile takes ~1 min on small CPUs).")
-    ] = True,
-    json_path: JsonOutOption = None,
-    db: DbOption = None,
-) -> None:
-    from torchmark.user.tune import tune as run_tune
-
-    check_json_path(json_path)
-    user = load_target(spec, input, inputs)
-    with recording(show_tune, json_path, db, lines=True) as (store, events):
-        record = run_tune(
-            user.model,
-            user.factory,
-            devices=device or None,
-            batch=batch,
-            max_latency_ms=max_latency_ms,
-            budget_s=budget_s,
-            per_candidate_s=per_candidate_s,
-            try_compile=compile,
-            store=store,
-            events=events,
-            name=user.name,
-            config=user.config,
-        )
-    finish(record, show_tune, json_path, store.url)

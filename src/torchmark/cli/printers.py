@@ -1,5 +1,4 @@
-"""What each kind of run prints at its end, one function per kind (a soak's is
-``cli.doctor.show_soak``, whose module is torch-free already).
+"""What each kind of run prints at its end, one function per kind.
 
 The measuring command prints it with the run it just stored; ``torchmark show`` with a
 stored one, so this module and what it imports stay torch-free (``show`` starts in well
@@ -14,10 +13,20 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark.cli.app import console
-from torchmark.report.model import model_view, tune_view
+from torchmark.report.model import model_view
+from torchmark.report.soak import soak_view
+from torchmark.report.tune import tune_view
 from torchmark.results import RunRecord
 
-__all__ = ["printer", "show_distributed", "show_model", "show_profile", "show_run", "show_tune"]
+__all__ = [
+    "printer",
+    "show_distributed",
+    "show_model",
+    "show_profile",
+    "show_run",
+    "show_soak",
+    "show_tune",
+]
 
 
 def show_run(record: RunRecord, verbose: bool = False) -> None:
@@ -52,6 +61,7 @@ def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunR
 
 show_model = printer(model_view)
 show_tune = printer(tune_view)
+show_soak = printer(soak_view)
 
 
 def show_profile(record: RunRecord, verbose: bool = False) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 from rich.text import Text
 
 from torchmark.cli.app import console, open_store
-from torchmark.config import RunConfig, parse_int_list
 from torchmark.errors import InputError
 from torchmark.results import RunRecord
+from torchmark.run.config import RunConfig, parse_int_list
 
 
 def scaling_ladder(
@@ -26,11 +26,12 @@ def scaling_ladder(
     verbose: bool,
     dry_run: bool = False,
 ) -> None:
-    from torchmark import runner
+    from torchmark.cli.output import finish, show_plan, shown_even_if_interrupted
+    from torchmark.cli.printers import show_run as show
     from torchmark.cli.progress import ProgressEvents
-    from torchmark.cli.run import finish, show, shown_even_if_interrupted
     from torchmark.launch import ladder
     from torchmark.report.scaling import ladder_renderables
+    from torchmark.run import plan, runner
 
     if world is not None:
         raise InputError("--scaling starts its own ranks: run it alone, not under torchrun/srun")
@@ -41,13 +42,11 @@ def scaling_ladder(
         )
     sizes = parse_int_list(scaling, "--scaling")
     strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
-    cases = runner.planned(cfg)
+    cases = plan.planned(cfg)
     import torch
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
     if dry_run:  # the ladder's refusals above, then its rungs and the cases each measures
-        from torchmark.cli.run import show_plan
-
         for i, (s, n) in enumerate(planned := ladder.rungs(sizes, strategies), start=1):
             label, how = ladder.rung_label(s, n), ladder.rung_how(s, n)
             console.print(Text(f"scaling ladder, rung {i}/{len(planned)}: {label} ({how})"))

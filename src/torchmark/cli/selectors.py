@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from torchmark.config import RunConfig
+    from torchmark.run.config import RunConfig
 
 WorkloadsOption = Annotated[
     list[str] | None,
@@ -46,7 +46,7 @@ def selected(
 ) -> RunConfig:
     """The selectors (and ``more`` RunConfig fields) as a checked RunConfig: a bad value
     fails here with one line naming the option, before anything is loaded or measured."""
-    from torchmark.config import RunConfig, parse_int_list, validate
+    from torchmark.run.config import RunConfig, parse_int_list, validate
 
     return validate(
         RunConfig(

@@ -26,9 +26,7 @@ def printer_for(record: RunRecord, verbose: bool = False) -> Callable[[RunRecord
     command's ``-v``: how each ceiling was measured (run), every categorisation rule
     (profile); model, tune and soak have none."""
     if record.kind == "soak":
-        from torchmark.cli.doctor import show_soak
-
-        return show_soak
+        return printers.show_soak
     if record.kind == "profile":
         return functools.partial(printers.show_profile, verbose=verbose)
     if record.kind == "tune":
@@ -96,7 +94,8 @@ def show(
 def resumable(record: RunRecord, db: str | None) -> str | None:
     """An interrupted `torchmark run` (not a distributed one): the command that finishes it,
     as the run printed when it stopped."""
-    from torchmark.report.parts import can_resume, resume_hint
+    from torchmark.report.parts import resume_hint
+    from torchmark.run.resume import can_resume
 
     if not record.run_id or can_resume(record) is not None:
         return None

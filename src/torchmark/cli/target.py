@@ -129,8 +129,8 @@ def recording(
 ) -> Iterator[tuple[ResultStore, ProgressEvents]]:
     """The store and progress a command measures with; interrupted, what was measured is
     shown and written (``shown_even_if_interrupted``). ``lines``: progress as plain lines."""
+    from torchmark.cli.output import shown_even_if_interrupted
     from torchmark.cli.progress import ProgressEvents
-    from torchmark.cli.run import shown_even_if_interrupted
 
     store = open_store(db)
     events = ProgressEvents(console, lines=lines)

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from torchmark.config import RunConfig
 from torchmark.errors import InputError
 from torchmark.launch.ddp import STRATEGIES, using
 from torchmark.launch.env import RUNG_ENV
 from torchmark.launch.torchrun import Launch, launch
 from torchmark.results import RunRecord
+from torchmark.run.config import RunConfig
 from torchmark.workloads import Case
 
 # Options the ladder sets itself on each rung's command line (each takes a value).

@@ -1,4 +1,5 @@
-"""One rank of a distributed run: the same plan, Session and run_case as a local run.
+"""One rank of a distributed run: lockstep timing, the start-up handshake, and every
+rank's samples merged into rank 0's result. The run itself is ``kinds.ranks``.
 
 Every rank measures every case together, so every rank must take the same decisions (how
 many warm-up calls, calls per sample, samples): otherwise one rank waits forever in a
@@ -16,16 +17,9 @@ check found a wrong result makes the case WRONG on rank 0.
 
 from __future__ import annotations
 
-import contextlib
-import re
-import signal
-import socket
-import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,17 +27,15 @@ import torch.distributed as dist
 
 from torchmark import __version__
 from torchmark import format as fmt
-from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
-from torchmark.errors import InputError, RunInterrupted, UsageError
-from torchmark.launch import buckets
-from torchmark.launch.ddp import STRATEGIES, explain, take_logging_data, using
+from torchmark.errors import InputError, UsageError
+from torchmark.launch.ddp import explain
 from torchmark.launch.env import World
-from torchmark.results import Result, RunRecord
-from torchmark.session import Events, Session, skipped
+from torchmark.results import Result
+from torchmark.run.case import skipped
+from torchmark.run.config import RunConfig
 from torchmark.stats import stragglers
-from torchmark.store.base import ResultStore
 from torchmark.telemetry import judge
 from torchmark.workloads import Case
 
@@ -218,57 +210,6 @@ def header(info: dict[str, Any]) -> str:
     return line
 
 
-class RankSession(Session):
-    """A Session on every rank; only rank 0's has the store and the events. Each result is
-    gathered on rank 0 before it is added there."""
-
-    def __init__(
-        self,
-        record: RunRecord,
-        store: ResultStore | None,
-        events: Events | None,
-        *,
-        world: World,
-        lockstep: Lockstep,
-        json_path: Path | None = None,
-        backend: str | None = None,
-        strategy: str = "ddp",
-    ) -> None:
-        main = world.is_main
-        super().__init__(
-            record,
-            store if main else None,
-            events if main else None,
-            json_path=json_path if main else None,
-            host_clock=lockstep.clock,
-        )
-        self.world, self.lockstep, self.backend = world, lockstep, backend
-        self.strategy = strategy
-
-    def add(self, case: Case | None, result: Result) -> None:
-        timings = take_logging_data()
-        # after the case's samples, outside its timed region; every rank takes part
-        lock = self.lockstep
-        alone = buckets.check(timings, lock.comm_device, lock.clock, lock.device.synchronize)
-        if timings is not None and alone is not None and self.world.is_main:
-            timings["alone"] = alone
-        mine = {
-            "rank": self.world.rank,
-            "host": socket.gethostname(),
-            "device": result.device,
-            "torch": torch.__version__,
-            "status": result.status,
-            "reason": result.reason,
-            "samples_s": self.lockstep.local_samples(result),
-            "ddp": timings,
-        }
-        everyone: list[Any] | None = [None] * self.world.world_size if self.world.is_main else None
-        dist.gather_object(mine, everyone, dst=0)
-        if everyone is not None:
-            result = merged(case, result, everyone, self.backend, self.strategy)
-        super().add(case, result)
-
-
 def merged(
     case: Case | None,
     result: Result,
@@ -328,124 +269,20 @@ def merged(
     return out.model_copy(update={"extra_flags": flags, "verdict": verdict})
 
 
-def run(
-    cfg: RunConfig,
-    store: ResultStore | None,
-    events: Events | None,
-    world: World,
-    backend: str | None = None,
-    json_path: Path | None = None,
-    timeout_s: float = COLLECTIVE_TIMEOUT_S,
-    say: Callable[[str], None] | None = None,
-    strategy: str = "ddp",
-) -> RunRecord:
-    """This rank's part of a distributed run; rank 0's record holds every rank's samples.
-    ``say``: where rank 0 prints the run's header (world size, backend, DDP)."""
-    from torchmark import runner
-
-    # Ceilings would be measured on every rank at once, each slowing the others: a
-    # distributed run reports throughput, algbw and busbw without % of ceiling.
-    cfg = replace(cfg, ceilings=False)
-    validate(cfg)
-    if strategy not in ("ddp", "fsdp"):
-        valid = ", ".join(s for s in STRATEGIES if s != "dp")
-        raise InputError(f"--strategy {strategy} is not one for ranks; valid: {valid}")
-    device = pick_device(cfg, world)
-    chosen = pick_backend(device, backend)
-    if cfg.threads:
-        device.set_threads(cfg.threads)
-    if world.is_main and _in_main_thread():
-        # When a rank dies, torchrun's agent sends the others SIGTERM. Inside the session
-        # that stops the run (results kept); after it, rank 0 must still finish storing,
-        # showing and writing what it measured, so a late SIGTERM is ignored here (the
-        # agent's SIGKILL after its grace period still bounds the wait).
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    init(world, chosen, device, timeout_s)
-    try:
-        lockstep = Lockstep(device)
-        workloads = runner.select_workloads(cfg)
-        cases = runner.plan(workloads, [device], cfg)
-        handshake(identity(cfg, cases, strategy), world)
-        dist_info = {
-            "world_size": world.world_size,
-            "backend": chosen,
-            "launched_by": world.source,
-            "master": f"{world.master_addr}:{world.master_port}",
-            "strategy": planned_strategy(cases, strategy),
-        }
-        if world.is_main and say is not None:
-            say(header(dist_info))
-        record = runner.new_record("run", {**cfg.as_dict(), "distributed": dist_info}, [device])
-        session = RankSession(
-            record,
-            store,
-            events,
-            world=world,
-            lockstep=lockstep,
-            json_path=json_path,
-            backend=chosen,
-            strategy=strategy,
-        )
-        try:
-            with using(strategy):
-                record = runner.run_planned(session, cases, workloads, cfg)
-            # Every rank done before any tears its group down: a rank that destroyed its
-            # gloo group while rank 0 still stored the run died once of SIGABRT
-            # ("terminate called without an active exception") and failed the ladder.
-            dist.barrier()
-            return record
-        except RuntimeError as e:
-            if not lost_peer(e):
-                raise
-            # a peer died or hung; the session has stored the run as incomplete
-            raise RankLost(session.record, session.record.run_id, world.rank, e) from None
-    finally:
-        with contextlib.suppress(Exception):  # a group with a dead peer may not close cleanly
-            dist.destroy_process_group()
-
-
-def lost_peer(e: RuntimeError) -> bool:
-    """A collective that failed because of another rank (gloo raises a plain RuntimeError
-    "Connection reset by peer"; NCCL and timeouts raise DistError)."""
-    text = str(e)
-    return isinstance(e, dist.DistError) or any(
-        w in text for w in ("gloo", "NCCL", "Connection reset", "Connection closed", "peer")
-    )
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-class RankLost(RunInterrupted):
-    """A collective failed because another rank died or stopped answering."""
-
-    def __init__(self, record: RunRecord, run_id: str | None, rank: int, cause: Exception):
-        super().__init__(record, run_id)
-        self.exit_code = 1
-        text = str(cause).strip()
-        # gloo starts with its source position: "[.../pair.cc:537] Read error ..."
-        first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else "")[:120]
-        where = f"run {run_id} saved" if run_id else "the run (not stored) kept"
-        self.args = (
-            f"rank {rank} lost a peer mid-run ({type(cause).__name__}: {first}): {where} "
-            "as incomplete with the cases measured so far",
-        )
-
-
 __all__ = [
     "BACKENDS",
+    "COLLECTIVE_TIMEOUT_S",
     "RANKS_DISAGREE",
     "Lockstep",
     "LockstepTimer",
-    "RankLost",
-    "RankSession",
     "RanksDisagree",
     "disagreement",
     "handshake",
     "header",
     "identity",
+    "init",
     "merged",
+    "pick_backend",
+    "pick_device",
     "planned_strategy",
-    "run",
 ]

@@ -1,6 +1,6 @@
 """The line a report shows for a run measured in parts (``torchmark run --resume``), from
 ``record.payload.parts``, and whether a stored run can be resumed. Kept apart from
-``torchmark.resume``: reports of stored runs (``torchmark show``) start without importing
+``torchmark.run.resume``: reports of stored runs (``torchmark show``) start without importing
 torch."""
 
 from __future__ import annotations
@@ -13,29 +13,7 @@ from torchmark import format as fmt
 from torchmark.results import RunRecord
 from torchmark.results.payloads import RunPayload
 
-__all__ = ["can_resume", "parts_note", "resume_hint"]
-
-
-def can_resume(record: RunRecord) -> str | None:
-    """Why ``record`` cannot be resumed, in one line naming what to do; None when it can:
-    only an incomplete, single-process `torchmark run` run can (``--resume`` refuses with
-    this line; `show` hints the resume command only where it is None)."""
-    rid = record.run_id
-    if record.kind != "run":
-        return f"run {rid} is a `{record.kind}` run; only `torchmark run` runs can be resumed"
-    if "distributed" in record.config:
-        return (
-            f"run {rid} is a distributed run (ranks); only single-process `torchmark run` "
-            f"runs can be resumed: run it again"
-        )
-    if record.status == "complete":
-        return f"run {rid} is complete: nothing to resume (`torchmark report {rid}`)"
-    if record.status == "running":
-        return (
-            f"run {rid} is still running (process {record.environment.get('pid')} on "
-            f"{record.environment.get('host')}); wait for it or stop it, then resume"
-        )
-    return None
+__all__ = ["parts_note", "resume_hint"]
 
 
 def resume_hint(run_id: str, db: str | None) -> str:

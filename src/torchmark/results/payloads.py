@@ -380,4 +380,3 @@ PAYLOADS: dict[str, type[Payload]] = {
     for cls in typing.get_args(typing.get_args(AnyPayload)[0])
 }
 KINDS: tuple[str, ...] = tuple(PAYLOADS)
-

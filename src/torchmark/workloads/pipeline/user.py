@@ -1,6 +1,6 @@
 """The user's own loader feeding the user's model (``torchmark model SPEC --loader
 file.py:make_loader``, ``benchmark_model(..., loader=...)``): the ``input`` workload's
-breakdown and advice on the user's batches.
+breakdown and advice on the user's batches. The run around it is ``kinds.loader``.
 
 ``make_loader()`` returns a DataLoader or any iterable of batches. A batch is a tensor, a
 dict of keyword inputs, or a tuple / list whose first item is the model's input (a tensor,
@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from torchmark.config import available_cores
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, YOURS, LoaderConfig, config_of, params
-from torchmark.results import RunRecord, Work
+from torchmark.results import Work
+from torchmark.run.config import available_cores
 from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import (
@@ -206,7 +206,7 @@ class UserPipeline(Workload):
         ]
 
     def prepare(self, case: Case) -> Prepared:
-        from torchmark.user.bench import place
+        from torchmark.user.workload import place
 
         device, p = case.device, case.param_dict
         model = place(self.model, device)
@@ -276,37 +276,6 @@ class UserPipeline(Workload):
             summarize=summarize,
             repeatable=False,
         )
-
-
-def benchmark_loader(
-    model: nn.Module,
-    make_loader: Callable[[], Any],
-    *,
-    devices: Sequence[str] | str | None = None,
-    what: str = "loader",
-    rule: str | None = None,
-    ceilings: bool = True,
-    telemetry: bool = True,
-    store: Any = None,
-    events: Any = None,
-    config: dict[str, Any] | None = None,
-) -> RunRecord:
-    """The user's model fed by the user's loader on each device: the breakdown per
-    setting (stored like a run's, shown by ``report.pipeline``). Errors in the factory,
-    its batches or the model's call on them: one InputError line, before any timing."""
-    from torchmark import runner
-    from torchmark.config import RunConfig
-    from torchmark.devices import resolve
-    from torchmark.session import Session
-
-    w = UserPipeline(model, make_loader, what)
-    devs = resolve(devices)
-    cfg = RunConfig(
-        devices=tuple(d.name for d in devs), rule=rule, ceilings=ceilings, telemetry=telemetry
-    )
-    cases = [c for d in devs for c in w.cases(d, PlanOptions())]
-    record = runner.new_record("model", {"loader": what, **(config or {})}, devs)
-    return runner.run_planned(Session(record, store, events), cases, {USER_INPUT: w}, cfg)
 
 
 def _length(loader: Iterable[Any]) -> int | None:

@@ -18,11 +18,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchmark import format as fmt
-from torchmark.config import available_cores
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
+from torchmark.run.config import available_cores
 from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchmark import variants
+from torchmark.kinds.tune.candidates import code_lines
+from torchmark.kinds.tune.search import Tuner
 from torchmark.results import RunRecord
 from torchmark.results.payloads import Candidate, Recommendation, TunePayload
-from torchmark.user.tune.candidates import code_lines
-from torchmark.user.tune.search import Tuner
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:

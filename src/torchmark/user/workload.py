@@ -1,15 +1,9 @@
-"""Benchmark the user's own model over a batch sweep on every device.
+"""The user's model as a workload: what it is given (a module or a SPEC, example inputs or
+a factory), its placement on each device, one preflight call per device (who runs it, the
+reference output, FLOPs per item) and ``UserModel``, its cases over batch x view of time.
 
-    preflight: one call per device at the smallest batch -> which devices run it, the
-               reference output, FLOPs per item (an input the model rejects everywhere is
-               a user error: one line with the shapes tried and the model's error)
-    for device, batch, view (device-only / end-to-end):
-        prepare (inputs made outside the timed region) -> guard -> measure -> energy
-        -> store the result as it lands
-    analyse: break-even per GPU, cost per million items (pure functions of the results)
-
-The baseline is how most people run inference: ``model.eval()`` under ``torch.no_grad()``
-in fp32; ``torchmark tune`` measures what beats it.
+``kinds.model`` measures it over a batch sweep; ``kinds.profile`` and ``kinds.tune`` take
+its pieces; the input pipeline feeds it the user's batches (``place``).
 """
 
 from __future__ import annotations
@@ -17,34 +11,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import torch
 from torch import nn
 
 from torchmark import variants
-from torchmark.config import RunConfig, validate
-from torchmark.devices import Device, resolve
-from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
-from torchmark.results import Result, RunRecord, Work
-from torchmark.results.payloads import BreakEven, CostTable, ModelInfo, ModelPayload
-from torchmark.runner import new_record, run_case
-from torchmark.session import (
-    OUT_OF_MEMORY,
-    CallTimedOut,
-    Events,
-    Session,
-    Watchdog,
-    call_bound,
-    skipped,
-)
-from torchmark.store.base import ResultStore
+from torchmark.devices import Device
+from torchmark.errors import CaseSkipped, InputError, WrongResultError
+from torchmark.results import Work
+from torchmark.run.watchdog import CallTimedOut, Watchdog
 from torchmark.telemetry import energy
-from torchmark.timing import preset
-from torchmark.user import breakeven, cost
 from torchmark.user.inputs import (
     InputFactory,
     Inputs,
@@ -52,16 +32,11 @@ from torchmark.user.inputs import (
     from_callable,
     from_examples,
     one_line,
-    per_batch,
     tensors_in,
     to_device,
 )
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
-if TYPE_CHECKING:
-    from torchmark.results.extra import Energy
-
-DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 # A GPU may run fp32 convolutions in TF32 (cuDNN's default): compare devices at its tolerance.
 CROSS_DEVICE_TOLERANCE = variants.TOLERANCE["tf32"]
 
@@ -303,21 +278,6 @@ def nonfinite(out: Any) -> str | None:
     return None
 
 
-def _trace_energy(result: Result, batch: int) -> dict[str, Any]:
-    """Energy per item from the NVML total-energy readings of the case's telemetry trace,
-    over the timed samples (first sample's start to the last one's end)."""
-    tel = result.telemetry
-    if tel is None:
-        return {"available": False, "reason": "telemetry off: GPU energy is read through it"}
-    joules = tel.get("energy_j")
-    if joules is None:
-        return {"available": False, "reason": "no NVML energy counter in the telemetry"}
-    calls = len(result.samples_s) * result.calls_per_sample
-    region_s = sum(result.samples_s) * result.calls_per_sample
-    source = "NVML total energy of the board (telemetry readings around the samples)"
-    return energy.per_item(source, joules, region_s, calls, calls * batch, [])
-
-
 def _factory(example_inputs: Any) -> tuple[InputFactory, int | None]:
     if callable(example_inputs) and not isinstance(example_inputs, torch.Tensor):
         return from_callable(example_inputs, "the inputs factory")
@@ -335,147 +295,3 @@ def _as_model(model: Any) -> tuple[nn.Module, str]:
     if not isinstance(model, nn.Module):
         raise InputError(f"expected a torch.nn.Module or a model spec, got {type(model).__name__}")
     return model, type(model).__name__
-
-
-def benchmark_model(
-    model: nn.Module | str,
-    example_inputs: Any = None,
-    *,
-    devices: Sequence[str] | str | None = None,
-    batches: Sequence[int] | None = None,
-    rule: str = "model",
-    price: Mapping[str, float] | str | None = None,
-    store: ResultStore | None = None,
-    events: Events | None = None,
-    name: str | None = None,
-    measure_energy: bool = True,
-    telemetry: bool = True,
-    config: Mapping[str, Any] | None = None,
-    loader: Callable[[], Any] | None = None,
-) -> RunRecord:
-    """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
-
-    ``loader``: a function returning a DataLoader or any iterable of batches: the model is
-    fed your batches instead, and the run holds the input pipeline's breakdown and advice
-    (``torchmark.workloads.pipeline.user``); ``example_inputs`` is then not needed.
-
-    ``example_inputs``: a tensor, tuple (positional) or dict (keyword) of tensors whose first
-    dimension is the batch (rows are resampled for other batch sizes), or a callable
-    ``batch -> inputs``. ``devices``: names as for ``--device`` (default: all).
-    ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
-    Returns the RunRecord; ``extra`` holds ``break_even``, ``cost`` and the ``model`` facts.
-    """
-    module, label = _as_model(model)
-    label = name or label
-    _eval(module)
-    if loader is not None:
-        from torchmark.workloads.pipeline.user import benchmark_loader
-
-        return benchmark_loader(
-            module, loader, devices=devices, what=label, rule=rule, telemetry=telemetry,
-            store=store, events=events, config=dict(config or {}),
-        )  # fmt: skip
-    if example_inputs is None:
-        raise InputError("give the model's example_inputs, or a loader")
-    preset(rule)  # an unknown rule fails here, naming the valid ones, before any work
-    factory, example_batch = _factory(example_inputs)
-    batch_list = sorted(set(batches or ((example_batch,) if example_batch else DEFAULT_BATCHES)))
-    # the reference is computed once, on the first device: every device must get the same
-    # inputs at each batch, which an unseeded user factory does not give on its own
-    factory = per_batch(factory)
-    prices = cost.parse_price(price) if isinstance(price, str) or price is None else dict(price)
-    devs = resolve(devices)
-    cfg = RunConfig(
-        devices=tuple(d.name for d in devs),
-        batches=tuple(batch_list),
-        rule=rule,
-        ceilings=False,
-        telemetry=telemetry,
-    )
-    validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
-
-    bound = call_bound(preset(rule).max_time_s)
-    pf = preflight(module, factory, devs, batch_list[0], bound)
-    workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
-    cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
-    record = new_record(
-        "model",
-        {
-            "model": label,
-            "batches": batch_list,
-            "devices": [d.name for d in devs],
-            "rule": rule,
-            "price": prices,
-            "energy": measure_energy,
-            **dict(config or {}),
-        },
-        devs,
-    )
-    record.payload = ModelPayload(
-        model=ModelInfo(
-            name=label,
-            parameters=sum(p.numel() for p in module.parameters()),
-            flops_per_item=pf.flops_per_item or None,
-            inputs_at_smallest_batch=pf.inputs,
-            mode="eval, torch.no_grad(), fp32 (the usual baseline)",
-        )
-    )
-    # break-even and cost are analysed from what was measured, complete or not
-    session = Session(record, store, events, analyse=lambda r: analyse(r, devs, prices))
-    session.planned(cases)
-    with session:
-        stopped: dict[str, str] = {}  # sweep -> why its larger batches are skipped
-        for case in cases:
-            session.case_started(case)
-            if case.sweep in stopped:
-                result = skipped(case, stopped[case.sweep])
-            else:
-                result = _run_one(workload, case, cfg, session)
-                if case.sweep and OUT_OF_MEMORY in result.flags:
-                    stopped[case.sweep] = f"larger batches skipped: {result.reason}"
-            session.add(case, result)
-    return session.record
-
-
-def _run_one(workload: UserModel, case: Case, cfg: RunConfig, session: Session) -> Result:
-    b = case.param_dict["batch"]
-    try:
-        with torch.no_grad():
-            result = run_case(workload, case, {}, cfg, session)
-    except CaseSkipped as e:
-        return skipped(case, str(e))
-    except WrongResultError as e:
-        return skipped(case, str(e), status="wrong")
-    except InputError as e:  # the user's inputs factory failing at this batch: it says so
-        return skipped(case, str(e))
-    except TorchmarkError:
-        raise  # torchmark's own failure (a bad rule, a store error): not the model's fault
-    except Exception as e:  # the user's code failing at one batch: recorded, the sweep goes on
-        case.device.empty_cache()
-        if _host_alloc_failed(e):
-            return skipped(case, f"out of memory at batch {b} on {case.device.name}", oom=True)
-        return skipped(case, f"the model raised {one_line(e)} at batch {b}")
-    if result.ok and workload.measure_energy and case.device.is_accelerator:
-        result.extra["energy"] = cast("Energy", _trace_energy(result, int(b)))
-    return result
-
-
-def analyse(record: RunRecord, devices: Sequence[Device], prices: Mapping[str, float]) -> None:
-    """Break-even per accelerator and cost per million items, into the run's payload."""
-    p = record.payload
-    assert isinstance(p, ModelPayload)
-    cpus = [d for d in devices if not d.is_accelerator]
-    gpus = [d for d in devices if d.is_accelerator]
-    if not gpus:
-        p.break_even, p.break_even_note = {}, breakeven.NO_GPU
-    elif not cpus:
-        p.break_even = {}
-        p.break_even_note = "the CPU was not measured: break-even not available"
-    else:
-        found = breakeven.break_even(
-            record.results, cpus[0].name, [g.name for g in gpus], {g.name: g.label() for g in gpus}
-        )
-        p.break_even = {gpu: BreakEven.model_validate(e) for gpu, e in found.items()}
-    if prices:
-        priced = cost.device_prices(prices, devices)
-        p.cost = CostTable.model_validate(cost.cost_table(record.results, priced))

@@ -1,11 +1,15 @@
 """``torchmark profile``: one case measured unprofiled, then profiled, stored as a run.
 
 case      = the first planned case on the chosen device (the selectors of ``run``)
-session   = Session(record kind "profile")         # the lifecycle every run shares
+session   = open_run("profile", cfg, ...)          # the lifecycle every run shares
 ceilings  = measure_ceilings(...)                  # cached per device fingerprint
 result    = run_case(...)                          # the unprofiled median, as `run` does
 capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
 record.payload.profile = breakdown, rules, top ops, overhead, verdict
+
+Its config is ``RunConfig``: a profile selects its case with ``run``'s options. No case
+loop: one case, measured by ``run_case`` as ``run`` measures it, then profiled in the same
+session (``--check`` measures each suggested variant the same way).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from torchmark import format as fmt
-from torchmark.config import RunConfig, validate
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.profile import categories as c
@@ -37,8 +40,12 @@ from torchmark.profile.capture import (
 from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.results.payloads import Checked, ProfilePayload, ProfileSummary
-from torchmark.runner import measure_ceilings, new_record, plan, run_case, select_workloads
-from torchmark.session import Events, Session
+from torchmark.run.case import run_case
+from torchmark.run.config import RunConfig, validate
+from torchmark.run.plan import plan, select_workloads
+from torchmark.run.record import open_run
+from torchmark.run.runner import measure_ceilings
+from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
@@ -76,10 +83,10 @@ def _prefer_accelerator(devices: list[Device]) -> Device:
 def user_target(model: Any, factory: InputFactory, label: str, cfg: RunConfig) -> Target:
     """The user's model (``torchmark model``'s SPEC and inputs) as the case to profile: the
     first requested batch (default 1), timed as ``model`` times it on that device."""
-    from torchmark.session import call_bound
+    from torchmark.run.watchdog import call_bound
     from torchmark.timing import preset
-    from torchmark.user.bench import UserModel, _eval, preflight
     from torchmark.user.inputs import per_batch
+    from torchmark.user.workload import UserModel, _eval, preflight
 
     _eval(model)
     device = _prefer_accelerator(resolve(cfg.devices))
@@ -123,7 +130,7 @@ def profile(
             f"`torchmark tune {user_spec}`, which tries each against the baseline"
         )
     workload, case, notes = target or builtin_target(cfg)
-    session = Session(new_record("profile", cfg.as_dict(), [case.device]), store, events)
+    session = open_run("profile", cfg, [case.device], store, events)
     session.planned([case])
     saved = None
     with session:

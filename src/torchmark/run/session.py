@@ -14,15 +14,13 @@ on; each later write first re-syncs what was missed. If the store is still down 
 ``RunNotStored(record)`` is raised (``record.payload.not_stored`` names the cause) so the
 caller can still show the run and write it to a file (``rescue_path``).
 
-A ``Watchdog`` bounds a single call: ``measure(..., clock=dog.heartbeat)`` beats between
-groups of calls; a gap longer than the bound raises ``CallTimedOut`` in the main thread.
+A ``Watchdog`` (``run.watchdog``) bounds a single call; the session owns one and closes it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import signal
 import sys
@@ -32,19 +30,18 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torchmark.errors import RunInterrupted, RunNotStored, StoreError
-from torchmark.results import Ceiling, Result, RunRecord, Status, utcnow
+from torchmark.results import Ceiling, Result, RunRecord, utcnow
+from torchmark.run.watchdog import Watchdog, in_main_thread
 
 if TYPE_CHECKING:
     from torchmark.devices import Device
-    from torchmark.results.extra import ResultExtra
-    from torchmark.stats.measurement import Measurement
     from torchmark.store.base import ResultStore
     from torchmark.telemetry import Kept, Source
     from torchmark.telemetry.verdict import Level
-    from torchmark.workloads import Case, Prepared
+    from torchmark.workloads import Case
 
 
 class Events(Protocol):
@@ -74,222 +71,8 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 def signum_of(exc: BaseException) -> int:
     return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
-
-
-# -- building results: the one place a Result is made from a case ---------------------------
-
-# Flag of a result skipped because it did not fit: its sweep stops there.
-OUT_OF_MEMORY = "out_of_memory"
-# Flag of a case ended by the watchdog: one call ran past the bound.
-CALL_TIMED_OUT = "call_timed_out"
-
-
-def skipped(
-    case: Case, reason: str, status: Status = "skipped", oom: bool = False, flag: str | None = None
-) -> Result:
-    """A case that produced no measurement: skipped (with the reason) or wrong."""
-    flags = [OUT_OF_MEMORY] if oom else []
-    return Result(
-        workload=case.workload,
-        variant=case.variant,
-        device=case.device.name,
-        params=case.param_dict,
-        status=status,
-        reason=reason,
-        extra_flags=flags + ([flag] if flag else []),
-    )
-
-
-def measured(
-    case: Case,
-    m: Measurement,
-    prepared: Prepared,
-    *,
-    ceiling: Ceiling | None = None,
-    notes: Sequence[str] = (),
-    extra: dict[str, Any] | None = None,
-    telemetry: dict[str, Any] | None = None,
-) -> Result:
-    """The Result of one measured case, judged (ok / warn / invalid with reasons)."""
-    from torchmark.telemetry import judge
-
-    result = Result(
-        workload=case.workload,
-        variant=case.variant,
-        device=case.device.name,
-        params=case.param_dict,
-        samples_s=list(m.samples_s),
-        calls_per_sample=m.calls_per_sample,
-        first_call_s=m.first_call_s,
-        warmup_calls=m.warmup_calls,
-        stop_reason=m.stop_reason,
-        rule=m.rule,
-        timing=m.timing,
-        excluded=list(m.excluded),
-        work=prepared.work,
-        headline=prepared.headline,
-        ceiling=ceiling,
-        notes=[*prepared.notes, *notes],
-        # the workload's and the loop's own keys: pydantic checks the typed ones
-        extra=cast("ResultExtra", {**prepared.extra, **(extra or {})}),
-        telemetry=telemetry,
-    )
-    result.verdict = judge(result)
-    return result
-
-
-# -- the watchdog ----------------------------------------------------------------------------
-
-# The bound on one call: a probe model sleeping 10 s per call under `--stopping quick`
-# (<= 2 s) took 69 s before this bound existed. 10 s leaves a slow but honest first call
-# (cold CUDA context, cuDNN autotune: 1-5 s on the lent H100) room to finish.
-MIN_CALL_BOUND_S = 10.0
-
-
-def call_bound(rule_max_time_s: float) -> float:
-    """A single call (or timed group of calls) running past this ends its case."""
-    return max(MIN_CALL_BOUND_S, 2 * rule_max_time_s)
-
-
-class CallTimedOut(BaseException):
-    """Raised in the main thread by the watchdog. A BaseException, so the user's
-    ``except Exception`` inside a model cannot swallow it."""
-
-
-# The signal the watchdog sends the main thread: a real signal (pthread_kill) also wakes a
-# sleeping or blocking call that retries on EINTR, which _thread.interrupt_main() does not.
-WATCHDOG_SIGNAL = getattr(signal, "SIGUSR1", None)
-
-
-class Watchdog:
-    """Bounds the time between heartbeats while armed (one thread per session).
-
-    ``measure`` reads its host clock between every group of calls (after the first call,
-    each warm-up group and each sample), so passing ``clock=dog.heartbeat`` makes every gap
-    one group: the first call, a warm-up group (sized to fit the rule's time-out) or one
-    sample (~10 ms, or one call when a call is longer). A gap past the bound means a call
-    that does not return in time; the main thread gets ``CallTimedOut`` with the reason.
-
-    A call stuck inside C code that never returns to Python cannot be interrupted from
-    another thread. If the main thread has not answered ``grace_s`` after the signal,
-    ``on_hung`` runs in the watchdog thread (the session saves the run and exits).
-    """
-
-    def __init__(
-        self,
-        on_hung: Callable[[str], None] | None = None,
-        grace_s: float = 30.0,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        self.on_hung, self.grace_s, self.clock = on_hung, grace_s, clock
-        self.fired: str | None = None
-        self._bound, self._what, self._why = 0.0, "", ""
-        self._deadline: float | None = None
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._old_handler: Any = None
-
-    def heartbeat(self) -> float:
-        t = self.clock()
-        with self._cond:
-            if self._deadline is not None:
-                self._deadline = t + self._bound
-        return t
-
-    def beating(self, clock: Callable[[], float]) -> Callable[[], float]:
-        """``clock`` (the one measure's stopping rule reads: a fake one in tests) that also
-        beats the watchdog, whose deadlines stay on the real host clock."""
-        if clock is self.clock:
-            return self.heartbeat
-
-        def beat() -> float:
-            self.heartbeat()
-            return clock()
-
-        return beat
-
-    @contextlib.contextmanager
-    def armed(
-        self,
-        bound_s: float,
-        what: str,
-        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
-    ) -> Iterator[None]:
-        """Bound every gap between heartbeats inside the block; CallTimedOut on a miss."""
-        if WATCHDOG_SIGNAL is None or not _in_main_thread() or not math.isfinite(bound_s):
-            yield  # no way to interrupt the main thread here: unbounded, as before
-            return
-        self._start()
-        with self._cond:
-            self.fired, self._bound, self._what, self._why = None, bound_s, what, why
-            self._deadline = self.clock() + bound_s
-            self._cond.notify_all()
-        try:
-            yield
-            if self.fired:  # fired just as the call returned: let the signal land here
-                for _ in range(100):
-                    time.sleep(0.01)
-        finally:
-            with self._cond:
-                self._deadline = None
-                # a signal still pending after this block must not end an unrelated call
-                self.fired = None
-                self._cond.notify_all()
-
-    def _start(self) -> None:
-        if self._thread is None:
-            self._old_handler = signal.signal(WATCHDOG_SIGNAL, self._on_signal)  # type: ignore[arg-type]
-            self._thread = threading.Thread(
-                target=self._run, name="torchmark-watchdog", daemon=True
-            )
-            self._thread.start()
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.fired:
-            raise CallTimedOut(self.fired)
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                if self._deadline is None:
-                    self._cond.wait()
-                    continue
-                left = self._deadline - self.clock()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                self.fired = (
-                    f"timed out: {self._what} did not return within {self._bound:.3g} s "
-                    f"({self._why})"
-                )
-                fired_at = self.clock()
-                signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
-                while self._deadline is not None and not self._closed:
-                    if self.clock() - fired_at >= self.grace_s:
-                        if self.on_hung is not None:
-                            self.on_hung(self.fired)
-                        return
-                    self._cond.wait(self.grace_s)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-            if _in_main_thread() and WATCHDOG_SIGNAL is not None:
-                signal.signal(WATCHDOG_SIGNAL, self._old_handler)
-            self._thread = None
-
-
-# -- the session -----------------------------------------------------------------------------
 
 
 def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
@@ -363,7 +146,7 @@ class Session:
         gc.collect()
         self._thawed = gc.get_freeze_count() == 0  # a caller's own freeze outlives the run
         gc.freeze()
-        if _in_main_thread():
+        if in_main_thread():
             # Ctrl-C too, so that it also waits for a store write under way (`held`); a
             # SIGINT ignored by the caller (a background job) stays ignored.
             for s in (signal.SIGINT, *STOP_SIGNALS):
@@ -425,7 +208,7 @@ class Session:
         stored (a stop between the two stored a result twice, its re-sync at the end adding
         it again), or a soak's last result. The wait is one store write at most (its own
         retries included); the measuring itself is never held."""
-        if self._holding or not _in_main_thread():
+        if self._holding or not in_main_thread():
             yield
             return
         self._holding = True
@@ -565,16 +348,9 @@ class Session:
 
 
 __all__ = [
-    "CALL_TIMED_OUT",
-    "OUT_OF_MEMORY",
-    "CallTimedOut",
     "Events",
     "Quiet",
     "Session",
     "Stopped",
-    "Watchdog",
-    "call_bound",
-    "measured",
     "rescue_path",
-    "skipped",
 ]

@@ -13,10 +13,10 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import Device
 from torchmark.errors import WrongResultError
+from torchmark.kinds.tune.candidates import Candidate
 from torchmark.results import Work
-from torchmark.user.bench import _eval, count_flops
 from torchmark.user.inputs import InputFactory, Inputs
-from torchmark.user.tune.candidates import Candidate
+from torchmark.user.workload import _eval, count_flops
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
 

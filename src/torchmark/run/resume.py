@@ -27,26 +27,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchmark import environment
 from torchmark import format as fmt
-from torchmark.config import RunConfig
 from torchmark.errors import InputError, RunNotFoundError
-from torchmark.report.parts import can_resume, parts_note
 from torchmark.results import Result, RunRecord, utcnow
 from torchmark.results.payloads import Part, RunPayload
-from torchmark.store.base import ResultStore
-from torchmark.workloads import Case, Workload
 
+# torch (~2 s) is imported where a resume measures, not here: `torchmark show` asks
+# `can_resume` of a stored run
 if TYPE_CHECKING:
     from torchmark.devices import Device
-    from torchmark.session import Events
+    from torchmark.run.config import RunConfig
+    from torchmark.run.session import Events
+    from torchmark.store.base import ResultStore
+    from torchmark.workloads import Case, Workload
 
 __all__ = [
     "Resume",
+    "can_resume",
     "case_key",
     "check_resumable",
     "environment_difference",
-    "parts_note",
     "prepare",
     "result_key",
     "run",
@@ -73,6 +73,28 @@ def target(store: ResultStore, spec: str) -> RunRecord:
     )
 
 
+def can_resume(record: RunRecord) -> str | None:
+    """Why ``record`` cannot be resumed, in one line naming what to do; None when it can:
+    only an incomplete, single-process `torchmark run` run can (``--resume`` refuses with
+    this line; `show` hints the resume command only where it is None)."""
+    rid = record.run_id
+    if record.kind != "run":
+        return f"run {rid} is a `{record.kind}` run; only `torchmark run` runs can be resumed"
+    if "distributed" in record.config:
+        return (
+            f"run {rid} is a distributed run (ranks); only single-process `torchmark run` "
+            f"runs can be resumed: run it again"
+        )
+    if record.status == "complete":
+        return f"run {rid} is complete: nothing to resume (`torchmark report {rid}`)"
+    if record.status == "running":
+        return (
+            f"run {rid} is still running (process {record.environment.get('pid')} on "
+            f"{record.environment.get('host')}); wait for it or stop it, then resume"
+        )
+    return None
+
+
 def check_resumable(record: RunRecord) -> None:
     """Only an incomplete, single-process `torchmark run` run can be resumed."""
     why = can_resume(record)
@@ -82,6 +104,8 @@ def check_resumable(record: RunRecord) -> None:
 
 def stored_config(record: RunRecord) -> RunConfig:
     """The run's options as it stored them (JSON lists back to tuples)."""
+    from torchmark.run.config import RunConfig
+
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     unknown = sorted(set(record.config) - fields)
     if unknown:
@@ -129,7 +153,7 @@ def result_key(params_of: Result) -> tuple[str, str, str, str]:
 
 
 def case_key(case: Case) -> tuple[str, str, str, str]:
-    from torchmark.session import skipped
+    from torchmark.run.case import skipped
 
     return result_key(skipped(case, ""))
 
@@ -166,7 +190,7 @@ class Resume:
 def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case], dict[str, str]]:
     """Cases with no stored result yet (each stored result accounts for one planned case),
     and the sweeps stopped by an out-of-memory result."""
-    from torchmark.session import OUT_OF_MEMORY
+    from torchmark.run.case import sweep_stop
 
     keys = [result_key(r) for r in record.results]  # a model_dump each: once a result
     left, by_key = Counter(keys), dict(zip(keys, record.results, strict=True))
@@ -175,8 +199,8 @@ def filter_done(record: RunRecord, planned: Sequence[Case]) -> tuple[list[Case],
         key = case_key(case)
         if left[key] > 0:
             left[key] -= 1
-            if case.sweep and OUT_OF_MEMORY in by_key[key].flags:
-                stopped[case.sweep] = f"sweep stopped: {by_key[key].reason}"
+            if (why := sweep_stop(case, by_key[key])) is not None:
+                stopped[case.sweep or ""] = why
         else:
             todo.append(case)
     strays = [r for r, k in zip(record.results, keys, strict=True) if left[k] > 0]
@@ -215,7 +239,7 @@ def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | Non
                 load_at_start=record.environment.get("load_at_start"),
             )
         ]
-    from torchmark.runner import command_line
+    from torchmark.run.record import command_line
 
     parts.append(
         Part(
@@ -248,7 +272,8 @@ def prepare(
     """Check and plan a resume without touching the store; refuses, one line naming the
     fix, a run that cannot be resumed here. ``devices``/``workloads``: tests' fakes (by
     default the stored options choose them, as ``runner.run`` does)."""
-    from torchmark.runner import make_plan
+    from torchmark.run import environment
+    from torchmark.run.plan import make_plan
 
     check_resumable(record)
     p = make_plan(stored_config(record), devices, workloads)
@@ -268,8 +293,8 @@ def run(
 ) -> RunRecord:
     """Measure the cases left through the one run path (``Session`` + ``run_planned``),
     appending to the same run id; complete when the plan finishes."""
-    from torchmark.runner import run_planned
-    from torchmark.session import Session
+    from torchmark.run.runner import run_planned
+    from torchmark.run.session import Session
 
     record = plan.record
     assert record.run_id is not None  # loaded from the store

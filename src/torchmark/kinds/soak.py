@@ -8,6 +8,10 @@ caused it (the seed table's "Server GPU (Overheat)" ran at 55 it/s beside a heal
         until duration: time k calls (one chunk ~ 0.5 s), mark its span
     windows of chunks -> rate, clock, temperature, power, throttle reasons
     first vs last minute -> a verdict naming the cause of a fall
+
+A soak has its own loop, not ``run_planned``'s: one case timed for a duration in chunks
+(no stopping rule; a throttled stretch is what it looks for, so nothing is set aside), its
+windows stored as they fill. Its session is opened like every run's (``run.open_run``).
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord
 from torchmark.results.payloads import SoakPayload, SoakSeries, SoakWindow
-from torchmark.runner import new_record
-from torchmark.session import Events, Session, measured
+from torchmark.run.case import measured
+from torchmark.run.record import open_run
+from torchmark.run.session import Events
 from torchmark.stats.measurement import Measurement
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import Source, TelemetryTrace
@@ -46,6 +52,18 @@ def parse_duration(text: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise InputError(f"--duration takes a positive time such as 90s, 10m or 1h; got {text!r}")
     return float(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    """What a ``soak`` run repeated, as its record stores it (``as_dict``)."""
+
+    duration_s: float
+    device: str
+    workload: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"duration_s": self.duration_s, "device": self.device, "workload": self.workload}
 
 
 @dataclass
@@ -115,12 +133,9 @@ def soak(
     timer = device.timer(prepared.timing)
     trace = TelemetryTrace(device, sources_for(device) if sources is None else sources, interval_s)
     chunks: list[Chunk] = []
-    record = new_record(
-        "soak",
-        {"duration_s": duration_s, "device": device.name, "workload": workload.name},
-        [device],
-    )
-    session = Session(record, store, events, reasons=_trend)
+    settings = SoakConfig(duration_s, device.name, workload.name)
+    session = open_run("soak", settings, [device], store, events, reasons=_trend)
+    record = session.record
     rule = f"soak(duration_s={duration_s:g})"
     assert isinstance(record.payload, SoakPayload)
     record.payload.soak = SoakSeries(case=case.label)

@@ -15,11 +15,16 @@ timed in rounds interleaved with the baseline; its speedup is the baseline's med
 those rounds divided by the candidate's (the two latencies shown), and it counts only when
 ``comparison.paired`` calls it FASTER (Wilcoxon on the rounds, 2 % practical threshold).
 
+Tune has its own loop, not ``run_planned``'s: its cases are not known before it measures
+(each stage starts from the best of the previous one, the batch search from the winner),
+and a candidate is timed in rounds interleaved with the baseline, not by one ``run_case``.
+Its session is opened like every run's (``run.open_run``).
+
     candidates  what is tried (``Candidate``) and the code that applies the recommendation
     workload    builds each candidate (untimed) and checks its output
     search      ``Tuner``: the interleaved rounds and the staged search on one device
     summary     the ranking and the recommendation, into the record's ``extra``
-    here        ``tune()``: the run session around one ``Tuner`` per device
+    here        ``tune()`` and ``TuneConfig``: the run around one ``Tuner`` per device
 
 The search's knobs (``search.MIN_ROUNDS``, ``search.BASELINE_MAX_REL_IQR``, ...) are read
 where they are used: tests shrink them on ``search``, not on this package.
@@ -28,7 +33,8 @@ where they are used: tests shrink them on ``search``, not on this package.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
@@ -36,15 +42,9 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import resolve
 from torchmark.errors import InputError
-from torchmark.results import RunRecord
-from torchmark.runner import new_record
-from torchmark.session import Events, Session
-from torchmark.store.base import ResultStore
-from torchmark.telemetry.host import OtherLoad
-from torchmark.user.bench import _as_model, _eval, _factory
-from torchmark.user.tune import search
-from torchmark.user.tune.candidates import Candidate, code_lines
-from torchmark.user.tune.search import (
+from torchmark.kinds.tune import search
+from torchmark.kinds.tune.candidates import Candidate, code_lines
+from torchmark.kinds.tune.search import (
     CANDIDATE_RESERVE_S,
     COMPILE_RESERVE_S,
     PER_CANDIDATE_S,
@@ -52,10 +52,42 @@ from torchmark.user.tune.search import (
     Tuner,
     paired_verdict,
 )
-from torchmark.user.tune.summary import summarise
-from torchmark.user.tune.workload import TuneWorkload, _Keywords
+from torchmark.kinds.tune.summary import summarise
+from torchmark.kinds.tune.workload import TuneWorkload, _Keywords
+from torchmark.results import RunRecord
+from torchmark.run.record import open_run
+from torchmark.run.session import Events
+from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
+from torchmark.user.workload import _as_model, _eval, _factory
 
 DEFAULT_BUDGET_S = 150.0
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """What a ``tune`` run searched, as its record stores it (``as_dict``)."""
+
+    model: str  # the model's name in tables
+    batch: int
+    devices: tuple[str, ...]
+    max_latency_ms: float | None
+    budget_s: float
+    per_candidate_s: float
+    given: Mapping[str, Any] = field(default_factory=dict)  # the caller's own (CLI: SPEC)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "batch": self.batch,
+            "devices": list(self.devices),
+            "max_latency_ms": self.max_latency_ms,
+            "budget_s": self.budget_s,
+            "per_candidate_s": self.per_candidate_s,
+            **self.given,
+        }
+
+
 # Other processes using more than this many cores during tune: its speedups are suspect.
 BUSY_CORES = 0.5
 
@@ -89,18 +121,14 @@ def tune(
     if probe.kwargs:
         module = _Keywords(module, len(probe.args), list(probe.kwargs))
     devs = resolve(devices)
-    record = new_record(
-        "tune",
-        {
-            "model": label,
-            "batch": batch,
-            "devices": [d.name for d in devs],
-            "max_latency_ms": max_latency_ms,
-            "budget_s": budget_s,
-            "per_candidate_s": per_candidate_s,
-            **(config or {}),
-        },
-        devs,
+    settings = TuneConfig(
+        label,
+        batch,
+        tuple(d.name for d in devs),
+        max_latency_ms,
+        budget_s,
+        per_candidate_s,
+        dict(config or {}),
     )
     wl = TuneWorkload(label, module, factory, "quick")
     tuners: list[Tuner] = []
@@ -116,7 +144,8 @@ def tune(
             )
         summarise(rec, tuners)
 
-    session = Session(record, store, events, analyse=analyse)
+    session = open_run("tune", settings, devs, store, events, analyse=analyse)
+    record = session.record
     start = time.perf_counter()
     # builds set TF32 flags; the user's come back
     with variants.preserved_flags(), session:
@@ -156,6 +185,7 @@ __all__ = [
     "PER_CANDIDATE_S",
     "Candidate",
     "Measured",
+    "TuneConfig",
     "TuneWorkload",
     "Tuner",
     "code_lines",

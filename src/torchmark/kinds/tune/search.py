@@ -15,22 +15,17 @@ import torch
 from torchmark import variants
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
+from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
+from torchmark.kinds.tune.workload import TuneWorkload
 from torchmark.results import Result
-from torchmark.session import (
-    CALL_TIMED_OUT,
-    MIN_CALL_BOUND_S,
-    CallTimedOut,
-    Session,
-    measured,
-    skipped,
-)
+from torchmark.run.case import CALL_TIMED_OUT, measured, skipped
+from torchmark.run.session import Session
+from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
 from torchmark.stats.comparison import MIN_ROUNDS, Judgement, paired
 from torchmark.stats.measurement import Measurement
 from torchmark.timing import Fixed, StoppingRule, measure
-from torchmark.user.bench import _host_alloc_failed
 from torchmark.user.inputs import one_line
-from torchmark.user.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
-from torchmark.user.tune.workload import TuneWorkload
+from torchmark.user.workload import _host_alloc_failed
 from torchmark.workloads.base import Case, Prepared
 
 # torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds

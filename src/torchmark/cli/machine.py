@@ -1,0 +1,96 @@
+"""`torchmark list` (the workloads and the devices found) and `torchmark env` (the
+environment record stored with every run): what this machine has, nothing measured."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+
+from torchmark.cli.app import AsJsonOption, app, console
+
+
+@app.command(name="list")
+def list_(
+    as_json: AsJsonOption = False,
+) -> None:
+    """Workloads (with their facts) and the devices found on this machine."""
+    from torchmark.devices import available
+    from torchmark.workloads import WORKLOADS, load_builtins
+
+    load_builtins()
+    workloads: list[dict[str, Any]] = []
+    for name in WORKLOADS.names():
+        cls = WORKLOADS.get(name)
+        workloads.append(
+            {
+                "name": name,
+                "group": cls.group,
+                "summary": cls.summary,
+                "quick": cls.in_quick,
+                **cls().describe(),
+            }
+        )
+    devices: list[dict[str, str | bool]] = [
+        {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
+    ]
+    if as_json:
+        console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
+        return
+    from torchmark.report.layout import Col, FitTable
+
+    t = FitTable(
+        Col("name"),
+        Col("group"),
+        Col("quick"),
+        Col("summary", wrap=24),
+        Col("facts", wrap=18, drop=1),
+        title="Workloads",
+    )
+    for w in workloads:
+        facts = {k: v for k, v in w.items() if k not in ("name", "group", "summary", "quick")}
+        t.row(
+            w["name"],
+            w["group"],
+            "yes" if w["quick"] else "",
+            w["summary"],
+            ", ".join(f"{k}={_fmt(v)}" for k, v in facts.items()),
+        )
+    console.print(t)
+    d = FitTable(Col("name"), Col("device", wrap=16), Col("accelerator"), title="Devices")
+    for dev in devices:
+        d.row(str(dev["name"]), str(dev["label"]), "yes" if dev["accelerator"] else "no")
+    console.print(d)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return "/".join(map(str, v))
+    return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+@app.command()
+def env(
+    as_json: AsJsonOption = False,
+) -> None:
+    """The environment record stored with every run: versions, devices, threads, flags, load."""
+    from torchmark.devices import available
+    from torchmark.run import environment
+
+    record = environment.collect(available())
+    record["fingerprint"] = environment.machine_fingerprint(record)
+    if as_json:
+        console.print_json(json.dumps(record, default=str))
+        return
+    from torchmark.report.layout import Col, FitTable
+
+    for section, value in record.items():
+        if isinstance(value, dict):
+            t = FitTable(Col("key", style="bold"), Col("value", wrap=20), title=section)
+            t.show_header = False
+            for k, v in value.items():
+                t.row(str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v))
+            console.print(t)
+        else:
+            console.print(Text.assemble((section, "bold"), f": {value}"))

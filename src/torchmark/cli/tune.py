@@ -1,0 +1,65 @@
+"""`torchmark tune SPEC`: the settings that make the user's model faster on each device
+(``kinds.tune``). Loading a model file runs the user's code."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from torchmark.cli import RUNS_CODE
+from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app
+from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.printers import show_tune
+from torchmark.cli.target import InputOption, InputsOption, SpecArgument, load_target, recording
+
+__all__ = ["show_tune", "tune"]
+
+
+@app.command(
+    help="Find the settings that make your model faster on each device, each one "
+    "checked against the fp32 output, and print the code that applies the best. " + RUNS_CODE
+)
+def tune(
+    spec: SpecArgument,
+    input: InputOption = None,
+    inputs: InputsOption = None,
+    device: DevicesOption = None,
+    batch: Annotated[int, typer.Option(help="The batch size you run at.")] = 1,
+    max_latency_ms: Annotated[
+        float | None,
+        typer.Option(help="Latency budget: also find the largest batch that stays within it."),
+    ] = None,
+    budget_s: Annotated[
+        float, typer.Option(help="Time budget for the whole search, in seconds.")
+    ] = 150.0,
+    per_candidate_s: Annotated[
+        float,
+        typer.Option(help="Seconds of interleaved baseline/candidate rounds per candidate."),
+    ] = 3.0,
+    compile: Annotated[
+        bool, typer.Option(help="Try torch.compile (its compile takes ~1 min on small CPUs).")
+    ] = True,
+    json_path: JsonOutOption = None,
+    db: DbOption = None,
+) -> None:
+    from torchmark.kinds.tune import tune as run_tune
+
+    check_json_path(json_path)
+    user = load_target(spec, input, inputs)
+    with recording(show_tune, json_path, db, lines=True) as (store, events):
+        record = run_tune(
+            user.model,
+            user.factory,
+            devices=device or None,
+            batch=batch,
+            max_latency_ms=max_latency_ms,
+            budget_s=budget_s,
+            per_candidate_s=per_candidate_s,
+            try_compile=compile,
+            store=store,
+            events=events,
+            name=user.name,
+            config=user.config,
+        )
+    finish(record, show_tune, json_path, store.url)

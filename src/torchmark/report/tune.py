@@ -1,0 +1,95 @@
+"""Terminal view of `torchmark tune` (ranked candidates, recommendation): a pure function of
+the stored RunRecord that fits the console's width (``report.layout``)."""
+
+from __future__ import annotations
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable, lines
+from torchmark.report.table import Footnotes
+from torchmark.results import RunRecord
+from torchmark.results.payloads import TunePayload
+
+__all__ = ["tune_table", "tune_view"]
+
+
+STATUS_STYLE = {"faster": "green", "rejected": "red", "slower": "yellow"}
+
+
+def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
+    """Candidates ranked per device: status, speedup over the baseline, latency, spread;
+    why a candidate was skipped or rejected is a footnote."""
+    notes = notes if notes is not None else Footnotes()
+    cands = record.payload.candidates if isinstance(record.payload, TunePayload) else []
+    devices = list(dict.fromkeys(c.device for c in cands))
+    paired = any(c.baseline_ms is not None for c in cands)
+    t = FitTable(
+        Col("device", show=len(devices) > 1),
+        Col("candidate", wrap=14),
+        Col("status"),
+        Col("speedup", justify="right"),
+        Col("latency", justify="right"),
+        # the baseline's median over the candidate's own interleaved rounds: the speedup is
+        # baseline / latency of the same row (under drift it differs from the baseline row's)
+        Col("baseline", justify="right", short_header="base", show=paired),
+        Col("±IQR", justify="right", drop=3, vital=True),
+        Col("max error", justify="right", shorten=2, drop=4, vital=True),
+        Col("notes", wrap=12),
+        title="Candidates, ranked (speedup over the baseline)"
+        + (f" on {devices[0]}" if len(devices) == 1 else ""),
+    )
+    for c in cands:
+        s = c.status
+        err = c.max_error
+        why = [c.reason] if c.reason else []
+        items = c.items_ratio or 1
+        if items != 1 and c.speedup is not None:
+            why.append(
+                f"{c.name}: {items:g}x the batch per call, so the speedup is per item: "
+                f"{items:g} x baseline / latency"
+            )
+        if c.compile_s:
+            why.append(f"{c.name}: torch.compile took {fmt.duration(c.compile_s)}")
+        refs = sorted({notes.ref(w) for w in why})
+        note = f"[{','.join(map(str, refs))}]" if refs else ""
+        rel = c.rel_iqr
+        lat = c.latency_ms
+        t.row(
+            c.device,
+            c.name,
+            Text(s, style=STATUS_STYLE.get(s, "")),
+            fmt.ratio(c.speedup) if c.speedup is not None else fmt.DASH,
+            fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
+            fmt.duration(c.baseline_ms / 1e3) if c.baseline_ms else fmt.DASH,
+            fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
+            Alt(
+                f"{err:.2g} (tol {c.tolerance or 0:g})" if err is not None else fmt.DASH,
+                f"{err:.2g}" if err is not None else fmt.DASH,
+            ),
+            note,
+        )
+    return t
+
+
+def tune_view(record: RunRecord) -> list[RenderableType]:
+    """What ``torchmark tune`` prints: the ranked candidates, notes, and per device the
+    recommendation with the code that applies it."""
+    notes = Footnotes()
+    out: list[RenderableType] = [tune_table(record, notes)]
+    said = notes.lines() + [f"note: {n}" for n in record.payload.notes]
+    if said:
+        out.append(lines(said))
+    recs = record.payload.recommendation if isinstance(record.payload, TunePayload) else {}
+    for dev, rec in recs.items():
+        sp = rec.speedup
+        why = f" ({rec.reason})" if rec.reason else ""
+        head = Text.assemble(
+            "\n",
+            (f"Recommended on {dev}:", "bold"),
+            f" {rec.name}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
+        )
+        out.append(head)
+        out.append(Text("\n".join(rec.code)))
+    return out

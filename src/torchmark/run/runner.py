@@ -1,0 +1,203 @@
+"""plan cases -> for each: set up, guard, measure (telemetry watching), record -> run.
+
+No formatting here: the caller passes ``Events`` to hear about progress. The run's
+lifecycle (store, signals, store failures, the watchdog) is the ``Session``'s; one case is
+``case.run_case``; what to measure is ``plan``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from torchmark import telemetry
+from torchmark.devices import Device
+from torchmark.errors import StoreError
+from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.run import environment
+from torchmark.run.case import SWEEP_STOPPED, run_case, skipped, sweep_stop
+from torchmark.run.config import RunConfig
+from torchmark.run.plan import Plan, make_plan
+from torchmark.run.record import open_run
+from torchmark.run.session import Events, Session
+from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
+from torchmark.workloads import Case, Workload
+
+__all__ = [
+    "RunOne",
+    "measure_ceilings",
+    "run",
+    "run_planned",
+    "second_look",
+]
+
+
+def run(
+    cfg: RunConfig,
+    store: ResultStore | None,
+    events: Events | None = None,
+    kind: str = "run",
+    json_path: Path | None = None,
+    suite: Plan | None = None,
+) -> RunRecord:
+    """Run every planned case and store each result as it lands (``suite``: ``cfg`` planned
+    already by ``make_plan``)."""
+    p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
+    p.set_threads()
+    session = open_run(kind, cfg, p.devices, store, events, json_path=json_path)
+    return run_planned(session, p.cases, p.workloads, cfg)
+
+
+# One case, measured: ``run_case`` or a kind's own wrapper of it (``model``'s no_grad).
+RunOne = Callable[[Workload, Case, dict[str, Ceiling], RunConfig, Session], Result]
+
+
+def run_planned(
+    session: Session,
+    cases: Sequence[Case],
+    workloads: dict[str, Workload],
+    cfg: RunConfig,
+    *,
+    run_one: RunOne = run_case,
+    stopped: dict[str, str] | None = None,
+    oom_says: str = SWEEP_STOPPED,
+) -> RunRecord:
+    """The main loop: ceilings per device, then each planned case measured and recorded.
+
+    ``run_one``: how one case is measured (the kind's hook; default ``run_case``);
+    ``stopped``: sweeps already stopped by an earlier part of a resumed run (sweep -> why);
+    ``oom_says``: the words a sweep stopped by out of memory skips its larger cases with."""
+    devices = list(dict.fromkeys(c.device for c in cases))
+    # a resumed run's ceilings had their second look already where one says "first_look"
+    second_looks = {
+        d
+        for d in devices
+        for c in session.record.ceilings
+        if c.device == d.name and "first_look" in c.details
+    }
+    session.planned(cases)
+    with session:
+        ceilings = measure_ceilings(devices, session, cfg)
+        stopped = dict(stopped or {})  # sweep -> why its larger cases are skipped
+        for case in cases:
+            session.case_started(case)
+            if case.sweep in stopped:
+                result = skipped(case, stopped[case.sweep])
+            else:
+                w, found = workloads[case.workload], ceilings[case.device.name]
+                result = run_one(w, case, found, cfg, session)
+                if (why := sweep_stop(case, result, oom_says)) is not None:
+                    stopped[case.sweep or ""] = why
+                if "above_ceiling" in result.flags and case.device not in second_looks:
+                    second_looks.add(case.device)
+                    result = second_look(result, case.device, ceilings, session, cfg)
+            session.add(case, result)
+    return session.record
+
+
+def measure_ceilings(
+    devices: list[Device], session: Session, cfg: RunConfig
+) -> dict[str, dict[str, Ceiling]]:
+    """Each device's ceilings, measured once per device fingerprint and cached in the store.
+    A resumed run keeps the ceilings it has: its results are all judged against the same."""
+    out: dict[str, dict[str, Ceiling]] = {}
+    store, env = session.store, session.record.environment
+    kept = session.record.ceilings
+    out.update({d.name: {c.key: c for c in kept if c.device == d.name} for d in devices})
+    for d in devices:
+        found: list[Ceiling] = []
+        if out[d.name]:
+            session.events.ceilings(d, True)
+            continue
+        if cfg.ceilings:
+            fp = environment.device_fingerprint(d, env)
+            cached = None
+            if store is not None and not cfg.remeasure_ceilings:
+                with contextlib.suppress(StoreError):  # a store that is down caches nothing
+                    cached = store.cached_ceilings(fp, d.name)
+            session.events.ceilings(d, bool(cached))
+            if cached:
+                found = cached
+            else:  # an empty list is no cache: measure again
+                found, quiet = measure_device_ceilings(d, cfg)
+                if quiet and found:
+                    _cache(store, fp, d.name, found)
+        out[d.name] = {c.key: c for c in found}
+    others = [c for c in kept if c.device not in out]  # a device this part does not use
+    session.set_ceilings(others + [c for cs in out.values() for c in cs.values()])
+    return out
+
+
+def _cache(store: ResultStore | None, fp: str, device: str, found: list[Ceiling]) -> None:
+    if store is not None:
+        with contextlib.suppress(StoreError):  # the cache only saves time: never fatal
+            store.cache_ceilings(fp, device, found)
+
+
+def measure_device_ceilings(device: Device, cfg: RunConfig) -> tuple[list[Ceiling], bool]:
+    """The device's ceilings, and whether the machine was quiet enough to cache them."""
+    from torchmark import ceilings
+
+    with OtherLoad() as load:
+        found = ceilings.measure(device, quick=cfg.suite == "quick")
+    if load.cores is not None and load.cores > COMPETING_CORES:
+        return [under_load(c, load.cores) for c in found], False
+    return found, True
+
+
+def second_look(
+    result: Result,
+    device: Device,
+    ceilings: dict[str, dict[str, Ceiling]],
+    session: Session,
+    cfg: RunConfig,
+) -> Result:
+    """A result beat its device's ceiling: measure the ceilings once more and keep the better
+    of each. A ceiling is the best measured, so the order of looks must not matter; on a
+    machine whose speed drifts (this project's dev VM: 55 -> 110 GB/s within seconds) the
+    first look can be low. A result still above the better ceiling stays invalid."""
+    fresh, quiet = measure_device_ceilings(device, cfg)
+    current = ceilings[device.name]
+    for c in fresh:
+        old = current.get(c.key)
+        if old is None or c.value > old.value:
+            first = f"{old.value:.4g} {old.unit}" if old else "none"
+            current[c.key] = c.model_copy(
+                update={
+                    "method": f"{c.method}; second look (a result beat the first: {first})",
+                    "details": {**c.details, "first_look": old.value if old else None},
+                }
+            )
+    session.set_ceilings([c for cs in ceilings.values() for c in cs.values()])
+    if quiet:
+        fp = environment.device_fingerprint(device, session.record.environment)
+        _cache(session.store, fp, device.name, list(current.values()))
+    assert result.ceiling is not None  # above_ceiling implies one
+    better = current.get(result.ceiling.key, result.ceiling)
+    if better.value == result.ceiling.value:
+        return result
+    looked = result.model_copy(
+        update={
+            "ceiling": better,
+            "notes": [
+                *result.notes,
+                f"above the first measured {better.key} ceiling "
+                f"({result.ceiling.value:.4g} {better.unit}); it was measured again",
+            ],
+        }
+    )
+    looked.verdict = telemetry.judge(looked)
+    return looked
+
+
+# Other processes using more than half a core while ceilings are measured: they may be low.
+COMPETING_CORES = 0.5
+
+
+def under_load(c: Ceiling, cores: float) -> Ceiling:
+    note = f"; measured while other processes used {cores:.1f} cores: may be low, not cached"
+    return c.model_copy(
+        update={"method": c.method + note, "details": {**c.details, "competing_load_cores": cores}}
+    )

@@ -1,0 +1,168 @@
+"""The watchdog: a bound on one call, so a case whose call never returns ends as timed out
+and the run goes on.
+
+``measure(..., clock=dog.heartbeat)`` beats between groups of calls; a gap longer than the
+bound raises ``CallTimedOut`` in the main thread (a real signal, so a sleeping or blocking
+call wakes too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+
+def in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+# The bound on one call: a probe model sleeping 10 s per call under `--stopping quick`
+# (<= 2 s) took 69 s before this bound existed. 10 s leaves a slow but honest first call
+# (cold CUDA context, cuDNN autotune: 1-5 s on the lent H100) room to finish.
+MIN_CALL_BOUND_S = 10.0
+
+
+def call_bound(rule_max_time_s: float) -> float:
+    """A single call (or timed group of calls) running past this ends its case."""
+    return max(MIN_CALL_BOUND_S, 2 * rule_max_time_s)
+
+
+class CallTimedOut(BaseException):
+    """Raised in the main thread by the watchdog. A BaseException, so the user's
+    ``except Exception`` inside a model cannot swallow it."""
+
+
+# The signal the watchdog sends the main thread: a real signal (pthread_kill) also wakes a
+# sleeping or blocking call that retries on EINTR, which _thread.interrupt_main() does not.
+WATCHDOG_SIGNAL = getattr(signal, "SIGUSR1", None)
+
+
+class Watchdog:
+    """Bounds the time between heartbeats while armed (one thread per session).
+
+    ``measure`` reads its host clock between every group of calls (after the first call,
+    each warm-up group and each sample), so passing ``clock=dog.heartbeat`` makes every gap
+    one group: the first call, a warm-up group (sized to fit the rule's time-out) or one
+    sample (~10 ms, or one call when a call is longer). A gap past the bound means a call
+    that does not return in time; the main thread gets ``CallTimedOut`` with the reason.
+
+    A call stuck inside C code that never returns to Python cannot be interrupted from
+    another thread. If the main thread has not answered ``grace_s`` after the signal,
+    ``on_hung`` runs in the watchdog thread (the session saves the run and exits).
+    """
+
+    def __init__(
+        self,
+        on_hung: Callable[[str], None] | None = None,
+        grace_s: float = 30.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.on_hung, self.grace_s, self.clock = on_hung, grace_s, clock
+        self.fired: str | None = None
+        self._bound, self._what, self._why = 0.0, "", ""
+        self._deadline: float | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._old_handler: Any = None
+
+    def heartbeat(self) -> float:
+        t = self.clock()
+        with self._cond:
+            if self._deadline is not None:
+                self._deadline = t + self._bound
+        return t
+
+    def beating(self, clock: Callable[[], float]) -> Callable[[], float]:
+        """``clock`` (the one measure's stopping rule reads: a fake one in tests) that also
+        beats the watchdog, whose deadlines stay on the real host clock."""
+        if clock is self.clock:
+            return self.heartbeat
+
+        def beat() -> float:
+            self.heartbeat()
+            return clock()
+
+        return beat
+
+    @contextlib.contextmanager
+    def armed(
+        self,
+        bound_s: float,
+        what: str,
+        why: str = f"the bound is max({MIN_CALL_BOUND_S:.0f} s, 2x the stopping rule's time-out)",
+    ) -> Iterator[None]:
+        """Bound every gap between heartbeats inside the block; CallTimedOut on a miss."""
+        if WATCHDOG_SIGNAL is None or not in_main_thread() or not math.isfinite(bound_s):
+            yield  # no way to interrupt the main thread here: unbounded, as before
+            return
+        self._start()
+        with self._cond:
+            self.fired, self._bound, self._what, self._why = None, bound_s, what, why
+            self._deadline = self.clock() + bound_s
+            self._cond.notify_all()
+        try:
+            yield
+            if self.fired:  # fired just as the call returned: let the signal land here
+                for _ in range(100):
+                    time.sleep(0.01)
+        finally:
+            with self._cond:
+                self._deadline = None
+                # a signal still pending after this block must not end an unrelated call
+                self.fired = None
+                self._cond.notify_all()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._old_handler = signal.signal(WATCHDOG_SIGNAL, self._on_signal)  # type: ignore[arg-type]
+            self._thread = threading.Thread(
+                target=self._run, name="torchmark-watchdog", daemon=True
+            )
+            self._thread.start()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.fired:
+            raise CallTimedOut(self.fired)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - self.clock()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.fired = (
+                    f"timed out: {self._what} did not return within {self._bound:.3g} s "
+                    f"({self._why})"
+                )
+                fired_at = self.clock()
+                signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                while self._deadline is not None and not self._closed:
+                    if self.clock() - fired_at >= self.grace_s:
+                        if self.on_hung is not None:
+                            self.on_hung(self.fired)
+                        return
+                    self._cond.wait(self.grace_s)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            if in_main_thread() and WATCHDOG_SIGNAL is not None:
+                signal.signal(WATCHDOG_SIGNAL, self._old_handler)
+            self._thread = None
+
+
+__all__ = ["MIN_CALL_BOUND_S", "CallTimedOut", "Watchdog", "call_bound", "in_main_thread"]

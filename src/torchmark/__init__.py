@@ -10,7 +10,8 @@ from torchmark.errors import TorchmarkError
 if TYPE_CHECKING:
     from torchmark.kinds.model import benchmark_model
     from torchmark.results import Ceiling, Result, RunRecord, Work
-    from torchmark.timing import Measurement, measure
+    from torchmark.timing import Measurement
+    from torchmark.timing.checked import measure
 
     __version__: str
 
@@ -35,7 +36,7 @@ _LAZY = {
     "RunRecord": "torchmark.results",
     "Work": "torchmark.results",
     "Measurement": "torchmark.stats.measurement",
-    "measure": "torchmark.timing.loop",
+    "measure": "torchmark.timing.checked",  # the loop, with the machine's load read
     "benchmark_model": "torchmark.kinds.model",
 }
 

@@ -83,6 +83,14 @@ def pct(x: float | None, digits: int = 3) -> str:
     return DASH if x is None or not math.isfinite(x) else f"{sig(x, digits)} %"
 
 
+def spread(rel_iqr: float | None) -> str:
+    """A relative spread (IQR / median) in %, two digits; past the median itself, said so:
+    "±1,077 %" of a time reads as a negative time, and says no more than "> 100 %"."""
+    if rel_iqr is None or not math.isfinite(rel_iqr):
+        return DASH if rel_iqr is None or math.isnan(rel_iqr) else "> 100 %"
+    return "> 100 %" if rel_iqr > 1 else pct(100 * rel_iqr, digits=2)
+
+
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``plural(1, "sample") == "1 sample"``, ``plural(4, "sample") == "4 samples"``."""
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"

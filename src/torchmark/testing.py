@@ -106,6 +106,7 @@ class MemoryStore:
 
     def list_runs(self, limit: int | None = None) -> list[Any]:
         from torchmark.store.base import RunSummary
+        from torchmark.verdicts import counted
 
         return [
             RunSummary(
@@ -115,7 +116,7 @@ class MemoryStore:
                 status=r.status,
                 devices=list(r.environment.get("devices") or {}),
                 n_results=len(r.results),
-                n_ok=sum(x.ok for x in r.results),
+                n_ok=counted(r.results),
                 tool_version=r.tool_version,
                 command=r.command,
                 host=str(r.environment.get("host") or ""),

@@ -46,3 +46,21 @@ def test_options_no_planned_workload_uses_are_named() -> None:
     mixed = replace(base, workloads=("add", "matmul"), precisions=("bf16",))
     assert ignored_options(mixed, planner) == ["--precision bf16 is ignored by add"]
     assert ignored_options(replace(base, sizes=(4096,)), planner) == []
+
+
+def test_an_option_equal_to_a_workloads_default_is_not_ignored() -> None:
+    # Issue 21, case 9: `run -w gpt2 -w gpt2-padded --precision amp-bf16` said "--precision
+    # amp-bf16 is ignored by gpt2-padded", then measured it in amp-bf16 (its default on a GPU).
+    # The same on the CPU: simplenet's default precision is fp32, linear10's batch 1000.
+    from torchmark.devices import resolve
+    from torchmark.run.plan import plan, select_workloads
+
+    def planner(cfg: RunConfig):  # type: ignore[no-untyped-def]
+        return plan(select_workloads(cfg), resolve(cfg.devices), cfg)
+
+    base = RunConfig(devices=("cpu",), suite="quick", workloads=("simplenet", "add"))
+    assert ignored_options(replace(base, precisions=("fp32",)), planner) == [
+        "--precision fp32 is ignored by add"
+    ]
+    linear = replace(base, workloads=("simplenet", "linear10"), batches=(1000,))
+    assert ignored_options(linear, planner) == []

@@ -357,3 +357,18 @@ def test_token_plan_is_the_light_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
         configs = [config_of(c.param_dict) for c in cases[1:]]
         assert [c.workers for c in configs if not c.copies_async] == plain
         assert [c.side_stream for c in configs if c.copies_async] == [False, True]
+
+
+def test_advice_never_recommends_a_configuration_its_verdict_rejects() -> None:
+    # Issue 21: the input advice picked the fastest rate, an invalid one included (a
+    # scheduler artefact 30x faster than its neighbours read as "best: ... apply: ...").
+    rs = [result("loader", spread(0.2), workers=0), result("loader", spread(0.1), workers=1)]
+    artefact = result("loader", spread(0.006), workers=2)
+    artefact.verdict = Verdict(level="invalid", reasons=["samples split into two clusters"])
+    (a,) = advise([*rs, artefact])
+    text = "\n".join(a.lines)
+    assert a.best is not None and a.best.workers == 1
+    assert "workers=2: left out, invalid: samples split into two clusters" in " ".join(
+        text.split()
+    ).replace("num_workers", "workers")
+    assert "apply: DataLoader(dataset, batch_size=..., num_workers=1" in text

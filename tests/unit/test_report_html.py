@@ -362,3 +362,46 @@ def test_collectives_get_a_busbw_chart_and_other_runs_none() -> None:
     )
     assert "2(n-1)/n" in found[0].note
     assert not [c for c in charts.all_charts([load("cpu-only")]) if c.key == "busbw"]
+
+
+def test_the_seed_chart_and_the_line_under_the_table_give_the_same_ranks() -> None:
+    # Issue 21, case 8: the chart said "rank 14 of 14", the line under it "rank 12 of 12".
+    import re
+
+    from torchmark.report.table import seed_placement
+
+    run = load("cpu-gpu")
+    note = charts.seed_table(run).note
+    drawn = re.match(
+        r"rank ([\d, ]+) of (\d+), log scale \(in the blog's table alone ([\d, ]+) "
+        r"of (\d+)\)",
+        note,
+    )
+    assert drawn is not None, note
+    lines = [" ".join(line.split()) for line in seed_placement(run)]
+    for k, line in enumerate(lines):
+        said = re.search(
+            r"rank (\d+) of (\d+) in the seed blog's 2023 table \((\d+) of (\d+) "
+            r"with torchmark's reference runs\)",
+            line,
+        )
+        assert said is not None, line
+        rank, of, rank_all, of_all = said.groups()
+        assert (rank, of) == (drawn.group(3).split(", ")[k], drawn.group(4))
+        assert (rank_all, of_all) == (drawn.group(1).split(", ")[k], drawn.group(2))
+
+
+def test_a_reference_row_named_like_this_cpu_is_said_to_be_another_machine() -> None:
+    # Issue 21, case 8: "<your CPU name> [h100-quick]" 11x above this CPU read as "your CPU
+    # can do 11x better": it is the H100 box's host, which bears the same model name.
+    from torchmark.report.compare import placement_table
+
+    h200 = reference.load("h200-quick").run
+    assert h200 is not None
+    svg = charts.seed_table(h200).svg or ""
+    assert "Intel(R) Xeon(R) Processor (cpu) [h100-quick, another machine]" in svg
+    ref = reference.load("seed-2023")
+    table, _ = placement_table(ref, reference.seed_rows(h200), 200)
+    names = [str(c) for c in table.columns[1]._cells]
+    assert "Intel(R) Xeon(R) Processor (cpu)  [h100-quick, another machine]" in names
+    assert "NVIDIA H100 80GB HBM3 (cuda:0)  [h100-quick]" in names  # no GPU of that name here

@@ -176,3 +176,55 @@ def test_params_are_compact() -> None:
     assert fmt.params({"n": 1 << 24, "dtype": "bfloat16", "shape": [2, 3]}) == (
         "n=16.8M dtype=bf16 shape=2x3"
     )
+
+
+def _judged(samples: list[float], stop: str, variant: str) -> Result:
+    from torchmark.telemetry import judge
+
+    r = Result(
+        workload="gpt2",
+        variant=variant,
+        device="cpu",
+        samples_s=samples,
+        stop_reason=stop,
+        work=Work(items=8, item_unit="tokens"),
+    )
+    r.verdict = judge(r)
+    return r
+
+
+def test_timed_out_reads_the_same_on_every_row_and_its_progress_line() -> None:
+    # Issue 21, case 10: `timed_out` showed raw on one row and as `warn [1]` on the next, and a
+    # progress line omitted the `, warn` its table row had.
+    from torchmark.cli.progress import case_line
+    from torchmark.devices import CPUDevice
+    from torchmark.workloads import Case
+
+    pinned = _judged([1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.0, 1.0], "time_out", "a")
+    loose = _judged([1.0, 1.08, 0.93, 1.05, 0.96, 1.0, 1.07, 0.94, 1.02, 0.97], "time_out", "b")
+    record = RunRecord(run_id="t", results=[pinned, loose])
+    text = render(record, 80)
+    row_a = next(line for line in text.splitlines() if line.startswith("  a "))
+    row_b = next(line for line in text.splitlines() if line.startswith("  b "))
+    assert re.search(r" timed_out \[\d\]$", row_a)
+    assert re.search(r" warn, timed_out \[\d\]$", row_b)
+    said = " ".join(text.split())
+    assert "timed out with the median known to ±1.0 % (within ±2 %): usable" in said
+    assert "timed out before the median converged (known to ±6.5 %)" in said
+    for r, row, word in ((pinned, row_a, "timed_out"), (loose, row_b, "warn")):
+        line = case_line(Case("gpt2", r.variant, CPUDevice(), ()), r, 1, 2)
+        assert line.endswith(f", {word}") and f" {word}" in row, (line, row)
+
+
+def test_a_spread_past_the_median_is_said_so_not_as_a_thousand_percent() -> None:
+    # Issue 21, case 10: footnotes printed spreads like "±1,077 %" and "±3,503 %".
+    wild = [0.001, 0.002, 0.05, 0.3, 0.0015, 0.4, 0.002, 0.25, 0.003, 0.35, 0.001, 0.5]
+    r = _judged(wild, "time_out", "w")
+    assert fmt.spread(r.measurement.rel_iqr) == "> 100 %"
+    assert r.verdict is not None
+    said = " ".join(r.verdict.reasons)
+    assert "spread larger than the median (IQR" in said and "x it): unreliable" in said
+    assert "its 95 % CI is wider than it" in said
+    text = render(RunRecord(run_id="w", results=[r]), 120)
+    assert not re.search(r"\d,\d{3} %", text), text  # no "1,077 %" anywhere
+    assert "> 100 %" in text

@@ -22,9 +22,13 @@ tiny sizes and exported with ``torchmark export``::
         --no-ceilings --no-telemetry; SIGTERM after 1 case; run --resume latest     # resumed
 
 (``tiny_loader.py`` is tests/fixtures/user_models/tiny_loader.py.) The golden text in
-tests/fixtures/runs/golden/v1/ is what that torchmark printed for ``show FILE``,
-``report --markdown - FILE`` and ``compare FILE FILE``, piped (80 columns): it is never
-regenerated, because it is the old behaviour these documents must keep.
+tests/fixtures/runs/golden/v1/ is what main printed for ``show FILE``,
+``report --markdown - FILE`` and ``compare FILE FILE``, piped (80 columns), before typed
+payloads: recorded at dac9388, and again with main's own code at 73f7858 after the verdicts
+branch changed on purpose how invalid results print (``TORCHMARK_UPDATE_GOLDEN=1`` rewrites
+it; do that only with code whose readers changed on purpose, never to make this branch's
+output pass). Independently of the golden text, each document prints exactly as its own
+schema-2 export does.
 """
 
 from __future__ import annotations
@@ -75,7 +79,28 @@ def test_a_schema_1_run_prints_as_the_torchmark_that_wrote_it(
 ) -> None:
     code, out, err = cli(capsys, *(a.format(f=v1(kind)) for a in args))
     assert code == 0, err
-    assert out == (GOLDEN / f"{what}-{kind}.txt").read_text()
+    golden = GOLDEN / f"{what}-{kind}.txt"
+    if os.environ.get("TORCHMARK_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "args",
+    [("show", "{f}"), ("report", "--markdown", "-", "{f}"), ("compare", "{f}", "{f}")],
+)
+def test_a_schema_1_run_prints_as_its_schema_2_export(
+    kind: str, args: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = tmp_path / f"v2-{kind}.json"
+    new.write_text(export_run(import_run(Path(v1(kind)))))
+    printed = []
+    for f in (v1(kind), str(new)):
+        code, out, err = cli(capsys, *(a.format(f=f) for a in args))
+        assert code == 0, err
+        printed.append(out)
+    assert printed[0] == printed[1]
 
 
 # -- schema 2: the same documents, typed ---------------------------------------------------

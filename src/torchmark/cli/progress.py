@@ -33,10 +33,12 @@ def case_line(case: Case, result: Result, done: int, total: int | None) -> str:
     elif not result.ok:
         what = "no samples"
     else:
-        what = f"{fmt.throughput(result)} ±{fmt.pct(100 * result.measurement.rel_iqr, 2)}"
-        level = result.verdict.level if result.verdict is not None else "ok"
-        if level != "ok":
-            what += f", {level}"
+        from torchmark.report.table import verdict_word  # as its row's flags cell reads
+
+        what = f"{fmt.throughput(result)} ±{fmt.spread(result.measurement.rel_iqr)}"
+        word = verdict_word(result)
+        if word:
+            what += f", {word}"
     return f"{count} {case.label}: {what}"
 
 

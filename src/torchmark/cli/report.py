@@ -78,7 +78,8 @@ def compare(
             metavar="PCT",
             help="Exit 1 when a case is SLOWER than in the first run by more than PCT % "
             "of its median time; exit 3 (cannot judge) when a case is UNCLEAR, too noisy to "
-            "tell, with its median beyond PCT, or did not run in a later run.",
+            "tell, with its median beyond PCT, invalid or WRONG on either side, or did not "
+            "run in a later run.",
         ),
     ] = None,
     server: Annotated[
@@ -90,8 +91,10 @@ def compare(
     """Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise).
 
     SAME only when the data rule out a change of 2 % or more; a change within the noise is
-    UNCLEAR. Exit codes with --fail-on-regression: 0 no regression, 1 a regression,
-    2 bad input, 3 cannot judge (UNCLEAR beyond the limit, or a case that no longer runs).
+    UNCLEAR; a result its own verdict rejects (invalid, WRONG, skipped) is never judged.
+    Exit codes with --fail-on-regression: 0 no regression, 1 a regression, 2 bad input,
+    3 cannot judge (UNCLEAR beyond the limit, invalid or WRONG, or a case that no longer
+    runs).
     """
     from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
 
@@ -157,8 +160,10 @@ def _gate(result: Comparison, pct: float) -> None:
             markup=False,
         )
     for i, c in unsure:
+        # "median time +49.3% in B, UNCLEAR: p=2e-23 but the 49.3% change is within the
+        # noise": the reason keeps its own words, after the verdict it explains
         what = (
-            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, but {c.why}"
+            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, {c.verdict}: {c.why}"
             if c.verdict
             else c.why
         )
@@ -172,7 +177,8 @@ def _gate(result: Comparison, pct: float) -> None:
         raise CannotJudge(
             f"{len(unsure)} case(s) cannot be judged against the {pct:g} % limit "
             "(--fail-on-regression): measure them again on a quiet machine (not --quick), "
-            "or fix the case that no longer runs"
+            "fix the case that no longer runs or is WRONG, or finish an incomplete run "
+            "(torchmark run --resume)"
         )
     console.print(f"no case slower than {pct:g} % (every case judged)")
 

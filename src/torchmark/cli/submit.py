@@ -95,6 +95,8 @@ def submit(
         err_console.print(
             "dry run: nothing sent. Removed: " + (", ".join(removed) or "nothing"), soft_wrap=True
         )
+        for line in server_lines(doc):
+            err_console.print(line, soft_wrap=True)
         return
     if not server:
         raise InputError("give --server URL (or --dry-run to see what would be sent)")
@@ -104,6 +106,32 @@ def submit(
     answer = post(server, token, body.encode())
     what = "already there" if answer.get("duplicate") else "stored"
     console.print(f"run {answer.get('run_id')} {what} on {server}", soft_wrap=True)
+
+
+def server_lines(doc: dict[str, Any]) -> list[str]:
+    """What the server will do with the run: refuse it (its bounds, named), or store it and
+    rank, mark or only list each result by its verdict (``verdicts``)."""
+    from torchmark import verdicts
+    from torchmark.format import plural, result_label
+    from torchmark.store.exchange import parse_run
+    from torchmark.web.ranking import check_bounds, division_of
+
+    run = parse_run(json.dumps(doc), "the run")
+    refused = check_bounds(run)
+    if refused:
+        return [f"the server will refuse this run: {refused}"]
+    by: dict[str, list[str]] = {}
+    for r in run.results:
+        kind = verdicts.kind_of(r)
+        said = "" if kind == "ok" else f" ({verdicts.says(r)})"
+        by.setdefault(verdicts.RULES[kind].server, []).append(result_label(r) + said)
+    lines = [f"the server will store it in the {division_of(run)} division"]
+    for what, cases in by.items():
+        lines.append(
+            f"{what}: {plural(len(cases), 'result')}"
+            + ("" if what == "ranked" else ": " + "; ".join(cases))
+        )
+    return lines
 
 
 def place_on_server(specs: list[str], server: str, db: str | None) -> None:
@@ -119,6 +147,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
         console.print("the run has no measured result to place")
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
+        if row.get("rank") is None and row.get("why"):  # its verdict keeps it off rankings
+            console.print(f"{label}: not placed: {row['why']}", soft_wrap=True)
+            continue
         if not row["machines"]:
             console.print(
                 f"{label}: no machine in the standard division of {server} has this case yet",

@@ -37,7 +37,7 @@ from torchmark.profile.capture import (
     lead_steps,
     reduced_note,
 )
-from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, verdict
+from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, under_load, verdict
 from torchmark.results import Result, RunRecord
 from torchmark.results.payloads import Checked, ProfilePayload, ProfileSummary
 from torchmark.run.case import run_case
@@ -47,6 +47,7 @@ from torchmark.run.record import open_run
 from torchmark.run.runner import measure_ceilings
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
+from torchmark.telemetry.host import OtherLoad
 from torchmark.user.inputs import InputFactory
 from torchmark.workloads import Case, PlanOptions, Workload
 
@@ -133,6 +134,9 @@ def profile(
     session = open_run("profile", cfg, [case.device], store, events)
     session.planned([case])
     saved = None
+    # other processes' load over the whole measurement, as `run`'s verdict reads it: a
+    # profile of a tiny op is a few milliseconds, too short for a reading of its own
+    load = OtherLoad(count_processes=True).start()
     with session:
         ceilings = measure_ceilings([case.device], session, cfg)[case.device.name]
         session.case_started(case)
@@ -164,6 +168,7 @@ def profile(
                 budget_s=budget_s,
                 say=say,
             )
+            load.stop()
             if memory:
                 from torchmark.profile.memory import WARMUP as MEMORY_WARMUP
                 from torchmark.profile.memory import capture_memory
@@ -176,7 +181,7 @@ def profile(
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
-        p = summary(case, result, cap, ceilings, matmul, notes, max_events, budget_s)
+        p = summary(case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts())
         p["memory"] = mem
         p["advice"] = [
             a.as_dict()
@@ -328,8 +333,11 @@ def summary(
     notes: list[str],
     max_events: int = MAX_EVENTS,
     budget_s: float = ACTIVE_BUDGET_S,
+    load: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What is stored with the run: plain JSON, enough to render without the trace."""
+    """What is stored with the run: plain JSON, enough to render without the trace.
+    ``load``: other processes' load while the case was measured and profiled
+    (``OtherLoad.facts``): under load the verdict is "can't tell", and nothing is advised."""
     bd = cap.breakdown
     # the overhead compares medians (one slow step on a busy machine moved a mean 14x here);
     # the breakdown's step is the mean, so that its categories add up to it
@@ -365,7 +373,9 @@ def summary(
             for r in top_ops(bd, cap.flops, ceilings, matmul_key, flops_by_call=cap.flops_by_call)
         ],
         "gemms": gemm_rows(bd),
-        "verdict": verdict(bd, unprofiled_s),
+        "verdict": verdict(bd, unprofiled_s, load),
+        "load": load,
+        "under_load": under_load(load, case.device.is_accelerator) is not None,
         "device_busy_s": device_busy_us(bd) / 1e6 if bd.kind == "gpu" else None,
         "launches": launch_summary(bd),
         # on the CPU the device's peak is the process's RSS peak: said once, as host RSS

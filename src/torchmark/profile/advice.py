@@ -215,6 +215,8 @@ def advise(
     its SPEC and input options (``tune`` then, which tries every variant itself)."""
     if user_spec is None and "precision" not in params:
         return []  # a micro-benchmark: no variants to try
+    if p.get("under_load"):
+        return []  # the shares are the scheduler's: nothing in them to act on
     shape = shape_advice(p, params, workload if user_spec is None else "", device)
     out = [shape] if shape is not None else []
     for variant, why in candidates(p, params):

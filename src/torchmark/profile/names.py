@@ -235,3 +235,15 @@ def _describe(args: list[str]) -> str:
         if last and not _PLAIN_TYPE.match(last):
             return last
     return ""
+
+
+def op_labels(names: list[str]) -> list[str]:
+    """Each op's short name, numbered where two share one (75 kernels of resnet50 train on
+    an H100 gave 69 short names: cuDNN variants, FillFunctor per dtype)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        short = short_name(name)
+        seen[short] = seen.get(short, 0) + 1
+        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
+    return out

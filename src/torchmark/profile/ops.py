@@ -192,9 +192,31 @@ def device_busy_us(bd: c.Breakdown) -> float:
     return sum(bd.categories.get(k, 0.0) for k in busy) / max(bd.steps, 1)
 
 
-def verdict(bd: c.Breakdown, unprofiled_s: float | None = None) -> str:
+def under_load(load: dict[str, Any] | None, accelerator: bool) -> str | None:
+    """``can't tell under load: 3 other processes used 1.8 of 2 cores ...`` where other
+    processes loaded the machine while the case was measured and profiled (as ``run``'s
+    verdict reads load: ``telemetry.trace.competing``); None on a quiet machine."""
+    from torchmark.telemetry.trace import competing
+    from torchmark.telemetry.verdict import load_words
+
+    if not load or not competing(load, accelerator):
+        return None
+    return (
+        f"can't tell under load: {load_words(load)} while the step was measured and "
+        "profiled, so its shares are the scheduler's as much as the step's; profile again "
+        "on a quiet machine"
+    )
+
+
+def verdict(
+    bd: c.Breakdown, unprofiled_s: float | None = None, load: dict[str, Any] | None = None
+) -> str:
     """The step in plain words, from the largest category. ``unprofiled_s``: the step's
-    median without the profiler, which tells host-wait the profiler caused from real."""
+    median without the profiler, which tells host-wait the profiler caused from real;
+    ``load``: other processes' load (``OtherLoad.facts``): under load, can't tell."""
+    busy = under_load(load, bd.kind == "gpu")
+    if busy:
+        return busy
     s = bd.shares()
     if bd.kind == "cpu":
         overhead = s.get(c.FRAMEWORK, 0.0) + s.get(c.PYTHON, 0.0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from torchmark import verdicts
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.results import Result, RunRecord
 
@@ -40,6 +41,7 @@ class ReferenceRow:
     source: str = ""  # reference set name, or "this machine"
     this_machine: bool = False
     measured: bool = False  # measured by torchmark (else copied from a published table)
+    rankable: bool = True  # False: its verdict keeps it off rankings (verdicts): drawn, unranked
 
     @property
     def pct_of_datasheet(self) -> float | None:
@@ -110,6 +112,8 @@ def seed_rows(
         if value is None:
             continue
         ceiling = r.ceiling
+        rankable = verdicts.may(r, "rank")
+        above = "above the measured ceiling" if "above_ceiling" in r.flags else None
         rows.append(
             ReferenceRow(
                 hardware=device_label(record, r.device),
@@ -118,10 +122,11 @@ def seed_rows(
                 implied_bytes_per_s=r.rate("bytes"),
                 datasheet_bytes_per_s=ceiling.theoretical if ceiling else None,
                 note=_run_note(r),
-                implausible="above the measured ceiling" if "above_ceiling" in r.flags else None,
+                implausible=above if rankable else verdicts.says(r),
                 source=source,
                 this_machine=mine,
                 measured=True,
+                rankable=rankable,
             )
         )
     return rows
@@ -239,3 +244,42 @@ def placed(ref: ReferenceSet, mine: list[ReferenceRow]) -> list[ReferenceRow]:
     the committed reference runs too, and ``mine``."""
     extra = [] if ref.kind == "run" else [r for s in runs() for r in s.rows]
     return ranked([*ref.rows, *extra, *mine])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one of this machine's rows stands: among the published table alone (the
+    blog's rows), and among every row the chart and ``compare --reference`` draw (the
+    table, the committed reference runs and this run's rows). Every view says both."""
+
+    row: ReferenceRow
+    rank: int | None  # 1 = fastest, among the table's rows and this row (None: unranked)
+    of: int
+    rank_all: int | None  # among ``placed``'s rankable rows
+    of_all: int
+    slower: ReferenceRow | None  # the table's nearest rows around it
+    faster: ReferenceRow | None
+
+
+def placements(ref: ReferenceSet, mine: list[ReferenceRow]) -> list[Placement]:
+    """``mine`` placed in ``ref``: the one ranking every view of the seed table reads."""
+    drawn = [r for r in placed(ref, mine) if r.rankable]
+    out = []
+    for row in mine:
+        slower, faster, rank = neighbours(ref.rows, row.value)
+        if not row.rankable:  # its own verdict keeps it off the table (verdicts)
+            out.append(Placement(row, None, len(ref.rows), None, len(drawn), slower, faster))
+            continue
+        at = next(i for i, r in enumerate(drawn) if r is row)
+        out.append(Placement(row, rank, len(ref.rows) + 1, at + 1, len(drawn), slower, faster))
+    return out
+
+
+def shown_name(row: ReferenceRow, ref: ReferenceSet, mine: list[ReferenceRow]) -> str:
+    """A row's name as a placement shows it: a reference run's row with its set's name, and
+    said to be another machine's where it bears the name of one of this machine's devices
+    (the H100 box's host CPU and yours can share a model name: it is not your CPU)."""
+    if row.this_machine or row.source in (ref.name, "this machine"):
+        return row.hardware
+    other = ", another machine" if any(m.hardware == row.hardware for m in mine) else ""
+    return f"{row.hardware}  [{row.source}{other}]"

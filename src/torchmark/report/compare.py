@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.errors import InputError
 from torchmark.report.pipeline import comparison_parts
 from torchmark.report.table import add_row
@@ -235,8 +235,12 @@ def pairs(cmp: Comparison) -> list[tuple[Comparison, tuple[int, int]]]:
 
 
 def _cell(r: Result) -> str:
+    """The throughput, or the word that stands in for a number its verdict rejects (an
+    invalid result is a measurement error, never printed as a plain number)."""
     if not r.ok:
         return r.status
+    if not verdicts.may(r, "compare"):
+        return verdicts.rule_of(r).word
     return fmt.throughput(r)
 
 
@@ -302,9 +306,11 @@ def _placement_rows(
     out = []
     for r in reference.ranked([*ref.rows, *extra, *mine]):
         name = f"▶ {r.hardware}  (this machine)" if r.this_machine else r.hardware
-        if r.source not in (ref.name, "this machine"):
-            name += f"  [{r.source}]"
+        if not r.this_machine:
+            name = reference.shown_name(r, ref, mine)
         implausible = f"IMPLAUSIBLE: {r.implausible}" if r.implausible else ""
+        if not r.rankable:  # its own verdict keeps it off the ranking: said as the verdict
+            implausible = f"not ranked: {r.implausible}"
         out.append((r, name, "; ".join(x for x in (implausible, r.note) if x)))
     return out
 
@@ -331,7 +337,16 @@ def placement_table(
     rows = rows if rows is not None else _placement_rows(ref, mine)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     longest = max((len(name) for _, name, _ in rows), default=8)
-    beside = longest + PLACEMENT_NUMBERS - 9 + MIN_WHY <= width
+    # the figures' own widths (a header may be the widest), 3 columns between each two
+    # and one at each edge: an estimate that fell 5 short cut the caveats' ends at 120
+    cells = [(_placement_value(r), fmt.si(r.implied_bytes_per_s, "B/s")) for r, _, _ in rows]
+    figures = (
+        max([1, *(len(x) for x in _ranks(rows))])
+        + max([len(ref.unit), *(len(v) for v, _ in cells)])
+        + max([len("implied"), *(len(i) for _, i in cells)])
+        + len("% of datasheet bw")
+    )
+    beside = longest + figures + 3 * 5 + 2 + MIN_WHY <= width
     table.add_column("#", justify="right", no_wrap=True)
     # a hardware name wraps only when even the notes layout leaves it too little room
     table.add_column("hardware", overflow="fold", min_width=min(longest, max(width - 54, 12)))
@@ -340,13 +355,13 @@ def placement_table(
     table.add_column("% of datasheet bw", justify="right", no_wrap=True)
     table.add_column("caveat" if beside else "note", overflow="fold", min_width=4)
     notes: list[str] = []
-    for rank, (r, name, caveat) in enumerate(rows, start=1):
+    for rank, (r, name, caveat) in zip(_ranks(rows), rows, strict=True):
         if caveat and not beside:
             notes.append(f"[{len(notes) + 1}] {r.hardware}: {caveat}")
             caveat = f"[{len(notes)}]"
         add_row(
             table,
-            str(rank),
+            rank,
             Text(name, style="bold") if r.this_machine else name,
             _placement_value(r),
             fmt.si(r.implied_bytes_per_s, "B/s"),
@@ -354,6 +369,16 @@ def placement_table(
             caveat,
         )
     return table, notes
+
+
+def _ranks(rows: list[tuple[reference.ReferenceRow, str, str]]) -> list[str]:
+    """1, 2, 3 ... for the rows that may be ranked; a dash for one its verdict keeps off
+    (verdicts: an invalid measurement is shown, never placed)."""
+    out, n = [], 0
+    for r, _, _ in rows:
+        n += r.rankable
+        out.append(str(n) if r.rankable else fmt.DASH)
+    return out
 
 
 def placement_stacked(
@@ -379,12 +404,11 @@ def placement_stacked(
         for r, _, _ in rows
     ]
     wide = [max((len(f[k]) for f in fields), default=0) for k in range(3)]
-    rank_w = len(str(len(rows)))
+    ranks = _ranks(rows)
+    rank_w = max((len(x) for x in ranks), default=1)
     out = Text()
     notes: list[str] = []
-    for rank, ((r, name, caveat), (value, implied, pct)) in enumerate(
-        zip(rows, fields, strict=True), start=1
-    ):
+    for rank, (r, name, caveat), (value, implied, pct) in zip(ranks, rows, fields, strict=True):
         out.append(f"{rank:>{rank_w}}  {name}\n", style="bold" if r.this_machine else "")
         ref_mark = ""
         if caveat:

@@ -131,7 +131,7 @@ def _ceilings(run: RunRecord) -> list[dict[str, str]]:
             "measured": c.measured,
             "theoretical": c.theoretical,
             "pct": c.pct,
-            "method": c.method,
+            "method": c.method + (f"; {c.origin}" if c.origin else ""),
             "source": c.source,
         }
         for c in ceiling_rows(run)
@@ -176,7 +176,22 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
         }
         for c in p.candidates
     ]
-    return {"recommendations": recommendations, "candidates": candidates, "notes": p.notes}
+    from torchmark.report.tune import throughput_words
+
+    best_rates = [
+        {
+            "device": device_label(run, dev),
+            "words": throughput_words(best),
+            "code": "\n".join(best.code),
+        }
+        for dev, best in p.throughput.items()
+    ]
+    return {
+        "recommendations": recommendations,
+        "throughput": best_rates,
+        "candidates": candidates,
+        "notes": p.notes,
+    }
 
 
 def profile_section(run: RunRecord) -> dict[str, Any] | None:

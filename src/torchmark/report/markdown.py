@@ -12,7 +12,7 @@ from torchmark.reference import device_label
 from torchmark.report.flags import pills
 from torchmark.report.parts import parts_note
 from torchmark.report.pipeline import markdown_lines
-from torchmark.report.rows import ceiling_rows
+from torchmark.report.rows import ceiling_rows, reuse_notes
 from torchmark.report.table import ceiling_cell, spread_cell, status_cell
 from torchmark.results import Result, RunRecord
 
@@ -44,6 +44,8 @@ def _flags(r: Result) -> str:
         return f"{marks[0]['text']}: {rest[0]}"
     reasons = set(r.verdict.reasons) if r.verdict is not None else set()
     words = [p["title"] if p["title"] in reasons else p["text"] for p in marks]
+    if marks and marks[0]["text"] == "invalid":  # the verdict itself, then why
+        words[0] = f"invalid: {words[0]}"
     return "; ".join(dict.fromkeys([*words, *rest]))
 
 
@@ -89,6 +91,7 @@ def render(runs: Sequence[RunRecord]) -> str:
                 for c in ceiling_rows(run)
             ]
             lines += ["", "Measured ceilings: " + _text("; ".join(parts)) + "."]
+            lines += [_text(f"Note: {n}.") for n in reuse_notes(run)]
         lines += markdown_lines(run, _cell)  # the input workloads' breakdown, if they ran
         lines.append("")
     lines.append(

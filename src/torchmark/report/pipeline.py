@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from rich.console import RenderableType
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.results import Ceiling, Result, RunRecord, link_ceiling
@@ -220,6 +221,22 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         lines.append("your loader is not a DataLoader: it was measured as given only")
     if not loaders:
         return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
+    # a configuration its own verdict keeps from being recommended (verdicts: invalid,
+    # unreliable) is named with why, never picked as the best
+    refused = [(c, r) for c, r in loaders if not verdicts.may(r, "recommend")]
+    lines += [f"{c.label()}: left out, {verdicts.says(r)}" for c, r in refused]
+    loaders = [(c, r) for c, r in loaders if verdicts.may(r, "recommend")]
+    if not loaders:
+        return Advice(
+            device,
+            [*lines, "no loader configuration can be recommended: each one's verdict rejects it"],
+            None,
+            None,
+            None,
+            None,
+        )
+    if default is not None and all(r is not default for _, r in loaders):
+        default = None  # the defaults' own figure is rejected: no gain is read off it
     best_cfg, best = max(loaders, key=lambda cr: rate(cr[1]))
     gain: float | None = None
     faster = False
@@ -283,12 +300,9 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
 
 def _invalid(r: Result) -> str | None:
     """The first reason ``r``'s verdict gives for being invalid; None when it is not."""
-    v = r.verdict
-    return (
-        (v.reasons[0] if v.reasons else "invalid")
-        if v is not None and v.level == "invalid"
-        else None
-    )
+    if verdicts.kind_of(r) != "invalid":
+        return None
+    return (verdicts.reasons(r) or ["invalid"])[0]
 
 
 # Compute per step this much above the resident step's is worth a line: below it, the

@@ -9,7 +9,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark.profile.names import short_name
+from torchmark.profile.names import op_labels
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 from torchmark.results.payloads import (
@@ -32,18 +32,6 @@ OVERHEAD_WARN_PCT = 25.0
 # The op column's narrow form: at 80 columns the other columns of the top-ops table need
 # ~43-46 (calls 5, self/step 9, share 7, % ceil 6-9, bound 7-8, gaps 10), which leaves this.
 OP_WIDTH = 34
-
-
-def op_labels(names: list[str]) -> list[str]:
-    """Each op's short name, numbered where two share one (75 kernels of resnet50 train on
-    an H100 gave 69 short names: cuDNN variants, FillFunctor per dtype)."""
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        short = short_name(name)
-        seen[short] = seen.get(short, 0) + 1
-        out.append(short if seen[short] == 1 else f"{short} #{seen[short]}")
-    return out
 
 
 def op_cell(short: str) -> Alt:
@@ -80,6 +68,8 @@ def overhead_line(p: ProfileSummary) -> str:
     )
     if over is None:
         return line + "unknown"
+    if p.under_load:  # the verdict says whose load
+        return line + f"{over:+.0f} %, can't tell under load (see the verdict)"
     spread = p.spread_pct
     if spread is None:
         if (p.schedule.requested or 0) > p.schedule.active:  # cut for a long step
@@ -382,7 +372,7 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
     )
     from markupsafe import Markup
 
-    from torchmark.report.charts import ops_roofline
+    from torchmark.report.charts.roofline import ops_roofline
 
     chart = ops_roofline(record)
     return {

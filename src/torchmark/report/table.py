@@ -7,6 +7,7 @@ words of the flags, then the ``vs CPU`` and median columns, never a figure's dig
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -15,12 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.devices import is_host
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline import pipeline_tables
-from torchmark.report.rows import ceiling_rows, devices_of
+from torchmark.report.rows import ceiling_rows, devices_of, reuse_notes
 from torchmark.results import Result, RunRecord
+from torchmark.verdicts import TIMED_OUT_OK_PCT
 
 __all__ = [
     "Footnotes",
@@ -59,8 +61,11 @@ def case_key(r: Result) -> CaseKey:
 
 
 def speedup(result: Result, host: Result | None) -> float | None:
-    """How many times the host's rate this result's rate is (same case, same work)."""
+    """How many times the host's rate this result's rate is (same case, same work); none
+    where either side's verdict keeps it out of comparisons (``verdicts``)."""
     if host is None or not result.ok or not host.ok or is_host(result.device):
+        return None
+    if not (verdicts.may(result, "compare") and verdicts.may(host, "compare")):
         return None
     mine, theirs = result.rate(result.headline), host.rate(host.headline)
     return mine / theirs if mine and theirs else None
@@ -113,11 +118,14 @@ class Footnotes:
         return self.templates.setdefault(template, len(self.templates) + 1)
 
     def refs(self, r: Result) -> str:
-        """`` [1][2]``: the result's verdict reasons, or why it was skipped or wrong."""
+        """`` [1][2]``: the result's verdict reasons, or why it was skipped or wrong, or why a
+        flag its verdict let pass is harmless (``passed_flags``)."""
         if r.status in ("skipped", "wrong"):
             reasons = flag_words(r)
-        elif r.verdict is None or r.verdict.level == "ok" or not r.ok:
+        elif r.verdict is None or not r.ok:
             return ""
+        elif r.verdict.level == "ok":
+            reasons = passed_flags(r)
         else:
             reasons = r.verdict.reasons
         nums = sorted({self.ref(why) for why in reasons})
@@ -141,6 +149,32 @@ class Footnotes:
         return [f"[{n}] {why}" for n, why in enumerate(self.reasons, start=1) if n >= first]
 
 
+def passed_flags(r: Result) -> list[str]:
+    """Why a flag an ok verdict let pass is harmless, to be said as a footnote like the
+    verdict's reasons are: a ``timed_out`` row read raw beside "warn [1]" (timed out) on the
+    next row, with nothing to tell the two apart."""
+    if r.verdict is None or r.verdict.level != "ok" or "timed_out" not in r.flags:
+        return []
+    lo, hi = r.measurement.ci
+    m = r.measurement.median
+    if not (m > 0 and math.isfinite(lo + hi)):
+        return []
+    return [
+        f"timed out with the median known to ±{50 * (hi - lo) / m:.1f} % (within "
+        f"±{TIMED_OUT_OK_PCT:g} %): usable"
+    ]
+
+
+def verdict_word(r: Result) -> str:
+    """What a row's flags cell leads with in a narrow table, and what a progress line ends
+    with: the verdict's level where it is not ok, else the flags ("" for a clean result)."""
+    if r.status in ("skipped", "wrong"):
+        return ""
+    words = flag_words(r)
+    judged = r.verdict is not None and r.verdict.level != "ok"
+    return ", ".join(words[:1] if judged else words)
+
+
 def _span(values: Iterable[str]) -> str:
     vals = list(dict.fromkeys(values))
     if len(vals) == 1:
@@ -156,7 +190,7 @@ def status_cell(r: Result) -> str:
 def spread_cell(r: Result) -> str:
     """The IQR as % of the median (±IQR everywhere). Two digits: a spread is itself an
     estimate, good to about 10 % of its value."""
-    return fmt.pct(100 * r.measurement.rel_iqr, digits=2) if r.ok else fmt.DASH
+    return fmt.spread(r.measurement.rel_iqr) if r.ok else fmt.DASH
 
 
 def _precision_key(results: Iterable[Result]) -> str | None:
@@ -173,8 +207,7 @@ def _flags_cell(r: Result, notes: Footnotes) -> Alt:
     words = flag_words(r)
     if r.status in ("skipped", "wrong"):
         return Alt(refs.strip(), refs.strip())  # the status is in the throughput column
-    judged = r.verdict is not None and r.verdict.level != "ok"
-    return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
+    return Alt(", ".join(words) + refs, (verdict_word(r) + refs).strip())
 
 
 def _best_rows(table: FitTable, results: list[Result], devices: list[str]) -> None:
@@ -183,7 +216,11 @@ def _best_rows(table: FitTable, results: list[Result], devices: list[str]) -> No
     if key is None:
         return
     for d in devices:
-        mine = [r for r in results if r.device == d and r.ok and r.rate(r.headline)]
+        mine = [
+            r
+            for r in results
+            if r.device == d and r.ok and r.rate(r.headline) and verdicts.may(r, "rank")
+        ]
         if not mine:
             continue
         best = max(mine, key=lambda r: r.rate(r.headline) or 0.0)
@@ -288,11 +325,13 @@ def ceilings_table(record: RunRecord, notes: Footnotes | None = None) -> FitTabl
 
 
 def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None) -> list[str]:
-    """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table."""
+    """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table, and
+    among every row the seed chart draws (the committed reference runs too): the chart's
+    note gives the same two ranks."""
     ref = ref or reference.load("seed-2023")
     lines = []
-    for row in reference.seed_rows(record):
-        slower, faster, rank = reference.neighbours(ref.rows, row.value)
+    for at in reference.placements(ref, reference.seed_rows(record)):
+        row, slower, faster = at.row, at.slower, at.faster
         where = " and ".join(
             f"{n.hardware} ({n.value:g})" for n in (slower, faster) if n is not None
         )
@@ -305,11 +344,18 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
         )
         gbs = fmt.si(row.implied_bytes_per_s, "B/s")
         tensor = fmt.si(ref.tensor_bytes, "B") if ref.tensor_bytes else "?"
+        if at.rank is None:  # never ranked: its verdict rejects the number (verdicts)
+            lines.append(
+                f"{reference.SEED_WORKLOAD} {reference.SEED_VARIANT} on {row.hardware}: not "
+                f"placed in the seed blog's 2023 table: {row.implausible}"
+            )
+            continue
         lines.append(
             f"{reference.SEED_WORKLOAD} {reference.SEED_VARIANT} on {row.hardware}: "
-            f"{fmt.sig(row.value)} it/s, rank {rank} of {len(ref.rows) + 1} in the seed "
-            f"blog's 2023 table, {between}. One it/s there is one in-place add over a "
-            f"{tensor} tensor ({gbs} here): see `torchmark compare --reference seed-2023`."
+            f"{fmt.sig(row.value)} it/s, rank {at.rank} of {at.of} in the seed blog's 2023 "
+            f"table ({at.rank_all} of {at.of_all} with torchmark's reference runs), {between}. "
+            f"One it/s there is one in-place add over a {tensor} tensor ({gbs} here): see "
+            "`torchmark compare --reference seed-2023`."
         )
     return lines
 
@@ -331,9 +377,18 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     out += pipeline_tables(record)  # the input workload's breakdown and advice, if it ran
     first = len(footnotes.templates) + 1
     out.append(ceilings_table(record, footnotes))
-    methods = [f"{r.device} {r.key}: {r.method}" for r in ceiling_rows(record)] if verbose else []
-    if len(footnotes.templates) >= first or methods:
-        out.append(lines(footnotes.lines(first) + methods))
+    methods = (
+        [
+            f"{r.device} {r.key}: {r.method}" + (f"; {r.origin}" if r.origin else "")
+            for r in ceiling_rows(record)
+        ]
+        if verbose
+        else []
+    )
+    # where reused ceilings came from, said by default: percentages of another day's limits
+    reuse = reuse_notes(record)
+    if len(footnotes.templates) >= first or methods or reuse:
+        out.append(lines(footnotes.lines(first) + methods + [f"note: {n}" for n in reuse]))
     placement = seed_placement(record)
     if placement:
         out.append(lines(placement))

@@ -10,7 +10,7 @@ from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.table import Footnotes
 from torchmark.results import RunRecord
-from torchmark.results.payloads import TunePayload
+from torchmark.results.payloads import BestThroughput, TunePayload
 
 __all__ = ["tune_table", "tune_view"]
 
@@ -92,4 +92,30 @@ def tune_view(record: RunRecord) -> list[RenderableType]:
         )
         out.append(head)
         out.append(Text("\n".join(rec.code)))
+    best_rates = record.payload.throughput if isinstance(record.payload, TunePayload) else {}
+    for dev, best in best_rates.items():
+        out.append(
+            Text.assemble(
+                "\n", (f"Best throughput on {dev}:", "bold"), " " + throughput_words(best)
+            )
+        )
+        out.append(Text("\n".join(best.code)))
     return out
+
+
+def throughput_words(best: BestThroughput) -> str:
+    """tune's second answer in words: the batch with the most items/s and what it costs."""
+    base_ms, base_b = best.baseline_latency_ms or 0.0, best.baseline_batch
+    if not best.speedup or best.speedup == 1.0:
+        return (
+            f"{best.name} at batch {best.batch}: no larger batch moved more items per "
+            "second beyond the noise"
+        )
+    rate = best.items_per_s
+    return (
+        f"{best.name}, {fmt.ratio(best.speedup)} the baseline's items/s"
+        + (f" ({fmt.si(rate, 'item/s')})" if rate else "")
+        + f"; each call of batch {best.batch} then takes "
+        f"{fmt.duration(best.latency_ms / 1e3)} (the baseline's at batch {base_b}: "
+        f"{fmt.duration(base_ms / 1e3)})"
+    )

@@ -4,7 +4,8 @@ by ``kind``, stored as ``RunRecord.payload``.
     run      RunPayload      parts (a run measured in parts, ``run --resume``)
     model    ModelPayload    model facts, break-even per accelerator, cost per million items
                              (a ``run`` may carry a break-even too: ``BreakEvenFindings``)
-    tune     TunePayload     every candidate ranked, the recommendation per device
+    tune     TunePayload     every candidate ranked, the recommendation (and without a
+                             latency bound the best throughput) per device
     soak     SoakPayload     throughput per time window beside the telemetry
     profile  ProfilePayload  where the step's time goes: categories, top ops, advice, memory
 
@@ -178,10 +179,27 @@ class Recommendation(BaseModel):
     baseline_rel_iqr: float | None = None
 
 
+class BestThroughput(BaseModel):
+    """tune's second answer without a latency bound: the most items/s over the batches
+    measured (FASTER per item than the baseline), and the latency a call then costs."""
+
+    model_config = ConfigDict(extra="allow", defer_build=True)
+    name: str
+    batch: int
+    speedup: float | None = None  # per item, over the baseline; 1.0: the baseline itself
+    items_per_s: float | None = None
+    latency_ms: float
+    baseline_latency_ms: float | None = None
+    baseline_batch: int = 1
+    config: dict[str, Any] = Field(default_factory=dict)
+    code: list[str] = Field(default_factory=list)
+
+
 class TunePayload(Payload):
     kind: Literal["tune"] = "tune"
     candidates: list[Candidate] = Field(default_factory=list)
     recommendation: dict[str, Recommendation] = Field(default_factory=dict)  # per device
+    throughput: dict[str, BestThroughput] = Field(default_factory=dict)  # per device
 
 
 # -- soak --------------------------------------------------------------------------------
@@ -354,6 +372,8 @@ class ProfileSummary(BaseModel):
     profiled_spread_pct: float | None = None
     unprofiled_spread_pct: float | None = None
     gemms: list[GemmRow] = Field(default_factory=list)
+    load: dict[str, Any] | None = None  # other processes' load while measured and profiled
+    under_load: bool = False  # then the verdict is "can't tell" and nothing is advised
     device_busy_s: float | None = None
     launches: Launches | None = None
     device_peak_bytes: int | None = None

@@ -80,6 +80,19 @@ class Throughput(BaseModel):
     unit: str
 
 
+class CeilingSource(BaseModel):
+    """Where a ceiling came from: when, by which run, under what load and which software
+    it was measured. A run that reuses cached ceilings carries them with the source of the
+    run that measured them (``measured_utc`` before the run started: reused)."""
+
+    model_config = ConfigDict(frozen=True)
+    measured_utc: datetime
+    run_id: str | None = None  # the run that measured it (None: a run with no store)
+    other_cores: float | None = None  # other processes' CPU load while it was measured
+    torch: str | None = None
+    tool_version: str | None = None
+
+
 class Ceiling(BaseModel):
     """A measured physical limit of one device, in SI units (B/s, FLOP/s or s)."""
 
@@ -92,6 +105,7 @@ class Ceiling(BaseModel):
     theoretical: float | None = None  # datasheet or clock-derived, same unit
     theoretical_source: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)  # per-kernel figures, samples
+    provenance: CeilingSource | None = None  # None: measured before torchmark recorded it
 
     _check = field_validator("value")(_amount)
 

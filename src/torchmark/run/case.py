@@ -10,19 +10,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from torchmark import telemetry
-from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Ceiling, Result, Status, Work
 from torchmark.run.config import RunConfig
 from torchmark.run.watchdog import CallTimedOut, call_bound
 from torchmark.telemetry.verdict import oversubscribed
 from torchmark.timing import Measurement, measure, preset
+from torchmark.timing.loop import one_thread_s
 from torchmark.workloads import Case, Prepared, Workload
 
 if TYPE_CHECKING:
@@ -126,39 +125,6 @@ def call_floor_s(work: Work, ceilings: dict[str, Ceiling]) -> float | None:
     if not times:
         return None
     return max(times) + (dispatch.value if dispatch is not None else 0.0)
-
-
-# The one-thread check's budget: a stalled case (more torch threads than free cores under
-# other load) is timed again at one thread for at most this long, then its threads restored.
-ONE_THREAD_BUDGET_S = 1.0
-
-
-def one_thread_s(
-    fn: Callable[[], object],
-    device: Device,
-    m: Measurement,
-    threads: int,
-    clock: Callable[[], float],
-) -> float | None:
-    """The median time of ``fn`` at one thread (3 to 25 calls after a warm one, within
-    ``ONE_THREAD_BUDGET_S``), ``threads`` restored after; None where one thread could take
-    longer than the budget allows (``threads`` x the median a call)."""
-    if m.median * threads > ONE_THREAD_BUDGET_S / 4:
-        return None
-    device.set_threads(1)
-    try:
-        fn()  # the first call at one thread
-        device.synchronize()
-        times: list[float] = []
-        end = clock() + ONE_THREAD_BUDGET_S
-        while len(times) < 25 and (len(times) < 3 or clock() < end):
-            t0 = clock()
-            fn()
-            device.synchronize()
-            times.append(clock() - t0)
-        return statistics.median(times)
-    finally:
-        device.set_threads(threads)
 
 
 def repeatable(prepared: Prepared) -> bool:

@@ -98,8 +98,10 @@ def ignored_options(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]])
     ``plan(cfg)`` gives the cases for a config. A workload ignores an option when its cases
     are the same with and without it (`add` with --precision bf16 still times float32)."""
 
-    def by_workload(cases: Sequence[Case]) -> dict[str, set[tuple[object, ...]]]:
-        out: dict[str, set[tuple[object, ...]]] = {}
+    def by_workload(
+        cases: Sequence[Case],
+    ) -> dict[str, set[tuple[str, str, tuple[tuple[str, Any], ...]]]]:
+        out: dict[str, set[tuple[str, str, tuple[tuple[str, Any], ...]]]] = {}
         for c in cases:
             out.setdefault(c.workload, set()).add((c.variant, c.device.name, c.params))
         return out
@@ -112,7 +114,16 @@ def ignored_options(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]])
             continue
         cleared: dict[str, Any] = {name: ()}
         without = by_workload(plan(replace(cfg, **cleared)))
-        ignoring = sorted(w for w, keys in asked.items() if without.get(w) == keys)
+        # the same cases with and without it, and none of them carrying the value asked:
+        # ignored. An option equal to a workload's default is used, not ignored (gpt2-padded
+        # runs amp-bf16 by default; `--precision amp-bf16` was said to be ignored by it)
+        wanted = _spellings(name, values)
+        ignoring = sorted(
+            w
+            for w, keys in asked.items()
+            if without.get(w) == keys
+            and not any(str(v) in wanted for _, _, params in keys for _, v in params)
+        )
         if not ignoring:
             continue
         shown = ",".join(str(v) for v in values)
@@ -123,6 +134,21 @@ def ignored_options(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]])
         else:
             notes.append(f"{flag} {shown} is ignored by {', '.join(ignoring)}")
     return notes
+
+
+def _spellings(axis: str, values: Sequence[Any]) -> set[str]:
+    """The values asked for an option as a planned case's params spell them: a precision by
+    its variant's name (``bf16`` is ``amp-bf16``), anything else as written."""
+    out = {str(v) for v in values}
+    if axis == "precisions":
+        from torchmark import variants  # torch: only once a plan is being checked
+
+        for v in values:
+            try:
+                out.add(variants.parse(str(v)).name)
+            except (InputError, UnknownNameError):
+                continue  # a name the plan refused already
+    return out
 
 
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...]:

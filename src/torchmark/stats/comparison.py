@@ -288,11 +288,16 @@ class Comparison:
 
 
 def judge(a: Result, b: Result) -> Change:
-    """The verdict for one case measured in A (baseline) and B (``independent``)."""
-    if not (a.ok and b.ok):
-        side = "A" if not a.ok else "B"
-        r = a if not a.ok else b
-        return Change(a.key, a, b, None, why=f"{r.status} in {side}: {r.reason or ''}".strip())
+    """The verdict for one case measured in A (baseline) and B (``independent``). A side
+    its own verdict keeps out of comparisons (skipped, WRONG, invalid: ``verdicts``) is
+    never called FASTER / SLOWER / SAME: the change says which side and why."""
+    from torchmark import verdicts
+
+    for side, r in (("A", a), ("B", b)):
+        if not verdicts.may(r, "compare"):
+            word = r.status if r.status != "ok" else verdicts.rule_of(r).word
+            why = verdicts.reasons(r)[0]  # the reason that decides it; the run's table has all
+            return Change(a.key, a, b, None, why=f"{word} in {side}: {why}".strip())
     worlds = world_difference(a, b)  # DDP x2 vs no DDP: said, always
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
@@ -344,12 +349,21 @@ def regressions(cmp: Comparison, pct: float) -> list[tuple[int, Change]]:
 
 def cannot_judge(cmp: Comparison, pct: float) -> list[tuple[int, Change]]:
     """Cases a regression gate cannot pass: UNCLEAR with a median time grown by more than
-    ``pct`` %, or measured in A but not in the later run (skipped, wrong, no timing)."""
+    ``pct`` %; measured in A but not in the later run (skipped, no timing); WRONG or
+    invalid on either side (``verdicts``: never compared); and the cases of A that an
+    incomplete later run never reached."""
     out = []
     for i, changes in enumerate(cmp.changes, start=1):
         for c in changes:
             unclear = c.verdict == "UNCLEAR" and (c.time_change or 0) * 100 > pct
-            lost = c.verdict is None and c.a.ok
+            lost = c.verdict is None and (c.a.ok or "wrong" in (c.a.status, c.b.status))
             if unclear or lost:
                 out.append((i, c))
+        later = cmp.runs[i]
+        if later.status == "incomplete":
+            reached = {r.key for r in later.results}
+            for r in cmp.only_in.get(0, []):
+                if r.ok and r.key not in reached:
+                    why = f"not measured in {run_name(later, i)}: the run is incomplete"
+                    out.append((i, Change(r.key, r, r, None, why=why)))
     return out

@@ -145,6 +145,10 @@ class Measurement:
     rule: str = ""
     timing: str = "e2e"
     excluded: tuple[int, ...] = field(default=())
+    # what the machine did meanwhile (``torchmark.measure``: competing_load, stalled) and
+    # why, in words: the CLI keeps these on its Result (telemetry, verdict) instead
+    extra_flags: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
 
     @functools.cached_property
     def kept(self) -> np.ndarray:
@@ -207,10 +211,11 @@ class Measurement:
             out.append("short_warmup")
         if self.samples_s and set(range(len(self.samples_s))) <= set(self.excluded):
             out.append("all_excluded")
-        return out
+        return out + [f for f in self.extra_flags if f not in out]
 
     def __repr__(self) -> str:
         warn = f"  WARNING: {', '.join(self.flags)}" if self.flags else ""
+        warn += "".join(f"; {n}" for n in self.notes)
         return (
             f"<Measurement median {self.median * 1e3:.4g} ms  IQR {self.iqr * 1e3:.3g} ms "
             f"({self.rel_iqr:.1%})  n={self.n} x {self.calls_per_sample} calls  "

@@ -1,11 +1,12 @@
 """SQLStore: the one ResultStore implementation, on SQLAlchemy Core, for SQLite and PostgreSQL.
 
-Layout (``DB_SCHEMA_VERSION`` 2)::
+Layout (``DB_SCHEMA_VERSION`` 3)::
 
     meta           key -> value            schema_version, created_utc, tool_version
     runs           one row per run         id, kind, times, status, who/where + header JSON,
                                            stored_seq (local insertion order), writer
-    results        one row per result      (run_id, seq) + indexed names + doc JSON
+    results        one row per result      (run_id, seq) + indexed names + verdict kind
+                                           (torchmark.verdicts) + doc JSON
     run_ceilings   one row per run         the ceilings the run's percentages used (JSON)
     ceiling_cache  one row per measurement ceilings per (machine fingerprint, device)
 
@@ -53,6 +54,7 @@ from torchmark.errors import (
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
+from torchmark.verdicts import COUNTED, kind_of
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -117,6 +119,8 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("doc", sa.Text, nullable=False),
+    # the verdict's kind (verdicts.kind_of): history counts ok results by it
+    sa.Column("verdict", sa.Text),
 )
 run_ceilings_t = sa.Table(
     "run_ceilings",
@@ -521,6 +525,7 @@ class SQLStore(ResultStore):
                 device=result.device,
                 status=result.status,
                 doc=dumps(result.model_dump(mode="json")),
+                verdict=kind_of(result),
             )
         )
 
@@ -729,7 +734,14 @@ class SQLStore(ResultStore):
             sa.select(
                 results_t.c.run_id,
                 sa.func.count().label("n"),
-                sa.func.sum(sa.case((results_t.c.status == "ok", 1), else_=0)).label("ok"),
+                # ok by the verdict rule: an invalid or unreliable result is not ok
+                sa.func.sum(
+                    sa.case(
+                        (results_t.c.verdict.in_(COUNTED), 1),
+                        (sa.and_(results_t.c.verdict.is_(None), results_t.c.status == "ok"), 1),
+                        else_=0,
+                    )
+                ).label("ok"),
             )
             .group_by(results_t.c.run_id)
             .subquery()

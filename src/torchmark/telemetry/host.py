@@ -102,9 +102,14 @@ class OtherLoad:
     understate the machine for every later run, so the runner refuses to cache it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, count_processes: bool = False) -> None:
         self.cores: float | None = None  # other processes
         self.own_cores: float | None = None  # this process
+        self.logical_cores: int | None = psutil.cpu_count(logical=True)
+        # other processes that used at least BUSY_PROCESS_CORES over the region, when asked:
+        # reading every process's CPU time costs ~10 ms here, twice
+        self.processes: int | None = None
+        self._count = count_processes
 
     def __enter__(self) -> OtherLoad:
         return self.start()
@@ -114,6 +119,7 @@ class OtherLoad:
 
     def start(self) -> OtherLoad:
         self._t0 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
+        self._each0 = _per_process() if self._count else {}
         return self
 
     def stop(self) -> None:
@@ -124,6 +130,38 @@ class OtherLoad:
             own = t1[2] - self._t0[2]
             self.cores = max(0.0, (t1[1] - self._t0[1] - own) / wall)
             self.own_cores = own / wall
+            if self._count:
+                each1 = _per_process()
+                busy = [
+                    p
+                    for p, t in each1.items()
+                    if t - self._each0.get(p, t) >= BUSY_PROCESS_CORES * wall
+                ]
+                self.processes = len(busy)
+
+    def facts(self) -> dict[str, Any]:
+        """The load as a telemetry summary holds it (``other_cores``, ``logical_cores``,
+        ``other_processes``): what the verdicts' load words read."""
+        return {
+            "other_cores": self.cores,
+            "logical_cores": self.logical_cores,
+            "other_processes": self.processes,
+        }
+
+
+# A process using a tenth of a core over a region counts as one of the others that loaded it.
+BUSY_PROCESS_CORES = 0.1
+
+
+def _per_process() -> dict[int, float]:
+    """CPU seconds of every other process by pid (those psutil may read)."""
+    me = os.getpid()
+    out: dict[int, float] = {}
+    for p in psutil.process_iter(["cpu_times"]):
+        t = p.info.get("cpu_times")
+        if p.pid != me and t is not None:
+            out[p.pid] = float(t.user + t.system)
+    return out
 
 
 def _busy(t: Any) -> float:

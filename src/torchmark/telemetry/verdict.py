@@ -18,6 +18,7 @@ from torchmark.results import Result, RunRecord, Verdict
 from torchmark.stats import stragglers
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
 from torchmark.telemetry.trace import MIN_KEPT_SAMPLES, competing
+from torchmark.verdicts import TIMED_OUT_OK_PCT
 
 Level = Literal["ok", "warn", "invalid"]
 ORDER: dict[str, int] = {"ok": 0, "warn": 1, "invalid": 2}
@@ -54,7 +55,6 @@ class _Reasons:
         return Verdict(level=self.level, reasons=[text for _, text in ranked])
 
 
-TIMED_OUT_OK_PCT = 2.0
 # Two clusters of samples, the slow one's median >= 3x the fast one's, split by a gap of
 # >= 1.5x between neighbouring sorted samples: under competing load that is the scheduler
 # (on this 2-core machine with one other busy process, Linear(10,1) on (1000,10) read
@@ -97,7 +97,16 @@ def _load(t: dict[str, Any]) -> tuple[str, int]:
     other = float(t.get("other_cores") or 0.0)
     cores = t.get("logical_cores")
     free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
-    return f"other processes used {other:.1f}{f' of {cores}' if cores else ''} cores", free
+    return load_words(t), free
+
+
+def load_words(t: dict[str, Any]) -> str:
+    """``other processes used 1.8 of 2 cores`` (``3 other processes used ...`` where the
+    summary counted them): the one way a result's competing load is said."""
+    other = float(t.get("other_cores") or 0.0)
+    cores, n = t.get("logical_cores"), t.get("other_processes")
+    who = f"{n} other process{'' if n == 1 else 'es'}" if n else "other processes"
+    return f"{who} used {other:.1f}{f' of {cores}' if cores else ''} cores"
 
 
 def _fewer(free: int) -> str:
@@ -197,7 +206,9 @@ def judge(result: Result) -> Verdict:
             f"{result.ceiling.key}): measurement error; if this machine's speed drifts (VMs "
             f"do), re-measure with --remeasure-ceilings",
         )
-    if "unreliable" in flags:
+    if "unreliable" in flags and m.rel_iqr > 1:  # "spread 1077 %" says no more than this
+        v.add("warn", f"spread larger than the median (IQR {m.rel_iqr:.1f}x it): unreliable")
+    elif "unreliable" in flags:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: unreliable")
     elif "noisy" in flags:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: noisy")
@@ -208,6 +219,8 @@ def judge(result: Result) -> Verdict:
         half = 50 * (hi - lo) / m.median if math.isfinite(lo + hi) and m.median > 0 else None
         if half is None:
             v.add("warn", "timed out before the median converged (too few samples to bound it)")
+        elif half > 100:  # "known to ±3,503 %" is no bound
+            v.add("warn", "timed out before the median converged (its 95 % CI is wider than it)")
         elif half > TIMED_OUT_OK_PCT:
             v.add("warn", f"timed out before the median converged (known to ±{half:.1f} %)")
     if "few_samples" in flags:

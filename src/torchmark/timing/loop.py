@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -132,3 +133,36 @@ def measure(
         rule=rule_.describe(),
         timing=timing if dev.is_accelerator else "e2e",
     )
+
+
+# The one-thread check's budget: a stalled case (more torch threads than free cores under
+# other load) is timed again at one thread for at most this long, then its threads restored.
+ONE_THREAD_BUDGET_S = 1.0
+
+
+def one_thread_s(
+    fn: Callable[[], object],
+    device: Device,
+    m: Measurement,
+    threads: int,
+    clock: Callable[[], float],
+) -> float | None:
+    """The median time of ``fn`` at one thread (3 to 25 calls after a warm one, within
+    ``ONE_THREAD_BUDGET_S``), ``threads`` restored after; None where one thread could take
+    longer than the budget allows (``threads`` x the median a call)."""
+    if m.median * threads > ONE_THREAD_BUDGET_S / 4:
+        return None
+    device.set_threads(1)
+    try:
+        fn()  # the first call at one thread
+        device.synchronize()
+        times: list[float] = []
+        end = clock() + ONE_THREAD_BUDGET_S
+        while len(times) < 25 and (len(times) < 3 or clock() < end):
+            t0 = clock()
+            fn()
+            device.synchronize()
+            times.append(clock() - t0)
+        return statistics.median(times)
+    finally:
+        device.set_threads(threads)

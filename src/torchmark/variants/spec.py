@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,32 @@ TRAIN_SCENARIOS = frozenset({"train"})  # every other scenario is inference
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "amp-fp16": 5e-2, "amp-bf16": 5e-2, "int8-dynamic": 1e-1}
 # Inductor fuses and reorders reductions and picks other matmul kernels: 1e-3 at fp32.
 COMPILE_TOLERANCE = 1e-3
+# What each precision changes, by op family: what its tolerance has to absorb (said beside
+# every check, so that a rejection can be read against it).
+TOLERANCE_COVERS = {
+    "fp32": "IEEE fp32 in every op (cuBLAS and cuDNN TF32 off, as the reference)",
+    "tf32": "matmul and convolution inputs rounded to 10 mantissa bits",
+    "amp-fp16": "matmul, convolution and linear layers in fp16 under autocast; reductions, "
+    "softmax and norms stay fp32",
+    "amp-bf16": "the same ops in bf16 (7 mantissa bits) under autocast",
+    "int8-dynamic": "Linear weights and activations quantised to int8 per tensor",
+}
+
+
+def tolerance_line(names: Iterable[str]) -> str:
+    """The tolerances of the variants ``names`` (max error relative to the fp32 output's
+    scale) with the op families each covers: one line for a run's notes."""
+    seen = [parse(n) for n in dict.fromkeys(names)]
+    parts = {
+        v.precision: f"{v.precision} {TOLERANCE[v.precision]:g} ({TOLERANCE_COVERS[v.precision]})"
+        for v in seen
+    }
+    line = "tolerances, as max error over the fp32 output's scale: " + "; ".join(parts.values())
+    if any(v.compile for v in seen):
+        line += f"; +compile at least {COMPILE_TOLERANCE:g} (inductor reorders reductions)"
+    return line
+
+
 CEILING = {
     "fp32": "matmul:float32",
     "tf32": "matmul:tf32",

@@ -31,11 +31,11 @@ from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from torchmark import reference
+from torchmark import reference, verdicts
 from torchmark.errors import InputError, RunNotFoundError
 from torchmark.format import si, sig
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
-from torchmark.results import RunRecord
+from torchmark.results import Result, RunRecord
 from torchmark.store import open_store
 from torchmark.store.exchange import (
     CSV_COLUMNS,
@@ -379,19 +379,20 @@ def create_app(
         except InputError as e:
             raise HTTPException(422, str(e)) from None
         out = []
+        # a result its own verdict keeps off rankings (invalid) is not placed: said why
         ok = [(r, ranking.case_of(r)) for r in mine.results if r.ok]
-        board = ranked_many("standard", [case for _, case in ok])
+        board = ranked_many("standard", [case for r, case in ok if verdicts.may(r, "rank")])
         for r, case in ok:
+            if not verdicts.may(r, "rank"):
+                out.append({**_where(r), "machines": None, "rank": None, "why": verdicts.says(r)})
+                continue
             rows = board[case]
             t = r.measurement.median
             faster = sum(1 for row in rows if row.result.measurement.median < t)
             slower = sum(1 for row in rows if row.result.measurement.median > t)
             out.append(
                 {
-                    "workload": r.workload,
-                    "variant": r.variant,
-                    "device": r.device,
-                    "params": r.params,
+                    **_where(r),
                     "machines": len(rows),
                     "rank": faster + 1,
                     "faster_than_pct": 100 * slower / len(rows) if rows else None,
@@ -463,6 +464,8 @@ def create_app(
             division=division,
             why_custom=ranking.nonstandard_flags(run),
             models={r.device: ranking.device_model(run, r.device) for r in run.results},
+            # each verdict with its reasons, as the CLI's footnotes give them
+            said=["; ".join([verdicts.says(r), *verdicts.reasons(r)[1:]]) for r in run.results],
         )
         return HTMLResponse(html)
 
@@ -515,6 +518,11 @@ SERVE_SETTINGS = "TORCHMARK_SERVE_SETTINGS"
 def from_settings() -> FastAPI:
     """uvicorn's app factory in each worker process of `torchmark serve --workers N`."""
     return create_app(**json.loads(os.environ[SERVE_SETTINGS]))
+
+
+def _where(r: Result) -> dict[str, Any]:
+    """A placed result's case, as /api/v1/place names it."""
+    return {"workload": r.workload, "variant": r.variant, "device": r.device, "params": r.params}
 
 
 def run_links(run_ids: list[str]) -> Markup:

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
+from torchmark import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
 from torchmark.store.exchange import escape_text
@@ -45,7 +46,7 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("model", sa.Text, nullable=False),  # ranking.device_model of the run
     sa.Column("ok", sa.Boolean, nullable=False),
-    sa.Column("invalid", sa.Boolean, nullable=False),  # verdict invalid: listed, never ranked
+    sa.Column("invalid", sa.Boolean, nullable=False),  # verdicts.may(rank) False: listed only
     # the kept samples (s) as little-endian float64: bit-identical, and ~10x faster to read
     # than JSON (11 ms for one case's 1,000 rows)
     sa.Column("kept", sa.LargeBinary, nullable=False),
@@ -74,7 +75,7 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
                 "device": r.device,
                 "model": ranking.device_model(run, r.device),
                 "ok": r.ok,
-                "invalid": bool(r.verdict and r.verdict.level == "invalid"),
+                "invalid": not verdicts.may(r, "rank"),
                 "kept": np.asarray(r.measurement.kept if r.ok else [], "<f8").tobytes(),
                 "head": json.dumps(r.model_dump(mode="json", exclude=_HEAD_LEFT_OUT)),
             }

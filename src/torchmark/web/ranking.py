@@ -171,12 +171,15 @@ def rank(
     runs: Iterable[RunRecord], case: Case, machines: Mapping[str, str] | None = None
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
-    (default: computed). Results whose verdict is ``invalid`` are never ranked."""
+    (default: computed). Results the verdict rule keeps off rankings (``verdicts``:
+    invalid, WRONG, skipped) are never ranked."""
+    from torchmark import verdicts
+
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
         for r in run.results:
-            if not r.ok or case_of(r) != case or (r.verdict and r.verdict.level == "invalid"):
+            if not r.ok or case_of(r) != case or not verdicts.may(r, "rank"):
                 continue
             g = groups.get((machine, r.device))
             if g is None:

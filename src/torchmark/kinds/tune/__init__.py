@@ -7,7 +7,8 @@ Per device, a staged search (each stage starts from the best of the previous one
     variants   channels_last, TF32, fp16 / bf16 autocast, int8 dynamic (CPU), CUDA graphs,
                torch.compile (only while the time budget allows: its compile is measured)
     combined   the winning variants together, when they combine
-    batch      with --max-latency-ms: the largest batch whose latency stays in the budget
+    batch      with --max-latency-ms: the largest batch whose latency stays in the budget;
+               without: the batch with the most items/s, and the latency it costs
 
 Every candidate's output is checked against the fp32 reference (``variants.check``
 tolerance); a candidate past it is *rejected* with the error measured. Each candidate is
@@ -174,9 +175,12 @@ def tune(
                         f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
                     )
                 )
-            if max_latency_ms is not None and tuner.baseline is not None:
+            if tuner.baseline is not None:
                 start_from = best.cand if best else tuner.baseline.cand
-                tuner.batch_search(start_from)
+                if max_latency_ms is not None:
+                    tuner.batch_search(start_from)
+                else:  # both questions: latency at --batch above, throughput over batches
+                    tuner.throughput_search(start_from)
     return session.record
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import psutil
 import torch
 
-from torchmark import variants
+from torchmark import variants, verdicts
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
@@ -21,11 +21,12 @@ from torchmark.results import Result
 from torchmark.run.case import CALL_TIMED_OUT, measured, skipped
 from torchmark.run.session import Session
 from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
-from torchmark.stats.comparison import MIN_ROUNDS, Judgement, paired
+from torchmark.stats.comparison import MIN_ROUNDS, PRACTICAL, Judgement, paired
 from torchmark.stats.measurement import Measurement
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.inputs import one_line
 from torchmark.user.workload import _host_alloc_failed
+from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import Case, Prepared
 
 # torch.compile of a small CNN took 49 s on this project's loaded 2-core CPU (inductor builds
@@ -131,19 +132,21 @@ class Tuner:
         if threads:
             self.device.set_threads(threads)
         try:
-            k = self._calls.get(id(prep))
-            if k is None:
-                m = measure(prep.fn, self.device, rule=ONE_SAMPLE, min_sample_s=ROUND_SAMPLE_S)
-                self._calls[id(prep)] = m.calls_per_sample
-            else:  # already warm: one untimed call after the thread switch, then k calls
-                m = measure(
-                    prep.fn,
-                    self.device,
-                    rule=ONE_SAMPLE,
-                    warmup_s=0.0,
-                    warmup_calls=0,
-                    calls_per_sample=k,
-                )
+            # the candidate's own TF32 flags for its sample (the baseline's: IEEE fp32)
+            with matmul_precision(bool(prep.extra.get("tf32"))):
+                k = self._calls.get(id(prep))
+                if k is None:
+                    m = measure(prep.fn, self.device, rule=ONE_SAMPLE, min_sample_s=ROUND_SAMPLE_S)
+                    self._calls[id(prep)] = m.calls_per_sample
+                else:  # already warm: one untimed call after the thread switch, then k calls
+                    m = measure(
+                        prep.fn,
+                        self.device,
+                        rule=ONE_SAMPLE,
+                        warmup_s=0.0,
+                        warmup_calls=0,
+                        calls_per_sample=k,
+                    )
         finally:
             self.device.set_threads(before)
         return list(m.samples_s)
@@ -253,13 +256,12 @@ class Tuner:
         """The fastest candidate judged FASTER (and inside the budget). With a baseline over
         the budget, any correct candidate inside it wins over the baseline, which does not
         fit: the fastest of those."""
-        wins = [m for m in among if m.verdict == "FASTER" and self.fits(m) and m.speedup]
+        # a candidate its own verdict keeps from being recommended (verdicts: unreliable,
+        # invalid, WRONG) never wins, however fast its rounds read
+        fair = [m for m in among if verdicts.may(m.result, "recommend")]
+        wins = [m for m in fair if m.verdict == "FASTER" and self.fits(m) and m.speedup]
         if not wins and self.baseline is not None and not self.fits(self.baseline):
-            wins = [
-                m
-                for m in among
-                if m is not self.baseline and m.result.ok and m.speedup and self.fits(m)
-            ]
+            wins = [m for m in fair if m is not self.baseline and m.speedup and self.fits(m)]
         return max(wins, key=lambda m: m.speedup or 0) if wins else None
 
     def too_noisy(self, base: Measured) -> str | None:
@@ -335,6 +337,26 @@ class Tuner:
         if v is None:
             return None
         return Candidate(f"combined: {v.name}", variant=v.name, stage="combined")
+
+    def throughput_search(self, best: Candidate) -> Measured | None:
+        """Without --max-latency-ms, the second question: the batch that moves the most
+        items per second. Doubling from ``best``'s batch while each doubling is FASTER per
+        item than the baseline and beats the previous by more than the 2 % that matters;
+        each measured batch is kept with the latency it costs."""
+        if self.stopped:
+            return None
+        start = next((m for m in self.measured if m.cand == best), None)
+        top = start if start is not None and start.result.ok else None
+        b = best.batch * 2
+        while b <= MAX_TUNE_BATCH:
+            m = self.run(replace(best, name=f"{best.name} @ batch {b}", batch=b, stage="batch"))
+            if not m.result.ok or m.verdict != "FASTER" or not m.speedup:
+                break
+            if top is not None and top.speedup and m.speedup < top.speedup * (1 + PRACTICAL):
+                break  # no longer worth its latency
+            top = m
+            b *= 2
+        return top
 
     def batch_search(self, best: Candidate) -> Measured | None:
         """The largest batch whose median latency fits --max-latency-ms: doubling from

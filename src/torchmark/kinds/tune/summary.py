@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torchmark import variants
+from torchmark import variants, verdicts
 from torchmark.kinds.tune.candidates import code_lines
 from torchmark.kinds.tune.search import Tuner
 from torchmark.results import RunRecord
-from torchmark.results.payloads import Candidate, Recommendation, TunePayload
+from torchmark.results.payloads import BestThroughput, Candidate, Recommendation, TunePayload
+from torchmark.variants.spec import tolerance_line
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
@@ -66,6 +67,11 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
                 "baseline's median over that candidate's own rounds divided by its latency"
             )
     p.candidates, p.recommendation = candidates, recommendation
+    best_rates = {t.device.name: rate for t in tuners if (rate := _throughput(t)) is not None}
+    p.throughput = {dev: BestThroughput.model_validate(best) for dev, best in best_rates.items()}
+    tried = [m.cand.variant for t in tuners for m in t.measured if m.max_error is not None]
+    if tried:
+        p.notes.append(tolerance_line(tried))
 
 
 def _recommend(t: Tuner) -> dict[str, Any]:
@@ -78,7 +84,10 @@ def _recommend(t: Tuner) -> dict[str, Any]:
         }
     if t.stopped:
         return {"name": "no recommendation", "speedup": None, "reason": t.stopped, **spread}
-    best = t.best(t.measured)
+    # without a latency bound this is the latency answer, at --batch: the larger batches
+    # answer the throughput question (``_throughput``)
+    at_batch = [m for m in t.measured if t.max_latency_s is not None or m.cand.stage != "batch"]
+    best = t.best(at_batch)
     if best is not None:
         return {
             "name": best.cand.name,
@@ -109,4 +118,30 @@ def _recommend(t: Tuner) -> dict[str, Any]:
         "config": base.cand.config() if base else None,
         "code": code_lines(base.cand, t.device) if base else [],
         **spread,
+    }
+
+
+def _throughput(t: Tuner) -> dict[str, Any] | None:
+    """Without --max-latency-ms: the most items/s over every batch measured, FASTER per
+    item than the baseline, with the latency each call then costs (the baseline's own when
+    no larger batch beat it)."""
+    base = t.baseline
+    if t.max_latency_s is not None or t.stopped or base is None or not base.result.ok:
+        return None
+    wins = [
+        m
+        for m in t.measured
+        if m.verdict == "FASTER" and m.speedup and verdicts.may(m.result, "recommend")
+    ]
+    pick = max(wins, key=lambda m: m.speedup or 0) if wins else base
+    return {
+        "name": pick.cand.name,
+        "batch": pick.cand.batch,
+        "speedup": pick.speedup if pick is not base else 1.0,
+        "items_per_s": pick.result.rate("items"),
+        "latency_ms": (pick.latency_s or 0) * 1e3,
+        "baseline_latency_ms": (base.latency_s or 0) * 1e3,
+        "baseline_batch": base.cand.batch,
+        "config": pick.cand.config(),
+        "code": code_lines(pick.cand, t.device),
     }

@@ -17,6 +17,7 @@ from torchmark.kinds.tune.candidates import Candidate
 from torchmark.results import Work
 from torchmark.user.inputs import InputFactory, Inputs
 from torchmark.user.workload import _eval, count_flops
+from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 
 
@@ -63,21 +64,29 @@ class TuneWorkload(Workload):
         extra: dict[str, Any] = {"config": cand.config()}
         t0 = time.perf_counter()
         if cand.grad == "no_grad":
-
+            # The reference's numerics (IEEE fp32: cuBLAS and cuDNN TF32 off): torch's own
+            # default lets cuDNN use TF32, and on an H200 a conv + BatchNorm baseline read
+            # 1.49e-4 from its fp32 reference, over the 1e-4 tolerance: WRONG against itself.
             def step() -> Any:
                 with torch.no_grad():
                     return model(*args)
 
-            output = step()
-            tolerance = variants.TOLERANCE["fp32"]
+            with matmul_precision(False):
+                output = step()
+            tolerance, tf32 = variants.TOLERANCE["fp32"], False
         else:
             built = variants.build(
                 cand.variant, model, args, device, "infer", compile_mode=cand.compile_mode
             )
+            built.teardown()  # its TF32 flags are set per sample (``tf32``), not left set
             step, output, tolerance = built.step, built.output, built.variant.tolerance
+            tf32 = built.variant.precision == "tf32"
             notes += built.notes
             extra["compile_s"] = built.compile_s
             extra["first_call_s"] = built.first_call_s
+        # the TF32 flags each sample of this candidate runs under: the rounds interleave it
+        # with the baseline, and a flag one build left set would reach the other's samples
+        extra["tf32"] = tf32
         self.build_s[(device.name, cand.name)] = time.perf_counter() - t0
 
         def check() -> list[str]:

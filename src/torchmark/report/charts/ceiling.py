@@ -1,0 +1,97 @@
+"""Each result's median as % of its measured ceiling."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from torchmark import format as fmt
+from torchmark.report.charts.base import Chart, _figure, _rc, _run_prefix, _svg, case_words
+from torchmark.results import RunRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+ABOVE = "#b3261e"  # above a measured ceiling: impossible, a measurement error
+
+
+def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
+    """Each result's median rate as % of the ceiling it is held against, quartiles as
+    whiskers, the 100 % line drawn: above it is a measurement error."""
+    title = "% of the measured ceiling, per case"
+    bars: list[tuple[str, float, float, float, str]] = []  # label, pct, lo, hi, ceiling
+    for run in runs:
+        for r in run.results:
+            p = r.pct_of_ceiling
+            if p is None or r.ceiling is None or not r.ok or not r.median_s:
+                continue
+            q1, q3 = r.measurement.quartiles
+            # a rate is work / time: the slow quartile (q3) gives the low percentage
+            lo, hi = p * r.median_s / q3, p * r.median_s / q1 if q1 > 0 else p
+            label = f"{_run_prefix(runs, run)}{case_words(r)} · {r.device}"
+            bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
+    if not bars:
+        return Chart("ceiling_pct", title, None, "no result is held against a measured ceiling")
+    kinds = list(dict.fromkeys(b[4] for b in bars))
+    with _rc():
+        import matplotlib as mpl
+        from matplotlib.patches import Patch
+
+        cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+        colour = {k: cycle[i % len(cycle)] for i, k in enumerate(kinds)}
+        fig, axes = _figure(height=0.26 * len(bars) + 1.3)
+        ax: Axes = axes[0][0]
+        ys = list(range(len(bars)))
+        top = max(100.0, *(b[3] for b in bars))
+        ps = [b[1] for b in bars]
+        above = [p > 100 for p in ps]
+        rects = ax.barh(
+            ys,
+            ps,
+            height=0.7,
+            color=[ABOVE if a else colour[b[4]] for a, b in zip(above, bars, strict=True)],
+            xerr=[[b[1] - b[2] for b in bars], [b[3] - b[1] for b in bars]],
+            error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#444"},
+        )
+        for rect, a in zip(rects, above, strict=True):
+            if a:
+                rect.set_hatch("xx")
+        for y, b, a in zip(ys, bars, above, strict=True):
+            ax.text(
+                max(b[1], b[3]) + top * 0.01,
+                y,
+                f"{fmt.pct(b[1])} of {b[4]}" + ("  ABOVE CEILING: measurement error" if a else ""),
+                fontsize=7.5,
+                va="center",
+                color=ABOVE if a else "black",
+            )
+        ax.set_yticks(ys, [b[0] for b in bars])
+        for tick, a in zip(ax.get_yticklabels(), above, strict=True):
+            if a:
+                tick.set_color(ABOVE)
+                tick.set_fontweight("bold")
+        ax.invert_yaxis()
+        ax.axvline(100, color="black", linewidth=1, linestyle="--")
+        ax.set_xlim(0, top * 1.45)  # room for the value labels
+        ax.annotate(
+            "100 %",
+            (100, 1.0),
+            xycoords=("data", "axes fraction"),
+            fontsize=8,
+            ha="center",
+            va="bottom",
+        )
+        ax.set_xlabel("% of this machine's measured ceiling (median; whiskers: quartiles)")
+        ax.grid(axis="y", visible=False)
+        handles = [Patch(color=colour[k], label=k) for k in kinds]
+        if any(above):
+            handles.append(Patch(facecolor=ABOVE, hatch="xx", label="above ceiling"))
+        ax.legend(handles=handles, loc="lower right")
+    return Chart(
+        "ceiling_pct",
+        title,
+        _svg(fig),
+        "bw: memory bandwidth; peak: matmul FLOP/s at that precision, both measured on this "
+        "machine in this run; 100 % is the best any kernel here reached, so a bar past it is "
+        "a measurement error, never a fast machine",
+    )

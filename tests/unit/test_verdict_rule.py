@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from torchmark.comparison import cannot_judge, compare, judge, regressions
 
 from clitest import cli
 from torchmark import verdicts
 from torchmark.report.compare import comparison_renderables
 from torchmark.results import Result, RunRecord, Verdict
+from torchmark.stats.comparison import cannot_judge, compare, judge, regressions
 from torchmark.store.exchange import export_run
 
 ARTEFACT = (

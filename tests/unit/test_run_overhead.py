@@ -28,7 +28,7 @@ print("torch._dynamo" in sys.modules)
 
 
 def test_meta_model_keeps_shapes() -> None:
-    from torchmark.workloads.models.base import _build_on_meta
+    from torchmark.workloads.models.meta import _build_on_meta
     from torchmark.workloads.models.resnet import ResNet50Workload
 
     w = ResNet50Workload()

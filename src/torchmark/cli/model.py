@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from torchmark.cli import RUNS_CODE
+from torchmark.cli import COMMANDS
 from torchmark.cli.app import (
     DbOption,
     DevicesOption,
@@ -35,10 +35,7 @@ LOADER_HELP = (
 )
 
 
-@app.command(
-    help="Benchmark your own model over a batch sweep on every device: latency, "
-    "throughput, CPU/GPU break-even, energy and cost per item. " + RUNS_CODE
-)
+@app.command(help=COMMANDS["model"].help)  # the table's line, which warns it runs code
 def model(
     spec: SpecArgument,
     input: InputOption = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from torchmark.cli import RUNS_CODE
+from torchmark.cli import COMMANDS
 from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app
 from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_tune
@@ -16,10 +16,7 @@ from torchmark.cli.target import InputOption, InputsOption, SpecArgument, load_t
 __all__ = ["show_tune", "tune"]
 
 
-@app.command(
-    help="Find the settings that make your model faster on each device, each one "
-    "checked against the fp32 output, and print the code that applies the best. " + RUNS_CODE
-)
+@app.command(help=COMMANDS["tune"].help)  # the table's line, which warns it runs code
 def tune(
     spec: SpecArgument,
     input: InputOption = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,16 +191,15 @@ def profile(
         assert isinstance(payload, ProfilePayload)
         payload.profile = found = ProfileSummary.model_validate(p)
         if check:
+            base = Baseline(result, cfg, session, ceilings)
             for a in found.advice:
                 if a.workload:  # the same case on an aligned twin (gpt2-padded)
                     twin = select_workloads(replace(cfg, workloads=(a.workload,)))
                     same = replace(case, workload=a.workload, sweep=None)
-                    a.checked = Checked.model_validate(
-                        against(twin[a.workload], same, result, cfg, session, ceilings)
-                    )
+                    a.checked = Checked.model_validate(against(twin[a.workload], same, base))
                 elif a.kind == "variant":
                     a.checked = Checked.model_validate(
-                        check_variant(workload, case, a.variant, result, cfg, session, ceilings)
+                        check_variant(workload, case, a.variant, base)
                     )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
@@ -210,20 +209,23 @@ def profile(
     return session.record, saved
 
 
-def check_variant(
-    workload: Workload,
-    case: Case,
-    variant: str,
-    baseline: Result,
-    cfg: RunConfig,
-    session: Session,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Baseline:
+    """What ``--check`` judges each suggestion against: the profiled case's unprofiled
+    result, measured in this run's session against its ceilings."""
+
+    result: Result
+    cfg: RunConfig
+    session: Session
+    ceilings: dict[str, Any]
+
+
+def check_variant(workload: Workload, case: Case, variant: str, base: Baseline) -> dict[str, Any]:
     """The profiled case measured again with ``variant``, judged against its unprofiled
     baseline (``comparison.independent``: FASTER / SLOWER / SAME / UNCLEAR vs the noise)."""
     from torchmark import variants
 
-    params = case.param_dict
+    cfg, params = base.cfg, case.param_dict
     want = {**params, "precision": variants.parse(variant)}
     opts = replace(
         cfg,
@@ -242,26 +244,20 @@ def check_variant(
         return {"status": "skipped", "reason": str(e)}
     if not planned:
         return {"status": "skipped", "reason": f"{variant} is not a variant of {case.workload}"}
-    return against(workload, planned[0], baseline, cfg, session, ceilings)
+    return against(workload, planned[0], base)
 
 
-def against(
-    workload: Workload,
-    candidate: Case,
-    baseline: Result,
-    cfg: RunConfig,
-    session: Session,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
-    """``candidate`` measured, stored in the run, and judged against ``baseline``."""
+def against(workload: Workload, candidate: Case, base: Baseline) -> dict[str, Any]:
+    """``candidate`` measured, stored in the run, and judged against the baseline."""
     from torchmark.stats.comparison import independent
 
+    session = base.session
     session.case_started(candidate)
-    result = run_case(workload, candidate, ceilings, cfg, session)
+    result = run_case(workload, candidate, base.ceilings, base.cfg, session)
     session.add(candidate, result)
     if result.status != "ok":
         return {"status": result.status, "reason": result.reason or ""}
-    j = independent(baseline.measurement, result.measurement)
+    j = independent(base.result.measurement, result.measurement)
     if isinstance(j, str):
         return {"status": "ok", "verdict": "UNCLEAR", "speed": None, "why": j}
     return {"status": "ok", "verdict": j.verdict, "speed": j.speed, "why": j.why}

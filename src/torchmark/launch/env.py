@@ -19,7 +19,7 @@ from torchmark.errors import InputError
 DEFAULT_PORT = 29500
 SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 10000
 # Set by ``--scaling`` for each rung's ranks: the rung's --json file is the ladder's to read
-# back, so the rung does not announce it (cli/run.py).
+# back, so the rung does not announce it (cli/output.py).
 RUNG_ENV = "TORCHMARK_LADDER_RUNG"
 
 

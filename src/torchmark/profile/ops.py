@@ -8,6 +8,7 @@ from typing import Any
 
 from torchmark import format as fmt
 from torchmark.profile import categories as c
+from torchmark.profile.events import call_name
 from torchmark.results import Ceiling
 
 # An op whose mean self time per call is under this many dispatch floors (the measured time
@@ -125,7 +126,7 @@ def kernel_work(
         per_call = next((flops_by_call[k] for k in chain if flops_by_call.get(k)), None)
         if per_call is None:
             # a matmul's or convolution's inputs alone would call it memory-bound
-            matmul = any(c.cpu_category(c.call_name(k), False) == c.MATMUL for k in chain)
+            matmul = any(c.cpu_category(call_name(k), False) == c.MATMUL for k in chain)
             return None, (None if matmul else _per_step(op.bytes_read, steps))
         total += per_call * n
     return total / steps, _per_step(op.bytes_read, steps)

@@ -40,10 +40,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Part(BaseModel):
-    """One part of a run measured in parts: when, how many results, under what load."""
+class Kept(BaseModel):
+    """Keys no field names are kept and written back; validators built on first use (the
+    commands that list runs never validate one)."""
 
     model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+class Part(Kept):
+    """One part of a run measured in parts: when, how many results, under what load."""
+
     started_utc: datetime | None = None
     finished_utc: datetime | None = None
     results: int | None = None
@@ -52,10 +58,9 @@ class Part(BaseModel):
     command: str | None = None
 
 
-class Payload(BaseModel):
+class Payload(Kept):
     """What every kind's payload carries; unknown keys are kept (``extra="allow"``)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     kind: str
     notes: list[str] = Field(default_factory=list)
     not_stored: str | None = None  # why the store failed: the run was kept in memory only
@@ -64,8 +69,7 @@ class Payload(BaseModel):
 # -- model -------------------------------------------------------------------------------
 
 
-class ModelInfo(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class ModelInfo(Kept):
     name: str
     parameters: int | None = None
     flops_per_item: float | None = None
@@ -73,10 +77,9 @@ class ModelInfo(BaseModel):
     mode: str | None = None
 
 
-class BreakEvenRow(BaseModel):
+class BreakEvenRow(Kept):
     """One batch, one view of time: the GPU against the CPU beyond the noise of both."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     batch: int
     mode: str  # "e2e" | "device"
     gpu_s: float | None = None
@@ -85,11 +88,10 @@ class BreakEvenRow(BaseModel):
     verdict: str = "n/a"  # faster / slower / same / unclear / n/a
 
 
-class BreakEven(BaseModel):
+class BreakEven(Kept):
     """One accelerator against the CPU: the batch from which it wins, per view of time
     (a batch, or "always" / "never" / "unclear" / "not measured")."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     label: str | None = None
     cpu: str | None = None
     e2e: int | str = "not measured"
@@ -99,8 +101,7 @@ class BreakEven(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class CostRow(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class CostRow(Kept):
     batch: int
     device: str
     price_per_hour: float
@@ -109,15 +110,14 @@ class CostRow(BaseModel):
     j_per_item: float | None = None
 
 
-class CostTable(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class CostTable(Kept):
     prices: dict[str, float] = Field(default_factory=dict)
     unit: str = "currency per device-hour"
     rows: list[CostRow] = Field(default_factory=list)
     cheaper: dict[str, str] = Field(default_factory=dict)  # batch -> the cheaper device
 
 
-class BreakEvenFindings(BaseModel):
+class BreakEvenFindings(Kept):
     """A CPU-vs-GPU break-even over a batch sweep: ``model`` computes it; a ``run`` may
     carry one too (it is a pure function of results measured on both, ``user.breakeven``),
     and the break-even chart draws it from either."""
@@ -142,10 +142,9 @@ class ModelPayload(BreakEvenFindings, Payload):
 # -- tune --------------------------------------------------------------------------------
 
 
-class Candidate(BaseModel):
+class Candidate(Kept):
     """One configuration tune measured (or skipped, or rejected), ranked per device."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     device: str
     name: str
     status: str  # baseline / faster / same / unclear / slower / over-budget / rejected / skipped
@@ -165,10 +164,9 @@ class Candidate(BaseModel):
     reason: str | None = None
 
 
-class Recommendation(BaseModel):
+class Recommendation(Kept):
     """What tune recommends on one device, or why nothing (``speedup`` None)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     speedup: float | None = None
     reason: str | None = None
@@ -179,11 +177,10 @@ class Recommendation(BaseModel):
     baseline_rel_iqr: float | None = None
 
 
-class BestThroughput(BaseModel):
+class BestThroughput(Kept):
     """tune's second answer without a latency bound: the most items/s over the batches
     measured (FASTER per item than the baseline), and the latency a call then costs."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     batch: int
     speedup: float | None = None  # per item, over the baseline; 1.0: the baseline itself
@@ -205,10 +202,9 @@ class TunePayload(Payload):
 # -- soak --------------------------------------------------------------------------------
 
 
-class SoakWindow(BaseModel):
+class SoakWindow(Kept):
     """Throughput over one time window, with the telemetry of the same span."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     t0_s: float
     t1_s: float
     rate: float | None = None  # in SoakSeries.unit
@@ -218,8 +214,7 @@ class SoakWindow(BaseModel):
     throttle: dict[str, int] = Field(default_factory=dict)  # reason -> % of the window
 
 
-class SoakSeries(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class SoakSeries(Kept):
     case: str
     unit: str | None = None
     chunk_calls: int | None = None
@@ -235,25 +230,22 @@ class SoakPayload(Payload):
 # -- profile -----------------------------------------------------------------------------
 
 
-class Schedule(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class Schedule(Kept):
     wait: int | None = None
     warmup: int | None = None
     active: int = 0
     requested: int | None = None  # active steps asked for (fewer for a long step)
 
 
-class Category(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class Category(Kept):
     name: str
     us_per_step: float
     share: float  # % of the step
 
 
-class OpRow(BaseModel):
+class OpRow(Kept):
     """One of the top ops by self time per step (``profile.ops.OpRow``, stored)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     name: str
     category: str
     calls: float  # per step
@@ -272,8 +264,7 @@ class OpRow(BaseModel):
         return self.pct_ceiling is not None and self.pct_ceiling > 100
 
 
-class GemmRow(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class GemmRow(Kept):
     op: str
     dims: list[list[int]]
     dtype: str | None = None
@@ -282,23 +273,20 @@ class GemmRow(BaseModel):
     share: float = 0.0
 
 
-class Launches(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class Launches(Kept):
     per_step: float
     launch_us_median: float
     queue_us_median: float
 
 
-class StepPeak(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class StepPeak(Kept):
     allocated_bytes: int
     reserved_bytes: int | None = None
 
 
-class StepMemory(BaseModel):
+class StepMemory(Kept):
     """The device allocator's peak per active step."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     steps: list[StepPeak] = Field(default_factory=list)
     peak_allocated_bytes: int
     peak_reserved_bytes: int | None = None
@@ -306,27 +294,24 @@ class StepMemory(BaseModel):
     largest_step: int | None = None
 
 
-class MemoryCategory(BaseModel):
-    model_config = ConfigDict(extra="allow", defer_build=True)
+class MemoryCategory(Kept):
     name: str
     bytes: int
     largest_bytes: int
 
 
-class MemoryAtPeak(BaseModel):
+class MemoryAtPeak(Kept):
     """Memory by what it holds at the step's peak, or ``error``: why it is not known."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     peak_bytes: int | None = None
     categories: list[MemoryCategory] = Field(default_factory=list)
     note: str | None = None
     error: str | None = None
 
 
-class Checked(BaseModel):
+class Checked(Kept):
     """A suggestion measured (``profile --check``) against the profiled case."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     status: str  # ok / skipped / wrong
     verdict: str | None = None  # FASTER / SLOWER / SAME / UNCLEAR
     speed: float | None = None
@@ -334,10 +319,9 @@ class Checked(BaseModel):
     reason: str | None = None
 
 
-class Advice(BaseModel):
+class Advice(Kept):
     """A change the profile calls for (``profile.advice.Advice``, stored)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     variant: str
     why: str
     command: str = ""
@@ -346,10 +330,9 @@ class Advice(BaseModel):
     checked: Checked | None = None
 
 
-class ProfileSummary(BaseModel):
+class ProfileSummary(Kept):
     """One profiled case: plain data enough to render without the trace."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
     case: str
     kind: Literal["cpu", "gpu"]  # the breakdown's: host ops only, or kernels on streams
     schedule: Schedule = Field(default_factory=Schedule)

@@ -2,7 +2,7 @@
 
 An NVIDIA GPU's energy is not read here: its NVML total-energy counter is already read by
 the telemetry trace (one NVML handle per run), and energy per item comes from those readings
-(``user.bench._trace_energy``); reading it twice meant two NVML sessions per case.
+(``kinds.model._trace_energy``); reading it twice meant two NVML sessions per case.
 
 Energy per item = joules counted over the measured region / items processed in it. Where no
 counter can be read the answer is ``Unavailable(reason)`` (absent, permission denied, not

@@ -11,7 +11,6 @@ that into cases (scenario x precision x batch, a sweep per device) and into a ti
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
@@ -19,8 +18,6 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
-from torch.utils.flop_counter import FlopCounterMode
 
 from torchmark import variants
 from torchmark.devices.base import Device
@@ -28,6 +25,7 @@ from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Work
 from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.models.meta import _count_flops, _meta_model, _MetaDevice
 
 # Every scenario any model offers; a name outside this set is a user's typo.
 SCENARIOS = ("infer", "infer-e2e", "train", "prefill", "decode")
@@ -378,85 +376,3 @@ class ModelWorkload(Workload):
             "scenarios": list(self.scenarios),
         }
         return out | {k: v for k, v in sizes.params()}
-
-
-class _MetaDevice(Device):
-    """A device whose tensors live on ``meta``; never runs anything. As an accelerator it
-    stands in for 'a GPU' when describing the default sizes; as a CPU it counts FLOPs."""
-
-    kind: ClassVar[str] = "meta"
-
-    def __init__(self, is_accelerator: bool = True) -> None:
-        super().__init__()
-        self.is_accelerator = is_accelerator  # type: ignore[misc]
-
-    @property
-    def torch_device(self) -> torch.device:
-        return torch.device("meta")
-
-    def synchronize(self) -> None:
-        return None
-
-    def info(self) -> dict[str, Any]:
-        return {"kind": "meta"}
-
-
-class _NoInitOnMeta(TorchFunctionMode):
-    """Skip random initialisers on meta tensors while a model is built there: only shapes
-    matter, and normal_ / erfinv_ / clamp_ have no meta kernel, so their Python fallback
-    imported torch._dynamo (~1.2 s CPU) just to plan a run."""
-
-    # nn.init's own functions dispatch as torch functions too, and a mode handling one does
-    # not see the tensor methods it calls: both are listed.
-    SKIP = frozenset(
-        [
-            getattr(torch.Tensor, name)
-            for name in ("normal_", "erfinv_", "clamp_", "exponential_", "log_normal_", "cauchy_")
-        ]
-        + [
-            getattr(nn.init, name)
-            for name in ("normal_", "trunc_normal_", "kaiming_normal_", "xavier_normal_")
-        ]
-    )
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        if func in self.SKIP:
-            t = args[0] if args else kwargs.get("tensor")  # nn.init passes tensor=
-            if getattr(t, "is_meta", False):
-                return t
-        return func(*args, **kwargs)
-
-
-def _build_on_meta(w: ModelWorkload, sizes: Sizes) -> nn.Module:
-    with torch.device("meta"), _NoInitOnMeta():
-        return w.make_model(sizes)
-
-
-@functools.cache
-def _meta_model(cls: type[ModelWorkload], sizes: Sizes) -> nn.Module:
-    return _build_on_meta(cls(), sizes)
-
-
-@functools.cache
-def _count_flops(cls: type[ModelWorkload], scenario: str, sizes: Sizes) -> float:
-    """Counted on the meta device: shapes only, no memory, instant even for GPT-2."""
-    w = cls()
-    meta = _MetaDevice(is_accelerator=False)
-    model = _build_on_meta(w, sizes)
-    module, inputs, loss_fn = w.runnable(model, scenario, sizes, meta, torch.Generator())
-    inputs = tuple(t.to("meta") for t in inputs)
-    train = scenario == "train"
-    module.train(train)
-    if scenario == "decode":  # the first call also prefills the prompt: not counted
-        with torch.no_grad():
-            module(*inputs)
-    with FlopCounterMode(display=False) as counter:
-        if train:
-            out = module(*inputs)
-            assert loss_fn is not None
-            loss_fn(out).backward()
-        else:
-            with torch.no_grad():
-                module(*inputs)
-    return float(counter.get_total_flops())

@@ -3,6 +3,7 @@ page latency of `/` over a large store.
 
     python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
                                           [--workers N]   (N > 1: a PostgreSQL --db)
+                                          [--kill-writers 200]
     python benchmarks/leaderboard_load.py --page-results 100000 [--db URL] [--cases 100]
                                           [--empty 0]
 
@@ -17,8 +18,10 @@ again). Target: p95 < 200 ms at 100,000 results. Run it twice on one --db: the s
 Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
 throw-away PostgreSQL database), sends --per-level distinct runs at each concurrency with an
 async client (bounded: a fixed count, a 60 s time-out per request), then checks that every
-acknowledged run is readable and none is stored twice. Prints one line per level; exits
-non-zero on a lost or duplicated run or any 5xx. No throughput target yet: the figures are
+acknowledged run is readable and none is stored twice; then (--kill-writers) SIGKILLs the
+server while that many writers send --per-level more, restarts it and checks the same.
+Prints one line per level and one for the kill; exits non-zero on a lost or duplicated run
+or any 5xx. No throughput target yet: the figures are
 for comparing back ends and changes on one machine.
 """
 
@@ -33,6 +36,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -43,7 +48,16 @@ from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
 
 
-async def level(url: str, token: str, bodies: list[bytes], clients: int) -> tuple[list, list]:
+async def level(
+    url: str,
+    token: str,
+    bodies: list[bytes],
+    clients: int,
+    on_ack: Callable[[int], None] | None = None,
+) -> tuple[list, list]:
+    """Send ``bodies`` with ``clients`` at once: (latencies, (status, run id) answers). A
+    request the server never answered (it was killed) is status 0: not acknowledged.
+    ``on_ack(n)`` is told the count of 201s as each arrives."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     gate = asyncio.Semaphore(clients)
     latencies: list[float] = []
@@ -54,9 +68,15 @@ async def level(url: str, token: str, bodies: list[bytes], clients: int) -> tupl
         async def one(body: bytes) -> None:
             async with gate:
                 t0 = time.perf_counter()
-                r = await client.post(f"{url}/api/v1/runs", content=body, headers=headers)
+                try:
+                    r = await client.post(f"{url}/api/v1/runs", content=body, headers=headers)
+                except httpx.TransportError:
+                    answers.append((0, ""))
+                    return
                 latencies.append(time.perf_counter() - t0)
                 answers.append((r.status_code, r.json().get("run_id", r.text)))
+                if on_ack is not None and r.status_code == 201:
+                    on_ack(sum(code == 201 for code, _ in answers))
 
         await asyncio.gather(*(one(b) for b in bodies))
     return latencies, answers
@@ -99,7 +119,8 @@ def seed(db: str, results: int, cases: int, machines: int, empty: int = 0) -> No
     t0 = time.perf_counter()
     for i in range(have, runs):
         run = bench_run(i, 0 if i >= runs - empty else cases, machines)
-        run.command = f"{run.command} # {i}"  # a result-less run is distinct by its command
+        # a result-less run is distinct by its time (the server keeps no command line)
+        run.created_utc -= timedelta(microseconds=i)
         r = client.post("/api/v1/runs", content=export_run(run), headers=headers)
         assert r.status_code == 201, r.text
     print(
@@ -129,11 +150,11 @@ def pages(url: str, cases: int) -> None:
     print(f"first / after start: {(time.perf_counter() - t0) * 1e3:.0f} ms")
     print(f"first /api/v1/place      {place() * 1e3:6.0f} ms ({cases} cases, rankings not made)")
     print(f"/ again (default case)   {p50_p95([get('/') for _ in range(20)])}")
-    keys = [json.dumps(["add", "seed", json.dumps({"n": 1000 * (k + 1)})]) for k in range(cases)]
-    print(f"/?case= each case once   {p50_p95([get('/', case=k) for k in keys])}")
+    ns = [1000 * (k + 1) for k in range(cases)]
+    print(f"/?case= each case once   {p50_p95([get('/', case=f'add/seed/n={n}') for n in ns])}")
     api = [
-        get("/api/v1/leaderboard", workload="add", variant="seed", params=json.loads(k)[2])
-        for k in keys
+        get("/api/v1/leaderboard", workload="add", variant="seed", params=json.dumps({"n": n}))
+        for n in ns
     ]
     print(f"/api/v1/leaderboard      {p50_p95(api)} (each case after its page)")
     print(f"/api/v1/place again      {p50_p95([place() for _ in range(20)])}")
@@ -167,6 +188,12 @@ def main() -> int:
     ap.add_argument("--machines", type=int, default=50)
     ap.add_argument("--empty", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--kill-writers",
+        type=int,
+        default=200,
+        help="then SIGKILL the server under this many concurrent writers (0: skip)",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tmboard"))
     if args.page_results:
@@ -219,10 +246,53 @@ def main() -> int:
         )
     finally:
         stop(proc)
-        if not failed:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if args.kill_writers:
+        failed |= killed(args, db, token, tmp, extra)
+    if not failed:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average at end: {os.getloadavg()}")
     return 1 if failed else 0
+
+
+def killed(args: argparse.Namespace, db: str, token: str, tmp: Path, extra: list[str]) -> bool:
+    """`torchmark serve` SIGKILLed under --kill-writers concurrent writers once half of
+    --per-level runs are acknowledged; restarted: every acknowledged run must be readable,
+    none stored twice. True on a loss or a duplicate."""
+    proc, url = serve(db, tmp / "serve.log", extra)
+    before = {r["run_id"] for r in httpx.get(url + "/api/v1/runs", timeout=60).json()}
+    bodies = [
+        export_run(make_run(scale=2 + k / 1e4, note=f"kill {k}")).encode()
+        for k in range(args.per_level)
+    ]
+    half = args.per_level // 2
+
+    def kill_at_half(acks: int) -> None:
+        if acks >= half and proc.poll() is None:
+            proc.kill()  # SIGKILL: no shutdown handler runs
+
+    try:
+        _, answers = asyncio.run(level(url, token, bodies, args.kill_writers, kill_at_half))
+    finally:
+        stop(proc)
+    acked = {rid for code, rid in answers if code == 201}
+    proc, url = serve(db, tmp / "serve.log", extra)
+    try:
+        ids = [r["run_id"] for r in httpx.get(url + "/api/v1/runs", timeout=60).json()]
+        readable = all(
+            httpx.get(f"{url}/api/v1/runs/{rid}", timeout=60).status_code == 200 for rid in acked
+        )
+    finally:
+        stop(proc)
+    lost = acked - set(ids)
+    dup = len(ids) - len(set(ids))
+    new = len(set(ids) - before)
+    print(
+        f"SIGKILL under {args.kill_writers} writers: acknowledged {len(acked)} of "
+        f"{len(bodies)} sent, {len(answers) - len(acked)} unanswered or refused; after the "
+        f"restart stored {new} new, lost {len(lost)}, duplicated {dup}, every acknowledged "
+        f"run readable: {readable}"
+    )
+    return bool(lost) or dup > 0 or not readable
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,23 @@ def make_run(
         ceilings=[ceiling] if ceiling else [],
         results=[result],
     )  # fmt: skip
+
+
+def builtin_run(model: str = "Xeon Test CPU", scale: float = 1.0) -> RunRecord:
+    """make_run's machine with one case of the built-in suite (matmul float32 n=512 on cpu,
+    its median ``scale`` ms), declaring the work the server's catalogue derives."""
+    run = make_run(model, scale)
+    n = 512
+    run.results[0] = run.results[0].model_copy(
+        update={
+            "workload": "matmul",
+            "variant": "float32",
+            "params": {"n": n},
+            "work": Work(flops=2.0 * n**3, bytes=n * n * 12, items=1, item_unit="matmul"),
+            "headline": "flops",
+        }
+    )
+    return run
 
 
 def body(run: RunRecord) -> bytes:
@@ -198,3 +217,29 @@ def draw_for_ever(run: RunRecord) -> bytes:
     """A report drawing that never ends (module level: a spawned drawing process runs it)."""
     time.sleep(3600)
     return b""
+
+
+@contextlib.contextmanager
+def serving(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """``app`` on uvicorn at 127.0.0.1 (a free port) in a thread; yields its URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def submit(url: str, token: str, body: bytes) -> str:
+    from torchmark.cli.submit import post
+
+    return str(post(url, token, body)["run_id"])

@@ -7,46 +7,18 @@ text and never runs, and no request leaves the server."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from boardtest import free_port, make_run
-from torchmark.cli.submit import post
+from boardtest import make_run, serving, submit
 from torchmark.store.exchange import export_run
 
 PAYLOAD = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
 pytestmark = pytest.mark.browser
-
-
-@contextlib.contextmanager
-def serving(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """``app`` on uvicorn at 127.0.0.1 (a free port) in a thread; yields its URL."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-def submit(url: str, token: str, body: bytes) -> str:
-    return str(post(url, token, body)["run_id"])
 
 
 def watched_page(browser, origin: str):  # type: ignore[no-untyped-def]

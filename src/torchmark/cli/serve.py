@@ -9,10 +9,25 @@ from typing import Annotated
 
 import typer
 
-from torchmark.cli.app import DbOption, app, console, db_url
+from torchmark.cli.app import app, console
 from torchmark.errors import InputError
 
 TOKEN_USAGE = "token create NAME | token list | token revoke NAME"
+BoardDbOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The board's store: sqlite:///PATH or postgresql://USER@HOST/DB. Default: "
+        "board.db in your data directory, beside (never in) your results store; "
+        "TORCHMARK_DB names your results, not the board."
+    ),
+]
+
+
+def board_url(option: str | None) -> str:
+    """The board's store URL: ``--db``, else its own SQLite file (never TORCHMARK_DB's)."""
+    from torchmark.store import default_board_path
+
+    return option or f"sqlite:///{default_board_path()}"
 
 
 def _need_server() -> None:
@@ -31,7 +46,7 @@ def serve(
             help=f"Manage tokens instead of serving: {TOKEN_USAGE}.", show_default=False
         ),
     ] = None,
-    db: DbOption = None,
+    db: BoardDbOption = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     public_url: Annotated[
@@ -67,7 +82,7 @@ def serve(
         raise InputError(f"--port {port} is not a port (0-65535)")
     if rate_limit < 1:
         raise InputError(f"--rate-limit {rate_limit}: allow at least 1 submission an hour")
-    url = db_url(db)
+    url = board_url(db)
     if workers < 1:
         raise InputError(f"--workers {workers}: serve with at least 1 process")
     from torchmark.store import is_postgres
@@ -84,6 +99,12 @@ def serve(
     # Opened here first in any case: a bad store is one clear line before uvicorn starts,
     # and the tables and ranking index exist before any worker opens the store.
     application = create_app(url, rate_limit=rate_limit, private=private, public_url=public_url)
+    console.print(
+        f"board store: {application.state.store.where} (its own: your results store is "
+        "untouched); open http://"
+        f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/ once it runs",
+        soft_wrap=True,
+    )
     if not _loopback(host):
         console.print(
             f"serving on {host}: reachable from other machines; put it behind HTTPS "
@@ -118,7 +139,7 @@ def _loopback(host: str) -> bool:
 
 
 def _token(action: list[str], db: str | None) -> None:
-    from torchmark.store import open_store
+    from torchmark.store import SQLStore, open_store
     from torchmark.web.accounts import Accounts
 
     verb, args = (action[1] if len(action) > 1 else ""), action[2:]
@@ -130,11 +151,17 @@ def _token(action: list[str], db: str | None) -> None:
         said = "Missing argument 'NAME'" if len(args) < wants[verb] else "Too many arguments"
         hint = "; names: `torchmark serve token list`" if verb == "revoke" else ""
         raise InputError(f"{said}: `{form}`{hint}")
-    accounts = Accounts(open_store(db_url(db)))
+    store = open_store(board_url(db))
+    accounts = Accounts(store)  # refuses a store that is not SQL
+    assert isinstance(store, SQLStore)
     if verb == "create":
         token = accounts.create_token(args[0])
-        console.print(f"token for {args[0]} (shown once; only its hash is stored):")
-        console.print(token)
+        console.print(
+            f"token for {args[0]}, kept (its hash only) in the board store {store.where}; "
+            "shown once: give it to `torchmark submit` as --token or TORCHMARK_TOKEN",
+            soft_wrap=True,
+        )
+        console.print(token, soft_wrap=True)
     elif verb == "revoke":
         accounts.revoke_token(args[0])
         console.print(f"token {args[0]} revoked")

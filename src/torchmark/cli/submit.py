@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Annotated, Any
 
@@ -104,8 +105,45 @@ def submit(
     if not token:
         raise InputError("give --token or set TORCHMARK_TOKEN (torchmark serve token create NAME)")
     answer = post(server, token, body.encode())
+    run_id = answer.get("run_id")
+    if answer.get("duplicate"):
+        # the first submission's standing: the duplicate answer carries only its id
+        answer |= get(server, token, f"/api/v1/runs/{run_id}/summary")
     what = "already there" if answer.get("duplicate") else "stored"
-    console.print(f"run {answer.get('run_id')} {what} on {server}", soft_wrap=True)
+    url = urllib.parse.urljoin(server.rstrip("/") + "/", str(answer.get("url") or ""))
+    console.print(f"run {run_id} {what} on {server}: {url}", soft_wrap=True)
+    for line in standing(answer):
+        console.print(line, soft_wrap=True)
+
+
+def standing(answer: dict[str, Any]) -> list[str]:
+    """What the board said of a stored run: its division (and why a custom run is custom),
+    and results it will not rank."""
+    division = answer.get("division")
+    if not division:
+        return []  # an older server: no standing in its answer
+    out = [f"division: {division}"]
+    why = answer.get("why_custom") or []
+    if division == "custom":
+        out[0] += f" ({', '.join(why)})" if why else ""
+        out.append(
+            "  the standard division ranks `torchmark run` of the built-in suite at its "
+            "default options; custom runs rank among custom runs of the same case"
+        )
+    out += [f"not ranked: {reason}" for reason in answer.get("unranked") or []]
+    return out
+
+
+def get(server: str, token: str | None, path: str) -> Any:
+    """GET ``path`` on the board (JSON); {} when it cannot be read (an older server)."""
+    req = urllib.request.Request(
+        server.rstrip("/") + path, headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
 
 
 def server_lines(doc: dict[str, Any]) -> list[str]:
@@ -114,16 +152,22 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     from torchmark import verdicts
     from torchmark.format import plural, result_label
     from torchmark.store.exchange import parse_run
+    from torchmark.web import plausible
     from torchmark.web.ranking import check_bounds, division_of
 
     run = parse_run(json.dumps(doc), "the run")
-    refused = check_bounds(run)
+    refused = check_bounds(run) or plausible.check(run)  # the server's own checks
     if refused:
         return [f"the server will refuse this run: {refused}"]
+    unverified = plausible.unverified(run)
     by: dict[str, list[str]] = {}
-    for r in run.results:
+    for i, r in enumerate(run.results):
         kind = verdicts.kind_of(r)
         said = "" if kind == "ok" else f" ({verdicts.says(r)})"
+        if i in unverified and verdicts.may(r, "rank"):  # its verdict would rank it: not so
+            never = verdicts.RULES["invalid"].server
+            by.setdefault(never, []).append(f"{result_label(r)} (unverified)")
+            continue
         by.setdefault(verdicts.RULES[kind].server, []).append(result_label(r) + said)
     lines = [f"the server will store it in the {division_of(run)} division"]
     for what, cases in by.items():
@@ -147,18 +191,19 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
         console.print("the run has no measured result to place")
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
+        division = row.get("division", "standard")  # an older server places in standard
         if row.get("rank") is None and row.get("why"):  # its verdict keeps it off rankings
             console.print(f"{label}: not placed: {row['why']}", soft_wrap=True)
             continue
         if not row["machines"]:
             console.print(
-                f"{label}: no machine in the standard division of {server} has this case yet",
+                f"{label}: no machine in the {division} division of {server} has this case yet",
                 soft_wrap=True,
             )
             continue
         console.print(
             f"{label}: rank {row['rank']} of {row['machines'] + 1} (the server's "
             f"{plural(row['machines'], 'machine')} and this run), faster than "
-            f"{pct(row['faster_than_pct'])} of them",
+            f"{pct(row['faster_than_pct'])} of them, in the {division} division",
             soft_wrap=True,
         )

@@ -22,7 +22,14 @@ from torchmark.errors import InputError, StoreError
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore, postgres_store, sqlite_store
 
-__all__ = ["ResultStore", "RunSummary", "SQLStore", "default_path", "open_store"]
+__all__ = [
+    "ResultStore",
+    "RunSummary",
+    "SQLStore",
+    "default_board_path",
+    "default_path",
+    "open_store",
+]
 
 SUPPORTED = "sqlite:///PATH, postgresql://USER@HOST/DB, or a plain file path"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -30,6 +37,12 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 def default_path() -> Path:
     return Path(platformdirs.user_data_dir("torchmark")) / "results.db"
+
+
+def default_board_path() -> Path:
+    """The leaderboard's own store (`torchmark serve` without --db): beside the results
+    file, never in it (the server's copies of submitted runs would show in `history`)."""
+    return default_path().with_name("board.db")
 
 
 def is_postgres(url: str | None) -> bool:

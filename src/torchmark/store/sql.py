@@ -635,10 +635,16 @@ class SQLStore(ResultStore):
 
         return self._write("store the run again", work)
 
-    def save(self, run: RunRecord) -> str:
+    def save(self, run: RunRecord, also: Callable[[Connection, str], None] | None = None) -> str:
+        """Store ``run`` under a free id (its own where free); returns the id. ``also(conn,
+        run_id)`` writes in the same transaction (the leaderboard's submission record and
+        ranking index), so the run exists exactly when they do."""
+
         def work(conn: Connection) -> str:
             run_id = self._free_id(conn, run, run.run_id)
             self._insert_run(conn, run, run_id, None)
+            if also is not None:
+                also(conn, run_id)
             return run_id
 
         return self._write("import a run", work)

@@ -176,16 +176,7 @@ class Accounts:
         same transaction (the ranking index), so it exists exactly when the record does."""
         try:
             with self.engine.begin() as conn:
-                conn.execute(
-                    submissions_t.insert().values(
-                        content_hash=content_hash,
-                        run_id=run_id,
-                        token_name=token_name,
-                        submitted_utc=now().isoformat(),
-                        division=division,
-                        machine=machine,
-                    )
-                )
+                self.record_in(conn, content_hash, run_id, token_name, division, machine)
                 if also is not None:
                     also(conn)
         except sa.exc.IntegrityError:
@@ -194,6 +185,27 @@ class Accounts:
                 raise
             return first
         return run_id
+
+    @staticmethod
+    def record_in(
+        conn: Connection,
+        content_hash: str,
+        run_id: str,
+        token_name: str,
+        division: str,
+        machine: str,
+    ) -> None:
+        """Record a submission in the caller's transaction (the one that stores its run)."""
+        conn.execute(
+            submissions_t.insert().values(
+                content_hash=content_hash,
+                run_id=run_id,
+                token_name=token_name,
+                submitted_utc=now().isoformat(),
+                division=division,
+                machine=machine,
+            )
+        )
 
     def submitted(self, run_id: str) -> tuple[str, str] | None:
         """(division, machine) of the submitted run ``run_id``, else None."""

@@ -23,11 +23,12 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
 from torchmark import verdicts
+from torchmark.errors import RunNotFoundError
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
 from torchmark.store.exchange import escape_text
 from torchmark.store.sql import results_t as store_results_t
-from torchmark.web import ranking
+from torchmark.web import plausible, ranking
 from torchmark.web.accounts import metadata, submissions_t
 
 T = TypeVar("T")
@@ -46,13 +47,23 @@ results_t = sa.Table(
     sa.Column("device", sa.Text, nullable=False),
     sa.Column("model", sa.Text, nullable=False),  # ranking.device_model of the run
     sa.Column("ok", sa.Boolean, nullable=False),
-    sa.Column("invalid", sa.Boolean, nullable=False),  # verdicts.may(rank) False: listed only
+    # verdicts.may(rank) False, or work unverified (plausible.unverified): listed only
+    sa.Column("invalid", sa.Boolean, nullable=False),
     # the kept samples (s) as little-endian float64: bit-identical, and ~10x faster to read
     # than JSON (11 ms for one case's 1,000 rows)
     sa.Column("kept", sa.LargeBinary, nullable=False),
     sa.Column("head", sa.Text, nullable=False),  # the Result without samples and telemetry
     # `ok` last: the case list reads this index alone (336 ms over the table at 100,000 rows)
     sa.Index("ix_server_results_case", "division", "workload", "variant", "params", "ok"),
+)
+# A readable name per machine fingerprint (ranking.machine_label of its first run): pages
+# show it instead of the hex id. Written with the machine's first submission; machines
+# submitted before the table existed are named at start (``backfill``).
+machines_t = sa.Table(
+    "server_machines",
+    metadata,
+    sa.Column("machine", sa.Text, primary_key=True),
+    sa.Column("label", sa.Text, nullable=False),
 )
 _COMPUTED = set(Result.model_computed_fields)
 _HEAD_LEFT_OUT = {"samples_s", "excluded", "telemetry"} | _COMPUTED
@@ -61,6 +72,7 @@ _HEAD_LEFT_OUT = {"samples_s", "excluded", "telemetry"} | _COMPUTED
 def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list[dict[str, Any]]:
     """The index rows of one submitted run (every result; ``seq`` as the store numbers them)."""
     rows = []
+    unverified = plausible.unverified(run)
     for seq, r in enumerate(run.results):
         workload, variant, params = ranking.case_of(r)
         rows.append(
@@ -75,7 +87,8 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
                 "device": r.device,
                 "model": ranking.device_model(run, r.device),
                 "ok": r.ok,
-                "invalid": not verdicts.may(r, "rank"),
+                # never ranked: its verdict keeps it off, or its work is not its case's
+                "invalid": not verdicts.may(r, "rank") or seq in unverified,
                 "kept": np.asarray(r.measurement.kept if r.ok else [], "<f8").tobytes(),
                 "head": json.dumps(r.model_dump(mode="json", exclude=_HEAD_LEFT_OUT)),
             }
@@ -86,6 +99,32 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
 def insert(conn: Connection, rows: list[dict[str, Any]]) -> None:
     if rows:
         conn.execute(results_t.insert(), rows)
+
+
+def name_machine(conn: Connection, machine: str, label: str) -> None:
+    """Keep ``label`` for ``machine`` unless it has one (the caller holds the write lock)."""
+    known = conn.execute(sa.select(machines_t.c.machine).where(machines_t.c.machine == machine))
+    if known.first() is None:
+        conn.execute(machines_t.insert().values(machine=machine, label=label))
+
+
+def machine_labels(engine: Engine, machines: Iterable[str]) -> dict[str, str]:
+    """The readable name of each machine in ``machines`` that has one."""
+    wanted = sorted(set(machines))
+    if not wanted:
+        return {}
+    m = machines_t
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(m.c.machine, m.c.label).where(m.c.machine.in_(wanted)))
+        return {r.machine: r.label for r in rows}
+
+
+def division_counts(engine: Engine) -> dict[str, int]:
+    """Submitted runs per division (those with any)."""
+    s = submissions_t
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(s.c.division, sa.func.count()).group_by(s.c.division))
+        return {division: int(n) for division, n in rows}
 
 
 def backfill(engine: Engine, store: ResultStore) -> int:
@@ -108,6 +147,24 @@ def backfill(engine: Engine, store: ResultStore) -> int:
                 insert(conn, rows)
             done += 1
     return done
+
+
+def name_machines(engine: Engine, store: ResultStore) -> None:
+    """Name the machines submitted before ``server_machines`` existed (one run each)."""
+    s, m = submissions_t, machines_t
+    with engine.connect() as conn:
+        unnamed = conn.execute(
+            sa.select(s.c.machine, sa.func.min(s.c.run_id))
+            .where(~sa.exists().where(m.c.machine == s.c.machine))
+            .group_by(s.c.machine)
+        ).all()
+    for machine, run_id in unnamed:
+        try:
+            label = ranking.machine_label(store.load(run_id))
+        except RunNotFoundError:
+            continue
+        with engine.begin() as conn:
+            name_machine(conn, machine, label)
 
 
 # Cases asked for in one statement (generations, rank_many): a UNION ALL of one SELECT per

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchmark import verdicts
 from torchmark.results import Result, RunRecord
+from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
 MAX_SAMPLES = 100_000  # per result: the stopping rules stop far below
@@ -47,9 +49,95 @@ def case_of(r: Result) -> Case:
 
 
 def case_label(case: Case) -> str:
+    """The case as the CLI's tables name it: its workload, then ``format.case_label``
+    (``add fp32 n=268M``, ``simplenet infer fp32 b=64``)."""
+    from torchmark.format import case_label as label
+
     params = json.loads(case[2])
-    extra = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
-    return " ".join(x for x in (case[0], case[1], extra) if x)
+    known = [k for k in PARAM_ORDER if k in params]
+    ordered = [(k, params[k]) for k in [*known, *sorted(set(params) - set(known))]]
+    return f"{case[0]} {label(case[1], ordered)}".strip()
+
+
+# The order workloads plan their params in (models: Sizes' fields; input: loaders.params):
+# the index keeps them sorted, the CLI prints them in this order.
+PARAM_ORDER = (
+    "scenario", "precision", "dtype", "batch", "seq", "new_tokens", "layers", "vocab",
+    "image", "n", "size", "bytes", "ranks", "workers", "pin", "prefetch", "persistent",
+    "non_blocking", "side_stream", "images",
+)  # fmt: skip
+
+
+def case_key(case: Case) -> str:
+    """A case in a URL, plainly: ``matmul/float32/n=512`` (``/?case=...``); read back by
+    matching the board's own cases (``case_from_key``)."""
+    params = json.loads(case[2])
+    knobs = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return "/".join(x for x in (case[0], case[1], knobs) if x)
+
+
+def case_from_key(key: str, known: Iterable[Case]) -> Case | None:
+    return next((c for c in known if case_key(c) == key), None)
+
+
+def case_from_json(text: str) -> Case | None:
+    """A case as the board's URLs spelt it before (a JSON array: ``["add", "seed",
+    "{\"n\": 1000}"]``), for their redirect; None when it is not one."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value)):
+        return None
+    return (value[0], value[1], value[2])
+
+
+# Why a run is custom, in the words of the options that made it so.
+OPTION_OF = {
+    "suite": "--suite {value}",
+    "timing": "--timing {value}",
+    "rule": "--stopping {value}",
+    "threads": "--threads {value}",
+    "batches": "--batch {value}",
+    "sizes": "--size {value}",
+    "extra": "extra options {value}",
+}
+
+
+def why_custom(run: RunRecord) -> list[str]:
+    """Why ``run`` is not in the standard division, in one phrase per reason (none for a
+    standard run): the options that differ from `torchmark run`'s defaults, or its kind."""
+    if run.kind not in STANDARD_KINDS:
+        return [f"a `torchmark {run.kind}` run (its own cases, not the built-in suite)"]
+    out = []
+    for flag in nonstandard_flags(run):
+        key, _, value = flag.partition("=")
+        if key == "world_size":
+            out.append(f"{value} ranks (--nproc-per-node/--nnodes)")
+            continue
+        shown = value.strip("'") if value.startswith("'") else value
+        if isinstance(STANDARD_CONFIG.get(key), list):
+            shown = ",".join(str(v) for v in json.loads(value.replace("'", '"')))
+        if key == "suite" and shown == "quick":
+            out.append("--quick")
+            continue
+        out.append(OPTION_OF.get(key, f"{key} {{value}}").format(value=shown))
+    return out
+
+
+def machine_label(run: RunRecord) -> str:
+    """A machine as people name it: its devices' models and its torch (``Intel Xeon +
+    NVIDIA H100 80GB HBM3 · torch 2.13.0``); its fingerprint (``machine_of``) is the id."""
+    devices = run.environment.get("devices") or {}
+    models = [
+        str(info.get("model") or name) if isinstance(info, dict) else str(name)
+        for name, info in devices.items()
+    ]
+    sw = run.environment.get("software") or {}
+    parts = [" + ".join(dict.fromkeys(models)) or "unknown devices"]
+    if isinstance(sw, dict) and sw.get("torch"):
+        parts.append(f"torch {sw['torch']}")
+    return " · ".join(parts)
 
 
 def check_bounds(run: RunRecord) -> str | None:
@@ -172,14 +260,16 @@ def rank(
 ) -> list[Row]:
     """Rows for ``case``, fastest first. ``machines`` maps run id -> machine fingerprint
     (default: computed). Results the verdict rule keeps off rankings (``verdicts``:
-    invalid, WRONG, skipped) are never ranked."""
-    from torchmark import verdicts
-
+    invalid, WRONG, skipped), or whose work is not their case's (``plausible.unverified``),
+    are never ranked."""
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
-        for r in run.results:
+        skip = unverified(run)
+        for i, r in enumerate(run.results):
             if not r.ok or case_of(r) != case or not verdicts.may(r, "rank"):
+                continue
+            if i in skip:
                 continue
             g = groups.get((machine, r.device))
             if g is None:

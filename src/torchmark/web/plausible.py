@@ -1,0 +1,240 @@
+"""What the server checks of a submission beyond the import validators, independently of what
+the client sent (MLPerf's submission checker is the model): the document's shape (nesting,
+the environment's types, its date), each sample's physics and each rate against the
+device's peak (``check``: a violation refuses the whole submission with one line naming
+the result and the bound; nothing is stored), and the work of each built-in case
+(``unverified``: derived from the ``catalogue``, never trusted; a result declaring other
+work is stored, labelled and never ranked). A case the catalogue does not know (a plugin's)
+ranks only against itself, its declared rates bounded by the device's peak.
+Torch-free, like the whole server.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from torchmark.ceilings import datasheet
+from torchmark.results import Result, RunRecord
+from torchmark.web import catalogue
+
+# JSON nested deeper than this is refused before it is parsed: a run document is ~6 levels
+# deep (results.N.telemetry.series.N...); 500 levels reached Python's recursion limit in the
+# server's own walks (a 500 where a 422 was due).
+MAX_DEPTH = 32
+# A sample is the time of calls_per_sample calls together: below 1 us no timer torchmark
+# uses resolves it (CUDA events: ~0.5 us; perf_counter: ~0.1 us plus the call).
+MIN_SAMPLE_S = 1e-6
+# timing/loop.py's MAX_CALLS_PER_SAMPLE (a test holds them equal): more calls than that in
+# one sample are no torchmark measurement.
+MAX_CALLS_PER_SAMPLE = 1 << 20
+# A sample of several calls is grouped to ~10 ms (CPU) or ~1 ms (GPU), so it never outlasts
+# the stopping rule's time-out (max_time_s in Result.rule); 600 s where the rule names none
+# (the Fixed rule's default, the longest).
+LONGEST_RULE_S = 600.0
+# A rate this far above the device's peak is not a measurement. The margin covers boost
+# clocks above the datasheet's and convolutions that cuDNN runs with fewer multiplies than
+# the direct algorithm counted (Winograd, FFT); a forged figure is off by orders of
+# magnitude (1e9 TFLOP/s was submitted for a Xeon).
+RATE_MARGIN = 1.5
+# CPUs: no datasheet row, so a bound from the core count: every core at 6 GHz (above any
+# shipped boost clock) doing 64 FP32 FLOP a cycle (two AVX-512 FMA units) or 2,048 in a low
+# precision (AMX: 1,024 bf16/int8 multiply-adds a cycle), moving 192 bytes a cycle (two
+# 64-byte loads and a store from L1); from memory (a working set >= 8x the last-level
+# cache) at most 2.5 TB/s (two Xeon Max sockets' HBM).
+CPU_HZ = 6e9
+CPU_FLOP_PER_CYCLE = {"fp32": 64, "low": 2048}
+CPU_BYTES_PER_CYCLE = 192
+CPU_MEMORY_BPS = 2.5e12
+CPU_CORES_UNKNOWN = 512  # a document without a core count: two 256-core sockets
+# Accelerators not in the datasheet table: above every one shipped by 2026 (B200: 8 TB/s,
+# 4.5 dense int8 POPS).
+ACCELERATOR_BPS = 10e12
+ACCELERATOR_FLOPS = 5e15
+# An L2-resident working set reads faster than the memory's datasheet figure (~2x on
+# H100/A100): a case whose bytes per call fit 8x the device's L2 gets this factor more.
+IN_CACHE_FACTOR = 4.0
+# The earliest a run can be: the seed blog's year (torchmark's own documents are younger);
+# the latest: a day ahead of the server's clock (a submitter's clock may run fast).
+EARLIEST = datetime(2023, 1, 1, tzinfo=timezone.utc)
+AHEAD = timedelta(days=1)
+LOW_PRECISION = re.compile(r"bf16|bfloat16|fp16|float16|half|int8|fp8|amp", re.IGNORECASE)
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def too_deep(body: bytes) -> str | None:
+    """Why ``body`` nests too deep to parse (one line), else None. Scans the brackets
+    outside strings without parsing, so a 500-level document costs nothing but the scan."""
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub(b'""', body)):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        if depth > MAX_DEPTH:
+            return f"the JSON nests deeper than {MAX_DEPTH} levels; a run document is ~6"
+    return None
+
+
+def environment_shape(doc: dict[str, Any]) -> str | None:
+    """Why the document's environment has the wrong types (one line), else None: readers
+    call ``.get`` on each device record (``"devices": "cpu"`` was a 500)."""
+    env = doc.get("environment", {})
+    if not isinstance(env, dict):
+        return "environment: an object is needed"
+    kinds = {"devices": dict, "software": dict, "env_vars": dict, "precision": dict}
+    for key, kind in kinds.items():
+        if key in env and env[key] is not None and not isinstance(env[key], kind):
+            return f"environment.{key}: an object is needed, not {_json_type(env[key])}"
+    for name, info in (env.get("devices") or {}).items():
+        if not isinstance(info, dict):
+            return f"environment.devices.{name}: an object is needed, not {_json_type(info)}"
+        for key in ("model", "kind"):
+            if key in info and info[key] is not None and not isinstance(info[key], str):
+                return f"environment.devices.{name}.{key}: a string is needed"
+        for key in ("physical_cores", "logical_cores", "memory_bytes", "l2_bytes", "llc_bytes"):
+            value = info.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                return f"environment.devices.{name}.{key}: an integer is needed"
+    for name, value in (env.get("software") or {}).items():
+        if value is not None and not isinstance(value, str | int | float | bool):
+            return f"environment.software.{name}: a string is needed"
+    threads = env.get("threads")
+    if threads is not None and not isinstance(threads, int | dict):
+        return "environment.threads: a number or an object is needed"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def check(run: RunRecord, now: datetime | None = None) -> str | None:
+    """Why ``run`` is refused (one line naming the result and the bound), else None."""
+    now = now or datetime.now(timezone.utc)
+    created = run.created_utc
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    if not EARLIEST <= created <= now + AHEAD:
+        return (
+            f"created_utc {created.isoformat()} is not a time a run was made "
+            f"({EARLIEST.date()} to a day after the server's clock); export the run again"
+        )
+    for i, r in enumerate(run.results):
+        bad = _sampling(r) or (_physics(run, r) if r.ok else None)
+        if bad:
+            return f"results.{i} ({r.workload} {r.variant} on {r.device}): {bad}"
+    return None
+
+
+def _sampling(r: Result) -> str | None:
+    k = r.calls_per_sample
+    if not 1 <= k <= MAX_CALLS_PER_SAMPLE:
+        return f"calls_per_sample {k}: at most {MAX_CALLS_PER_SAMPLE:,} calls in one sample"
+    if not r.samples_s:
+        return None
+    shortest = min(r.samples_s) * k
+    if shortest < MIN_SAMPLE_S:
+        return (
+            f"a sample of {k} call(s) took {shortest:.3g} s; no timer resolves less than "
+            f"{MIN_SAMPLE_S:g} s"
+        )
+    longest = max(r.samples_s) * k
+    bound = rule_bound_s(r.rule)
+    if k > 1 and longest > bound:
+        return (
+            f"a sample of {k} calls took {longest:.3g} s, above its stopping rule's "
+            f"{bound:g} s time-out (samples of several calls are grouped to ~10 ms)"
+        )
+    return None
+
+
+def rule_bound_s(rule: str) -> float:
+    """The time-out of the stopping rule a result names (``max_time_s=2.0``), at most
+    LONGEST_RULE_S."""
+    m = re.search(r"max_time_s=([0-9.eE+]+)", rule or "")
+    try:
+        value = float(m.group(1)) if m else LONGEST_RULE_S
+    except ValueError:
+        value = LONGEST_RULE_S
+    return min(value, LONGEST_RULE_S) if math.isfinite(value) and value > 0 else LONGEST_RULE_S
+
+
+def _device(run: RunRecord, r: Result) -> tuple[dict[str, Any], bool]:
+    """The device record of ``r`` (empty where the run has none) and whether it is an
+    accelerator."""
+    info = (run.environment.get("devices") or {}).get(r.device)
+    info = info if isinstance(info, dict) else {}
+    return info, (info.get("kind") or r.device.split(":")[0]) != "cpu"
+
+
+def unverified(run: RunRecord) -> dict[int, str]:
+    """Results of built-in cases whose declared work is not the catalogue's, by their
+    place in the run: why each is never ranked. Such a result is kept (an older torchmark,
+    a hand-made document) and shown with the reason, but its rate is not the case's."""
+    out = {}
+    for i, r in enumerate(run.results):
+        if not r.ok:
+            continue
+        _, accelerator = _device(run, r)
+        derived = catalogue.work(r.workload, r.variant, r.params, accelerator)
+        declared = r.work.model_dump()
+        if derived is not None and not any(catalogue.matches(declared, w) for w in derived):
+            out[i] = (
+                f"unverified: declares work {catalogue.describe(_declared(declared))}, not "
+                f"this case's {' or '.join(catalogue.describe(w) for w in derived)} (the "
+                "server derives the work of built-in cases itself), so it is never ranked"
+            )
+    return out
+
+
+def _physics(run: RunRecord, r: Result) -> str | None:
+    info, accelerator = _device(run, r)
+    best = min(r.measurement.kept)  # the fastest kept sample: the highest rate claimed
+    flops_peak, bytes_peak, source = peaks(info, r, accelerator)
+    for amount, peak, unit in (
+        (r.work.flops, flops_peak, "FLOP/s"),
+        (r.work.bytes, bytes_peak, "B/s"),
+    ):
+        rate = amount / best if best > 0 else math.inf
+        if amount and rate > RATE_MARGIN * peak:
+            return (
+                f"{rate:.3g} {unit} at its fastest sample is above {RATE_MARGIN}x the "
+                f"device's peak {peak:.3g} {unit} ({source})"
+            )
+    return None
+
+
+def _declared(work: dict[str, Any]) -> catalogue.Work:
+    return {k: work.get(k) for k in ("flops", "bytes", "items", "item_unit")}
+
+
+def peaks(info: dict[str, Any], r: Result, accelerator: bool) -> tuple[float, float, str]:
+    """(FLOP/s, B/s, where they come from) that no result of ``r``'s case on this device
+    can exceed: the datasheet row of a listed GPU, else the bounds above."""
+    low = bool(LOW_PRECISION.search(" ".join([r.variant, *map(str, r.params.values())])))
+    working_set = r.work.bytes
+    if not accelerator:
+        cores = info.get("physical_cores") or info.get("logical_cores") or CPU_CORES_UNKNOWN
+        flops = cores * CPU_HZ * CPU_FLOP_PER_CYCLE["low" if low else "fp32"]
+        nbytes = cores * CPU_HZ * CPU_BYTES_PER_CYCLE
+        llc = info.get("llc_bytes")
+        if llc and working_set >= 8 * llc:
+            nbytes = min(nbytes, CPU_MEMORY_BPS)
+        return flops, nbytes, f"{cores} cores at {CPU_HZ / 1e9:g} GHz"
+    spec = datasheet.lookup(str(info.get("model") or ""), info.get("memory_bytes"))
+    if spec is None:
+        return ACCELERATOR_FLOPS, ACCELERATOR_BPS, "no datasheet row: the fastest accelerator"
+    dense = [spec.float32, spec.tf32, spec.float16, spec.bfloat16]
+    if "int8" in r.variant or "int8" in str(r.params.get("precision", "")):
+        dense.append(spec.int8)
+    if r.workload == "matmul" and spec.peak(f"matmul:{r.variant}"):
+        flops = spec.peak(f"matmul:{r.variant}") or 0.0
+    else:
+        flops = max(x for x in dense if x)
+    l2 = info.get("l2_bytes")
+    in_cache = not l2 or working_set < 8 * l2
+    nbytes = spec.bandwidth * (IN_CACHE_FACTOR if in_cache else 1.0)
+    return flops, nbytes, f"{spec.model}: {spec.source}"

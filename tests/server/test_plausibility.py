@@ -1,0 +1,203 @@
+"""The server's own plausibility checks, independent of what the client sends: forged numbers
+were accepted into the standard division and shown at rank 1 (1e9 TFLOP/s on a Xeon, 1 ns
+samples, 1e15 calls per sample); now each is refused with 422 naming the result and the
+bound, or (work that is not its case's) stored, labelled and never ranked."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from boardtest import body, builtin_run, doc, make_run
+from torchmark import reference
+from torchmark.store.exchange import export_run
+from torchmark.web import plausible
+from torchmark.web.accounts import Accounts
+
+MATMUL = {"workload": "matmul", "variant": "float32", "params": '{"n": 512}'}
+
+
+def send(server: tuple[TestClient, str, Accounts], payload: bytes) -> Any:
+    client, token, _ = server
+    return client.post(
+        "/api/v1/runs", content=payload, headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def refused(server: tuple[TestClient, str, Accounts], payload: bytes, *said: str) -> None:
+    r = send(server, payload)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "\n" not in detail
+    for words in said:
+        assert words in detail, detail
+    assert server[0].get("/api/v1/runs").json() == []
+
+
+def forged(mutate: Any, run: Any = None) -> bytes:
+    d = doc(run or builtin_run())
+    mutate(d, d["results"][0])
+    return json.dumps(d).encode()
+
+
+def test_an_honest_builtin_case_is_stored_and_ranked(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    assert send(server, body(builtin_run())).status_code == 201
+    board = server[0].get("/api/v1/leaderboard", params=MATMUL).json()
+    assert [row["model"] for row in board] == ["Xeon Test CPU"]
+
+
+def test_a_rate_above_the_devices_peak_is_refused(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """work.flops=1e18 with 1 ms samples: 1e9 TFLOP/s on an 8-core Xeon (accepted and ranked
+    first before)."""
+
+    def flops(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["work"]["flops"] = 1e18
+
+    refused(server, forged(flops), "results.0 (matmul float32 on cpu)", "above 1.5x", "8 cores")
+    # also where the case is not in the catalogue: the rate bound holds for every case
+    unknown = make_run()
+    unknown.results[0].work = unknown.results[0].work.model_copy(update={"flops": 1e18})
+    refused(server, body(unknown), "results.0 (add seed on cpu)", "FLOP/s")
+
+
+@pytest.mark.parametrize(
+    ("samples", "said"),
+    [([1e-9] * 12, "took 1e-09 s"), ([5e-324] * 12, "no timer resolves less than 1e-06 s")],
+    ids=["1 ns", "5e-324 s"],
+)
+def test_samples_below_a_microsecond_are_refused(
+    server: tuple[TestClient, str, Accounts], samples: list[float], said: str
+) -> None:
+    def tiny(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["samples_s"] = samples
+
+    refused(server, forged(tiny), said)
+
+
+@pytest.mark.parametrize("calls", [10**15, 10**400, 0])
+def test_calls_per_sample_are_bounded(server: tuple[TestClient, str, Accounts], calls: int) -> None:
+    def many(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["calls_per_sample"] = calls
+
+    refused(server, forged(many), "calls")
+
+
+def test_a_sample_of_many_calls_outlasting_its_rule_is_refused(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """Samples of several calls are grouped to ~10 ms: one of 100 calls taking 300 s is
+    above the quick rule's 2 s time-out."""
+
+    def slow(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["calls_per_sample"] = 100
+        r["rule"] = "adaptive(min_samples=10, min_time_s=0.2, target=0.01, max_time_s=2.0)"
+        r["samples_s"] = [3.0] * 12
+
+    refused(server, forged(slow), "above its stopping rule's 2 s time-out")
+
+
+def test_work_that_is_not_the_cases_is_stored_but_never_ranked(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """The server derives a built-in case's work from its catalogue: declaring 10x the
+    FLOPs (still under the device's peak) stores the run, labelled, and ranks nothing."""
+
+    def inflated(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["work"]["flops"] *= 10
+
+    r = send(server, forged(inflated))
+    assert r.status_code == 201, r.text
+    client = server[0]
+    assert client.get("/api/v1/leaderboard", params=MATMUL).json() == []
+    page = client.get(f"/runs/{r.json()['run_id']}").text
+    assert "unverified: declares work flops=2.68435e+09" in page
+    assert "not this case&#39;s flops=2.68435e+08" in page
+    (placed,) = client.post("/api/v1/place", content=forged(inflated)).json()
+    assert placed["rank"] is None and placed["why"].startswith("unverified: declares work")
+
+
+@pytest.mark.parametrize(
+    ("created", "said"),
+    [(5, "created_utc"), ("2999-01-01T00:00:00Z", "is not a time a run was made")],
+    ids=["5", "2999"],
+)
+def test_created_utc_must_be_a_time_a_run_was_made(
+    server: tuple[TestClient, str, Accounts], created: Any, said: str
+) -> None:
+    def when(d: dict[str, Any], r: dict[str, Any]) -> None:
+        d["created_utc"] = created
+
+    refused(server, forged(when), said)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        (("environment", "devices"), "cpu", "environment.devices: an object is needed"),
+        (("environment", "devices", "cpu"), "Xeon", "environment.devices.cpu: an object"),
+        (("results", 0, "calls_per_sample"), "12", "calls_per_sample"),
+        (("results", 0, "calls_per_sample"), 12.5, "calls_per_sample"),
+        (("results", 0, "work", "flops"), "1e18", "work.flops"),
+    ],
+    ids=["devices as a string", "a device as a string", "calls as text", "calls 12.5", "text"],
+)
+def test_types_are_strict(
+    server: tuple[TestClient, str, Accounts], path: tuple[Any, ...], value: Any, said: str
+) -> None:
+    d = doc(builtin_run())
+    where: Any = d
+    for key in path[:-1]:
+        where = where[key]
+    where[path[-1]] = value
+    refused(server, json.dumps(d).encode(), said)
+
+
+def test_deep_nesting_is_refused_also_by_place(server: tuple[TestClient, str, Accounts]) -> None:
+    deep = doc(builtin_run())
+    deep["extra"] = json.loads("[" * 500 + "]" * 500)
+    payload = json.dumps(deep).encode()
+    refused(server, payload, "nests deeper than 32 levels")
+    r = server[0].post("/api/v1/place", content=payload)
+    assert r.status_code == 422 and "nests deeper" in r.json()["detail"]
+    inside = b'{"a": "' + b"[" * 5000 + b'"}'  # brackets inside a string are text
+    assert plausible.too_deep(inside) is None
+
+
+@pytest.mark.parametrize("name", ["h100-quick", "h200-quick"])
+def test_the_committed_reference_runs_pass(name: str) -> None:
+    """Real GPU runs (H100, H200) within the datasheet bounds, every built-in case's work
+    the catalogue's."""
+    run = reference.load(name).run
+    assert run is not None
+    assert plausible.check(run) is None
+    assert plausible.unverified(run) == {}
+
+
+def test_the_loops_call_bound_is_the_servers() -> None:
+    from torchmark.timing.loop import MAX_CALLS_PER_SAMPLE
+
+    assert plausible.MAX_CALLS_PER_SAMPLE == MAX_CALLS_PER_SAMPLE
+
+
+def test_a_run_stored_before_with_unverified_work_is_not_ranked(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """The index written at start for submissions made before (backfill) leaves it out too."""
+    from torchmark.web import cases
+
+    client, _, accounts = server
+    app: Any = client.app
+    run = builtin_run()
+    run.results[0].work = run.results[0].work.model_copy(update={"items": 7.0})
+    run_id = app.state.store.save(run)
+    accounts.record("old", run_id, "alice", "standard", "m1")
+    assert cases.backfill(accounts.engine, app.state.store) == 1
+    assert client.get("/api/v1/leaderboard", params=MATMUL).json() == []
+    assert export_run(run)  # the run itself is kept as it was sent

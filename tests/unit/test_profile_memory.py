@@ -62,7 +62,7 @@ def test_the_memory_table_and_its_html_bar() -> None:
 
     rec = RunRecord(
         tool_version="t", kind="profile", command="t", environment={}, fingerprint="f",
-        payload={"profile": {**base, **p, "steps": 1, "profiled_step_s": 1.0,
+        payload={"kind": "profile", "profile": {**base, **p, "steps": 1, "profiled_step_s": 1.0,
                            "unprofiled_median_s": 1.0, "overhead_pct": 0.0}},
     )  # fmt: skip
     ctx = html_context(rec)

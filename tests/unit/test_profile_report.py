@@ -82,7 +82,7 @@ def gpu_profile(**over: Any) -> dict[str, Any]:
 def record(p: dict[str, Any]) -> RunRecord:
     return RunRecord(
         tool_version="t", kind="profile", command="t", environment={}, fingerprint="f",
-        payload={"profile": p},
+        payload={"kind": "profile", "profile": p},
     )  # fmt: skip
 
 

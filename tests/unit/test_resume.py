@@ -285,6 +285,7 @@ def test_a_resumed_run_keeps_its_ceilings(monkeypatch: pytest.MonkeyPatch) -> No
 def test_parts_note_says_each_part_and_the_gap() -> None:
     record = RunRecord(
         payload={
+            "kind": "run",
             "parts": [
                 {"started_utc": "2026-11-23T04:00:00+00:00", "finished_utc": None, "results": 1},
                 {
@@ -297,7 +298,7 @@ def test_parts_note_says_each_part_and_the_gap() -> None:
                     "finished_utc": "2026-11-23T04:50:00+00:00",
                     "results": 93,
                 },
-            ]
+            ],
         }
     )
     assert parts_note(record) == (

@@ -132,6 +132,8 @@ def test_a_schema_1_run_reads_as_its_kinds_typed_payload(kind: str) -> None:
     assert run.payload.notes == doc["extra"].get("notes", [])
     again = parse_run(export_run(run))  # schema 2 written, read back: the same run
     assert again == run and export_run(again) == export_run(run)
+    # as strictly as the leaderboard reads a submission (no coercion: times as ISO text)
+    assert parse_run(export_run(run), strict=True) == run
 
 
 def test_each_kinds_findings_are_typed_fields() -> None:
@@ -231,7 +233,7 @@ def test_a_kind_this_torchmark_does_not_know_is_refused_with_the_fix(tmp_path: P
     with pytest.raises(InputError) as e:
         parse_run(json.dumps(doc), "s.json")
     assert str(e.value) == (
-        "s.json is not a torchmark run: (top level): kind 'serving' is not a kind of run "
+        "s.json is not a torchmark run: kind: kind 'serving' is not a kind of run "
         "this torchmark knows (run, model, tune, soak, profile): a newer torchmark wrote it; "
         "upgrade torchmark (pip install -U torchmark)"
     )

@@ -41,7 +41,7 @@ def soak() -> RunRecord:
     info = {"case": "matmul/bf16 n=8192 on cuda:0", "elapsed_s": 120.0, "unit": "TFLOP/s"}
     return RunRecord(
         run_id="fixture-soak", kind="soak", status="complete",
-        payload={"soak": {**info, "windows": wins}},
+        payload={"kind": "soak", "soak": {**info, "windows": wins}},
     )  # fmt: skip
 
 

@@ -60,7 +60,11 @@ def make_run() -> RunRecord:
         ceilings=[bw],
         results=[ok, skip],
         verdict=Verdict(level="ok"),
-        payload={"notes": ["a note"], "found": {"numel": 4096}},  # a key kept as written
+        payload={
+            "kind": "run",
+            "notes": ["a note"],
+            "found": {"numel": 4096},
+        },  # a key kept as written
     )
 
 

@@ -136,7 +136,7 @@ def test_soak_on_a_fake_clock_finds_the_fall() -> None:
 
 def soak_record(wins: list[dict[str, Any]]) -> RunRecord:
     soak_info = {"case": "matmul/bf16 n=8192 on cuda:0", "elapsed_s": 600.0, "unit": "TFLOP/s"}
-    return RunRecord(kind="soak", payload={"soak": {**soak_info, "windows": wins}})
+    return RunRecord(kind="soak", payload={"kind": "soak", "soak": {**soak_info, "windows": wins}})
 
 
 def full(t0: float, rate: float, **throttle: int) -> dict[str, Any]:

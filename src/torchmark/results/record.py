@@ -10,19 +10,23 @@ is upgraded as it is read (``results.schema``), whichever way it comes in.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
+from typing_extensions import Self
 
 from torchmark.results.extra import ResultExtra
 from torchmark.results.payloads import KINDS, PAYLOADS, AnyPayload, RunPayload
@@ -332,34 +336,44 @@ class RunRecord(BaseModel):
     results: list[Result] = Field(default_factory=list)
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
-    payload: AnyPayload = Field(default_factory=RunPayload)
+    # an empty payload of the run's own kind (kind is validated first)
+    payload: AnyPayload = Field(default_factory=lambda data: _empty_payload(data.get("kind")))
 
-    @model_validator(mode="before")
+    # schema 1's field: refused where given, never dropped in silence (and never written)
+    extra: None = Field(default=None, exclude=True)
+
+    # A document (a file, a stored row, a reference run, a test's dict) goes through
+    # `schema_2`: an older schema is upgraded, a newer one refused (an InputError naming the
+    # fix). Not a mode="before" validator: one makes pydantic validate the fields of a JSON
+    # document as Python objects, and the leaderboard's strict pass (`model_validate_json(...,
+    # strict=True)`) then refused every ISO time; nor an __init__: pydantic then loses the
+    # validation context (IMPORTED) in nested models. Keywords (`RunRecord(kind=...)`) are
+    # schema 2 already: a payload given as a dict names its kind.
+    @field_validator("extra", mode="before")
     @classmethod
-    def _schema_2(cls, data: Any) -> Any:
-        """Any way a document comes in (a file, a stored row, a reference run, a test's
-        dict): an older schema is upgraded, a newer one refused (an InputError naming the
-        fix), and the payload takes the run's kind (empty where none is given)."""
-        if not isinstance(data, dict):
-            return data
-        if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-            data = migrate_document(data)
-        elif "extra" in data:
+    def _no_extra(cls, value: Any) -> None:
+        if value is not None:
             raise ValueError(
                 "`extra` is schema 1's field; since schema 2 a run's findings are its `payload`"
             )
-        kind = data.get("kind", "run")
-        if kind not in PAYLOADS:
-            raise ValueError(
-                f"kind {kind!r} is not a kind of run this torchmark knows ({', '.join(KINDS)}): "
-                "a newer torchmark wrote it; upgrade torchmark (pip install -U torchmark)"
-            )
-        payload = data.get("payload")
-        if payload is None:
-            return {**data, "payload": {"kind": kind}}
-        if isinstance(payload, dict) and "kind" not in payload:
-            return {**data, "payload": {**payload, "kind": kind}}
-        return data
+        return None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        return super().model_validate(schema_2(obj), *args, **kwargs)
+
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, *args: Any, **kwargs: Any
+    ) -> Self:
+        try:
+            doc = json.loads(json_data)
+        except ValueError:
+            doc = None  # pydantic says where the JSON breaks
+        new = schema_2(doc)
+        if new is not doc:
+            json_data = json.dumps(new)
+        return super().model_validate_json(json_data, *args, **kwargs)
 
     @model_validator(mode="after")
     def _payload_of_kind(self) -> RunRecord:
@@ -369,3 +383,40 @@ class RunRecord(BaseModel):
 
     def ceiling(self, device: str, key: str) -> Ceiling | None:
         return next((c for c in self.ceilings if c.device == device and c.key == key), None)
+
+
+def _empty_payload(kind: Any) -> Any:
+    known = isinstance(kind, str) and kind in PAYLOADS
+    return PAYLOADS[kind].model_validate({"kind": kind}) if known else RunPayload()
+
+
+def schema_2(data: Any) -> Any:
+    """``data`` (a run document as a dict) as schema 2 has it: an older schema upgraded
+    (``results.schema``), a newer one refused (an InputError saying to upgrade), and the
+    payload tagged with the run's kind; anything not a dict unchanged. A kind this
+    torchmark does not know, or schema 1's ``extra`` in a schema-2 document, is a
+    ValidationError naming the field, as pydantic's own."""
+    if not isinstance(data, dict):
+        return data
+    if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        data = migrate_document(data)
+    elif "extra" in data:
+        _refuse("extra", data["extra"], "`extra` is schema 1's field; since schema 2 a run's "
+                "findings are its `payload`")  # fmt: skip
+    kind = data.get("kind", "run")
+    if isinstance(kind, str) and kind not in PAYLOADS:  # another type: pydantic says so
+        _refuse(
+            "kind",
+            kind,
+            f"kind {kind!r} is not a kind of run this torchmark knows ({', '.join(KINDS)}): "
+            "a newer torchmark wrote it; upgrade torchmark (pip install -U torchmark)",
+        )
+    payload = data.get("payload")
+    if isinstance(payload, dict) and "kind" not in payload:
+        return {**data, "payload": {**payload, "kind": kind}}
+    return data
+
+
+def _refuse(field: str, value: Any, why: str) -> NoReturn:
+    error = InitErrorDetails(type=PydanticCustomError("schema_2", why), loc=(field,), input=value)
+    raise ValidationError.from_exception_data("RunRecord", [error])

@@ -13,24 +13,22 @@ import functools
 import json
 import math
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import Self
 
 from torchmark.results.extra import ResultExtra
-from torchmark.results.payloads import KINDS, PAYLOADS, AnyPayload, RunPayload
-from torchmark.results.schema import SCHEMA_VERSION, migrate_document
+from torchmark.results.payloads import AnyPayload
+from torchmark.results.schema import SCHEMA_VERSION, empty_payload, schema_2
 
 if TYPE_CHECKING:
     from torchmark.stats.measurement import Measurement
@@ -337,7 +335,7 @@ class RunRecord(BaseModel):
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
     # an empty payload of the run's own kind (kind is validated first)
-    payload: AnyPayload = Field(default_factory=lambda data: _empty_payload(data.get("kind")))
+    payload: AnyPayload = Field(default_factory=lambda data: empty_payload(data.get("kind")))
 
     # schema 1's field: refused where given, never dropped in silence (and never written)
     extra: None = Field(default=None, exclude=True)
@@ -383,40 +381,3 @@ class RunRecord(BaseModel):
 
     def ceiling(self, device: str, key: str) -> Ceiling | None:
         return next((c for c in self.ceilings if c.device == device and c.key == key), None)
-
-
-def _empty_payload(kind: Any) -> Any:
-    known = isinstance(kind, str) and kind in PAYLOADS
-    return PAYLOADS[kind].model_validate({"kind": kind}) if known else RunPayload()
-
-
-def schema_2(data: Any) -> Any:
-    """``data`` (a run document as a dict) as schema 2 has it: an older schema upgraded
-    (``results.schema``), a newer one refused (an InputError saying to upgrade), and the
-    payload tagged with the run's kind; anything not a dict unchanged. A kind this
-    torchmark does not know, or schema 1's ``extra`` in a schema-2 document, is a
-    ValidationError naming the field, as pydantic's own."""
-    if not isinstance(data, dict):
-        return data
-    if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-        data = migrate_document(data)
-    elif "extra" in data:
-        _refuse("extra", data["extra"], "`extra` is schema 1's field; since schema 2 a run's "
-                "findings are its `payload`")  # fmt: skip
-    kind = data.get("kind", "run")
-    if isinstance(kind, str) and kind not in PAYLOADS:  # another type: pydantic says so
-        _refuse(
-            "kind",
-            kind,
-            f"kind {kind!r} is not a kind of run this torchmark knows ({', '.join(KINDS)}): "
-            "a newer torchmark wrote it; upgrade torchmark (pip install -U torchmark)",
-        )
-    payload = data.get("payload")
-    if isinstance(payload, dict) and "kind" not in payload:
-        return {**data, "payload": {**payload, "kind": kind}}
-    return data
-
-
-def _refuse(field: str, value: Any, why: str) -> NoReturn:
-    error = InitErrorDetails(type=PydanticCustomError("schema_2", why), loc=(field,), input=value)
-    raise ValidationError.from_exception_data("RunRecord", [error])

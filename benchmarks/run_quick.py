@@ -1,19 +1,22 @@
 """How long `torchmark run --quick` takes on a fresh database, this tree against another.
 
     python benchmarks/run_quick.py --before /work/main/src --rounds 3
+    python benchmarks/run_quick.py --rounds 3          # this tree alone
 
 Each round runs both trees one after the other (the order flips every round), each on a
 fresh SQLite store, so ceilings are measured every time. Per run: wall time and CPU time
 (user + sys of the process and its children). On a shared machine compare the paired
 ratios printed here, never absolute times across sessions.
 
-Target (issue 9): <= 45 s wall on a quiet 2-core machine (58.9 s measured there before).
+Target (issues 9, 23): <= 45 s wall on a quiet 2-core machine (58.9 s measured there
+before issue 9, 49.2 s before issue 23).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import resource
 import statistics
 import subprocess
@@ -44,23 +47,32 @@ def once(src: Path, db: Path) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", type=Path, required=True, help="the other tree's src/")
+    ap.add_argument("--before", type=Path, help="the other tree's src/ (default: none)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    trees = {"after": SRC, "before": args.before}
+    trees = {"after": SRC} | ({"before": args.before} if args.before else {})
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in trees}
     with tempfile.TemporaryDirectory() as d:
         for i in range(args.rounds):
             order = list(trees) if i % 2 == 0 else list(reversed(trees))
             for name in order:
                 got[name].append(once(trees[name], Path(d) / f"{name}-{i}.db"))
-            (wa, ca), (wb, cb) = got["after"][-1], got["before"][-1]
+            (wa, ca) = got["after"][-1]
+            if not args.before:
+                print(f"round {i + 1}: {wa:6.1f} s wall {ca:6.1f} s cpu", flush=True)
+                continue
+            (wb, cb) = got["before"][-1]
             print(
                 f"round {i + 1}: after {wa:6.1f} s wall {ca:6.1f} s cpu | before {wb:6.1f} s "
                 f"wall {cb:6.1f} s cpu | ratio wall {wa / wb:.2f} cpu {ca / cb:.2f}",
                 flush=True,
             )
+    if not args.before:
+        print(f"median wall {statistics.median(w for w, _ in got['after']):.1f} s (goal <= 45)")
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        return 0
     wall = statistics.median(a[0] / b[0] for a, b in zip(got["after"], got["before"], strict=True))
     cpu = statistics.median(a[1] / b[1] for a, b in zip(got["after"], got["before"], strict=True))
     print(f"median ratio after/before: wall {wall:.2f}, cpu {cpu:.2f}")

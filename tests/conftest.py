@@ -18,6 +18,8 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHMARK_DB", f"sqlite:///{tmp_path / 'results.db'}")
     # the library's default store (no URL) lives under XDG_DATA_HOME: keep it in tmp too
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    # and `torchmark list`'s catalog, kept under XDG_CACHE_HOME
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("COLUMNS", "120")
 
 

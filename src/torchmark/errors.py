@@ -6,7 +6,8 @@
     │   └── InputError             a file, spec or option value that cannot be used
     ├── StoreError                 the results store cannot be opened, read or written (exit 1)
     │   ├── RunNotFoundError       a run id that is not in the store
-    │   ├── StoreUnavailable       the store stayed down through its retries (lock, disk, server)
+    │   ├── StoreUnavailable       the store stayed down through its retries (lock, server)
+    │   │   └── StoreFull          its disk is full: raised at once, no retries
     │   └── RunNotStored           a run measured but not (fully) stored: carries the run
     ├── RunInterrupted             Ctrl-C / SIGTERM / SIGHUP mid-run: carries the run measured
     │                              so far (exit 128 + signal: 130, 143, 129)
@@ -68,6 +69,11 @@ class RunNotFoundError(StoreError):
 class StoreUnavailable(StoreError):
     """The store could not be written for longer than its retries allow (a lock held by
     another writer, a full disk, a database server restarting)."""
+
+
+class StoreFull(StoreUnavailable):
+    """The store's disk is full: raised at once, not after retries (nothing frees space by
+    waiting); the run keeps its results in memory and writes them to a JSON file."""
 
 
 class RunNotStored(StoreError):

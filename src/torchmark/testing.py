@@ -50,6 +50,37 @@ class FakeDevice(Device):
         return {"kind": "fake", "model": self.model}
 
 
+class FakeH100(FakeDevice):
+    """``cuda:N`` as an H100 describes itself to the planner (80 GB, 50 MB L2, TF32, graphs,
+    pinned copies, compile): the GPU suite planned where there is none (tests, estimates)."""
+
+    kind: ClassVar[str] = "cuda"
+
+    def supports_tf32(self) -> str | None:
+        return None
+
+    def supports_graphs(self) -> str | None:
+        return None
+
+    def supports_async_copy(self) -> str | None:
+        return None
+
+    def supports_compile(self) -> str | None:
+        return None
+
+    def total_memory_bytes(self) -> int | None:
+        return 80 * 2**30
+
+    def available_memory_bytes(self) -> int | None:
+        return 79 * 2**30
+
+    def cache_bytes(self) -> int | None:
+        return 50 * 2**20
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "cuda", "model": "NVIDIA H100 80GB HBM3", "l2_bytes": 50 * 2**20}
+
+
 def scripted(clock: FakeClock, durations: Iterable[float]) -> Callable[[], None]:
     """A callable whose n-th call takes ``durations[n]`` seconds (the last one repeats)."""
     it: Iterator[float] = iter(durations)

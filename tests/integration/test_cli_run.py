@@ -246,3 +246,26 @@ def test_verbose_says_how_each_ceiling_was_measured(
     )
     assert code == 0, err
     assert method in " ".join(out.split())  # wrapped at the console's width
+
+
+def test_a_full_disk_is_said_at_once_and_the_run_kept_in_a_json_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a 5 s run spent 60 s retrying at its start and 60 s at its end, in silence
+    from fullstore import full_store
+    from torchmark.cli import run as run_cli
+
+    store, waits = full_store(tmp_path / "full.db", every_write=True)
+    monkeypatch.setattr(run_cli, "open_store", lambda db: store)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--device", "cpu", "--workload", "add", "--size", "65536"]
+    code, out, err = cli(capsys, *args, "--stopping", "test", "--no-ceilings", "--no-telemetry")
+    assert code == 1 and "the disk is full" in err and "Traceback" not in err
+    assert waits == []  # no retry: nothing frees space by waiting
+    lines = out.splitlines()
+    warned = next(i for i, line in enumerate(lines) if line.startswith("warning: results store"))
+    assert warned < next(i for i, line in enumerate(lines) if line.startswith("[1/1]"))
+    (rescue,) = tmp_path.glob("torchmark-unsaved-run-*.json")
+    doc = json.loads(rescue.read_text())
+    assert [r["params"]["n"] for r in doc["results"]] == [65536]
+    assert "the disk is full" in doc["extra"]["not_stored"]

@@ -110,6 +110,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], li
         (["show", "{tmp}/run.json"], ("sqlalchemy", "numpy", "scipy")),
         (["show", "{runs}/model-cpu-gpu.json", "{runs}/tune-cpu.json", "{runs}/input-h100.json"],
          ("sqlalchemy", "numpy", "scipy")),
+        # a serving run: its answer, points and sentences from the stored payload
+        (["show", "{runs}/serving-cpu.json"], ("sqlalchemy", "numpy")),
+        (["report", "{runs}/serving-cpu.json", "--markdown", "-"], ("sqlalchemy", "numpy")),
         # charts are drawn with matplotlib
         (["report", "{a}", "--html", "{tmp}/r.html"], ("sqlalchemy", "numpy", "matplotlib")),
     ],
@@ -199,3 +202,23 @@ def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(SystemExit) as e:
         main(["history", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
     assert e.value.code == 130
+
+
+def test_list_reads_its_catalog_back_without_torch(tmp_path: Path) -> None:
+    # `list` imported torch and counted every model's FLOPs each time (3.7 s); the first
+    # run keeps its workloads and facts, later ones read them back
+    from torchmark.devices import host
+
+    if not host.torch_sees_only_the_host():
+        pytest.skip("this torch may see accelerators: `list` asks it which")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "200"}
+    first = heavy_after("list", "--json", env=env)
+    again = heavy_after("list", "--json", env=env)
+    assert first[0] == again[0] == 0
+    assert "torch" in first[1] and "torch" not in again[1]
+    assert json.loads(first[2]) == json.loads(again[2])
+    facts = {w["name"]: w for w in json.loads(again[2])["workloads"]}
+    assert facts["bert-base"]["flops_per_item"] > 1e10  # the facts travel in the cache
+    table = heavy_after("list", env=env)
+    assert table[0] == 0 and "torch" not in table[1] and "resnet50" in table[2]
+    assert "cpu" in table[2]

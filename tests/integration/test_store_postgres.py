@@ -297,12 +297,14 @@ def test_a_store_that_stays_away_raises_store_unavailable(
 
     store._sleep, store._clock, store.retry_s = sleep, lambda: clock[0], 60.0
 
-    def full(self, conn, rid, res):  # type: ignore[no-untyped-def]
-        raise sa_exc.OperationalError("INSERT", {}, Exception("database or disk is full"))
+    # a lock that stays held (a full disk no longer waits: issue 23, test_store_full.py)
+    def away(self, conn, rid, res):  # type: ignore[no-untyped-def]
+        raise sa_exc.OperationalError("INSERT", {}, Exception("database is locked"))
 
-    monkeypatch.setattr(SQLStore, "_insert_result", full)
+    monkeypatch.setattr(SQLStore, "_insert_result", away)
     with pytest.raises(
-        StoreUnavailable, match=r"could not store a result for 60 s \(database or disk is full\)"
+        StoreUnavailable,
+        match=r"could not store a result for 60 s \(database is locked\)",
     ):
         store.add_result(run_id, make_run().results[0])
     assert sum(waits) == pytest.approx(60.0) and max(waits) <= 5.0

@@ -222,3 +222,14 @@ def test_a_conv_above_the_datasheet_is_not_the_ceiling(monkeypatch: pytest.Monke
     # no datasheet figure (a CPU): the conv may win, as oneDNN's did on a 2-core EPYC
     free, _ = matmul.measure_one(_CachedDevice(None), p, quick=True)
     assert free is not None and free.value == pytest.approx(conv_rate)
+
+
+def test_a_ceiling_never_gives_up_as_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a ceiling is the best sample: a noisy kernel measures to its time-out for it, even
+    # under a rule a caller set (the CPU ceilings' test sets its own tiny one)
+    from torchmark.ceilings import base
+    from torchmark.timing import Adaptive
+
+    assert base.rule(True).reach == 0 and base.rule(False).reach == 0  # type: ignore[attr-defined]
+    monkeypatch.setattr(base, "QUICK_RULE", Adaptive(max_time_s=0.2))
+    assert base.rule(True) == Adaptive(max_time_s=0.2, reach=0)

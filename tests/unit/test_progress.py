@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
 from torchmark.cli.progress import ProgressEvents
@@ -77,3 +78,32 @@ def test_one_workload_one_case_in_words() -> None:
     events = ProgressEvents(Console(file=out, force_terminal=False))
     events.planned(cases()[:1])
     assert out.getvalue().startswith("Planned 1 case on cpu (1 workload: simplenet)")
+
+
+def test_a_dumb_terminal_gets_a_line_per_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    # TERM=dumb (an Emacs shell, some CI consoles): a terminal where rich draws no bar; a
+    # quick run there printed nothing for 84 s
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.delenv("TTY_INTERACTIVE", raising=False)
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80)
+    assert console.is_terminal and console.is_dumb_terminal
+    drive(console)
+    lines = out.getvalue().splitlines()
+    assert "[1/2] simplenet/infer fp32 b=64 on cpu: 891 samples/s ±0.45 %, warn" in lines
+    assert "[2/2] matmul/bf16 n=512 on cpu: skipped: no bf16 [fast] path" in lines
+    assert "measuring ceilings on cpu" in lines
+
+
+def test_a_soak_without_a_live_bar_says_each_tenth() -> None:
+    from torchmark.cli.progress import tenths
+
+    out = io.StringIO()
+    tick = tenths(Console(file=out, force_terminal=False, width=80), "soaking matmul on cpu")
+    for t in (5, 30, 61, 62, 300, 600):
+        tick(t, 600)
+    assert out.getvalue().splitlines() == [
+        "soaking matmul on cpu: 61 s of 600 s",
+        "soaking matmul on cpu: 300 s of 600 s",
+        "soaking matmul on cpu: 600 s of 600 s",
+    ]

@@ -229,12 +229,13 @@ def test_a_newer_document_is_refused_with_the_fix(tmp_path: Path) -> None:
 
 def test_a_kind_this_torchmark_does_not_know_is_refused_with_the_fix(tmp_path: Path) -> None:
     doc = json.loads(export_run(load("run")))
-    doc["kind"] = doc["payload"]["kind"] = "serving"
+    doc["kind"] = doc["payload"]["kind"] = "training"
     with pytest.raises(InputError) as e:
         parse_run(json.dumps(doc), "s.json")
     assert str(e.value) == (
-        "s.json is not a torchmark run: kind: kind 'serving' is not a kind of run "
-        "this torchmark knows (run, model, tune, soak, profile): a newer torchmark wrote it; "
+        "s.json is not a torchmark run: kind: kind 'training' is not a kind of run "
+        "this torchmark knows (run, model, tune, soak, profile, serving): a newer torchmark "
+        "wrote it; "
         "upgrade torchmark (pip install -U torchmark)"
     )
 

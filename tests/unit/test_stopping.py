@@ -61,11 +61,13 @@ def test_drift_stalls_at_the_first_power_of_two() -> None:
 def test_a_step_stalls() -> None:
     # the machine got 20 % slower after 30 samples (another job started)
     step = [1e-3 * (1.2 if i >= 30 else 1.0) * (1 + 0.01 * ((i * 7) % 5 - 2)) for i in range(500)]
-    assert first_stop(Adaptive(min_time_s=0.0), step, 1e-3) == (64, "stalled")
+    # (the stall alone: out of reach, it stops sooner, test_out_of_reach_*)
+    rule = Adaptive(min_time_s=0.0, reach=0)
+    assert first_stop(rule, step, 1e-3) == (64, "stalled")
 
 
 def test_time_out_carries_its_reason() -> None:
-    rule = Adaptive(max_time_s=1.0)
+    rule = Adaptive(max_time_s=1.0, reach=0)  # the time-out alone
     noisy = steady(40, spread=0.2)
     assert rule.decide(noisy, 0.99) is None
     assert rule.decide(noisy, 1.0) == "time_out"
@@ -105,7 +107,8 @@ def test_fixed() -> None:
 
 def test_describe_names_every_parameter() -> None:
     assert Adaptive().describe() == (
-        "adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0, max_samples=10000)"
+        "adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0, "
+        "max_samples=10000, reach=1.5, reach_after=0.25)"  # issue 23: out of reach, named too
     )
     assert Fixed(samples=3).describe() == "fixed(samples=3, max_time_s=600.0)"
 
@@ -137,3 +140,36 @@ def test_stopping_when_the_spread_is_low_does_not_bias_the_median() -> None:
             samples.append(1.0 + 0.02 * float(rng.lognormal(0.0, 1.0)))
         heads.append(float(np.median(samples)))
     assert abs(float(np.mean(heads)) / truth - 1) < 0.001
+
+
+def test_out_of_reach_stops_once_the_time_out_could_not_meet_the_target() -> None:
+    # 20 % noise: after 2.5 s (a quarter of the time-out, n = 256) the CI is ~3 % wide;
+    # shrinking as 1/sqrt(n), by the 10 s time-out it would still be ~1.6 % > 1.5 x 0.5 %
+    rule = Adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0)
+    noisy = steady(300, spread=0.2)
+    assert rule.decide(noisy[:19], 5.0) is None  # under 2x min_samples: no judgement yet
+    assert rule.decide(noisy[:256], 2.49) is None  # nor before a quarter of the time-out
+    assert rule.decide(noisy[:256], 2.5) == "out_of_reach"
+    noise = rel_ci_halfwidth(noisy[:256])
+    assert noise * (2.5 / 10.0) ** 0.5 > 1.5 * 0.005  # the projection the rule made
+    # steady 5 % noise reaches 0.5 % well inside 10 s: it measures on and converges
+    n, reason = first_stop(rule, steady(3000), 1e-2)  # 10 ms samples: 3000 would be 30 s
+    assert reason == "converged" and n * 1e-2 < 10.0
+    assert Adaptive(reach=0).decide(noisy[:256], 9.9) is None  # off: only the time-out
+
+
+def test_out_of_reach_on_a_fake_clock_ends_long_before_the_time_out() -> None:
+    from torchmark.testing import FakeClock, FakeDevice, scripted
+    from torchmark.timing import measure
+
+    clock = FakeClock()
+    durations = list(1e-2 * np.exp(0.2 * np.random.default_rng(1).standard_normal(5000)))
+    rule = Adaptive()  # the default: target 0.5 %, time-out 10 s
+    m = measure(scripted(clock, durations), FakeDevice(clock), clock=clock, rule=rule)
+    assert m.stop_reason == "out_of_reach" and "out_of_reach" in m.flags
+    spent = sum(m.samples_s) * m.calls_per_sample
+    assert 2.5 <= spent < 3.0  # a quarter of the time-out; it ran all 10 s before
+    off = Adaptive(reach=0)
+    clock2 = FakeClock()
+    m2 = measure(scripted(clock2, durations), FakeDevice(clock2), clock=clock2, rule=off)
+    assert m2.stop_reason == "time_out" and sum(m2.samples_s) * m2.calls_per_sample >= 9.9

@@ -200,7 +200,7 @@ def test_stops_stalled(clock: FakeClock, dev: FakeDevice) -> None:
 def test_stops_on_time_out(clock: FakeClock, dev: FakeDevice) -> None:
     noise = 1e-3 * np.exp(0.3 * np.random.default_rng(0).standard_normal(1000))
     fn = per_sample(clock, lambda i: float(noise[i % 1000]))
-    rule = Adaptive(max_time_s=0.05, min_time_s=0.0)
+    rule = Adaptive(max_time_s=0.05, min_time_s=0.0, reach=0)  # the time-out alone
     m = measure(fn, dev, clock=clock, rule=rule, calls_per_sample=1)
     assert m.stop_reason == "time_out"
     assert "timed_out" in m.flags
@@ -209,7 +209,7 @@ def test_stops_on_time_out(clock: FakeClock, dev: FakeDevice) -> None:
 
 def test_stops_on_max_samples(clock: FakeClock, dev: FakeDevice) -> None:
     fn = per_sample(clock, lambda i: 1e-3 * (1 + 0.3 * (i % 2)))  # never pinned to 0.5 %
-    rule = Adaptive(max_samples=30, min_time_s=0.0)
+    rule = Adaptive(max_samples=30, min_time_s=0.0, reach=0)  # the count alone
     m = measure(fn, dev, clock=clock, rule=rule, calls_per_sample=1)
     assert (m.stop_reason, m.n) == ("max_samples", 30)
 

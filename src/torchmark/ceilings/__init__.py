@@ -21,7 +21,7 @@ from torchmark.results import Ceiling
 if TYPE_CHECKING:
     from torchmark.devices.base import Device
 
-__all__ = ["datasheet", "measure", "with_theoretical"]
+__all__ = ["datasheet", "measure", "planned", "with_theoretical"]
 
 
 def measure(device: Device, *, quick: bool) -> list[Ceiling]:
@@ -33,6 +33,24 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
         found += part.measure(device, quick=quick)
     device.empty_cache()
     return with_theoretical(found, device)
+
+
+def planned(device: Device, *, quick: bool) -> tuple[int, int]:
+    """What ``measure`` will do, for a plan's estimate: (timed measurements at most, bytes
+    of the largest buffers held at once)."""
+    from torchmark.ceilings import bandwidth, matmul, transfer
+    from torchmark.devices.cache import buffer_bytes
+
+    precisions = [p for p in matmul.PRECISIONS if device.is_accelerator or not p.accelerator_only]
+    sizes = matmul.sizes(device, quick)
+    timed = (
+        len(bandwidth.KERNELS)
+        + len(precisions) * (len(sizes) + len(matmul.CONV_SHAPES))
+        + (len(transfer.DIRECTIONS) if device.is_accelerator else 0)
+        + 1  # dispatch
+    )
+    largest = max(3 * buffer_bytes(device), 3 * 4 * max(sizes) ** 2)
+    return timed, largest
 
 
 def with_theoretical(ceilings: list[Ceiling], device: Device) -> list[Ceiling]:

@@ -21,7 +21,7 @@ import torch
 
 from torchmark.ceilings.base import llc_bytes, random, time_best
 from torchmark.devices.base import Device
-from torchmark.devices.cache import buffer_bytes
+from torchmark.devices.cache import buffer_bytes, estimate
 from torchmark.format import binary_bytes
 from torchmark.results import Ceiling
 
@@ -69,8 +69,12 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
     n = size // 4
     a, b, c = (random(n, device) for _ in range(3))
     llc = llc_bytes(device)
+    counted = estimate(device)
     where = (
-        f"{size / llc:.0f}x the {binary_bytes(llc)} last-level cache" if llc else "LLC size unknown"
+        f"{size / counted.bytes:.0f}x the {binary_bytes(counted.bytes)} last-level cache"
+        + ("" if counted.bytes == llc else f" counted of {binary_bytes(llc)} reported")
+        if llc
+        else "LLC size unknown"
     )
     per_kernel: dict[str, dict[str, float | str]] = {}
     out: list[Ceiling] = []
@@ -116,6 +120,7 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
             "best_kernel": winner,
             "buffer_bytes": size,
             "llc_bytes": llc,
+            "llc_counted_bytes": counted.bytes,
             "quick": quick,
         },
     )

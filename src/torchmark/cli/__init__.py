@@ -81,6 +81,12 @@ COMMANDS: dict[str, CommandEntry] = {
         "profile",
         "Where one case's step time goes: categories that add up, top ops against the ceilings.",
     ),
+    "serving": CommandEntry(
+        "serving",
+        "Load-test a model as a service: the most requests/s each device answers within a p99 "
+        "bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+        + RUNS_CODE,
+    ),
     "tune": CommandEntry(
         "tune",
         "Find the settings that make your model faster on each device, each one checked "

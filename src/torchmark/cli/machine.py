@@ -16,25 +16,11 @@ def list_(
     as_json: AsJsonOption = False,
 ) -> None:
     """Workloads (with their facts) and the devices found on this machine."""
-    from torchmark.devices import available
-    from torchmark.workloads import WORKLOADS, load_builtins
+    from torchmark.cli import catalog
 
-    load_builtins()
-    workloads: list[dict[str, Any]] = []
-    for name in WORKLOADS.names():
-        cls = WORKLOADS.get(name)
-        workloads.append(
-            {
-                "name": name,
-                "group": cls.group,
-                "summary": cls.summary,
-                "quick": cls.in_quick,
-                **cls().describe(),
-            }
-        )
-    devices: list[dict[str, str | bool]] = [
-        {"name": d.name, "label": d.label(), "accelerator": d.is_accelerator} for d in available()
-    ]
+    # the workloads and their facts as kept once per install; the devices without torch
+    # where this torch can only see the CPU (cli/catalog.py)
+    workloads, devices = catalog.workloads(), catalog.devices()
     if as_json:
         console.print_json(json.dumps({"workloads": workloads, "devices": devices}))
         return

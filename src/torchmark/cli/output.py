@@ -17,6 +17,7 @@ from torchmark.errors import InputError, RunInterrupted, RunNotStored
 from torchmark.results import RunRecord
 
 if TYPE_CHECKING:
+    from torchmark.run.config import RunConfig
     from torchmark.workloads import Case
 
 __all__ = ["check_json_path", "finish", "show_plan", "shown_even_if_interrupted", "write_json"]
@@ -65,9 +66,9 @@ def shown_even_if_interrupted(
         if json_path:
             write_json(partial, json_path)
         elif partial.payload.not_stored:
-            from torchmark.run.session import rescue_path
+            from torchmark.run.session import write_rescue
 
-            write_json(partial, rescue_path(partial))
+            console.print(f"JSON written to {write_rescue(partial)}")
         if resumable and isinstance(e, RunInterrupted) and partial.run_id:
             from torchmark.report.parts import resume_hint
 
@@ -87,7 +88,22 @@ def finish(
         write_json(record, json_path)
 
 
-def show_plan(cases: Sequence[Case]) -> None:
+def show_budget(cases: Sequence[Case], cfg: RunConfig) -> None:
+    """The plan's sizes and its estimated wall time and peak memory (workloads.budget)."""
+    import psutil
+
+    from torchmark.workloads import budget
+
+    quick = cfg.suite == "quick"
+    rss = psutil.Process().memory_info().rss
+    for line in budget.lines(
+        cases, rule=cfg.rule, ceilings=cfg.ceilings, quick=quick, process_bytes=rss, suite=cfg.suite
+    ):
+        console.print(Text(line), soft_wrap=not console.is_terminal)
+
+
+def show_plan(cases: Sequence[Case], cfg: RunConfig | None = None) -> None:
+    """The planned cases; with ``cfg``, the sizes chosen and the plan's estimate too."""
     from torchmark import format as fmt
     from torchmark.report.layout import Col, FitTable
 
@@ -102,6 +118,8 @@ def show_plan(cases: Sequence[Case]) -> None:
     for c in cases:
         t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
+    if cfg is not None:
+        show_budget(cases, cfg)
     # what a run would say with its plan (the data it writes, how long a case takes)
     from torchmark.workloads.base import plan_notes
 

@@ -1,13 +1,15 @@
 """Progress of a run as it goes, for `run`, `model` and `tune` (the runner never formats).
 
-In a terminal: a progress bar (and, where asked, a line per finished case above it). When
-stdout is not a terminal (a CI log, `| tee`, a file): no bar, no colour, one plain line per
-finished case, so a log shows progress instead of minutes of silence.
+In a terminal that can redraw: a progress bar (and, where asked, a line per finished case
+above it). Wherever the display cannot be live (a CI log, `| tee`, a file, and a terminal
+with TERM=dumb such as an Emacs shell, where rich draws no bar): one plain line per
+finished case, so the run shows progress instead of minutes of silence (a quick run under
+TERM=dumb printed nothing for 84 s).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -43,19 +45,22 @@ def case_line(case: Case, result: Result, done: int, total: int | None) -> str:
 
 
 class ProgressEvents:
-    """Runner events -> a progress bar in a terminal, a plain line per case otherwise.
+    """Runner events -> a live progress bar where the display can redraw, a plain line per
+    case otherwise.
 
-    ``lines``: also print a line per finished case in a terminal (model and tune, whose
-    results are worth seeing as they come); default: only when not a terminal."""
+    ``lines``: also print a line per finished case under a live bar (model and tune, whose
+    results are worth seeing as they come); default: only where there is no bar."""
 
     def __init__(self, console: Console, lines: bool | None = None) -> None:
         self.console = console
         self.terminal = console.is_terminal
-        self.lines = (not self.terminal) if lines is None else (lines or not self.terminal)
+        # rich's own test for a display it can redraw: a terminal, and not TERM=dumb
+        live = console.is_interactive
+        self.lines = (not live) if lines is None else (lines or not live)
         self.total: int | None = None
         self.done = 0
         self.progress: Progress | None = None
-        if self.terminal:
+        if live:
             self.progress = Progress(
                 TextColumn("{task.description}", markup=False),
                 BarColumn(),
@@ -104,9 +109,31 @@ class ProgressEvents:
         if self.progress is not None:
             self.progress.update(self.task, description=case.label)
 
+    def store_failed(self, reason: str) -> None:
+        self._say(
+            f"warning: {reason}. Measuring goes on: every result is kept and, if the store "
+            "is still failing at the end, written to a JSON file"
+        )
+
     def case_done(self, case: Case, result: Result) -> None:
         self.done += 1
         if self.progress is not None:
             self.progress.advance(self.task)
         if self.lines:
             self._say(case_line(case, result, self.done, self.total))
+
+
+def tenths(console: Console, what: str) -> Callable[[float, float], None]:
+    """For a run measured in time (soak): where no bar is live, a line at each tenth of the
+    duration (``soaking matmul on cpu: 60 s of 600 s``); where one is, nothing."""
+    said = [0]
+
+    def tick(done_s: float, total_s: float) -> None:
+        if console.is_interactive or total_s <= 0:
+            return
+        tenth = min(10, int(10 * done_s / total_s))
+        if tenth > said[0]:
+            said[0] = tenth
+            console.print(Text(f"{what}: {done_s:.0f} s of {total_s:.0f} s"), soft_wrap=True)
+
+    return tick

@@ -131,11 +131,38 @@ def compare(
                 "or --reference NAME; valid reference sets: " + ", ".join(reference.names())
             )
         records = load_runs(specs, db)
+    if any(r.kind == "serving" for r in records):
+        return _compare_serving(records, fail_on_regression)
     result = cmp_mod.compare(records)
     for part in cmp_mod.comparison_renderables(result, console.width):
         console.print(part)
     if fail_on_regression is not None:
         _gate(result, fail_on_regression)
+
+
+def _compare_serving(records: list[RunRecord], pct: float | None) -> None:
+    """Serving runs: each device's max rate at the bound per run, and whether a later run's
+    bracket lies above or below the first's (--fail-on-regression: a SLOWER device by more
+    than PCT % (its bracket's top that far under A's bottom) fails, an UNCLEAR one cannot be
+    judged)."""
+    from torchmark.report.serving import compare_table, compare_view
+
+    for part in compare_view(records):
+        console.print(part)
+    if pct is None:
+        return
+    _, changes = compare_table(records)
+    bad = [c for c in changes if c[1] == "SLOWER" and 100 * c[3] > pct]
+    unsure = [c for c in changes if c[1] == "UNCLEAR"]
+    for dev, verdict, why, _ in bad + unsure:
+        err_console.print(f"{verdict}: {dev} {why}", soft_wrap=True, markup=False)
+    if bad:
+        raise RegressionFound(f"{len(bad)} device(s) serve less (--fail-on-regression)")
+    if unsure:
+        raise CannotJudge(
+            f"{len(unsure)} device(s) cannot be judged: the searches' brackets overlap "
+            "(a longer --budget narrows them)"
+        )
 
 
 def _newest_placeable(db: str | None) -> RunRecord:

@@ -43,9 +43,15 @@ def run(
     device: DevicesOption = None,
     workload: sel.WorkloadsOption = None,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Small suite (about 30 s on a quiet 2-core CPU).")
+        bool, typer.Option("--quick", help="Small suite (<= 45 s on a quiet 2-core CPU).")
     ] = False,
-    suite: Annotated[str, typer.Option(help="quick, standard or full.")] = "standard",
+    suite: Annotated[
+        str,
+        typer.Option(
+            help="quick, standard, extended (standard untrimmed: on a GPU, standard fits 8 "
+            "minutes) or full."
+        ),
+    ] = "standard",
     scenario: sel.ScenariosOption = None,
     precision: sel.PrecisionsOption = None,
     batch: sel.BatchesOption = None,
@@ -178,7 +184,7 @@ def run(
         if ranks is not None:
             where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
             console.print(f"world size {ranks}{where}: every rank measures these cases together")
-        show_plan(the_plan.cases)
+        show_plan(the_plan.cases, cfg)
         return
     check_json_path(json_path)
     store = open_store(db)

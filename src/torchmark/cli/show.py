@@ -24,13 +24,15 @@ from torchmark.results import RunRecord
 def printer_for(record: RunRecord, verbose: bool = False) -> Callable[[RunRecord], None]:
     """The printer the measuring command used for this kind of run. ``verbose`` is that
     command's ``-v``: how each ceiling was measured (run), every categorisation rule
-    (profile); model, tune and soak have none."""
+    (profile); model, tune, soak and serving have none."""
     if record.kind == "soak":
         return printers.show_soak
     if record.kind == "profile":
         return functools.partial(printers.show_profile, verbose=verbose)
     if record.kind == "tune":
         return printers.show_tune
+    if record.kind == "serving":
+        return printers.show_serving
     if record.kind == "model" and "loader" not in record.config:  # --loader: the input view
         return printers.show_model
     if record.config.get("distributed"):

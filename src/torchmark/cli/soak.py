@@ -52,8 +52,12 @@ def soak(
     load_builtins()
     w = WORKLOADS.get(workload)()
     store = open_store(db)
+    from torchmark.cli.progress import tenths
+
+    what = f"soaking {workload} on {dev[0].name}"
+    tick = tenths(console, what)  # a line at each tenth where the bar cannot be drawn
     progress = Progress(
-        TextColumn(f"soaking {workload} on {dev[0].name}", markup=False),
+        TextColumn(what, markup=False),
         BarColumn(),
         TimeElapsedColumn(),
         console=console,
@@ -61,11 +65,10 @@ def soak(
     )
     with shown_even_if_interrupted(show_soak, json_path), progress:
         task = progress.add_task("soak", total=seconds)
-        record = run_soak(
-            w,
-            dev[0],
-            seconds,
-            store=store,
-            on_chunk=lambda t, total: progress.update(task, completed=t),
-        )
+
+        def on_chunk(t: float, total: float) -> None:
+            progress.update(task, completed=t)
+            tick(t, total)
+
+        record = run_soak(w, dev[0], seconds, store=store, on_chunk=on_chunk)
     finish(record, show_soak, json_path, store.url)

@@ -166,7 +166,16 @@ class Device(ABC):
         return None
 
     def cache_bytes(self) -> int | None:
-        """Size of the last-level cache, to size buffers that must not fit in it."""
+        """Size of the last-level cache as the device reports it (``devices.cache`` bounds
+        it), to size buffers that must not fit in it."""
+        return None
+
+    def available_memory_bytes(self) -> int | None:
+        """Memory free for new buffers now (host: what the OS can give without swapping)."""
+        return None
+
+    def cores(self) -> int | None:
+        """Logical CPUs sharing the last-level cache this device reports (hosts only)."""
         return None
 
     def reset_peak_memory(self) -> None:

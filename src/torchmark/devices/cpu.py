@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import psutil
 import torch
 
+from torchmark.devices import host
 from torchmark.devices.base import Device
 
 # ISA features that decide which kernels PyTorch can use on a CPU.
@@ -34,31 +35,11 @@ ISA_FLAGS = (
 )
 
 
-@functools.cache
 def _cpuinfo() -> dict[str, Any]:
-    import cpuinfo
-
-    try:
-        return dict(cpuinfo.get_cpu_info())
-    except Exception:  # py-cpuinfo shells out; a locked-down host may refuse
-        return {}
+    return host.cpu_facts()
 
 
-def _llc_bytes() -> int | None:
-    best = None
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            path = os.path.join(base, entry, "size")
-            if os.path.exists(path):
-                with open(path) as f:
-                    text = f.read().strip().upper()
-                mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
-                size = int(text.rstrip("KMG")) * mult
-                best = max(best or 0, size)
-    except (OSError, ValueError):
-        return None
-    return best
+_llc_bytes = host.llc_bytes  # a module global: tests pretend another cache size here
 
 
 class CPUDevice(Device):
@@ -91,8 +72,7 @@ class CPUDevice(Device):
         }
 
     def label(self) -> str:
-        i = self.info()
-        return f"{i['model']} ({i['physical_cores']} cores)"
+        return host.label()
 
     def supports(self, dtype: torch.dtype) -> str | None:
         return None
@@ -110,6 +90,12 @@ class CPUDevice(Device):
 
     def cache_bytes(self) -> int | None:
         return _llc_bytes()
+
+    def available_memory_bytes(self) -> int | None:
+        return int(psutil.virtual_memory().available)
+
+    def cores(self) -> int | None:
+        return psutil.cpu_count(logical=True)
 
     def reset_peak_memory(self) -> None:
         self._rss_base = psutil.Process().memory_info().rss

@@ -160,6 +160,9 @@ class CUDADevice(Device):
     def cache_bytes(self) -> int | None:
         return self.info().get("l2_bytes")
 
+    def available_memory_bytes(self) -> int | None:
+        return int(torch.cuda.mem_get_info(self.torch_device)[0])
+
     def reset_peak_memory(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.torch_device)
 

@@ -14,8 +14,11 @@ in fp32; ``torchmark tune`` measures what beats it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -25,18 +28,20 @@ from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.results.payloads import BreakEven, CostTable, ModelInfo, ModelPayload
-from torchmark.run.case import run_case, skipped
+from torchmark.run import isolation
+from torchmark.run.case import CALL_TIMED_OUT, run_case, skipped
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.record import open_run
 from torchmark.run.runner import run_planned
 from torchmark.run.session import Events, Session
-from torchmark.run.watchdog import call_bound
+from torchmark.run.watchdog import CallTimedOut, Watchdog, call_bound
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import energy
 from torchmark.timing import preset
 from torchmark.user import breakeven, cost
-from torchmark.user.inputs import one_line, per_batch
+from torchmark.user.inputs import InputFactory, one_line, per_batch
 from torchmark.user.workload import (
+    Preflight,
     UserModel,
     _as_model,
     _eval,
@@ -152,9 +157,6 @@ def benchmark_model(
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
 
     bound = call_bound(preset(rule).max_time_s)
-    pf = preflight(module, factory, devs, batch_list[0], bound)
-    workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
-    cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
     settings = ModelConfig(
         label, tuple(batch_list), cfg.devices, rule, prices, measure_energy, dict(config or {})
     )
@@ -162,6 +164,34 @@ def benchmark_model(
     session = open_run(
         "model", settings, devs, store, events, analyse=lambda r: analyse(r, devs, prices)
     )
+    # the user's calls in a child process where one can be forked: bounded even where a
+    # call holds the GIL (run/isolation.py); else here, under the watchdog thread. The
+    # child is forked after the session is made: its copy measures with it.
+    apart = isolation.refusal(devs) is None
+    served = partial(
+        _serve, label, module, factory, devs, batch_list, bound, rule, cfg, measure_energy, session
+    )
+    worker = isolation.Worker(served) if apart else None
+    with contextlib.closing(worker) if worker else contextlib.nullcontext():
+        if worker is not None:
+            pf = _preflight_apart(worker, factory(batch_list[0]).describe())
+        else:
+            pf = preflight(module, factory, devs, batch_list[0], bound)
+        workload = UserModel(label, factory, batch_list, pf, rule, measure_energy)
+        cases = [c for d in devs for c in workload.cases(d, PlanOptions())]
+        return _measure(session, module, label, pf, workload, cases, cfg, worker)
+
+
+def _measure(
+    session: Session,
+    module: nn.Module,
+    label: str,
+    pf: Preflight,
+    workload: UserModel,
+    cases: list[Case],
+    cfg: RunConfig,
+    worker: isolation.Worker | None,
+) -> RunRecord:
     session.record.payload = ModelPayload(
         model=ModelInfo(
             name=label,
@@ -171,9 +201,68 @@ def benchmark_model(
             mode="eval, torch.no_grad(), fp32 (the usual baseline)",
         )
     )
+    run_one = _run_one if worker is None else partial(_run_apart, worker, cases)
     return run_planned(
-        session, cases, {label: workload}, cfg, run_one=_run_one, oom_says=LARGER_SKIPPED
+        session, cases, {label: workload}, cfg, run_one=run_one, oom_says=LARGER_SKIPPED
     )
+
+
+def _serve(
+    label: str,
+    model: nn.Module,
+    factory: InputFactory,
+    devices: Sequence[Device],
+    batches: Sequence[int],
+    bound: float,
+    rule: str,
+    cfg: RunConfig,
+    measure_energy: bool,
+    session: Session,
+    request: Any,
+    dog: Watchdog,
+) -> Any:
+    """In the child process (run/isolation.py): its own preflight, done once, then the case
+    asked for by its index in the plan. Returns what the parent needs, never a model."""
+    if "workload" not in _SERVED:
+        pf = preflight(model, factory, devices, batches[0], bound, dog)
+        _SERVED["workload"] = UserModel(label, factory, batches, pf, rule, measure_energy)
+        # the child's copy of the run's session: beats go to the parent, which holds the
+        # bound; telemetry opens afresh (no sampler thread survives a fork); nothing stored
+        session.watchdog, session.store = dog, None
+        session._sources = {}
+    workload: UserModel = _SERVED["workload"]
+    if request == "preflight":  # what the parent needs of it: never the placed models
+        # names only: the parent never prepares a case (mypy: placed holds modules)
+        names = dict.fromkeys(workload.pf.placed, None)
+        return dataclasses.replace(workload.pf, placed=names)  # type: ignore[arg-type]
+    cases = [c for d in devices for c in workload.cases(d, PlanOptions())]
+    return _run_one(workload, cases[request], {}, cfg, session)
+
+
+_SERVED: dict[str, Any] = {}  # the child's state between requests (a fresh fork: empty)
+
+
+def _preflight_apart(worker: isolation.Worker, inputs: str) -> Preflight:
+    try:
+        pf: Preflight = worker.ask("preflight")
+    except CallTimedOut as e:
+        raise InputError(f"the model failed on inputs {inputs}: {e}") from None
+    return pf
+
+
+def _run_apart(
+    worker: isolation.Worker, cases: Sequence[Case], workload: Workload, case: Case, *_: Any
+) -> Result:
+    """One case measured by the child (``run_planned``'s hook, its ceilings, config and
+    session the child's copies): timed out, or the child died, said as the case's."""
+    index = next(i for i, c in enumerate(cases) if c is case)
+    try:
+        result: Result = worker.ask(index)
+    except CallTimedOut as e:
+        return skipped(case, str(e), flag=CALL_TIMED_OUT)
+    except isolation.ChildDied as e:
+        return skipped(case, f"{e} while measuring {case.label}")
+    return result
 
 
 def _run_one(

@@ -194,6 +194,18 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
+def _serving(run: RunRecord) -> dict[str, Any] | None:
+    """A serving run's answer per device, its sentences and the latency-vs-rate curve."""
+    from torchmark.report.charts.serving import hockey_stick
+    from torchmark.report.serving import html_context, payload
+
+    ctx = html_context(run)
+    p = payload(run)
+    if ctx is None or p is None:
+        return None
+    return {**ctx, "chart": _chart(hockey_stick(p))}
+
+
 def profile_section(run: RunRecord) -> dict[str, Any] | None:
     from torchmark.report.profile import html_context
 
@@ -248,6 +260,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 # drawn only when there is something to place: the lines above say so
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
                 "tune": _tune(run),
+                "serving": _serving(run),
                 "profile": profile_section(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),

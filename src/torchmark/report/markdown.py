@@ -63,6 +63,13 @@ def render(runs: Sequence[RunRecord]) -> str:
             f"torchmark {_text(run.tool_version or '?')} · {_code(run.command or '?')}",
             "",
             *([_text(split), ""] if (split := parts_note(run)) else []),  # a resumed run
+        ]
+        if run.kind == "serving":  # no cases: its answer per device instead
+            from torchmark.report.serving import markdown_lines as serving_lines
+
+            lines += [*serving_lines(run, _cell, _text), ""]
+            continue
+        lines += [
             "| Hardware | Workload | Throughput | Median | Spread (IQR) | % of ceiling | Flags |",
             "|---|---|---:|---:|---:|---:|---|",
         ]

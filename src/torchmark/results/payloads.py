@@ -8,6 +8,7 @@ by ``kind``, stored as ``RunRecord.payload``.
                              latency bound the best throughput) per device
     soak     SoakPayload     throughput per time window beside the telemetry
     profile  ProfilePayload  where the step's time goes: categories, top ops, advice, memory
+    serving  ServingRunPayload  load points, each fleet's search, the answer per device
 
 Every payload also carries ``notes`` (said under the run's tables) and ``not_stored`` (why
 the store failed, when it did). Two kinds of run are variants stored under another kind, as
@@ -19,13 +20,14 @@ whose ``config["distributed"]`` names the world (its results carry every rank's 
 keys a document holds beyond the fields (written by an older or newer torchmark) are kept
 as they are and written back.
 
-A new kind of run adds its payload in three steps (``serving`` as the example):
+A new kind of run adds its payload in three steps (as ``serving`` did):
 
-1. here, a class ``ServingPayload(Payload)`` with ``kind: Literal["serving"] = "serving"``
-   and its typed fields (nested models for what readers depend on: load points, curves);
-2. ``ServingPayload`` added to ``AnyPayload`` below (``PAYLOADS`` follows from it);
-3. its run made with ``RunRecord(kind="serving", ...)``: the payload starts empty
-   (``ServingPayload()``) and the kind's loop fills ``record.payload``.
+1. here, a class ``ServingRunPayload(Payload)`` with ``kind: Literal["serving"] =
+   "serving"`` and its typed fields (nested models for what readers depend on; serving's
+   own document lives in ``serving/payload.py``, which imports nothing of ``results``);
+2. that class added to ``AnyPayload`` below (``PAYLOADS`` and ``KINDS`` follow from it);
+3. its run opened with ``open_run("serving", ...)``: the payload starts empty
+   (``ServingRunPayload()``) and the kind's loop fills ``record.payload``.
 
 No schema bump is needed: no older document holds the new kind, and an older torchmark
 refuses a run of a kind it does not know with one line saying to upgrade.
@@ -38,6 +40,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from torchmark.serving.payload import ServingPayload
 
 
 class Kept(BaseModel):
@@ -372,8 +376,19 @@ class ProfilePayload(Payload):
     profile: ProfileSummary | None = None  # None: stopped before a profile was captured
 
 
+# -- serving -----------------------------------------------------------------------------
+
+
+class ServingRunPayload(Payload):
+    """``torchmark serving``: every load point, each fleet's search and the answer per
+    device, as ``serving/payload.py`` defines them (``serving.payload.read``/``write``)."""
+
+    kind: Literal["serving"] = "serving"
+    serving: ServingPayload | None = None  # None: stopped before the first point was stored
+
+
 AnyPayload = Annotated[
-    RunPayload | ModelPayload | TunePayload | SoakPayload | ProfilePayload,
+    RunPayload | ModelPayload | TunePayload | SoakPayload | ProfilePayload | ServingRunPayload,
     Field(discriminator="kind"),
 ]
 

@@ -14,7 +14,7 @@ from torchmark.workloads.base import PlanOptions, Suite
 if TYPE_CHECKING:
     from torchmark.workloads.base import Case
 
-SUITES: tuple[Suite, ...] = ("quick", "standard", "full")
+SUITES: tuple[Suite, ...] = ("quick", "standard", "extended", "full")
 TIMINGS = ("device", "e2e")
 
 

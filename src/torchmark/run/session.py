@@ -49,6 +49,8 @@ class Events(Protocol):
     def ceilings(self, device: Device, cached: bool) -> None: ...
     def case_started(self, case: Case) -> None: ...
     def case_done(self, case: Case, result: Result) -> None: ...
+    # optional (the session asks with getattr): the store just failed, the run goes on
+    def store_failed(self, reason: str) -> None: ...
 
 
 class Quiet:
@@ -56,6 +58,7 @@ class Quiet:
     def ceilings(self, device: Device, cached: bool) -> None: ...
     def case_started(self, case: Case) -> None: ...
     def case_done(self, case: Case, result: Result) -> None: ...
+    def store_failed(self, reason: str) -> None: ...
 
 
 # Signals that stop a run the way Ctrl-C does: Slurm's time limit and systemd send SIGTERM,
@@ -88,6 +91,29 @@ def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
     folder = Path(platformdirs.user_data_dir("torchmark"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
+
+
+def write_rescue(record: RunRecord) -> Path:
+    """Write the run to ``rescue_path``; where that disk is full too (the store's own disk
+    filled up), to the user data directory, then the temporary one; the path written."""
+    import tempfile
+
+    import platformdirs
+
+    text = record.model_dump_json(indent=2)
+    first = rescue_path(record)
+    folders = [platformdirs.user_data_dir("torchmark"), tempfile.gettempdir()]
+    tried: list[str] = []
+    for path in [first, *(Path(f) / first.name for f in folders)]:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return path
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)  # no half-written file left behind
+            tried.append(f"{path.parent}: {e.strerror}")
+    raise StoreError(f"the run could not be written anywhere ({'; '.join(tried)})")
 
 
 # A store write that failed has already retried for its own bound (60 s by default in the SQL
@@ -291,6 +317,9 @@ class Session:
         try:
             action()
         except StoreError as e:
+            told = getattr(self.events, "store_failed", None)
+            if self.store_error is None and told is not None and not self._finished:
+                told(str(e))  # the first failure of a spell, said as it happens
             self.store_error = str(e)
             self.store_failures += 1
             self._next_try = time.monotonic() + self.store_retry_after_s
@@ -353,4 +382,5 @@ __all__ = [
     "Session",
     "Stopped",
     "rescue_path",
+    "write_rescue",
 ]

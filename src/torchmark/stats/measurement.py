@@ -132,7 +132,8 @@ class Measurement:
     ``all_excluded``, if none is left).
 
     Flags: ``noisy`` (rel. IQR >= 10 %), ``unreliable`` (>= 25 %), ``timed_out`` (the rule
-    hit its time-out before its target), ``few_samples`` (n < 5), ``short_warmup`` (fewer
+    hit its time-out before its target), ``out_of_reach`` (it stopped early: its target could
+    not be met by the time-out), ``few_samples`` (n < 5), ``short_warmup`` (fewer
     than 3 warm-up calls: one call was too slow for the time budget).
     """
 
@@ -205,6 +206,8 @@ class Measurement:
             out.append("noisy")
         if self.stop_reason == "time_out":
             out.append("timed_out")
+        elif self.stop_reason == "out_of_reach":
+            out.append("out_of_reach")
         if self.n < FEW_SAMPLES:
             out.append("few_samples")
         if 0 < self.warmup_calls < MIN_WARMUP_CALLS:

@@ -171,6 +171,15 @@ def _csv_row(record: RunRecord, r: Result) -> dict[str, Any]:
 
 def _to_csv(record: RunRecord) -> str:
     out = io.StringIO()
+    from torchmark.serving.payload import POINT_COLUMNS, point_rows, read
+
+    payload = read(record)
+    if payload is not None:  # a serving run has no cases: a row per load point
+        writer = csv.DictWriter(out, fieldnames=POINT_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for row in point_rows(payload, record.run_id or ""):
+            writer.writerow({k: _num(v) if isinstance(v, float) else v for k, v in row.items()})
+        return out.getvalue()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for r in record.results:

@@ -17,8 +17,9 @@ The JSON documents are the pydantic dumps of ``RunRecord`` / ``Result`` / ``Ceil
 raw samples live there, written with ``repr`` precision, so a load is bit-identical. Columns
 beside them only serve listing and filtering. Each write is its own transaction, so a run
 interrupted between two results keeps every result already added; a write that fails for a
-passing reason (a lock held by another writer, a full disk, a restarting server) is retried
-with backoff for ``retry_s`` seconds before ``StoreUnavailable`` says why.
+passing reason (a lock held by another writer, a restarting server) is retried with backoff
+for ``retry_s`` seconds before ``StoreUnavailable`` says why; a full disk fails at once
+(``StoreFull``): no wait frees space.
 
 Over 400 lines: one store on one schema; its queries and retried writes share each table's layout.
 """
@@ -30,6 +31,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import socket
 import sqlite3
 import time
@@ -50,6 +52,7 @@ from torchmark.errors import (
     InputError,
     RunNotFoundError,
     StoreError,
+    StoreFull,
     StoreUnavailable,
     first_line,
 )
@@ -176,10 +179,17 @@ def _devices_of(run: RunRecord) -> list[str]:
     return found + [d for d in dict.fromkeys(r.device for r in run.results) if d not in found]
 
 
-# Failures that pass: another writer holds the lock, the disk filled up (and may be cleared),
-# the server restarts or dropped the connection. Everything else (a read-only file, a missing
-# database, bad credentials, a damaged file) fails at once: waiting would not change it.
-_SQLITE_PASSING = ("locked", "busy", "disk is full", "disk i/o error")
+# Failures that pass: another writer holds the lock, the server restarts or dropped the
+# connection. Everything else (a read-only file, a missing database, bad credentials, a
+# damaged file, a full disk) fails at once: waiting would not change it. A full disk was
+# retried as passing: a 5 s run spent 60 s at its start and 60 s at its end in silence.
+_SQLITE_PASSING = ("locked", "busy", "disk i/o error")
+# SQLite's SQLITE_FULL, the OS's ENOSPC, PostgreSQL's disk_full (SQLSTATE 53100) and its
+# "could not extend file" when a table grows on a full disk.
+_FULL = ("database or disk is full", "no space left on device", "could not extend file")
+# A disk with less free space than this under the SQLite file is full: an ENOSPC while
+# writing the WAL reaches us as "disk I/O error", which alone would be retried.
+_FULL_BELOW_BYTES = 1 << 20
 _NEVER_PASSING = (
     "does not exist",
     "authentication",
@@ -192,6 +202,20 @@ _NEVER_PASSING = (
     "no such column",
     "syntax error",
 )
+
+
+def is_full(e: BaseException, path: Path | None = None) -> bool:
+    """The store's disk is full: the error says so, or an I/O error on a SQLite file whose
+    disk has (almost) no space left."""
+    why = _reason(e).lower()
+    if any(m in why for m in _FULL) or getattr(getattr(e, "orig", None), "sqlstate", "") == "53100":
+        return True
+    if path is not None and "disk i/o error" in why:
+        try:
+            return shutil.disk_usage(path.parent).free < _FULL_BELOW_BYTES
+        except OSError:
+            return False
+    return False
 
 
 def is_passing(e: BaseException, dialect: str) -> bool:
@@ -370,6 +394,13 @@ class SQLStore(ResultStore):
             f"move it aside or pass --db sqlite:///other.db"
         )
 
+    def _full(self, e: BaseException, action: str) -> StoreFull:
+        where = self.path.parent if self.path is not None else self.where
+        return StoreFull(
+            f"results store {self.where}: cannot {action}, the disk is full ({_reason(e)}); "
+            f"free space on {where} or pass --db sqlite:///a/disk/with/room.db"
+        )
+
     def _write_error(self, e: BaseException, action: str) -> StoreError:
         why = _reason(e)
         lowered = why.lower()
@@ -395,6 +426,8 @@ class SQLStore(ResultStore):
                 with self._writer_engine.begin() as conn:
                     return work(conn)
             except sa_exc.SQLAlchemyError as e:
+                if is_full(e, self.path):
+                    raise self._full(e, action) from None
                 if not is_passing(e, self._dialect):
                     raise self._write_error(e, action) from None
                 left = deadline - self._clock()

@@ -212,17 +212,20 @@ def judge(result: Result) -> Verdict:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: unreliable")
     elif "noisy" in flags:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: noisy")
-    if "timed_out" in flags:
+    if "timed_out" in flags or "out_of_reach" in flags:
         # The flag always stays on the result; a warning only when the median is not pinned
         # to within ±2 % (the model-suite target): a time-out at ±1.4 % is a usable number.
+        # Out of reach: stopped before its time-out, which could not have met the target.
+        how = "timed out" if "timed_out" in flags else "stopped"
+        why = "" if "timed_out" in flags else ", its target out of reach"
         lo, hi = m.ci
         half = 50 * (hi - lo) / m.median if math.isfinite(lo + hi) and m.median > 0 else None
         if half is None:
-            v.add("warn", "timed out before the median converged (too few samples to bound it)")
+            v.add("warn", f"{how} before the median converged{why} (too few samples to bound it)")
         elif half > 100:  # "known to ±3,503 %" is no bound
-            v.add("warn", "timed out before the median converged (its 95 % CI is wider than it)")
+            v.add("warn", f"{how} before the median converged{why} (its 95 % CI is wider than it)")
         elif half > TIMED_OUT_OK_PCT:
-            v.add("warn", f"timed out before the median converged (known to ±{half:.1f} %)")
+            v.add("warn", f"{how} before the median converged{why} (known to ±{half:.1f} %)")
     if "few_samples" in flags:
         v.add("warn", f"only {m.n} sample{_s(m.n)}: the spread is not known")
     first = _first_call(result)

@@ -100,6 +100,7 @@ def preflight(
     devices: Sequence[Device],
     batch: int,
     bound_s: float | None = None,
+    dog: Watchdog | None = None,
 ) -> Preflight:
     """One call per device at ``batch``: who runs the model, its reference output, FLOPs.
     A call running past ``bound_s`` (the watchdog's bound) fails that device."""
@@ -107,7 +108,7 @@ def preflight(
     host = factory(batch)
     pf.inputs = host.describe()
     errors: list[str] = []
-    dog = Watchdog()
+    dog = dog or Watchdog()
     start_flop_counter()  # outside the bound below
     for d in devices:
         try:

@@ -17,7 +17,31 @@ from torchmark.registry import Registry
 from torchmark.results import Headline, Work
 from torchmark.stats.measurement import Measurement
 
-Suite = Literal["quick", "standard", "full"]
+Suite = Literal["quick", "standard", "extended", "full"]
+# The suites' own tables (sizes, batch caps, precisions) exist for these; ``extended`` reads
+# standard's.
+TableSuite = Literal["quick", "standard", "full"]
+
+
+def table_suite(suite: Suite) -> TableSuite:
+    """The key of a per-suite table: ``extended`` is the standard suite as it was before it
+    was trimmed to fit a GPU in 8 minutes (issue 23), so it reads standard's tables whole."""
+    return "standard" if suite == "extended" else suite
+
+
+def trimmed(suite: Suite, device: Device) -> bool:
+    """Whether ``suite`` on ``device`` is the standard suite trimmed to fit a GPU in one
+    sitting (8 minutes on an H100, benchmarks/gpu_standard_estimate.py): batch sweeps in 4x
+    steps and the input pipeline's sweep bounded; ``extended`` has the rest."""
+    return suite == "standard" and device.is_accelerator
+
+
+def every_other(sweep: Sequence[int]) -> tuple[int, ...]:
+    """A 2x sweep in 4x steps, its largest point kept: 1, 4, 16, 64, 256 of 1 ... 256."""
+    kept = list(sweep[::2])
+    if sweep and kept[-1] != sweep[-1]:
+        kept.append(sweep[-1])
+    return tuple(kept)
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,11 @@ class Workload(ABC):
     def describe(self) -> dict[str, Any]:
         """Static facts for ``torchmark list`` (e.g. parameter count, FLOPs per item)."""
         return {}
+
+    def memory_bytes(self, case: Case) -> int | None:
+        """Bytes the case's buffers hold at once while it runs, for the plan's estimate
+        (``workloads.budget``); None where it is not known before the case is built."""
+        return None
 
     @classmethod
     def plan_note(cls, cases: Sequence[Case]) -> list[str]:

@@ -11,6 +11,7 @@ there is nothing to draw. Pure functions of RunRecords: nothing here measures.
     seed         this machine in the seed blog's table
     collectives  bus bandwidth per message size
     pipeline     the input pipeline's breakdown and workers curve
+    serving      a serving run's latency against the offered rate (drawn in its section)
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from torchmark.ceilings.base import MiB
+from torchmark.ceilings.base import MiB, random
 from torchmark.devices.base import Device
-from torchmark.devices.cache import BEYOND, beyond_cache, is_beyond_cache, llc
+from torchmark.devices.cache import BEYOND, beyond_cache, buffer_cap, is_beyond_cache, llc
 from torchmark.workloads.base import PlanOptions, Suite
 
 KiB = 2**10
@@ -16,9 +16,10 @@ def rule_for(suite: Suite) -> str:
 
 
 def fits(device: Device, nbytes: int, buffers: int) -> bool:
-    """Whether ``buffers`` buffers of ``nbytes`` leave room (half the memory) on the device."""
-    total = device.total_memory_bytes()
-    return total is None or buffers * nbytes <= total // 2
+    """Whether ``buffers`` buffers of ``nbytes`` leave room (half the memory, and half of
+    what is available now) on the device."""
+    room = [m for m in (device.total_memory_bytes(), device.available_memory_bytes()) if m]
+    return not room or buffers * nbytes <= min(room) // 2
 
 
 def geometric(lo: int, hi: int, step: int) -> list[int]:
@@ -38,10 +39,12 @@ __all__ = [
     "KiB",
     "MiB",
     "beyond_cache",
+    "buffer_cap",
     "fits",
     "geometric",
     "is_beyond_cache",
     "llc",
+    "random",
     "rule_for",
     "sizes_or",
 ]

@@ -25,10 +25,12 @@ from torchmark.workloads.micro._common import (
     KiB,
     MiB,
     beyond_cache,
+    buffer_cap,
     fits,
     geometric,
     is_beyond_cache,
     llc,
+    random,
     rule_for,
     sizes_or,
 )
@@ -51,6 +53,11 @@ def default_sizes(device: Device, suite: str) -> list[int]:
         per_buffer = geometric(64 * KiB, 2 * top, 2)
     else:
         per_buffer = geometric(256 * KiB, top, 4)
+    cap, _ = buffer_cap(device)
+    if cap:  # what the memory available can spare: the largest size that fits, once
+        ladder = geometric(MiB, cap, 2)
+        largest = ladder[-2] if len(ladder) > 1 and ladder[-1] > cap else ladder[-1]
+        per_buffer = list(dict.fromkeys(min(b, largest) for b in per_buffer))
     return [b // F32 for b in per_buffer if fits(device, b, BUFFERS)]
 
 
@@ -78,6 +85,9 @@ class Elementwise(Workload):
             for n in sizes_or(opts, default_sizes(device, opts.suite))
         ]
 
+    def memory_bytes(self, case: Case) -> int | None:
+        return BUFFERS * F32 * int(case.param_dict["n"])
+
     @abstractmethod
     def kernel(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Callable[[], object]: ...
 
@@ -101,7 +111,7 @@ class Elementwise(Workload):
         if n < 1:
             raise CaseSkipped(f"n must be >= 1, got {n}")
         device = case.device
-        a, b, c = (torch.rand(n, device=device.torch_device) for _ in range(BUFFERS))
+        a, b, c = (random(n, device) for _ in range(BUFFERS))
         fn = self.kernel(a, b, c)
         working_set = BUFFERS * F32 * n
         cache = llc(device)
@@ -140,6 +150,7 @@ class Elementwise(Workload):
             extra={
                 "working_set_bytes": working_set,
                 "llc_bytes": device.cache_bytes(),
+                "llc_counted_bytes": cache,
                 "in_cache": working_set <= cache,
                 "byte_convention": "STREAM 3N: read two buffers, write one",
             },

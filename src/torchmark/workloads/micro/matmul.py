@@ -17,7 +17,7 @@ from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
 from torchmark.variants import Variant, parse
 from torchmark.variants.flags import matmul_precision
-from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload, table_suite
 from torchmark.workloads.micro._common import fits, rule_for, sizes_or
 
 DTYPES: dict[str, torch.dtype] = {
@@ -80,12 +80,18 @@ class Matmul(Workload):
 
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         rule = rule_for(opts.suite)
-        default = (GPU_SIZES if device.is_accelerator else CPU_SIZES)[opts.suite]
+        default = (GPU_SIZES if device.is_accelerator else CPU_SIZES)[table_suite(opts.suite)]
         return [
             Case(self.name, v, device, (("n", n),), f"{self.name}/{v}/{device.name}", rule)
             for v in variants(device, opts)
             for n in sizes_or(opts, default)
         ]
+
+    def memory_bytes(self, case: Case) -> int | None:
+        dtype, n = DTYPES.get(case.variant), int(case.param_dict["n"])
+        if dtype is None:
+            return None
+        return n * n * (2 * dtype.itemsize + (4 if dtype == torch.int8 else dtype.itemsize))
 
     def prepare(self, case: Case) -> Prepared:
         variant, device = case.variant, case.device

@@ -14,7 +14,16 @@ from torchmark.ceilings.transfer import DIRECTIONS, buffers, copier
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work, link_ceiling
-from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.base import (
+    WORKLOADS,
+    Case,
+    PlanOptions,
+    Prepared,
+    Workload,
+    every_other,
+    table_suite,
+    trimmed,
+)
 from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, rule_for, sizes_or
 
 # 64 KiB (latency-bound: ~10 µs of set-up is most of it) to 1 GiB (bandwidth-bound).
@@ -51,8 +60,18 @@ class Transfer(Workload):
                 rule=rule,
             )
             for d in DIRECTIONS
-            for nbytes in sizes_or(opts, SIZES[opts.suite])
+            for nbytes in self.sizes(device, opts)
         ]
+
+    @staticmethod
+    def sizes(device: Device, opts: PlanOptions) -> list[int]:
+        planned = SIZES[table_suite(opts.suite)]
+        if trimmed(opts.suite, device):  # a GPU's standard suite: 4x steps (issue 23)
+            planned = list(every_other(planned))
+        return sizes_or(opts, planned)
+
+    def memory_bytes(self, case: Case) -> int | None:
+        return 2 * int(case.param_dict.get("bytes", 0))  # source and destination
 
     def prepare(self, case: Case) -> Prepared:
         device = case.device

@@ -24,7 +24,15 @@ from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Work
 from torchmark.stats.measurement import Measurement
-from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.base import (
+    Case,
+    PlanOptions,
+    Prepared,
+    Workload,
+    every_other,
+    table_suite,
+    trimmed,
+)
 from torchmark.workloads.models.meta import _count_flops, _meta_model, _MetaDevice
 
 # Every scenario any model offers; a name outside this set is a user's typo.
@@ -136,6 +144,12 @@ def latency_quantiles(m: Measurement) -> dict[str, Any]:
     return out
 
 
+# A GPU's standard suite (``trimmed``) leaves to ``extended`` amp-fp16 (bf16's tensor cores:
+# 769 vs 794 TFLOP/s on an H100) and fp32 past a quarter of the batch cap (1/15 of bf16's
+# rate: GPT-2 train b=32 alone ~35 s, benchmarks/gpu_standard_estimate.py).
+EXTENDED_PRECISIONS = ("amp-fp16",)
+
+
 class ModelWorkload(Workload):
     """Base of the standard models. Subclasses set ``plans`` and build model/inputs/labels."""
 
@@ -205,7 +219,7 @@ class ModelWorkload(Workload):
             if s not in SCENARIOS:
                 raise UnknownNameError("scenario", s, SCENARIOS)
         asked_precisions = tuple(variants.parse(p).name for p in opts.precisions)
-        plan = self.plans[opts.suite]
+        plan = self.plans[table_suite(opts.suite)]
         wanted = [s for s in opts.scenarios if s in self.scenarios] if opts.scenarios else None
         out: list[Case] = []
         planned = plan.scenarios_for(device)
@@ -213,11 +227,19 @@ class ModelWorkload(Workload):
             precisions = asked_precisions or planned.get(scenario, ("fp32",))
             sizes = self.plan_sizes(plan, device, scenario)
             batches = opts.batches or self.batches(plan, device, scenario)
+            trim = trimmed(opts.suite, device)
+            if trim and not opts.batches:
+                batches = every_other(batches)
+            if trim and not asked_precisions:
+                precisions = tuple(p for p in precisions if p not in EXTENDED_PRECISIONS)
             for precision in precisions:
                 # A variant that cannot run here is planned once, to report its reason.
                 runs = self._applies(precision, device, scenario, sizes) is None
                 sweep = f"{self.name}/{scenario}/{precision}/{device.name}/{sizes.params()}"
-                for b in batches if runs else batches[:1]:
+                mine = batches
+                if trim and not opts.batches and precision == "fp32" and plan.only is None:
+                    mine = tuple(b for b in batches if b <= plan.gpu_cap // 4) or batches[:1]
+                for b in mine if runs else mine[:1]:
                     params = (
                         ("scenario", scenario),
                         ("precision", precision),

@@ -25,7 +25,7 @@ from torchmark.results import Work
 from torchmark.run.config import available_cores
 from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import preset
-from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
+from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload, trimmed
 from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader
 from torchmark.workloads.pipeline.images import JpegImages, ensure_images
 from torchmark.workloads.pipeline.tokens import TokenShards, ensure_tokens
@@ -84,6 +84,16 @@ def worker_counts(cores: int, quick: bool) -> list[int]:
     return sorted({*out, cores})
 
 
+def bounded(configs: list[LoaderConfig]) -> list[LoaderConfig]:
+    """The standard suite's sweep on a GPU: DataLoader's defaults (no workers) against the
+    usual best (the most workers, pinned, non-blocking copies), beside the resident step;
+    ``extended`` sweeps the rest (each case is epochs of JPEG decoding: on the H200's host 13
+    cases took over 200 s each, more than the GPU suite's 8 minutes)."""
+    top = max(c.workers for c in configs)
+    best = LoaderConfig(top, pin=True, non_blocking=True)
+    return [c for c in configs if c in (LoaderConfig(), best)]
+
+
 @WORKLOADS.register("input")
 class InputPipeline(Workload):
     name: ClassVar[str] = "input"
@@ -113,12 +123,19 @@ class InputPipeline(Workload):
     def data_words(count: int, shape: Shape) -> str:
         return f"{count} JPEGs of ~{shape.side} px"
 
+    # planned in the standard suite on a GPU (``trimmed``); else only from ``extended`` on
+    in_trimmed: ClassVar[bool] = True
+
     def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
         self.cache_dir = Path(opts.cache_dir) if opts.cache_dir else None
+        if trimmed(opts.suite, device) and not self.in_trimmed:
+            return []
         rule = "quick" if opts.suite == "quick" else "epoch"
         shape = self.shape(device)
         batches = opts.batches or (shape.batch,)
         configs = self._configs(worker_counts(available_cores(), opts.suite == "quick"))
+        if trimmed(opts.suite, device):
+            configs = bounded(configs)
         out = []
         # --size N: N images (named in the case only when asked, to keep labels short)
         counts: list[tuple[tuple[str, int], ...]] = [(("images", n),) for n in opts.sizes] or [()]
@@ -318,6 +335,7 @@ class InputTokens(InputPipeline):
     )
     unit: ClassVar[str] = "tokens"
     shapes: ClassVar[dict[bool, Shape]] = {False: TOKENS_CPU, True: TOKENS_GPU}
+    in_trimmed: ClassVar[bool] = False  # a GPU's standard suite leaves it to extended
     loading: ClassVar[str] = "a window of a memmapped uint16 shard cast to int64"
 
     @staticmethod

@@ -1,0 +1,212 @@
+"""`torchmark serving MODEL --p99-ms L [--rate R]`: load-test a model as a service (not the
+leaderboard server, which is `torchmark serve`). MODEL is a built-in model or the user's
+SPEC, whose file is run (as for `torchmark model`)."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from torchmark.cli import RUNS_CODE
+from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console
+from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.printers import show_serving
+from torchmark.cli.target import InputOption, InputsOption, load_target, recording
+from torchmark.errors import InputError
+from torchmark.run.config import parse_int_list
+
+if TYPE_CHECKING:
+    from torchmark.serving.model import Recipe, Served
+    from torchmark.serving.payload import FleetDoc
+    from torchmark.serving.point import LoadPoint
+
+MODEL_HELP = (
+    "A built-in model (simplenet, resnet50, bert-base, ...: see `torchmark list`) or your "
+    "own SPEC with --input / --inputs, as for `torchmark model`."
+)
+
+
+def _seconds(text: str, option: str) -> float:
+    from torchmark.kinds.soak import parse_duration
+
+    try:
+        return parse_duration(text)
+    except InputError:
+        raise InputError(f"{option} takes a time such as 30s, 2m or 1h; got {text!r}") from None
+
+
+def _floats(text: str | None, option: str) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(
+            f"{option} takes comma-separated numbers, e.g. 0,5; got {text!r}"
+        ) from None
+
+
+def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
+    """``image=64,layers=1`` -> (("image", 64), ("layers", 1))."""
+    if not text:
+        return ()
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise InputError(f"--size {text!r}: write key=value pairs, e.g. image=64,layers=1")
+        out.append((key.strip(), int(value)))
+    return tuple(out)
+
+
+def user_recipe(spec: str, shapes: tuple[str, ...], inputs: str | None) -> Served:
+    """The user's model and inputs from SPEC, as `torchmark model` loads them (each worker
+    process calls this again: the recipe, not the model, crosses to it)."""
+    from torchmark.serving.model import Served
+
+    user = load_target(spec, list(shapes) or None, inputs)
+    return Served(user.model, user.factory, user.name)
+
+
+def _recipe(
+    model: str,
+    shapes: list[str] | None,
+    inputs: str | None,
+    sizes: tuple[tuple[str, int], ...],
+) -> tuple[Recipe, str, str]:
+    """(recipe, name, inputs described): a built-in model, or the user's SPEC."""
+    from torchmark.serving.model import builtin
+    from torchmark.workloads import WORKLOADS, load_builtins
+    from torchmark.workloads.models.base import ModelWorkload
+
+    load_builtins()
+    name = model.strip()
+    if name in WORKLOADS.names() and issubclass(WORKLOADS.get(name), ModelWorkload):
+        if shapes or inputs:
+            raise InputError(f"{name} is a built-in model: it makes its own inputs (no --input)")
+        recipe: Recipe = builtin(name, dict(sizes))
+    else:
+        if sizes:
+            raise InputError("--size is for built-in models; give your model's --input shapes")
+        from torchmark.cli.target import input_factory, short_name
+
+        input_factory(shapes, inputs)  # bad input options fail before SPEC's file is run
+        recipe = functools.partial(user_recipe, name, tuple(shapes or ()), inputs)
+        name = short_name(name)
+    served = recipe()  # built once here: a bad SPEC or a model that fails says so now
+    return recipe, name, served.factory(1).describe()
+
+
+@app.command(
+    help="Load-test a model as a service: the most requests/s each device answers within a "
+    "p99 bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+    + RUNS_CODE
+)
+def serving(
+    model: Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)],
+    p99_ms: Annotated[
+        float,
+        typer.Option(
+            "--p99-ms",
+            help="The latency bound: each request answered within it at "
+            "the 99th percentile, in ms.",
+        ),
+    ],
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            help="Your traffic in requests/s: how many devices it needs, which is cheaper."
+        ),
+    ] = None,
+    input: InputOption = None,
+    inputs: InputsOption = None,
+    device: DevicesOption = None,
+    price: Annotated[
+        str | None,
+        typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
+    ] = None,
+    budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
+    point: Annotated[
+        str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
+    ] = "10s",
+    batch: Annotated[
+        str | None,
+        typer.Option(help="Max batch sizes to try (default: CPU 1,8,32; GPU 1,16,64,256)."),
+    ] = None,
+    max_wait_ms: Annotated[
+        str | None,
+        typer.Option(
+            "--max-wait-ms",
+            help="Batching windows to try in ms (default: 0 and a tenth of the bound).",
+        ),
+    ] = None,
+    split: Annotated[
+        bool, typer.Option(help="On the CPU also try worker processes x threads (1xN .. Nx1).")
+    ] = True,
+    max_procs: Annotated[
+        int | None, typer.Option(help="Most worker processes to try on the CPU.")
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(help="With --no-split: the CPU process's threads (default: every core)."),
+    ] = None,
+    size: Annotated[
+        str | None,
+        typer.Option(help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16."),
+    ] = None,
+    min_requests: Annotated[
+        int,
+        typer.Option(
+            help="Requests a load point needs for its p99 (0: enough for a 95 % "
+            "interval within p98.5-p99.5)."
+        ),
+    ] = 0,
+    energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
+    json_path: JsonOutOption = None,
+    db: DbOption = None,
+) -> None:
+    from torchmark.kinds.serving import ServingConfig, serve, validate
+    from torchmark.user.cost import parse_price
+
+    check_json_path(json_path)
+    prices = parse_price(price)
+    cfg = ServingConfig(
+        model=model,
+        p99_ms=p99_ms,
+        rate=rate,
+        devices=tuple(device or ()),
+        batches=parse_int_list(batch, "--batch"),
+        max_wait_ms=_floats(max_wait_ms, "--max-wait-ms"),
+        budget_s=_seconds(budget, "--budget"),
+        point_s=_seconds(point, "--point"),
+        split=split,
+        max_procs=max_procs,
+        threads=threads,
+        prices=tuple(prices.items()),
+        energy=energy,
+        min_requests=min_requests,
+        inputs=tuple(input) if input else inputs,
+        sizes=_sizes(size),
+    )
+    validate(cfg)  # every option checked before the model is built
+    recipe, name, described = _recipe(model, input, inputs, cfg.sizes)
+
+    def said(fleet: FleetDoc, p: LoadPoint) -> None:
+        split = f" {fleet.processes}x{fleet.threads}" if fleet.threads else ""
+        lat = p.latencies
+        console.print(
+            Text(
+                f"[{fleet.device}{split}] {p.rate:,.0f} req/s, {p.batching.label}: "
+                f"{p.outcome} ({p.why}; n={lat.n})"
+            ),
+            soft_wrap=not console.is_terminal,
+        )
+
+    with recording(show_serving, json_path, db, lines=True) as (store, events):
+        record = serve(
+            cfg, recipe, store=store, events=events, on_point=said, name=name, inputs=described
+        )
+    finish(record, show_serving, json_path, store.url)

@@ -1,0 +1,100 @@
+"""The host CPU's static facts without torch: model, ISA flags, caches, cores.
+
+Read here so that ``torchmark list`` can name the CPU without importing torch (~2 s), and
+fast: py-cpuinfo runs itself in a subprocess to read CPUID (1.4-2.5 s measured on the 2-core
+VM, most of ``env`` and ``doctor`` after torch's import). On Linux x86 ``/proc/cpuinfo``
+holds the same brand string and flags (the kernel reads them from CPUID); elsewhere
+py-cpuinfo answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+PROC_CPUINFO = Path("/proc/cpuinfo")
+
+
+def _from_proc(text: str) -> dict[str, Any] | None:
+    """brand_raw and flags as py-cpuinfo names them, from /proc/cpuinfo's first CPU; None
+    where it lacks either (ARM kernels list ``Features`` and no model name)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor's block is enough
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields or "flags" not in fields:
+        return None
+    return {"brand_raw": fields["model name"], "flags": fields["flags"].split()}
+
+
+@functools.cache
+def cpu_facts() -> dict[str, Any]:
+    """``brand_raw``, ``arch_string_raw`` and ``flags``, as py-cpuinfo's dict has them."""
+    found = None
+    if sys.platform.startswith("linux"):
+        try:
+            found = _from_proc(PROC_CPUINFO.read_text())
+        except OSError:
+            found = None
+    if found is None:
+        import cpuinfo
+
+        try:
+            found = dict(cpuinfo.get_cpu_info())
+        except Exception:  # py-cpuinfo shells out; a locked-down host may refuse
+            found = {}
+    return {"arch_string_raw": platform.machine(), **found}
+
+
+def llc_bytes() -> int | None:
+    """The largest cache CPU 0 reports (sysfs), as reported: devices.cache bounds it."""
+    best = None
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            path = os.path.join(base, entry, "size")
+            if os.path.exists(path):
+                with open(path) as f:
+                    text = f.read().strip().upper()
+                mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+                size = int(text.rstrip("KMG")) * mult
+                best = max(best or 0, size)
+    except (OSError, ValueError):
+        return None
+    return best
+
+
+def label() -> str:
+    """'Intel(R) Xeon(R) Processor (2 cores)': the CPU device's name in tables."""
+    model = cpu_facts().get("brand_raw") or "unknown CPU"
+    return f"{model} ({psutil.cpu_count(logical=False)} cores)"
+
+
+def torch_sees_only_the_host() -> bool:
+    """Whether the installed torch can use no device but the CPU, told from its version file
+    without importing it: a build with no CUDA, ROCm or XPU, and not on macOS (MPS)."""
+    if sys.platform == "darwin":
+        return False
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False  # no torch: the slow path says so the usual way
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return False
+    accelerated = ("cuda", "hip", "rocm", "xpu")
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        name = name.split(":")[0].strip()
+        if name in accelerated and value.strip() not in ("None", ""):
+            return False
+    return any(line.split(":")[0].split("=")[0].strip() == "cuda" for line in text.splitlines())

@@ -1,0 +1,326 @@
+"""A serving run as tables, sentences and the latency-vs-rate curve: pure functions of the
+stored payload (no torch; numpy only for the curve's drawing, through matplotlib).
+
+    answer_table   one row per device: max rate at the bound, how, p99, cost, energy, count
+    points_table   one fleet's load points: the hockey stick in numbers
+    lines          each device's sentence, the verdict, the generator's limit, the notes
+(the latency-vs-rate curve, the hockey stick, is ``report.charts.serving``)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from torchmark import format as fmt
+from torchmark.report.layout import Alt, Col, FitTable
+from torchmark.results import RunRecord
+from torchmark.serving.payload import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
+
+KIND = "serving"
+OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}
+
+
+def payload(run: RunRecord) -> ServingPayload | None:
+    return read(run)
+
+
+def _ms(s: float | None) -> str:
+    return fmt.DASH if s is None else fmt.sig(1e3 * s, 3)
+
+
+def _rate(x: float | None) -> str:
+    return fmt.DASH if x is None else per_s(x)
+
+
+def _ci(ci: tuple[float | None, float | None]) -> str:
+    lo, hi = ci
+    return f"{_ms(lo)}-{_ms(hi) if hi is not None else '?'}"
+
+
+def title(p: ServingPayload) -> str:
+    inputs = f" (inputs {p.inputs})" if p.inputs else ""
+    rate = f", sized for {_rate(p.rate)} req/s" if p.rate else ""
+    return f"Serving {p.model}{inputs} within p99 <= {ms(p.bound_s)}{rate}"
+
+
+def answer_table(p: ServingPayload) -> FitTable:
+    """The answer per device, in 80 columns (the bracket's top and the CI give way last)."""
+    t = FitTable(
+        Col("device"),
+        Col("split", short_header="p x t", drop=3),
+        Col("max req/s", justify="right", wrap=9, vital=True),
+        Col("batch, wait", drop=2),
+        Col("p99 ms", justify="right"),
+        Col("95 % CI", justify="right", drop=4),
+        Col("cost/M", justify="right", drop=5),
+        Col("J/req", justify="right", drop=1),
+        Col("count", justify="right", keep_empty=False),
+    )
+    for a in p.answers:
+        if a.max_rate is None:
+            t.row(a.device, "", "none", "", "", "", "", "", "")
+            continue
+        top = "" if a.top is None or a.generator_bound else f"-{_rate(a.top)}"
+        at_least = ">= " if a.generator_bound else ""
+        count = ""
+        if a.needed_range is not None:
+            lo, hi = a.needed_range
+            count = str(hi) if lo == hi else f"{lo}-{hi}"
+        t.row(
+            a.device,
+            a.split.replace(" ", ""),
+            Alt(f"{at_least}{_rate(a.max_rate)}{top}", f"{at_least}{_rate(a.max_rate)}"),
+            _short(a.batching),
+            _ms(a.p99_s),
+            _ci(a.p99_ci_s),
+            fmt.DASH if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
+            fmt.DASH if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
+            count,
+        )
+    return t
+
+
+def points_table(f: FleetDoc) -> FitTable:
+    """Every load point of one fleet in the order measured: rate, batching, outcome, latency."""
+    t = FitTable(
+        Col("rate/s", justify="right"),
+        Col("batch, wait"),
+        Col("outcome"),
+        Col("p50 ms", justify="right", drop=3),
+        Col("p99 ms", justify="right"),
+        Col("done/s", justify="right", drop=2),
+        Col("n", justify="right", drop=1),
+        Col("flags", wrap=12, drop=4),
+    )
+    for i, pt in enumerate(f.points):
+        best = " *" if i == f.best else ""
+        t.row(
+            _rate(pt.rate) + best,
+            _batching(pt),
+            OUTCOME_WORD[pt.outcome],
+            _ms(pt.p50_s),
+            _ms(pt.p99_s),
+            _rate(pt.achieved_rate),
+            str(pt.n),
+            ", ".join(f for f in pt.flags if f != "generator_behind"),  # the outcome says it
+        )
+    return t
+
+
+def _batching(pt: PointDoc) -> str:
+    if pt.max_batch == 1:
+        return "1"
+    return f"{pt.max_batch}, {1e3 * pt.max_wait_s:g} ms"
+
+
+def _short(batching: str) -> str:
+    """``batch <= 32, wait 0 ms`` -> ``32, 0 ms`` (the column says what the figures are)."""
+    return batching.replace("batch <= ", "").replace("batch ", "").replace("wait ", "")
+
+
+def fleet_heading(f: FleetDoc) -> str:
+    """``cpu as 2 x 1 (processes x threads): single-stream p50 0.28 ms, p99 8.7 ms;
+    offline 1: 870/s, 8: 4,981/s``: the two scenarios the search starts from."""
+    split = f" as {f.processes} x {f.threads} (processes x threads)" if f.threads else ""
+    parts = []
+    if f.single_n:
+        parts.append(f"single-stream p50 {_ms(f.single_p50_s)} ms, p99 {_ms(f.single_p99_s)} ms")
+    if f.offline:
+        rates = ", ".join(f"{b}: {_rate(r)}/s" for b, r in f.offline.items())
+        parts.append(f"offline by max batch {rates}")
+    return f"{f.device}{split}" + (": " + "; ".join(parts) if parts else "")
+
+
+def lines(p: ServingPayload) -> list[str]:
+    """What the answer means, in sentences: per device, then the verdict, then honesty."""
+    out = [a.sentence for a in p.answers]
+    if p.verdict:
+        out.append(f"verdict: {p.verdict}")
+    for f in p.fleets:
+        if f.stop_reason:
+            split = f" {f.split}" if f.split else ""
+            out.append(f"{f.device}{split}: search ended: {f.stop_reason}")
+    if p.generator.sentence:
+        out.append(p.generator.sentence)
+    out.append(
+        f"p99's 95 % interval from the binomial; within p98.5-p99.5 it needs "
+        f"{p.min_requests:,} requests (a point short of that is flagged few_requests)"
+    )
+    energy = {a.energy_note for a in p.answers if a.energy_note}
+    for note in sorted(energy):
+        out.append(f"energy: {note}")
+    out.extend(p.notes)
+    return out
+
+
+def serving_view(run: RunRecord) -> list[RenderableType]:
+    """`torchmark serving` (and `show` of its run): the answer table, then each fleet's
+    points, then the sentences."""
+    p = payload(run)
+    if p is None:
+        return [Text("no serving result stored in this run")]
+    out: list[RenderableType] = [Text(title(p), style="bold"), answer_table(p)]
+    for f in p.fleets:
+        out.append(Text(fleet_heading(f)))
+        if f.points:
+            out.append(points_table(f))
+    out.append(Text("* the highest rate within the bound; done/s: requests finished per s"))
+    out.extend(Text(line) for line in lines(p))
+    v = run.verdict
+    if v is not None and v.reasons:
+        out.append(Text(f"run verdict: {v.level}: " + "; ".join(v.reasons)))
+    return out
+
+
+def html_context(run: RunRecord) -> dict[str, Any] | None:
+    """The serving section of the HTML report (None for another kind of run)."""
+    p = payload(run)
+    if p is None:
+        return None
+    return {
+        "title": title(p),
+        "answers": [
+            {
+                "device": a.device,
+                "label": a.label,
+                "max_rate": ("≥ " if a.generator_bound or a.top is None else "")
+                + _rate(a.max_rate),
+                "top": _rate(a.top) if a.top and not a.generator_bound else "",
+                "split": a.split,
+                "batching": a.batching,
+                "p99": _ms(a.p99_s) + (f" {', '.join(a.flags)}" if a.flags else ""),
+                "ci": _ci(a.p99_ci_s),
+                "cost": "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
+                "energy": "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
+                "needed": "" if a.needed is None else str(a.needed),
+            }
+            for a in p.answers
+        ],
+        "lines": lines(p),
+    }
+
+
+def markdown_lines(
+    run: RunRecord, cell: Callable[[str], str], text: Callable[[object], str]
+) -> list[str]:
+    """The answer per device as a Markdown table, then the sentences (``report
+    --markdown``)."""
+    p = payload(run)
+    if p is None:
+        return []
+    out = [
+        text(title(p)),
+        "",
+        "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req |",
+        "|---|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for a in p.answers:
+        least = ">= " if a.generator_bound or a.top is None else ""
+        over = "" if a.top is None or a.generator_bound else _rate(a.top)
+        row = (
+            f"{a.device} ({a.label})",
+            f"{least}{_rate(a.max_rate)}" if a.max_rate is not None else "none",
+            over,
+            a.split,
+            a.batching,
+            f"{_ms(a.p99_s)} ms ({_ci(a.p99_ci_s)})" if a.max_rate is not None else "",
+            "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
+            "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
+        )
+        out.append("| " + " | ".join(cell(x) for x in row) + " |")
+    out += ["", *(text(line) for line in lines(p))]
+    return out
+
+
+# -- comparing serving runs -------------------------------------------------------------------
+
+
+def _bracket(a: Any) -> tuple[float, float] | None:
+    """Where the device's true limit lies: [highest within, lowest over] (inf on top where
+    nothing above was measured or the generator, not the device, ended the climb)."""
+    if a.max_rate is None:
+        return None
+    top = a.top if a.top is not None and not a.generator_bound else float("inf")
+    return (a.max_rate, top)
+
+
+def change(first: Any, later: Any) -> tuple[str, str]:
+    """FASTER / SLOWER when the later run's bracket lies wholly above / below the first's;
+    UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer)."""
+    a, b = _bracket(first), _bracket(later)
+    if a is None or b is None:
+        return "UNCLEAR", "no rate met the bound in " + ("A" if a is None else "this run")
+    if b[0] > a[1]:
+        return "FASTER", f"serves >= {_rate(b[0])}/s where A failed at {_rate(a[1])}/s"
+    if b[1] < a[0]:
+        return "SLOWER", f"failed at {_rate(b[1])}/s where A served {_rate(a[0])}/s"
+    return "UNCLEAR", "the searches' brackets overlap"
+
+
+def comparable(runs: list[RunRecord]) -> list[ServingPayload]:
+    """The payloads of serving runs of one model and bound, else a clear error."""
+    from torchmark.errors import InputError
+
+    kinds = {r.kind for r in runs}
+    if KIND in kinds and kinds != {KIND}:
+        raise InputError("compare serving runs with serving runs (a serving run has no cases)")
+    ps = [payload(r) for r in runs]
+    if any(p is None for p in ps):
+        raise InputError("a serving run without its stored answer cannot be compared")
+    done = [p for p in ps if p is not None]
+    if len({(p.model, p.bound_s) for p in done}) > 1:
+        raise InputError(
+            "compare serving runs of the same model and --p99-ms: "
+            + ", ".join(f"{p.model} at {ms(p.bound_s)}" for p in done)
+        )
+    return done
+
+
+def compare_table(
+    runs: list[RunRecord],
+) -> tuple[FitTable, list[tuple[str, str, str, float]]]:
+    """Each device's max rate per run (A first), and each later run's change against A:
+    (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
+    ps = comparable(runs)
+    letters = [chr(ord("A") + i) for i in range(len(ps))]
+    t = FitTable(
+        Col("device"),
+        *(Col(f"{x} req/s", justify="right") for x in letters),
+        Col("vs A", wrap=24),
+    )
+    changes: list[tuple[str, str, str, float]] = []
+    devices = list(dict.fromkeys(a.device for p in ps for a in p.answers))
+    for dev in devices:
+        found = [next((a for a in p.answers if a.device == dev), None) for p in ps]
+        cells = []
+        for a in found:
+            b = _bracket(a) if a is not None else None
+            if b is None:
+                cells.append("none" if a is not None else fmt.DASH)
+            else:
+                top = "" if b[1] == float("inf") else f"-{_rate(b[1])}"
+                cells.append(f"{_rate(b[0])}{top}")
+        words = []
+        for i, a in enumerate(found[1:], start=1):
+            if found[0] is None or a is None:
+                continue
+            verdict, why = change(found[0], a)
+            a0, b = _bracket(found[0]), _bracket(a)
+            drop = 1 - b[1] / a0[0] if verdict == "SLOWER" and a0 and b else 0.0
+            changes.append((dev, verdict, f"{letters[i]}: {why}", drop))
+            words.append(f"{letters[i]} {verdict}: {why}")
+        t.row(dev, *cells, "; ".join(words))
+    return t, changes
+
+
+def compare_view(runs: list[RunRecord]) -> list[RenderableType]:
+    ps = comparable(runs)
+    table, _ = compare_table(runs)
+    head = f"Serving {ps[0].model} within p99 <= {ms(ps[0].bound_s)}: max rate per device"
+    ids = ", ".join(f"{chr(ord('A') + i)} {r.run_id or '(file)'}" for i, r in enumerate(runs))
+    note = "a rate is where its search bracketed the limit (within - over)"
+    return [Text(head, style="bold"), Text(ids), table, Text(note)]

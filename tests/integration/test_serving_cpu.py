@@ -1,0 +1,172 @@
+"""`torchmark serving` end to end on this CPU: real models served through the open loop at
+tiny sizes and budgets. Every assertion holds at any speed or load of the machine: the
+bounds are generous (a request of these models takes well under a millisecond of work) and
+what is checked is that the search returns a rate within the bound and stores every point,
+not how high the rate is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from clitest import cli
+from torchmark.results import RunRecord
+from torchmark.serving.payload import ServingPayload, read
+
+FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
+# tiny budgets: points of at most 1 s (4 windows of 0.25 s), 100 requests for a p99, 8 s
+# of search (room for the rate to halve 6 times from half the offline capacity), one thread
+# (two threads of one process stall each other behind other jobs: SimpleNet's p99 one
+# request at a time went from 0.2 to 50 ms here), the generator's limit measured in 0.05 s
+# a rate (the fixture below)
+QUICK = [
+    "--budget", "8s", "--point", "1s", "--min-requests", "100", "--no-split", "--threads", "1"
+]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def quick_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.serving import generator
+
+    monkeypatch.setattr(generator, "PER_RATE_S", 0.05)
+    monkeypatch.setattr(generator, "RATES", (1_000, 10_000))
+
+
+def served(path: Path) -> tuple[RunRecord, ServingPayload]:
+    record = RunRecord.model_validate(json.loads(path.read_text()))
+    assert record.kind == "serving"
+    p = read(record)
+    assert p is not None
+    return record, p
+
+
+def check_found_a_rate(p: ServingPayload, bound_s: float) -> None:
+    (a,) = p.answers
+    assert a.device == "cpu"
+    assert a.max_rate is not None and a.max_rate > 0, p.fleets[0].stop_reason
+    best = p.fleets[a.fleet or 0].best_point
+    assert best is not None and best.outcome == "within"
+    assert best.p99_s is not None and best.p99_s <= bound_s
+    assert best.failed == 0 and best.n == len(best.latency_us) > 0
+    assert p.verdict
+
+
+@pytest.mark.slow
+def test_simplenet_served_and_shown_exported_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, db = tmp_path / "run.json", f"sqlite:///{tmp_path / 'r.db'}"
+    argv = ["serving", "simplenet", "--p99-ms", "1000", "--rate", "20", "--price", "cpu=0.1"]
+    argv += [*QUICK, "--batch", "1,8", "--json", str(out), "--db", db]
+    code, printed, err = cli(capsys, *argv)
+    assert code == 0, printed + err
+    record, p = served(out)
+    check_found_a_rate(p, 1.0)
+    assert p.answers[0].cost_per_million is not None and p.answers[0].needed == 1
+    assert p.generator.sentence.startswith("the load generator")
+    assert record.status == "complete"
+    assert "Serving simplenet" in printed and "verdict: at 20 req/s within 1,000 ms" in printed
+    assert "[cpu 1x" in printed  # each point said as it landed
+    # a stored serving run reads like any run
+    code, shown, _ = cli(capsys, "show", "latest", "--db", db)
+    assert code == 0 and "Serving simplenet" in shown and "verdict:" in shown
+    code, exported, _ = cli(capsys, "export", "latest", "--db", db)
+    assert code == 0
+    again = tmp_path / "again.json"
+    again.write_text(exported)
+    assert served(again)[1] == p
+    html = tmp_path / "r.html"
+    assert cli(capsys, "report", "latest", "--db", db, "--html", str(html))[0] == 0
+    page = html.read_text()
+    assert "Latency vs request rate" in page and "<svg" in page
+
+
+@pytest.mark.slow
+def test_resnet50_and_a_user_model_file_through_the_server_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", f"sqlite:///{tmp_path}/r.db"]
+    out = tmp_path / "resnet.json"
+    argv = ["serving", "resnet50", "--size", "image=32", "--p99-ms", "2000", "--batch", "1,4"]
+    assert cli(capsys, *argv, *QUICK, "--json", str(out), *db)[0] == 0
+    check_found_a_rate(served(out)[1], 2.0)
+    out = tmp_path / "cnn.json"
+    spec = f"{FIX}/cnn.py:make_model"
+    argv = ["serving", spec, "--input", "3x16x16", "--p99-ms", "1000", "--batch", "1,8"]
+    assert cli(capsys, *argv, *QUICK, "--json", str(out), *db)[0] == 0
+    _, p = served(out)
+    check_found_a_rate(p, 1.0)
+    assert p.model == "cnn.py:make_model" and p.inputs == "float32[1, 3, 16, 16]"
+
+
+def test_bad_options_fail_in_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", f"sqlite:///{tmp_path / 'r.db'}"]
+    cases = [
+        (["serving", "simplenet", "--p99-ms", "0"], "--p99-ms 0: give the latency bound"),
+        (["serving", "simplenet", "--p99-ms", "5", "--rate", "-1"], "--rate -1"),
+        (["serving", "simplenet", "--p99-ms", "5", "--budget", "soon"], "--budget takes a time"),
+        (["serving", "simplenet", "--p99-ms", "5", "--size", "image"], "--size 'image'"),
+        (["serving", "simplenet", "--p99-ms", "5", "--input", "10"], "built-in model"),
+        (["serving", f"{FIX}/broken.py:make_model", "--input", "4", "--p99-ms", "5"],
+         "hidden size must be even"),
+        (["serving", "nosuchmodel.py:make", "--input", "4", "--p99-ms", "5"], "file not found"),
+    ]  # fmt: skip
+    for argv, said in cases:
+        code, _, err = cli(capsys, *argv, *db)
+        assert code == 2 and said in err and len(err.strip().splitlines()) <= 2, err
+
+
+@pytest.mark.slow
+def test_cpu_split_workers_and_sigterm_keeps_finished_points(tmp_path: Path) -> None:
+    """Worker processes (2 x 1) serve; SIGTERM mid-search keeps every finished point,
+    stores the run incomplete, exits 143 and leaves no worker behind."""
+    out = tmp_path / "run.json"
+    argv = [
+        sys.executable, "-m", "torchmark", "serving", "simplenet", "--p99-ms", "1000",
+        "--budget", "16s", "--point", "1s", "--min-requests", "100", "--max-procs", "2",
+        "--batch", "1,8", "--json", str(out), "--db", f"sqlite:///{tmp_path / 'r.db'}",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    assert proc.stdout is not None
+    workers: set[int] = set()
+    lines: list[str] = []
+    deadline = time.monotonic() + 240
+    for raw in proc.stdout:  # pragma: no branch
+        line = raw.decode()
+        lines.append(line)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        workers |= {k.pid for k in kids}
+        if line.startswith("[cpu 2x1]") or time.monotonic() > deadline:
+            break
+    assert any(x.startswith("[cpu 2x1]") for x in lines), "".join(lines)
+    assert workers, "the 2 x 1 split ran in worker processes"
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, "".join(lines) + rest.decode()
+    record, p = served(out)
+    assert record.status == "incomplete"
+    points = [pt for f in p.fleets for pt in f.points]
+    said = [x for x in lines if x.startswith("[cpu ")]
+    assert len(points) >= len(said) >= 1  # every point printed is stored
+    assert any(f.processes == 2 for f in p.fleets)
+    time.sleep(0.5)
+    alive = [pid for pid in workers if psutil.pid_exists(pid) and _running(pid)]
+    assert not alive, f"workers left behind: {alive}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,98 @@
+"""Buffers sized from what the machine can spare: a bounded LLC, a share of free memory."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from torchmark.devices import CPUDevice, cache, cpu
+from torchmark.testing import FakeClock, FakeDevice
+from torchmark.workloads import Case, load_builtins
+from torchmark.workloads import budget as plan_budget
+from torchmark.workloads.micro import elementwise
+
+MiB, GiB = 2**20, 2**30
+
+
+class _Host(FakeDevice):
+    """A host as a VM describes it: any LLC, any core count, any free memory."""
+
+    is_accelerator: ClassVar[bool] = False
+
+    def __init__(self, llc: int | None, cores: int | None, free: int | None) -> None:
+        super().__init__(FakeClock(), index=None)
+        self._llc, self._cores, self._free = llc, cores, free
+
+    def cache_bytes(self) -> int | None:
+        return self._llc
+
+    def cores(self) -> int | None:
+        return self._cores
+
+    def available_memory_bytes(self) -> int | None:
+        return self._free
+
+    def total_memory_bytes(self) -> int | None:
+        return 24 * GiB
+
+
+def test_a_huge_reported_l3_is_bounded_per_core() -> None:
+    # the 2-vCPU VM reports its host's 480 MiB L3 (here a fake 1 GiB): 8x that sized three
+    # 8 GiB buffers; 2 cores can hold 32 MiB at most
+    vm = _Host(GiB, cores=2, free=20 * GiB)
+    est = cache.estimate(vm)
+    assert est.bytes == 32 * MiB and est.reported == GiB
+    assert "counted as 32 MiB" in est.why and "2 logical CPUs" in est.why
+    assert cache.buffer_bytes(vm) == 256 * MiB
+    assert elementwise.default_sizes(vm, "quick") == [128 * MiB // 4]
+    assert max(elementwise.default_sizes(vm, "standard")) * 4 <= 256 * MiB
+
+
+def test_the_absolute_bound_and_an_honest_llc() -> None:
+    big = _Host(2048 * MiB, cores=256, free=500 * GiB)  # 256 x 16 MiB would allow 4 GiB
+    assert cache.llc(big) == cache.LLC_MAX
+    real = _Host(96 * MiB, cores=16, free=64 * GiB)  # within both bounds: kept as reported
+    assert cache.estimate(real) == cache.LLC(96 * MiB, 96 * MiB, "LLC 96 MiB")
+    assert cache.buffer_bytes(real) == 768 * MiB
+
+
+def test_little_free_memory_caps_every_buffer() -> None:
+    small = _Host(32 * MiB, cores=2, free=GiB)  # 1/16 of 1 GiB: 64 MiB a buffer
+    cap, why = cache.buffer_cap(small)
+    assert cap == 64 * MiB and why == "1/16 of 1 GiB available"
+    assert cache.buffer_bytes(small) == 64 * MiB  # below the 256 MiB floor: memory wins
+    assert elementwise.default_sizes(small, "quick") == [64 * MiB // 4]
+    standard = elementwise.default_sizes(small, "standard")
+    assert max(standard) == 64 * MiB // 4 and len(set(standard)) == len(standard)
+    assert "the memory bound" in cache.sizing(small)
+
+
+def test_the_cpu_device_reads_bounds_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "_llc_bytes", lambda: GiB)
+    monkeypatch.setattr(CPUDevice, "cores", lambda self: 2)
+    monkeypatch.setattr(CPUDevice, "available_memory_bytes", lambda self: 512 * MiB)
+    host = CPUDevice()
+    assert cache.llc(host) == 32 * MiB
+    assert cache.buffer_bytes(host) == 32 * MiB  # 1/16 of 512 MiB
+    assert elementwise.default_sizes(host, "quick") == [32 * MiB // 4]
+
+
+def test_the_plan_estimate_names_its_peak_and_bounds() -> None:
+    load_builtins()
+    vm = _Host(GiB, cores=2, free=20 * GiB)
+    cases = [
+        Case("add", "float32", vm, (("n", 32 * MiB),), rule="quick"),
+        Case("seed-add", "intended", vm, (("size", 1024),), rule="quick"),
+        Case("simplenet", "infer", vm, (("batch", 64),), rule="quick"),
+    ]
+    b = plan_budget.estimate(cases, ceilings=False)
+    assert b.peak_bytes == 3 * 4 * 32 * MiB and b.peak_what.startswith("add fp32")
+    assert b.unknown == 1  # the model: known once built
+    assert b.low_s == pytest.approx(3 * (0.025 + 0.2)) and b.high_s == pytest.approx(3 * 4.0)
+    with_ceilings = plan_budget.estimate(cases, ceilings=True, quick=True)
+    assert with_ceilings.ceilings_s > 0 and with_ceilings.peak_what.startswith("the ceilings")
+    text = plan_budget.lines(cases, ceilings=False, process_bytes=300 * MiB)
+    assert text[0].startswith("sizes: fake: LLC reported 1 GiB, counted as 32 MiB")
+    assert "estimate of wall time: measuring 3 cases takes 1 s to 12 s" in text[1]
+    assert "estimate of peak memory: 684 MiB (300 MiB this process now" in text[2]

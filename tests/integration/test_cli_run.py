@@ -268,4 +268,4 @@ def test_a_full_disk_is_said_at_once_and_the_run_kept_in_a_json_file(
     (rescue,) = tmp_path.glob("torchmark-unsaved-run-*.json")
     doc = json.loads(rescue.read_text())
     assert [r["params"]["n"] for r in doc["results"]] == [65536]
-    assert "the disk is full" in doc["extra"]["not_stored"]
+    assert "the disk is full" in doc["payload"]["not_stored"]

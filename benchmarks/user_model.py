@@ -50,20 +50,20 @@ def main() -> None:
             + (f"{r['median_s'] * 1e3:8.3f} ms {tp['value']:10,.0f} items/s" if tp else r["reason"])
             + (f"  [{', '.join(r['flags'])}]" if r.get("flags") else "")
         )
-    print(f"  break-even: {doc['extra'].get('break_even_note') or doc['extra']['break_even']}")
+    print(f"  break-even: {doc['payload'].get('break_even_note') or doc['payload']['break_even']}")
 
     if args.skip_tune:
         return
     wall, doc, _ = timed(["tune", CNN, "--input", "3x32x32", "--batch", "1"])
     print(f"\ntorchmark tune, small CNN, batch 1: {wall:.1f} s wall (target <= 180 s)")
-    for c in doc["extra"]["candidates"]:
+    for c in doc["payload"]["candidates"]:
         sp = "-" if c["speedup"] is None else f"{c['speedup']:.2f}x"
         err = "-" if c["max_error"] is None else f"{c['max_error']:.1g}"
         extra = f"compile {c['compile_s']:.1f} s" if c.get("compile_s") else (c["reason"] or "")
         print(f"  {c['name']:28} {c['status']:9} {sp:>9}  err {err:>6}  {extra}")
-    for note in doc["extra"].get("notes", []):
+    for note in doc["payload"].get("notes", []):
         print(f"  note: {note}")
-    for dev, rec in doc["extra"]["recommendation"].items():
+    for dev, rec in doc["payload"]["recommendation"].items():
         sp = rec.get("speedup") or 1.0
         print(f"  recommended on {dev}: {rec['name']} ({sp:.2f}x the baseline)")
 

@@ -35,7 +35,7 @@ _LAZY = {
     "Result": "torchmark.results",
     "RunRecord": "torchmark.results",
     "Work": "torchmark.results",
-    "Measurement": "torchmark.timing.stats",
+    "Measurement": "torchmark.stats.measurement",
     "measure": "torchmark.timing.checked",  # the loop, with the machine's load read
     "benchmark_model": "torchmark.kinds.model",
 }

@@ -118,7 +118,7 @@ class MemoryStore:
     def finish_run(self, run_id: str, run: Any) -> None:
         self.runs[run_id].status = run.status
         self.runs[run_id].finished_utc = run.finished_utc
-        self.runs[run_id].extra = dict(run.extra)
+        self.runs[run_id].payload = run.payload.model_copy(deep=True)
 
     def reopen_run(self, run_id: str, run: Any) -> None:
         from torchmark.errors import InputError

@@ -54,7 +54,7 @@ def test_model_command_writes_json_and_store(
     assert "on a machine with a GPU" in said and "torchmark import" in said
     doc = json.loads(out.read_text())
     assert doc["kind"] == "model" and doc["status"] == "complete"
-    assert doc["extra"]["break_even"] == {} and len(doc["results"]) == 2
+    assert doc["payload"]["break_even"] == {} and len(doc["results"]) == 2
     from torchmark.store import open_store
 
     stored = open_store(db).load(doc["run_id"])
@@ -137,10 +137,10 @@ def test_tune_command_prints_ranked_table_and_code(
     assert "Recommended on cpu" in text and "model.eval()" in text
     doc = json.loads(out.read_text())
     assert doc["kind"] == "tune"
-    cands = doc["extra"]["candidates"]
+    cands = doc["payload"]["candidates"]
     assert {"speedup", "max_error", "status"} <= set(cands[0])
     assert any(c["status"] == "skipped" and "CUDA" in (c["reason"] or "") for c in cands)
-    assert "cpu" in doc["extra"]["recommendation"]
+    assert "cpu" in doc["payload"]["recommendation"]
 
 
 def test_sweep_table_notes_show_the_verdict() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from clitest import cli
 from torchmark.results import RunRecord
+from torchmark.results.payloads import TunePayload
 from torchmark.store import open_store
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -141,7 +142,7 @@ def test_reference_takes_the_newest_run_with_a_seed_result_not_latest(
     store_fixture("cpu-only")  # has seed-add as-published
     doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
     doc.results = [r for r in doc.results if r.workload != "seed-add"]
-    doc.run_id, doc.kind = "a-tune-run", "tune"
+    doc.run_id, doc.kind, doc.payload = "a-tune-run", "tune", TunePayload()
     doc.created_utc = doc.created_utc.replace(year=2026)  # newer: `latest` would be this one
     store = open_store(os.environ["TORCHMARK_DB"])
     store.save(doc)
@@ -190,7 +191,7 @@ def test_report_markdown_titles_a_run_by_its_command(tmp_path: Path) -> None:
 
     run = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
     assert render([run]).startswith(f"### torchmark run {run.run_id} (")
-    tuned = run.model_copy(update={"kind": "tune"})
+    tuned = run.model_copy(update={"kind": "tune", "payload": TunePayload()})
     assert render([tuned]).startswith(f"### torchmark tune {run.run_id} (")
 
 

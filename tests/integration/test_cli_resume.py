@@ -76,7 +76,7 @@ def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(
     assert run.status == "complete" and sizes_of(run) == SIZES  # each planned case once
     assert [r.params["n"] for r in run.results] == SIZES  # in plan order, as one part
     assert run.results[:done] == first.results  # the first part's results kept as they were
-    assert [p["results"] for p in run.extra["parts"]] == [done, N - done]
+    assert [p.results for p in run.payload.parts] == [done, N - done]
 
     code, _, err = cli(capsys, "run", "--resume", run_id, "--db", db)
     assert code == 2 and f"run {run_id} is complete: nothing to resume" in err

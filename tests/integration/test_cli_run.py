@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clitest import cli, spawn
+from torchmark.results import SCHEMA_VERSION
 
 
 def test_unknown_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +55,7 @@ def test_run_writes_json_with_the_promised_fields(
     )
     assert code == 0, err
     doc = json.loads(out_json.read_text())
-    assert doc["status"] == "complete" and doc["schema_version"] == 1
+    assert doc["status"] == "complete" and doc["schema_version"] == SCHEMA_VERSION
     res = doc["results"][0]
     for key in (
         "workload",
@@ -149,7 +150,8 @@ def test_a_soak_stopped_with_ctrl_c_is_stored_incomplete_and_exits_130(tmp_path:
 
         store = open_store(url)
         runs = store.list_runs()  # `latest` is the newest *finished* run: name the running one
-        return bool(runs and store.load(runs[0].run_id).extra.get("soak", {}).get("windows"))
+        soaked = runs and store.load(runs[0].run_id).payload
+        return bool(soaked and soaked.soak and soaked.soak.windows)
 
     rc, _, err = _stop_after_first_result(args, db, signal.SIGINT, tmp_path, a_window_stored)
     assert rc == 130, err
@@ -158,9 +160,9 @@ def test_a_soak_stopped_with_ctrl_c_is_stored_incomplete_and_exits_130(tmp_path:
     run = open_store(f"sqlite:///{db}").load("latest")
     # stopped early, the windows stored as they filled: the soak's own clock says so, not
     # this test's wall clock (a loaded 2-core CI machine starts the CLI slowly)
-    assert run.extra["soak"]["elapsed_s"] < 35
+    assert run.payload.soak.elapsed_s < 35
     assert run.kind == "soak" and run.status == "incomplete" and run.results[0].n > 0
-    assert run.extra["soak"]["windows"]  # what it measured before the signal is there
+    assert run.payload.soak.windows  # what it measured before the signal is there
     assert json.loads((tmp_path / "soak.json").read_text())["status"] == "incomplete"
 
 
@@ -208,7 +210,7 @@ def test_a_store_that_stays_down_leaves_a_rescue_file_naming_the_cause(
     assert [r["params"]["n"] for r in doc["results"]] == [65536, 131072]
     assert (
         all(r["n"] > 0 for r in doc["results"])
-        and "database is locked" in doc["extra"]["not_stored"]
+        and "database is locked" in doc["payload"]["not_stored"]
     )
 
 
@@ -266,4 +268,4 @@ def test_a_full_disk_is_said_at_once_and_the_run_kept_in_a_json_file(
     (rescue,) = tmp_path.glob("torchmark-unsaved-run-*.json")
     doc = json.loads(rescue.read_text())
     assert [r["params"]["n"] for r in doc["results"]] == [65536]
-    assert "the disk is full" in doc["extra"]["not_stored"]
+    assert "the disk is full" in doc["payload"]["not_stored"]

@@ -50,7 +50,7 @@ def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
 def shares(out_json: Path) -> dict[str, float]:
     doc = json.loads(out_json.read_text())
     assert doc["kind"] == "profile"
-    return {cat["name"]: cat["share"] for cat in doc["extra"]["profile"]["categories"]}
+    return {cat["name"]: cat["share"] for cat in doc["payload"]["profile"]["categories"]}
 
 
 def test_linear10_profile_sums_to_100_and_saves_the_trace(
@@ -69,7 +69,7 @@ def test_linear10_profile_sums_to_100_and_saves_the_trace(
     assert "\nverdict: " in out
     assert "profiler overhead" in out and "Top ops by self time" in out
     assert "memory: host RSS peak" in out and "trace caps: 20 active steps" in out
-    p = json.loads(out_json.read_text())["extra"]["profile"]
+    p = json.loads(out_json.read_text())["payload"]["profile"]
     assert p["steps"] == 3 and p["unprofiled_median_s"] > 0 and p["overhead_pct"] is not None
     assert any(o["name"] == "aten::addmm" and o["flops"] == 2 * 1000 * 10 for o in p["ops"])
     with gzip.open(str(trace) + ".gz", "rt") as f:
@@ -95,7 +95,7 @@ def test_simplenet_train_profile_is_stored_exported_and_imported(
     assert "rules:" in out and "addmm" in out  # -v prints every regex
     # memory by what it holds, from torch's memory profiler: a train step has them all
     assert "Memory at the step's peak" in out and "CPUAllocator" not in err
-    mem = json.loads(cli(capsys, "export", "latest", "--db", db)[1])["extra"]["profile"]["memory"]
+    mem = json.loads(cli(capsys, "export", "latest", "--db", db)[1])["payload"]["profile"]["memory"]
     held = {m["name"]: m["bytes"] for m in mem["categories"]}
     assert sum(held.values()) == mem["peak_bytes"] > 0
     assert held["parameters"] > 0 and held["activations"] + held["gradients"] > 0
@@ -106,7 +106,7 @@ def test_simplenet_train_profile_is_stored_exported_and_imported(
     other = f"sqlite:///{tmp_path / 'b.db'}"
     assert cli(capsys, "import", str(exported), "--db", other)[0] == 0
     code, out, _ = cli(capsys, "export", "latest", "--db", other)
-    assert code == 0 and json.loads(out)["extra"]["profile"]["categories"]
+    assert code == 0 and json.loads(out)["payload"]["profile"]["categories"]
 
 
 def test_a_case_that_cannot_run_is_one_line_and_the_run_is_kept(
@@ -219,7 +219,7 @@ def test_check_measures_each_suggested_variant_against_the_profiled_case(
         "--precision amp-bf16\n" in out
     )
     doc = json.loads(out_json.read_text())
-    checked = doc["extra"]["profile"]["advice"][0]["checked"]
+    checked = doc["payload"]["profile"]["advice"][0]["checked"]
     # measured and judged, or skipped with the reason (a CPU without bf16)
     assert checked["status"] != "ok" or checked["verdict"] in (
         "FASTER",
@@ -295,8 +295,8 @@ def test_check_measures_the_padded_twin_on_the_same_case(monkeypatch: pytest.Mon
     record, _ = run_mod.profile(
         cfg, None, active=1, memory=False, check=True, target=(WORKLOADS.get("gpt2")(), case, [])
     )
-    checked = record.extra["profile"]["advice"][0]["checked"]
-    assert checked["status"] == "ok" and checked["verdict"] in (
+    checked = record.payload.profile.advice[0].checked
+    assert checked.status == "ok" and checked.verdict in (
         "FASTER",
         "SLOWER",
         "SAME",

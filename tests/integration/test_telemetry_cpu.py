@@ -89,7 +89,7 @@ def test_soak_command_stores_a_soak_run(
     [run] = store.list_runs()
     rec = store.load(run.run_id)
     assert rec.kind == "soak" and rec.verdict is not None
-    assert rec.extra["soak"]["windows"] and rec.results[0].telemetry is not None
+    assert rec.payload.soak.windows and rec.results[0].telemetry is not None
 
 
 def test_soak_bad_duration_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,7 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
     ]
     assert store.runs[rec.run_id].results == rec.results  # every result reached the store
     assert rec.results[1].work.items == 4 and rec.results[1].work.flops > 0
-    assert rec.extra["break_even"] == {} and rec.extra["break_even_note"] == NO_GPU
+    assert rec.payload.break_even == {} and rec.payload.break_even_note == NO_GPU
     energy = rec.results[0].extra["energy"]
     # a figure where this host's RAPL counter reads, else the counter's reason: never a guess
     counter = energy_mod.rapl()
@@ -52,8 +52,8 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
     else:
         assert energy["available"] is True and energy["j_per_item"] >= 0
     assert rec.verdict is not None and rec.verdict.level in ("ok", "warn", "invalid")
-    assert [row["batch"] for row in rec.extra["cost"]["rows"]] == [1, 4]
-    assert rec.model_dump(mode="json")["extra"]["model"]["parameters"] > 0
+    assert [row.batch for row in rec.payload.cost.rows] == [1, 4]
+    assert rec.model_dump(mode="json")["payload"]["model"]["parameters"] > 0
 
 
 def test_dict_output_and_example_tensors() -> None:
@@ -74,7 +74,7 @@ def test_two_inputs_factory(two_inputs_module: Any) -> None:
         load("two_inputs.py:make_model"), two_inputs_module, devices="cpu", batches=[2], rule="test"
     )
     assert rec.results[0].ok
-    assert "ids=int64[2, 12]" in rec.extra["model"]["inputs_at_smallest_batch"]
+    assert "ids=int64[2, 12]" in rec.payload.model.inputs_at_smallest_batch
 
 
 def test_wrong_input_shape_names_shapes_and_error() -> None:
@@ -139,7 +139,7 @@ def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> 
     meta = [r for r in rec.results if r.device == "meta"]
     assert meta and all(r.status == "skipped" for r in meta)
     assert "does not run on meta" in (meta[0].reason or "")
-    assert rec.extra["break_even"]["meta"]["e2e"] == "not measured"
+    assert rec.payload.break_even["meta"].e2e == "not measured"
 
 
 class SecondCPU(CPUDevice):

@@ -44,21 +44,21 @@ def test_tune_checks_every_candidate_and_rejects_past_tolerance(
         try_compile=False,
         store=store,
     )
-    assert rec.extra["recommendation"]["cpu"]["name"] != "no recommendation", rec.extra
+    assert rec.payload.recommendation["cpu"].name != "no recommendation", rec.payload
     # stages after the thread counts carry the best one in their name ("channels-last, threads=1")
-    cands = {c["name"].split(", threads=")[0]: c for c in rec.extra["candidates"]}
-    assert cands["baseline (fp32, no_grad)"]["status"] == "baseline"
+    cands = {c.name.split(", threads=")[0]: c for c in rec.payload.candidates}
+    assert cands["baseline (fp32, no_grad)"].status == "baseline"
     bf16 = cands["amp-bf16"]
-    assert bf16["status"] == "rejected" and bf16["max_error"] > 1e-9
-    assert "max error" in bf16["reason"]
+    assert bf16.status == "rejected" and bf16.max_error > 1e-9
+    assert "max error" in bf16.reason
     cl = cands["channels-last"]
-    assert cl["status"] in ("faster", "same", "slower", "unclear") and cl["max_error"] < 1e-4
-    assert cl["speedup"] > 0
-    assert cands["cuda-graphs"]["status"] == "skipped"
+    assert cl.status in ("faster", "same", "slower", "unclear") and cl.max_error < 1e-4
+    assert cl.speedup > 0
+    assert cands["cuda-graphs"].status == "skipped"
     assert len(store.runs[rec.run_id].results) == len(rec.results)
-    rec_cpu = rec.extra["recommendation"]["cpu"]
-    assert rec_cpu["code"] and not rec_cpu["name"].startswith("amp-bf16")
-    assert any("compile not tried" in n for n in rec.extra["notes"])
+    rec_cpu = rec.payload.recommendation["cpu"]
+    assert rec_cpu.code and not rec_cpu.name.startswith("amp-bf16")
+    assert any("compile not tried" in n for n in rec.payload.notes)
 
 
 def test_code_lines_apply_the_configuration() -> None:
@@ -96,7 +96,7 @@ def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
         per_candidate_s=0.05,
         try_compile=False,
     )
-    assert any("other processes used 1.6 cores during the search" in n for n in rec.extra["notes"])
+    assert any("other processes used 1.6 cores during the search" in n for n in rec.payload.notes)
 
 
 @pytest.mark.usefixtures("any_baseline")
@@ -113,13 +113,13 @@ def test_max_latency_finds_the_largest_batch_in_budget() -> None:
         per_candidate_s=0.02,
         try_compile=False,
     )
-    batch_rows = [c for c in rec.extra["candidates"] if c["stage"] == "batch"]
-    assert batch_rows, rec.extra["candidates"]
-    assert all("KeyError" not in (c["reason"] or "") for c in batch_rows)
-    best = rec.extra["recommendation"]["cpu"]
-    assert best["config"]["batch"] > 1 and best["speedup"] > 1
-    chosen = next(c for c in batch_rows if c["name"] == best["name"])
-    assert chosen["status"] == "faster" and chosen["latency_ms"] <= 100
+    batch_rows = [c for c in rec.payload.candidates if c.stage == "batch"]
+    assert batch_rows, rec.payload.candidates
+    assert all("KeyError" not in (c.reason or "") for c in batch_rows)
+    best = rec.payload.recommendation["cpu"]
+    assert best.config["batch"] > 1 and best.speedup > 1
+    chosen = next(c for c in batch_rows if c.name == best.name)
+    assert chosen.status == "faster" and chosen.latency_ms <= 100
     assert rec.verdict is not None  # the run is judged like every other run
 
 

@@ -7,6 +7,7 @@ import json
 from fastapi.testclient import TestClient
 
 from boardtest import body, doc, make_run
+from torchmark.results import SCHEMA_VERSION
 from torchmark.web.accounts import Accounts
 from torchmark.web.strip import strip_document
 
@@ -70,7 +71,7 @@ def test_bad_submissions_get_one_clear_reason_and_store_nothing(
         b"{not json": (422, "not valid JSON"),
         b"[1, 2]": (422, "not a JSON object"),
         json.dumps({"hello": 1}).encode(): (422, "no 'schema_version' field"),
-        json.dumps(future).encode(): (422, "reads up to version 1"),
+        json.dumps(future).encode(): (422, f"reads up to version {SCHEMA_VERSION}"),
         json.dumps(negative).encode(): (422, "results.0.samples_s: sample 3 is -1.0"),
         # NaN is no JSON: python's json writes it, the server's parser must refuse it
         body(make_run()).replace(b'"samples_s": [\n', b'"samples_s": [\nNaN, '): (

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from boardtest import body, doc, make_run
 from clitest import cli
 from torchmark.results import RunRecord
+from torchmark.results.payloads import Part, RunPayload
 from torchmark.store.exchange import export_run
 from torchmark.web.accounts import Accounts
 from torchmark.web.strip import prepare
@@ -32,7 +33,7 @@ def leaky_run() -> RunRecord:
         "db": f"postgresql://tm:{SECRET}@dbhost/board",
     }
     run.results[0].notes = ["written by jd@vm to /scratch/jd/out", "see https://x.org/a?k=1"]
-    run.extra = {"command": COMMAND}  # a resumed run keeps the command it resumed
+    run.payload = RunPayload(parts=[Part(command=COMMAND)])  # a resumed run keeps the command
     return run
 
 
@@ -50,7 +51,7 @@ def test_submit_sends_only_the_case_options_as_data(
         assert secret not in out, secret
     sent = json.loads(out)
     assert sent["config"] == {"suite": "standard", "devices": ["cpu"], "threads": None}
-    assert "command" not in sent and "command" not in sent["extra"]
+    assert "command" not in sent and "command" not in sent["payload"]["parts"][0]
     assert sent["results"][0]["notes"] == [
         "written by <redacted>@<redacted> to /scratch/<redacted>/out",
         "see <url>",

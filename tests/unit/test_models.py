@@ -9,8 +9,8 @@ from torch import nn
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import UnknownNameError
+from torchmark.stats.measurement import Measurement
 from torchmark.testing import FakeClock, FakeDevice
-from torchmark.timing.stats import Measurement
 from torchmark.workloads import WORKLOADS, PlanOptions, load_builtins
 from torchmark.workloads.base import Suite
 from torchmark.workloads.models.base import (

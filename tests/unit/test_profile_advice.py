@@ -10,6 +10,7 @@ from torchmark import variants
 from torchmark.profile import categories as c
 from torchmark.profile.advice import advise, candidates
 from torchmark.report.profile import advice_lines, checked_words
+from torchmark.results.payloads import Advice, Checked
 
 R50 = {"scenario": "train", "precision": "amp-bf16", "batch": 64}
 NCHW = "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, float>(int)"
@@ -73,21 +74,21 @@ def test_cpu_compute_heavy_in_fp32_suggests_bf16_and_fusable_work_compile() -> N
 
 
 def test_a_checked_variant_says_its_outcome_in_the_words_of_compare() -> None:
-    assert checked_words({"status": "ok", "verdict": "FASTER", "speed": 1.32}) == (
-        "measured: 1.32× (faster, FASTER)"
-    )
-    assert checked_words({"status": "ok", "verdict": "SAME", "speed": 1.004}) == (
-        "measured: no change that matters (1.00×)"
-    )
-    assert checked_words({"status": "ok", "verdict": "UNCLEAR", "speed": 1.1, "why": "noisy"}) == (
-        "measured: can't tell (1.10×; noisy)"
-    )
-    assert checked_words({"status": "skipped", "reason": "no bf16 here"}) == (
-        "not measured: skipped (no bf16 here)"
-    )
+    assert checked_words(
+        Checked.model_validate({"status": "ok", "verdict": "FASTER", "speed": 1.32})
+    ) == ("measured: 1.32× (faster, FASTER)")
+    assert checked_words(
+        Checked.model_validate({"status": "ok", "verdict": "SAME", "speed": 1.004})
+    ) == ("measured: no change that matters (1.00×)")
+    assert checked_words(
+        Checked.model_validate({"status": "ok", "verdict": "UNCLEAR", "speed": 1.1, "why": "noisy"})
+    ) == ("measured: can't tell (1.10×; noisy)")
+    assert checked_words(
+        Checked.model_validate({"status": "skipped", "reason": "no bf16 here"})
+    ) == ("not measured: skipped (no bf16 here)")
     lines = advice_lines(
-        {"advice": [{"variant": "compile", "why": "w", "command": "torchmark run x",
-                     "checked": {"status": "skipped", "reason": "r"}}]}
+        [Advice.model_validate({"variant": "compile", "why": "w", "command": "torchmark run x",
+                                "checked": {"status": "skipped", "reason": "r"}})]
     )  # fmt: skip
     assert lines == ["- compile: w", "    $ torchmark run x", "    not measured: skipped (r)"]
 
@@ -122,7 +123,7 @@ def test_a_misaligned_gemm_dimension_taking_much_of_the_step_says_pad_it() -> No
         "torchmark run -w gpt2 -w gpt2-padded --scenario train --batch 16 -d cuda:0 "
         "--precision amp-bf16"
     )
-    lines = advice_lines({"advice": [a.as_dict() for a in got]})
+    lines = advice_lines([Advice.model_validate(a.as_dict()) for a in got])
     assert lines[0].startswith("- pad 50,257 to 50,304: 35 % of the step")
 
 
@@ -152,7 +153,7 @@ def test_padding_advice_for_a_model_without_a_padded_twin_has_no_command() -> No
     p = {**profile("gpu", "80 % compute", {c.COMPUTE: 80.0}), "gemms": HEAD}
     got = advise(p, GPT2_TRAIN, "mine", "cuda:0", user_spec="m.py:make --input 128")
     assert got[0].kind == "shape" and got[0].command == "" and got[0].workload is None
-    lines = advice_lines({"advice": [got[0].as_dict()]})
+    lines = advice_lines([Advice.model_validate(got[0].as_dict())])
     assert len(lines) == 1  # no "$" line: the change is in the user's model
 
 

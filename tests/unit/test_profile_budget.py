@@ -22,7 +22,10 @@ from torchmark.profile.capture import (
     steps_for_events,
 )
 from torchmark.report.profile import memory_line, profile_tables
+from torchmark.results.payloads import ProfileSummary
 from torchmark.testing import FakeClock, FakeDevice
+
+typed = ProfileSummary.model_validate
 
 MB = 1_000_000
 
@@ -137,7 +140,7 @@ STEP_MEMORY = {
 
 
 def test_memory_line_names_allocated_and_reserved_per_step() -> None:
-    line = memory_line(gpu_profile(step_memory=STEP_MEMORY, host_rss_peak_bytes=2 * 10**9))
+    line = memory_line(typed(gpu_profile(step_memory=STEP_MEMORY, host_rss_peak_bytes=2 * 10**9)))
     assert line is not None
     assert "reset before each of 2): allocated 160 MB, reserved 224 MB" in line
     assert "step 2, the largest; the smallest step's allocated peak 140 MB" in line
@@ -145,7 +148,7 @@ def test_memory_line_names_allocated_and_reserved_per_step() -> None:
 
 
 def test_memory_line_on_the_cpu_is_host_rss_alone() -> None:
-    line = memory_line(gpu_profile(host_rss_peak_bytes=2 * 10**9))
+    line = memory_line(typed(gpu_profile(host_rss_peak_bytes=2 * 10**9)))
     assert line == "memory: host RSS peak 2.00 GB (the process's)"
 
 
@@ -170,5 +173,5 @@ def test_noise_unknown_after_a_cut_points_to_the_notes() -> None:
     from torchmark.report.profile import overhead_line
 
     sched = {"wait": 0, "warmup": 1, "active": 2, "requested": 5}
-    line = overhead_line(gpu_profile(schedule=sched, spread_pct=None))
+    line = overhead_line(typed(gpu_profile(schedule=sched, spread_pct=None)))
     assert line.endswith("(its noise is not known: under 4 steps, see the notes)")

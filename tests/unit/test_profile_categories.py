@@ -11,6 +11,7 @@ import pytest
 from torchmark.profile import categories as c
 from torchmark.profile.ops import gemm_rows, top_ops, verdict
 from torchmark.results import Ceiling
+from torchmark.results.payloads import Launches, ProfileSummary
 
 
 def x(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: Any = 1, **args: Any) -> dict:
@@ -305,11 +306,12 @@ def test_the_profiler_overhead_is_said_only_beyond_the_noise() -> None:
     from torchmark.report.profile import overhead_line
 
     p = {"steps": 5, "profiled_step_s": 37e-6, "unprofiled_median_s": 43e-6, "overhead_pct": -14.0}
+    p |= {"case": "linear10", "kind": "cpu", "schedule": {"active": 5}}
     # a profile stored before the two spreads were kept apart
-    line = overhead_line({**p, "spread_pct": 130})
+    line = overhead_line(ProfileSummary.model_validate({**p, "spread_pct": 130}))
     assert "can't tell (-14 %, within the 130 % spread (IQR / median) of the step" in line
     p = {**p, "profiled_step_s": 51e-6, "unprofiled_median_s": 9e-6, "overhead_pct": 467.0}
-    line = overhead_line({**p, "spread_pct": 10})
+    line = overhead_line(ProfileSummary.model_validate({**p, "spread_pct": 10}))
     assert "profiler overhead +467 %" in line and "inflated" in line
 
 
@@ -383,7 +385,7 @@ def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
     assert sorted(bd.queue_us) == [2, 2, 2, 4, 17, 23]
     lx = launch_summary(bd)
     assert lx == {"per_step": 6, "launch_us_median": 2, "queue_us_median": 3}
-    assert launch_line(lx) == (
+    assert launch_line(Launches.model_validate(lx)) == (
         "launches: 6 per step; each launch call takes 2.00 µs on the host and the GPU starts "
         "it 3.00 µs after the call returns (medians)"
     )

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from torchmark.profile import memory as m
 from torchmark.report.profile import html_context, memory_tables
+from torchmark.results.payloads import MemoryAtPeak
 
 # torch's column order (column 0 unused, None: unknown)
 COLUMNS = [
@@ -43,7 +44,8 @@ def test_categories_at_the_peak_sum_to_it_and_each_keeps_its_own_largest() -> No
 
 def render(p: dict) -> str:
     console = Console(width=80, record=True, color_system=None)
-    for r in memory_tables(p):
+    mem = MemoryAtPeak.model_validate(p["memory"]) if p.get("memory") else None
+    for r in memory_tables(mem):
         console.print(r)
     return console.export_text()
 
@@ -60,7 +62,7 @@ def test_the_memory_table_and_its_html_bar() -> None:
 
     rec = RunRecord(
         tool_version="t", kind="profile", command="t", environment={}, fingerprint="f",
-        extra={"profile": {**base, **p, "steps": 1, "profiled_step_s": 1.0,
+        payload={"kind": "profile", "profile": {**base, **p, "steps": 1, "profiled_step_s": 1.0,
                            "unprofiled_median_s": 1.0, "overhead_pct": 0.0}},
     )  # fmt: skip
     ctx = html_context(rec)

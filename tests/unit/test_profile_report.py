@@ -20,6 +20,9 @@ from tests.unit.test_profile_names import (
 from torchmark.profile import categories as c
 from torchmark.report.profile import html_context, overhead_line, profile_tables
 from torchmark.results import RunRecord
+from torchmark.results.payloads import ProfileSummary
+
+typed = ProfileSummary.model_validate
 
 # self time per step (µs), calls, % of the ceiling named: the shape of resnet50 train
 # amp-bf16 b=64 on an H100 (figures made up to the same scale; nothing here is measured)
@@ -79,7 +82,7 @@ def gpu_profile(**over: Any) -> dict[str, Any]:
 def record(p: dict[str, Any]) -> RunRecord:
     return RunRecord(
         tool_version="t", kind="profile", command="t", environment={}, fingerprint="f",
-        extra={"profile": p},
+        payload={"kind": "profile", "profile": p},
     )  # fmt: skip
 
 
@@ -140,14 +143,14 @@ def test_verbose_and_the_stored_data_keep_the_full_names() -> None:
 
 def test_overhead_names_both_robust_spreads() -> None:
     line = overhead_line(
-        gpu_profile(spread_pct=9.0, profiled_spread_pct=2.0, unprofiled_spread_pct=9.0)
+        typed(gpu_profile(spread_pct=9.0, profiled_spread_pct=2.0, unprofiled_spread_pct=9.0))
     )
     assert "can't tell (-8 %, within the step times' spread, IQR / median: 2 % profiled, " in line
     assert "9 % unprofiled" in line
-    line = overhead_line(gpu_profile())
+    line = overhead_line(typed(gpu_profile()))
     assert "profiler overhead -8 %" in line and "can't tell" not in line
     line = overhead_line(
-        gpu_profile(spread_pct=None, profiled_spread_pct=None, unprofiled_spread_pct=None)
+        typed(gpu_profile(spread_pct=None, profiled_spread_pct=None, unprofiled_spread_pct=None))
     )
     assert line.endswith("-8 % (its noise is not known: give 4 or more --steps)")
 
@@ -182,7 +185,7 @@ def test_a_large_overhead_on_gpu_says_host_wait_is_inflated() -> None:
         profiled_step_s=57.2e-3, unprofiled_median_s=31.9e-3, overhead_pct=79.0,
         spread_pct=4.0, device_busy_s=29.8e-3,
     )  # fmt: skip
-    line = overhead_line(p)
+    line = overhead_line(typed(p))
     assert "profiler overhead +79 %; the profiler slows the host" in line
     assert "host-wait is inflated: the GPU's work, 29.8 ms per step, fills 93 % of the" in line
 

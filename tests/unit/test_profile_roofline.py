@@ -34,7 +34,7 @@ def run(ops: list[dict], ceilings: bool = True) -> RunRecord:
     }  # fmt: skip
     return RunRecord(
         tool_version="t", kind="profile", command="t", environment={}, fingerprint="f",
-        ceilings=cs if ceilings else [], extra={"profile": p},
+        ceilings=cs if ceilings else [], payload={"kind": "profile", "profile": p},
     )  # fmt: skip
 
 

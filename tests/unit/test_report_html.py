@@ -12,6 +12,7 @@ import pytest
 from torchmark import reference
 from torchmark.report import charts, flags, html, markdown
 from torchmark.results import RunRecord, Verdict
+from torchmark.results.payloads import ModelPayload, RunPayload, TunePayload
 from torchmark.user.breakeven import NO_GPU
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -102,8 +103,7 @@ def test_two_runs_label_their_series() -> None:
 
 def test_break_even_note_when_the_gpu_was_absent() -> None:
     run = load("cpu-only")
-    run.extra["break_even"] = {}
-    run.extra["break_even_note"] = NO_GPU
+    run.payload = RunPayload(break_even={}, break_even_note=NO_GPU)
     chart = charts.break_even([run])
     assert chart.svg is None and "no GPU on this machine" in chart.note
 
@@ -283,7 +283,7 @@ def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
 def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
     run = load("cpu-only")
     run.kind = "tune"
-    run.extra["recommendation"] = {
+    recommendation = {
         "cpu": {
             "name": "channels-last, threads=1",
             "speedup": 1.31,
@@ -291,7 +291,7 @@ def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
             "code": ["model = model.to(memory_format=torch.channels_last)", "out = model(x) < 2"],
         }
     }
-    run.extra["candidates"] = [
+    candidates = [
         {
             "device": "cpu",
             "name": "channels-last, threads=1",
@@ -311,6 +311,7 @@ def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
             "reason": "time budget: 3 s left",
         },
     ]
+    run.payload = TunePayload(recommendation=recommendation, candidates=candidates)
     page = html.render([run])
     assert "<h2>Tune: recommendation</h2>" in page
     assert page.index("Tune: recommendation") < page.index("<h2>Results")
@@ -324,8 +325,7 @@ def test_tune_runs_show_their_recommendation_code_and_candidates() -> None:
 def test_a_cpu_only_model_run_says_how_to_get_the_break_even_once() -> None:
     run = load("cpu-only")
     run.kind = "model"
-    run.extra["break_even"] = {}
-    run.extra["break_even_note"] = NO_GPU
+    run.payload = ModelPayload(break_even={}, break_even_note=NO_GPU)
     page = html.render([run])
     assert page.count("no GPU on this machine") == 1
     assert '<p class="nochart" id="break-even-note">no GPU on this machine' in page

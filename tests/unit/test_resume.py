@@ -16,6 +16,7 @@ from torchmark.devices import Device
 from torchmark.errors import InputError, RunInterrupted, RunNotFoundError
 from torchmark.report.parts import parts_note
 from torchmark.results import Ceiling, Result, RunRecord, Work
+from torchmark.results.payloads import RunPayload
 from torchmark.run import resume, runner
 from torchmark.run.case import OUT_OF_MEMORY, skipped
 from torchmark.run.config import RunConfig
@@ -116,9 +117,9 @@ def test_a_run_stopped_after_k_cases_resumes_with_each_planned_case_once() -> No
     stored = rig.store.runs[run_id]
     assert sorted(cases_of(stored)) == [0, 1, 2, 3, 4] and stored.status == "complete"
     assert all(r.median_s == pytest.approx(0.001) for r in stored.results)
-    parts = stored.extra["parts"]
-    assert [p["results"] for p in parts] == [2, 3]
-    assert parts[1]["pid"] == os.getpid() and parts[1]["finished_utc"] is not None
+    parts = stored.payload.parts
+    assert [p.results for p in parts] == [2, 3]
+    assert parts[1].pid == os.getpid() and parts[1].finished_utc is not None
     assert done.verdict is not None  # the finished run was judged, all five results
 
 
@@ -133,7 +134,7 @@ def test_interrupted_again_stays_resumable_until_the_plan_finishes() -> None:
     assert rig.plan(run_id).line().endswith("3 of 6 cases done, 3 to go")
     done = rig.resume(run_id)
     assert done.status == "complete" and sorted(cases_of(done)) == list(range(6))
-    assert [p["results"] for p in rig.store.runs[run_id].extra["parts"]] == [1, 2, 3]
+    assert [p.results for p in rig.store.runs[run_id].payload.parts] == [1, 2, 3]
     note = parts_note(rig.store.runs[run_id])
     assert note is not None and note.startswith("measured in 3 parts: 1 result ")
 
@@ -283,7 +284,8 @@ def test_a_resumed_run_keeps_its_ceilings(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_parts_note_says_each_part_and_the_gap() -> None:
     record = RunRecord(
-        extra={
+        payload={
+            "kind": "run",
             "parts": [
                 {"started_utc": "2026-11-23T04:00:00+00:00", "finished_utc": None, "results": 1},
                 {
@@ -296,7 +298,7 @@ def test_parts_note_says_each_part_and_the_gap() -> None:
                     "finished_utc": "2026-11-23T04:50:00+00:00",
                     "results": 93,
                 },
-            ]
+            ],
         }
     )
     assert parts_note(record) == (
@@ -341,7 +343,7 @@ def test_sigterm_during_a_resumed_part_keeps_both_parts() -> None:
     assert e.value.exit_code == 128 + signal.SIGTERM
     stored = rig.store.runs[run_id]
     assert stored.status == "incomplete" and cases_of(stored) == [0, 1]
-    assert [p["results"] for p in stored.extra["parts"]] == [1, 1]
+    assert [p.results for p in stored.payload.parts] == [1, 1]
 
 
 def test_every_report_says_a_run_was_measured_in_parts() -> None:
@@ -354,10 +356,18 @@ def test_every_report_says_a_run_was_measured_in_parts() -> None:
 
     fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "cpu-only.json"
     record = RunRecord.model_validate_json(fixture.read_text())
-    record.extra["parts"] = [
-        {"started_utc": "2026-11-23T04:00:00+00:00", "finished_utc": "2026-11-23T04:09:00+00:00"},
-        {"started_utc": "2026-11-23T04:10:00+00:00", "finished_utc": "2026-11-23T04:19:00+00:00"},
-    ]
+    record.payload = RunPayload(
+        parts=[
+            {
+                "started_utc": "2026-11-23T04:00:00+00:00",
+                "finished_utc": "2026-11-23T04:09:00+00:00",
+            },
+            {
+                "started_utc": "2026-11-23T04:10:00+00:00",
+                "finished_utc": "2026-11-23T04:19:00+00:00",
+            },
+        ]
+    )
     said = "measured in 2 parts: ? results 2026-11-23 04:00-04:09 UTC; "
     console = Console(width=80, record=True)
     for r in run_tables(record):
@@ -365,7 +375,7 @@ def test_every_report_says_a_run_was_measured_in_parts() -> None:
     assert "note: " + said.strip() in " ".join(console.export_text().split())  # wrapped
     assert said in markdown.render([record])
     assert said in html.render([record])
-    record.extra.pop("parts")
+    record.payload.parts = None
     assert "measured in" not in markdown.render([record])
 
 
@@ -421,6 +431,6 @@ def test_a_run_resumed_twice_reads_as_the_same_plan_measured_in_one_go() -> None
         rig.resume(run_id)
     rig.resume(run_id)
     parts = rig.store.runs[run_id]
-    assert [p["results"] for p in parts.extra["parts"]] == [2, 2, 2]
+    assert [p.results for p in parts.payload.parts] == [2, 2, 2]
     assert cases_of(parts) == cases_of(whole) == list(range(6))
     assert table(parts) == table(whole)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from torchmark.comparison import compare
 from torchmark.devices import resolve
 from torchmark.errors import InputError
 from torchmark.launch import ladder as ladder_mod
@@ -28,6 +27,7 @@ from torchmark.report.scaling import (
 )
 from torchmark.results import Result, RunRecord, Work
 from torchmark.run.config import RunConfig
+from torchmark.stats.comparison import compare
 from torchmark.workloads import Case
 
 PARAMS = {"scenario": "train", "precision": "fp32", "batch": 8}
@@ -381,7 +381,7 @@ def ddp_extra(comm: float, alone: list[float], exposed: float | None = None) -> 
 
 
 def test_ddp_comm_beside_its_buckets_timed_alone() -> None:
-    from torchmark.report.scaling import comm_check, comm_check_text, sizes_text
+    from torchmark.launch.comm import comm_check, comm_check_text, sizes_text
 
     assert sizes_text([1_050_624, 26_214_400, 26_214_400, 5]) == "1.05 MB, 26.2 MB x2, 5 B"
     assert sizes_text(list(range(1, 9)), most=3) == "1 B, 2 B, 3 B, ... 5 more"
@@ -401,7 +401,7 @@ def test_ddp_comm_beside_its_buckets_timed_alone() -> None:
 
 
 def test_comm_figures_agree_only_when_the_noise_is_small_else_cant_tell() -> None:
-    from torchmark.report.scaling import comm_check, comm_check_text
+    from torchmark.launch.comm import comm_check, comm_check_text
 
     quiet = comm_check(ddp_extra(0.0101, spread(0.010, rel=0.001), exposed=0.002), 0.001)
     assert quiet is not None

@@ -113,8 +113,8 @@ def test_a_store_down_mid_run_loses_nothing_and_is_resynced() -> None:
     stored = store.runs[record.run_id or ""]
     assert [r.params["i"] for r in stored.results] == [0, 1, 2, 3]  # in order, none lost
     assert stored.status == "complete"
-    assert any("store failed" in n and "kept in memory" in n for n in record.extra["notes"])
-    assert "not_stored" not in record.extra
+    assert any("store failed" in n and "kept in memory" in n for n in record.payload.notes)
+    assert record.payload.not_stored is None
 
 
 def test_what_outlives_the_run_is_frozen_for_its_length_only() -> None:
@@ -169,7 +169,7 @@ def test_a_store_that_never_comes_back_hands_the_whole_run_back() -> None:
         runner.run_planned(s, cases, {"timed": w}, CFG)
     rec: RunRecord = info.value.record  # type: ignore[assignment]
     assert [r.ok for r in rec.results] == [True, True] and rec.status == "complete"
-    assert "database is locked" in str(info.value) and rec.extra["not_stored"]
+    assert "database is locked" in str(info.value) and rec.payload.not_stored
     assert store.runs == {}
 
 

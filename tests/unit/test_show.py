@@ -18,6 +18,7 @@ from test_report_table import matches_golden
 from clitest import cli
 from torchmark.cli import printers
 from torchmark.results import Result, RunRecord, Work
+from torchmark.results.payloads import ModelPayload, ProfilePayload
 from torchmark.store import open_store
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -40,14 +41,18 @@ def soak() -> RunRecord:
     info = {"case": "matmul/bf16 n=8192 on cuda:0", "elapsed_s": 120.0, "unit": "TFLOP/s"}
     return RunRecord(
         run_id="fixture-soak", kind="soak", status="complete",
-        extra={"soak": {**info, "windows": wins}},
+        payload={"kind": "soak", "soak": {**info, "windows": wins}},
     )  # fmt: skip
 
 
 def profiled() -> RunRecord:
     run = load("cpu-gpu")
     return run.model_copy(
-        update={"run_id": "fixture-profile", "kind": "profile", "extra": {"profile": gpu_profile()}}
+        update={
+            "run_id": "fixture-profile",
+            "kind": "profile",
+            "payload": ProfilePayload(profile=gpu_profile()),
+        }
     )
 
 
@@ -72,7 +77,8 @@ def distributed() -> RunRecord:
 
 def with_loader() -> RunRecord:
     run = load("input-h100")
-    return run.model_copy(update={"kind": "model", "config": {**run.config, "loader": "l.py:f"}})
+    config = {**run.config, "loader": "l.py:f"}
+    return run.model_copy(update={"kind": "model", "payload": ModelPayload(), "config": config})
 
 
 def the_printer(kind: str) -> tuple[Callable[[RunRecord], None], RunRecord]:
@@ -190,7 +196,7 @@ def test_an_interrupted_run_ends_with_the_command_that_finishes_it(
 
 
 def _model(r: RunRecord) -> None:
-    r.kind = "model"
+    r.kind, r.payload = "model", ModelPayload()
 
 
 def _ranks(r: RunRecord) -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from torchmark.stats.measurement import _ci_ranks, rel_ci_halfwidth
 from torchmark.timing import Measurement, median_ci
-from torchmark.timing.stats import _ci_ranks, rel_ci_halfwidth
 
 
 def seeded(n: int, seed: int = 0) -> np.ndarray:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from torchmark.errors import UnknownNameError
+from torchmark.stats.measurement import rel_ci_halfwidth
 from torchmark.timing import RULES, Adaptive, Fixed, preset
-from torchmark.timing.stats import rel_ci_halfwidth
 from torchmark.timing.stopping import StoppingRule
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from torchmark.errors import InputError, RunNotFoundError, StoreError
-from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
+from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, Verdict, Work
 from torchmark.store import SQLStore, open_store
 from torchmark.store import migrations as mig
 from torchmark.store.migrations import NewerSchemaError, migrate_database, migrate_document
@@ -144,7 +144,7 @@ def test_every_stored_run_describes_itself(store: SQLStore, db: Path) -> None:
             (run_id,),
         ).fetchone()
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    assert row == (1, "0.1.0", "2026-11-21T08:30:12.345678+00:00", "abc123", "box")
+    assert row == (SCHEMA_VERSION, "0.1.0", "2026-11-21T08:30:12.345678+00:00", "abc123", "box")
     assert meta["schema_version"] == str(mig.DB_SCHEMA_VERSION)
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from torchmark.errors import InputError, UnknownNameError
-from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
+from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, Verdict, Work
 from torchmark.store import migrations as mig
 from torchmark.store import open_store
 from torchmark.store.exchange import CSV_COLUMNS, export_run, import_run, parse_run
@@ -60,13 +60,17 @@ def make_run() -> RunRecord:
         ceilings=[bw],
         results=[ok, skip],
         verdict=Verdict(level="ok"),
-        extra={"break_even": {"numel": 4096}},
+        payload={
+            "kind": "run",
+            "notes": ["a note"],
+            "found": {"numel": 4096},
+        },  # a key kept as written
     )
 
 
 def test_json_has_the_documented_fields_per_result() -> None:
     doc = json.loads(export_run(make_run(), "json"))
-    assert doc["schema_version"] == 1 and doc["run_id"] == "20261121-083012-a1b2"
+    assert doc["schema_version"] == SCHEMA_VERSION and doc["run_id"] == "20261121-083012-a1b2"
     first = doc["results"][0]
     assert set(PER_RESULT) <= set(first)
     assert first["throughput"]["unit"] == "GB/s"
@@ -200,7 +204,7 @@ def test_older_document_is_migrated_on_import(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setitem(mig.DOC_STEPS, 0, v0_to_v1)
     back = parse_run(json.dumps(old))
-    assert back.schema_version == 1
+    assert back.schema_version == SCHEMA_VERSION
     assert export_run(back, "json") == export_run(make_run(), "json")
 
 
@@ -255,7 +259,7 @@ def test_export_never_writes_nan_or_infinity() -> None:
     # A sample stored before imports were checked, and sensor gaps in telemetry.
     run.results[0] = run.results[0].model_copy(update={"samples_s": [*SAMPLES, math.nan]})
     run.results[0].telemetry = {"power_w": [math.nan, 30.0], "temp_c": math.inf}
-    run.extra["ratio"] = -math.inf
+    run.payload.ratio = -math.inf  # type: ignore[attr-defined]
     text = export_run(run)
 
     def refuse(name: str) -> float:
@@ -264,7 +268,7 @@ def test_export_never_writes_nan_or_infinity() -> None:
     doc = json.loads(text, parse_constant=refuse)
     assert doc["results"][0]["samples_s"][-1] is None
     assert doc["results"][0]["telemetry"] == {"power_w": [None, 30.0], "temp_c": None}
-    assert doc["extra"]["ratio"] is None
+    assert doc["payload"]["ratio"] is None
     with pytest.raises(InputError, match=r"results\.0\.samples_s\.6: "):
         parse_run(text)  # the damaged sample is named on import, not taken for a time
     assert parse_run(export_run(make_run())).results[0].samples_s == SAMPLES

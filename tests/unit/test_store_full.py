@@ -76,5 +76,5 @@ def test_a_result_on_a_full_disk_keeps_the_run(tmp_path: Path) -> None:
         s.add(None, ok)
     assert waits == [] and len(told) == 1 and "the disk is full" in told[0]
     assert stopped.value.record.results == [ok]  # kept, for the JSON file
-    assert "the disk is full" in stopped.value.record.extra["not_stored"]
+    assert "the disk is full" in stopped.value.record.payload.not_stored
     store.close()

@@ -1,5 +1,5 @@
 """A straggling rank is flagged in a distributed result's verdict, by the one rule the
-scaling ladder uses (torchmark.stragglers.find), on results built by hand."""
+scaling ladder uses (torchmark.stats.stragglers.find), on results built by hand."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from torchmark import stragglers
 from torchmark.launch.rank import merged
 from torchmark.report.flags import pills
 from torchmark.report.scaling import straggler
 from torchmark.results import Result, Work
+from torchmark.stats import stragglers
 from torchmark.telemetry.verdict import judge
 
 

@@ -13,6 +13,7 @@ from torchmark.errors import InputError, RunInterrupted
 from torchmark.kinds.soak import parse_duration, soak, trend_reasons
 from torchmark.report.soak import sparkline
 from torchmark.results import RunRecord, Work
+from torchmark.results.payloads import SoakWindow
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
@@ -42,11 +43,15 @@ def win(t0: float, t1: float, rate: float, temp: float | None = None, **throttle
     }
 
 
+def typed(wins: list[dict]) -> list[SoakWindow]:
+    return [SoakWindow.model_validate(w) for w in wins]
+
+
 def test_falling_throughput_names_the_throttle_reason_and_temperature() -> None:
     wins = [win(30 * i, 30 * (i + 1), 300.0 if i < 6 else 165.0, 70 + i) for i in range(20)]
     wins[-1]["throttle"] = {"HW thermal slowdown": 100}
     wins[-2]["throttle"] = {"HW thermal slowdown": 80, "SW power cap": 10}
-    assert trend_reasons(wins, 600.0) == [
+    assert trend_reasons(typed(wins), 600.0) == [
         (
             "warn",
             "throughput fell 45 % from the first to the last minute while HW thermal slowdown "
@@ -57,7 +62,7 @@ def test_falling_throughput_names_the_throttle_reason_and_temperature() -> None:
 
 def test_short_soak_compares_fifths_and_says_when_no_reason() -> None:
     wins = [win(i, i + 1, 10.0 - i * 0.5) for i in range(10)]
-    assert trend_reasons(wins, 10.0) == [
+    assert trend_reasons(typed(wins), 10.0) == [
         (
             "warn",
             "throughput fell 41 % from the first to the last 2 s with no throttle reason reported",
@@ -67,15 +72,15 @@ def test_short_soak_compares_fifths_and_says_when_no_reason() -> None:
 
 def test_flat_and_rising_curves() -> None:
     flat = [win(i, i + 1, 100.0 + (i % 2)) for i in range(10)]
-    assert trend_reasons(flat, 10.0) == []
+    assert trend_reasons(typed(flat), 10.0) == []
     rising = [win(i, i + 1, 100.0 + 5 * i) for i in range(10)]
-    assert trend_reasons(rising, 10.0) == [
+    assert trend_reasons(typed(rising), 10.0) == [
         (
             "warn",
             "throughput rose 39 % from the first to the last 2 s: the start was still warming up",
         )
     ]
-    assert trend_reasons(flat[:2], 2.0) == []  # too short to call a trend
+    assert trend_reasons(typed(flat[:2]), 2.0) == []  # too short to call a trend
 
 
 def test_sparkline() -> None:
@@ -115,9 +120,9 @@ def test_soak_on_a_fake_clock_finds_the_fall() -> None:
     dev = FakeDevice(clock)
     rec = soak(Heating(clock), dev, duration_s=10.0, sources=[], clock=clock)
     assert rec.kind == "soak" and rec.status == "complete"
-    s = rec.extra["soak"]
-    assert s["case"] == "heating/v n=10 on fake:0" and s["unit"] == "img/s"
-    rates = [round(w["rate"]) for w in s["windows"]]
+    s = rec.payload.soak
+    assert s.case == "heating/v n=10 on fake:0" and s.unit == "img/s"
+    rates = [round(w.rate) for w in s.windows]
     assert rates[:16] == [10000] * 16 and rates[-3:] == [5000] * 3
     assert 5000 < rates[16] < 5500  # the window the slow-down began in
     assert rec.verdict is not None and rec.verdict.level == "warn"
@@ -131,7 +136,7 @@ def test_soak_on_a_fake_clock_finds_the_fall() -> None:
 
 def soak_record(wins: list[dict[str, Any]]) -> RunRecord:
     soak_info = {"case": "matmul/bf16 n=8192 on cuda:0", "elapsed_s": 600.0, "unit": "TFLOP/s"}
-    return RunRecord(kind="soak", extra={"soak": {**soak_info, "windows": wins}})
+    return RunRecord(kind="soak", payload={"kind": "soak", "soak": {**soak_info, "windows": wins}})
 
 
 def full(t0: float, rate: float, **throttle: int) -> dict[str, Any]:

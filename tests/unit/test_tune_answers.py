@@ -86,15 +86,15 @@ def test_the_fp32_baseline_is_never_wrong_against_itself(monkeypatch: pytest.Mon
     fake_timing(monkeypatch, flat)
     assert torch.backends.cudnn.allow_tf32  # torch's default, as the user has it
     rec = run_tune()
-    rows = {c["name"].split(", threads=")[0]: c for c in rec.extra["candidates"]}
+    rows = {c.name.split(", threads=")[0]: c for c in rec.payload.candidates}
     base = rows["baseline (fp32, no_grad)"]
-    assert base["status"] == "baseline" and base["max_error"] < 1e-6, base
+    assert base.status == "baseline" and base.max_error < 1e-6, base
     # the search went on past the baseline: every fp32-valued setting checked and measured
     for name in ("inference_mode", "threads=1", "channels-last"):
-        assert rows[name]["status"] in ("faster", "same", "slower", "unclear"), rows[name]
-        assert rows[name]["max_error"] < 1e-4
+        assert rows[name].status in ("faster", "same", "slower", "unclear"), rows[name]
+        assert rows[name].max_error < 1e-4
     assert torch.backends.cudnn.allow_tf32  # the user's flags as found
-    said = " ".join(str(n) for n in rec.extra["notes"])
+    said = " ".join(str(n) for n in rec.payload.notes)
     assert "tolerances, as max error over the fp32 output's scale: fp32 0.0001 (IEEE" in said
     assert "amp-bf16 0.05 (the same ops in bf16 (7 mantissa bits) under autocast)" in said
 
@@ -106,12 +106,12 @@ def test_without_a_latency_bound_tune_answers_latency_and_throughput(
     # "keep the baseline" for a model that moves 5x more items/s at batch 8.
     fake_timing(monkeypatch, flat)
     rec = run_tune()
-    latency = rec.extra["recommendation"]["cpu"]
-    assert latency.get("config") is None or latency["config"]["batch"] == 1
-    best = rec.extra["throughput"]["cpu"]
-    assert best["batch"] > 1 and best["speedup"] > 2
-    assert best["latency_ms"] > best["baseline_latency_ms"]  # the latency it costs
-    batches = sorted({c["config"]["batch"] for c in rec.extra["candidates"]})
+    latency = rec.payload.recommendation["cpu"]
+    assert latency.config is None or latency.config["batch"] == 1
+    best = rec.payload.throughput["cpu"]
+    assert best.batch > 1 and best.speedup > 2
+    assert best.latency_ms > best.baseline_latency_ms  # the latency it costs
+    batches = sorted({c.config["batch"] for c in rec.payload.candidates})
     assert batches[:3] == [1, 2, 4]
     from rich.console import Console
 
@@ -119,8 +119,8 @@ def test_without_a_latency_bound_tune_answers_latency_and_throughput(
     for part in tune_view(rec):
         console.print(part)
     text = " ".join(console.export_text().split())
-    assert f"Best throughput on cpu: {best['name']}," in text
-    assert f"each call of batch {best['batch']} then takes" in text
+    assert f"Best throughput on cpu: {best.name}," in text
+    assert f"each call of batch {best.batch} then takes" in text
     # the report draws the batch sweep it measured, and never says there was none
     page = html.render([rec])
     assert "no workload in these runs swept a batch size" not in page

@@ -13,7 +13,7 @@ import torch
 
 from torchmark.kinds import tune as tune_mod
 from torchmark.kinds.tune import Tuner, tune
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 
 Timing = Callable[[dict[str, Any]], list[float]]
 
@@ -63,23 +63,23 @@ def test_speedup_is_the_ratio_of_the_latencies_shown(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(tune_mod.search, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
     monkeypatch.setattr(tune_mod.search, "BASELINE_MIN_ROUNDS", 60)
     rec = run()
-    rows = [c for c in rec.extra["candidates"] if c["latency_ms"] is not None]
-    assert len(rows) >= 4, rec.extra["candidates"]
+    rows = [c for c in rec.payload.candidates if c.latency_ms is not None]
+    assert len(rows) >= 4, rec.payload.candidates
     for c in rows:
-        shown = c["items_ratio"] * c["baseline_ms"] / c["latency_ms"]
-        assert c["speedup"] == pytest.approx(shown, rel=1e-12), c
-        if c["latency_ms"] > c["baseline_ms"]:
-            assert c["status"] != "faster", c
-        if c["status"] == "same":
-            assert abs(c["speedup"] - 1) < 0.02, c
-    by_variant = {c["config"]["variant"]: c for c in rows if c["stage"] == "variant"}
+        shown = c.items_ratio * c.baseline_ms / c.latency_ms
+        assert c.speedup == pytest.approx(shown, rel=1e-12), c
+        if c.latency_ms > c.baseline_ms:
+            assert c.status != "faster", c
+        if c.status == "same":
+            assert abs(c.speedup - 1) < 0.02, c
+    by_variant = {c.config["variant"]: c for c in rows if c.stage == "variant"}
     fp16 = by_variant["amp-fp16"]
-    assert fp16["speedup"] < 1 and fp16["status"] == "slower"
+    assert fp16.speedup < 1 and fp16.status == "slower"
     cl = by_variant["int8-dynamic"]
-    assert cl["speedup"] == pytest.approx(7.5 / 1.4) and cl["status"] == "faster"
-    assert cl["baseline_ms"] == pytest.approx(7.5) and cl["latency_ms"] == pytest.approx(1.4)
-    assert rec.extra["recommendation"]["cpu"]["baseline_rel_iqr"] > 0  # the spread is shown
-    assert any(n.startswith("cpu: baseline 7.5 ms, spread (IQR) ") for n in rec.extra["notes"])
+    assert cl.speedup == pytest.approx(7.5 / 1.4) and cl.status == "faster"
+    assert cl.baseline_ms == pytest.approx(7.5) and cl.latency_ms == pytest.approx(1.4)
+    assert rec.payload.recommendation["cpu"].baseline_rel_iqr > 0  # the spread is shown
+    assert any(n.startswith("cpu: baseline 7.5 ms, spread (IQR) ") for n in rec.payload.notes)
 
 
 def test_a_baseline_too_noisy_stops_the_search_with_the_reason(
@@ -89,10 +89,10 @@ def test_a_baseline_too_noisy_stops_the_search_with_the_reason(
     assert Measurement(tuple(wild)).rel_iqr > tune_mod.search.BASELINE_MAX_REL_IQR
     fake_timing(monkeypatch, lambda config: wild)
     rec = run(max_latency_ms=5.0)
-    assert [c["stage"] for c in rec.extra["candidates"]] == ["baseline"]
-    best = rec.extra["recommendation"]["cpu"]
-    assert best["name"] == "no recommendation" and "too noisy to compare against" in best["reason"]
-    assert best["speedup"] is None
+    assert [c.stage for c in rec.payload.candidates] == ["baseline"]
+    best = rec.payload.recommendation["cpu"]
+    assert best.name == "no recommendation" and "too noisy to compare against" in best.reason
+    assert best.speedup is None
 
 
 def test_an_over_budget_baseline_still_searches_inside_the_budget(
@@ -101,18 +101,18 @@ def test_an_over_budget_baseline_still_searches_inside_the_budget(
     # every configuration takes 10 ms per item: batch 4 is 40 ms, over a 25 ms budget
     fake_timing(monkeypatch, lambda config: [10e-3 * config["batch"] * f for f in (1, 1.01, 0.99)])
     rec = run(batch=4, max_latency_ms=25.0)
-    best = rec.extra["recommendation"]["cpu"]
-    assert best["name"] != "keep the baseline"
-    assert best["config"]["batch"] == 2, best
-    chosen = next(c for c in rec.extra["candidates"] if c["name"] == best["name"])
-    assert chosen["latency_ms"] <= 25.0
+    best = rec.payload.recommendation["cpu"]
+    assert best.name != "keep the baseline"
+    assert best.config["batch"] == 2, best
+    chosen = next(c for c in rec.payload.candidates if c.name == best.name)
+    assert chosen.latency_ms <= 25.0
 
 
 def test_nothing_inside_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_timing(monkeypatch, lambda config: [50e-3, 50.5e-3, 49.5e-3])
     rec = run(batch=1, max_latency_ms=25.0)
-    best = rec.extra["recommendation"]["cpu"]
-    assert best["name"] == "nothing fits the budget" and "25 ms" in best["reason"]
+    best = rec.payload.recommendation["cpu"]
+    assert best.name == "nothing fits the budget" and "25 ms" in best.reason
 
 
 def test_each_candidate_is_judged_like_every_other_result(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from clitest import cli
 from torchmark import verdicts
-from torchmark.comparison import cannot_judge, compare, judge, regressions
 from torchmark.report.compare import comparison_renderables
 from torchmark.results import Result, RunRecord, Verdict
+from torchmark.stats.comparison import cannot_judge, compare, judge, regressions
 from torchmark.store.exchange import export_run
 
 ARTEFACT = (

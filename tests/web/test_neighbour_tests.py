@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from torchmark import comparison
-from torchmark.timing.stats import Measurement
+from torchmark.stats import comparison
+from torchmark.stats.measurement import Measurement
 
 
 def pairs(count: int) -> list[tuple[np.ndarray, np.ndarray]]:

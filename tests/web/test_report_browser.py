@@ -13,6 +13,7 @@ import pytest
 
 from torchmark.report import html
 from torchmark.results import RunRecord
+from torchmark.results.payloads import TunePayload
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -90,9 +91,11 @@ def test_a_flag_explains_itself_on_hover(browser, tmp_path: Path) -> None:  # ty
 def test_tune_recommendation_reads_in_the_page(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run = load("cpu-only")
     run.kind = "tune"
-    run.extra["recommendation"] = {
-        "cpu": {"name": "threads=1", "speedup": 1.2, "code": ["torch.set_num_threads(1)"]}
-    }
+    run.payload = TunePayload(
+        recommendation={
+            "cpu": {"name": "threads=1", "speedup": 1.2, "code": ["torch.set_num_threads(1)"]}
+        }
+    )
     page, outside = open_report(browser, tmp_path, [run])
     code = page.locator("pre.code")
     assert code.is_visible() and code.inner_text() == "torch.set_num_threads(1)"

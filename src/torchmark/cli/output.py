@@ -65,7 +65,7 @@ def shown_even_if_interrupted(
         render(partial)
         if json_path:
             write_json(partial, json_path)
-        elif partial.extra.get("not_stored"):
+        elif partial.payload.not_stored:
             from torchmark.run.session import write_rescue
 
             console.print(f"JSON written to {write_rescue(partial)}")

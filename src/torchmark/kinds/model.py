@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -27,6 +27,7 @@ from torch import nn
 from torchmark.devices import Device, resolve
 from torchmark.errors import CaseSkipped, InputError, TorchmarkError, WrongResultError
 from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.results.payloads import BreakEven, CostTable, ModelInfo, ModelPayload
 from torchmark.run import isolation
 from torchmark.run.case import CALL_TIMED_OUT, run_case, skipped
 from torchmark.run.config import RunConfig, validate
@@ -49,6 +50,9 @@ from torchmark.user.workload import (
     preflight,
 )
 from torchmark.workloads.base import Case, PlanOptions, Workload
+
+if TYPE_CHECKING:
+    from torchmark.results.extra import Energy
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16)
 # What the larger batches of a device whose sweep ran out of memory say.
@@ -120,7 +124,8 @@ def benchmark_model(
     dimension is the batch (rows are resampled for other batch sizes), or a callable
     ``batch -> inputs``. ``devices``: names as for ``--device`` (default: all).
     ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
-    Returns the RunRecord; ``extra`` holds ``break_even``, ``cost`` and the ``model`` facts.
+    Returns the RunRecord; its ``payload`` (``ModelPayload``) holds ``break_even``,
+    ``cost`` and the ``model`` facts.
     """
     module, label = _as_model(model)
     label = name or label
@@ -187,13 +192,15 @@ def _measure(
     cfg: RunConfig,
     worker: isolation.Worker | None,
 ) -> RunRecord:
-    session.record.extra["model"] = {
-        "name": label,
-        "parameters": sum(p.numel() for p in module.parameters()),
-        "flops_per_item": pf.flops_per_item or None,
-        "inputs_at_smallest_batch": pf.inputs,
-        "mode": "eval, torch.no_grad(), fp32 (the usual baseline)",
-    }
+    session.record.payload = ModelPayload(
+        model=ModelInfo(
+            name=label,
+            parameters=sum(p.numel() for p in module.parameters()),
+            flops_per_item=pf.flops_per_item or None,
+            inputs_at_smallest_batch=pf.inputs,
+            mode="eval, torch.no_grad(), fp32 (the usual baseline)",
+        )
+    )
     run_one = _run_one if worker is None else partial(_run_apart, worker, cases)
     return run_planned(
         session, cases, {label: workload}, cfg, run_one=run_one, oom_says=LARGER_SKIPPED
@@ -286,24 +293,26 @@ def _run_one(
             return skipped(case, f"out of memory at batch {b} on {case.device.name}", oom=True)
         return skipped(case, f"the model raised {one_line(e)} at batch {b}")
     if result.ok and workload.measure_energy and case.device.is_accelerator:
-        result.extra["energy"] = _trace_energy(result, int(b))
+        result.extra["energy"] = cast("Energy", _trace_energy(result, int(b)))
     return result
 
 
 def analyse(record: RunRecord, devices: Sequence[Device], prices: Mapping[str, float]) -> None:
-    """Break-even per accelerator and cost per million items, into ``record.extra``."""
+    """Break-even per accelerator and cost per million items, into the run's payload."""
+    p = record.payload
+    assert isinstance(p, ModelPayload)
     cpus = [d for d in devices if not d.is_accelerator]
     gpus = [d for d in devices if d.is_accelerator]
     if not gpus:
-        record.extra["break_even"] = {}
-        record.extra["break_even_note"] = breakeven.NO_GPU
+        p.break_even, p.break_even_note = {}, breakeven.NO_GPU
     elif not cpus:
-        record.extra["break_even"] = {}
-        record.extra["break_even_note"] = "the CPU was not measured: break-even not available"
+        p.break_even = {}
+        p.break_even_note = "the CPU was not measured: break-even not available"
     else:
-        record.extra["break_even"] = breakeven.break_even(
+        found = breakeven.break_even(
             record.results, cpus[0].name, [g.name for g in gpus], {g.name: g.label() for g in gpus}
         )
+        p.break_even = {gpu: BreakEven.model_validate(e) for gpu, e in found.items()}
     if prices:
         priced = cost.device_prices(prices, devices)
-        record.extra["cost"] = cost.cost_table(record.results, priced)
+        p.cost = CostTable.model_validate(cost.cost_table(record.results, priced))

@@ -5,7 +5,7 @@ session   = open_run("profile", cfg, ...)          # the lifecycle every run sha
 ceilings  = measure_ceilings(...)                  # cached per device fingerprint
 result    = run_case(...)                          # the unprofiled median, as `run` does
 capture   = capture(prepare(case).fn, ...)         # wait, warm-up, active steps
-record.extra["profile"] = breakdown, rules, top ops, overhead, verdict
+record.payload.profile = breakdown, rules, top ops, overhead, verdict
 
 Its config is ``RunConfig``: a profile selects its case with ``run``'s options. No case
 loop: one case, measured by ``run_case`` as ``run`` measures it, then profiled in the same
@@ -39,6 +39,7 @@ from torchmark.profile.capture import (
 )
 from torchmark.profile.ops import device_busy_us, gemm_rows, top_ops, under_load, verdict
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import Checked, ProfilePayload, ProfileSummary
 from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.plan import plan, select_workloads
@@ -180,29 +181,31 @@ def profile(
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
-        session.record.extra["profile"] = summary(
-            case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts()
-        )
-        p = session.record.extra["profile"]
+        p = summary(case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts())
         p["memory"] = mem
         p["advice"] = [
             a.as_dict()
             for a in advise(p, case.param_dict, case.workload, case.device.name, user_spec)
         ]
+        payload = session.record.payload
+        assert isinstance(payload, ProfilePayload)
+        payload.profile = found = ProfileSummary.model_validate(p)
         if check:
             base = Baseline(result, cfg, session, ceilings)
-            for a in p["advice"]:
-                if a.get("workload"):  # the same case on an aligned twin (gpt2-padded)
-                    twin = select_workloads(replace(cfg, workloads=(a["workload"],)))
-                    same = replace(case, workload=a["workload"], sweep=None)
-                    a["checked"] = against(twin[a["workload"]], same, base)
-                elif a.get("kind", "variant") == "variant":
-                    a["checked"] = check_variant(workload, case, a["variant"], base)
+            for a in found.advice:
+                if a.workload:  # the same case on an aligned twin (gpt2-padded)
+                    twin = select_workloads(replace(cfg, workloads=(a.workload,)))
+                    same = replace(case, workload=a.workload, sweep=None)
+                    a.checked = Checked.model_validate(against(twin[a.workload], same, base))
+                elif a.kind == "variant":
+                    a.checked = Checked.model_validate(
+                        check_variant(workload, case, a.variant, base)
+                    )
         if trace_path is not None:
             from torchmark.profile.capture import save_trace
 
             saved = save_trace(cap.trace, trace_path)
-            session.record.extra["profile"]["trace_file"] = str(saved)
+            found.trace_file = str(saved)
     return session.record, saved
 
 
@@ -246,7 +249,7 @@ def check_variant(workload: Workload, case: Case, variant: str, base: Baseline) 
 
 def against(workload: Workload, candidate: Case, base: Baseline) -> dict[str, Any]:
     """``candidate`` measured, stored in the run, and judged against the baseline."""
-    from torchmark.comparison import independent
+    from torchmark.stats.comparison import independent
 
     session = base.session
     session.case_started(candidate)

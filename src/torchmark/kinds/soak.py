@@ -26,14 +26,15 @@ from typing import Any
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import SoakPayload, SoakSeries, SoakWindow
 from torchmark.run.case import measured
 from torchmark.run.record import open_run
 from torchmark.run.session import Events
+from torchmark.stats.measurement import Measurement
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import Source, TelemetryTrace
 from torchmark.telemetry.trace import Recording
 from torchmark.telemetry.verdict import Level
-from torchmark.timing.stats import Measurement
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -136,7 +137,8 @@ def soak(
     session = open_run("soak", settings, [device], store, events, reasons=_trend)
     record = session.record
     rule = f"soak(duration_s={duration_s:g})"
-    record.extra["soak"] = {"case": case.label, "unit": None, "windows": [], "elapsed_s": 0.0}
+    assert isinstance(record.payload, SoakPayload)
+    record.payload.soak = SoakSeries(case=case.label)
     session.planned([case])
     with session:
         session.case_started(case)
@@ -176,8 +178,8 @@ def soak(
 
 
 def _trend(record: RunRecord) -> list[tuple[Level, str]]:
-    s = record.extra["soak"]
-    return trend_reasons(s["windows"], s["elapsed_s"])
+    s = record.payload.soak if isinstance(record.payload, SoakPayload) else None
+    return trend_reasons(s.windows, s.elapsed_s) if s is not None else []
 
 
 def _so_far(
@@ -191,7 +193,7 @@ def _so_far(
     trace: TelemetryTrace,
     start: float,
 ) -> Result:
-    """The soak's result from the chunks so far; its windows into ``record.extra["soak"]``."""
+    """The soak's result from the chunks so far; its windows into the run's payload."""
     m = Measurement(
         samples_s=tuple(c.per_call_s for c in chunks),
         calls_per_sample=k,
@@ -201,13 +203,14 @@ def _so_far(
         timing=prepared.timing if case.device.is_accelerator else "e2e",
     )  # nothing excluded: a soak reports the throttled speed, that is its point
     result = measured(case, m, prepared, telemetry=trace.summary() or {})
-    record.extra["soak"] = {
-        "case": case.label,
-        "unit": result.throughput.unit if result.throughput else None,
-        "chunk_calls": k,
-        "elapsed_s": round(chunks[-1].t1, 3) if chunks else 0.0,
-        "windows": windows(chunks, result, trace.recording, start),
-    }
+    assert isinstance(record.payload, SoakPayload)
+    record.payload.soak = SoakSeries(
+        case=case.label,
+        unit=result.throughput.unit if result.throughput else None,
+        chunk_calls=k,
+        elapsed_s=round(chunks[-1].t1, 3) if chunks else 0.0,
+        windows=windows(chunks, result, trace.recording, start),
+    )
     return result
 
 
@@ -219,7 +222,7 @@ def _per_call(result: Result) -> float:
 
 def windows(
     chunks: list[Chunk], result: Result, rec: Recording, start: float, n: int = N_WINDOWS
-) -> list[dict[str, Any]]:
+) -> list[SoakWindow]:
     """Throughput per time window with the telemetry of the same span beside it."""
     if not chunks:
         return []
@@ -245,17 +248,17 @@ def windows(
                 reasons[word] = reasons.get(word, 0) + 1
         clock_key = "sm_mhz" if dev != "host" else "clock_mhz"
         out.append(
-            {
-                "t0_s": round(lo, 3),
-                "t1_s": round(hi, 3),
-                "rate": work * len(idx) / calls_time if calls_time > 0 else None,
-                "clock_mhz": _mean([r.get(clock_key) for r in inside]),
-                "temp_c": max(
+            SoakWindow(
+                t0_s=round(lo, 3),
+                t1_s=round(hi, 3),
+                rate=work * len(idx) / calls_time if calls_time > 0 else None,
+                clock_mhz=_mean([r.get(clock_key) for r in inside]),
+                temp_c=max(
                     (r["temp_c"] for r in inside if r.get("temp_c") is not None), default=None
                 ),
-                "power_w": _mean([r.get("power_w") for r in inside]),
-                "throttle": {k: round(100 * v / len(idx)) for k, v in reasons.items()},
-            }
+                power_w=_mean([r.get("power_w") for r in inside]),
+                throttle={k: round(100 * v / len(idx)) for k, v in reasons.items()},
+            )
         )
     return out
 
@@ -265,15 +268,15 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return round(sum(vals) / len(vals), 1) if vals else None
 
 
-def trend_reasons(wins: list[dict[str, Any]], elapsed_s: float) -> list[tuple[Level, str]]:
+def trend_reasons(wins: Sequence[SoakWindow], elapsed_s: float) -> list[tuple[Level, str]]:
     """First vs last segment (a minute, or a fifth of a short soak): a fall names its cause."""
     if len(wins) < 3 or elapsed_s <= 0:
         return []
     seg = min(SEGMENT_S, elapsed_s / 5)
-    first = [w for w in wins if w["t1_s"] <= wins[0]["t0_s"] + seg + 1e-9] or wins[:1]
-    last = [w for w in wins if w["t0_s"] >= elapsed_s - seg - 1e-9] or wins[-1:]
-    r0 = sum(w["rate"] or 0.0 for w in first) / len(first)
-    r1 = sum(w["rate"] or 0.0 for w in last) / len(last)
+    first = [w for w in wins if w.t1_s <= wins[0].t0_s + seg + 1e-9] or wins[:1]
+    last = [w for w in wins if w.t0_s >= elapsed_s - seg - 1e-9] or wins[-1:]
+    r0 = sum(w.rate or 0.0 for w in first) / len(first)
+    r1 = sum(w.rate or 0.0 for w in last) / len(last)
     if r0 <= 0:
         return []
     change = r1 / r0 - 1
@@ -290,9 +293,9 @@ def trend_reasons(wins: list[dict[str, Any]], elapsed_s: float) -> list[tuple[Le
         ]
     reasons: dict[str, int] = {}
     for w in last:
-        for k, v in w["throttle"].items():
+        for k, v in w.throttle.items():
             reasons[k] = reasons.get(k, 0) + v
-    temps = [w["temp_c"] for w in last if w["temp_c"] is not None]
+    temps = [w.temp_c for w in last if w.temp_c is not None]
     text = f"throughput fell {-100 * change:.0f} % from the first to the last {span}"
     if reasons:
         cause = max(reasons, key=lambda k: reasons[k])

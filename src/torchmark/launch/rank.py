@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from torchmark import __version__, stragglers
+from torchmark import __version__
 from torchmark import format as fmt
 from torchmark.devices import Device, resolve
 from torchmark.devices.base import SampleTimer, TimingMode
@@ -35,6 +35,7 @@ from torchmark.launch.env import World
 from torchmark.results import Result
 from torchmark.run.case import skipped
 from torchmark.run.config import RunConfig
+from torchmark.stats import stragglers
 from torchmark.telemetry import judge
 from torchmark.workloads import Case
 
@@ -198,7 +199,7 @@ def planned_strategy(cases: Sequence[Case], name: str = "ddp") -> str | None:
 
 def header(info: dict[str, Any]) -> str:
     """The run's first line on rank 0: which world, backend and launcher measure it."""
-    from torchmark.report.scaling import world_label
+    from torchmark.launch.worlds import world_label
 
     line = (
         f"{world_label(info)}: world size {info['world_size']}, backend {info['backend']}, "
@@ -217,13 +218,13 @@ def merged(
     strategy: str = "ddp",
 ) -> Result:
     """Rank 0's result with every rank's raw samples; WRONG where any rank was wrong."""
-    from torchmark.report.scaling import comm_check, comm_check_text
+    from torchmark.launch.comm import comm_check, comm_check_text
 
     wrong = [r for r in ranks if r["status"] == "wrong"]
     if wrong and result.status != "wrong" and case is not None:
         r = wrong[0]
         result = skipped(case, f"rank {r['rank']}: {r['reason']}", status="wrong")
-    extra = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
+    extra: dict[str, Any] = {**result.extra, "world_size": len(ranks), "per_rank": list(ranks)}
     notes = list(result.notes)
     flags = list(result.extra_flags)
     for key in ("torch", "device"):  # never averaged silently: said and flagged

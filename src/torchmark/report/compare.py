@@ -1,4 +1,4 @@
-"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.comparison`.
+"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.stats.comparison`.
 
 The table fits the width it is given (an 80-column terminal, a CI log, a wide screen): the
 essential columns (case, each run's throughput, the speed ratio, the verdict) are never cut;
@@ -20,7 +20,11 @@ from rich.text import Text
 
 from torchmark import format as fmt
 from torchmark import reference, verdicts
-from torchmark.comparison import (
+from torchmark.errors import InputError
+from torchmark.report.pipeline import comparison_parts
+from torchmark.report.table import add_row
+from torchmark.results import Result, RunRecord
+from torchmark.stats.comparison import (
     INDEPENDENT_RULE,
     Change,
     Comparison,
@@ -32,10 +36,6 @@ from torchmark.comparison import (
     regressions,
     run_name,
 )
-from torchmark.errors import InputError
-from torchmark.report.pipeline import comparison_parts
-from torchmark.report.table import add_row
-from torchmark.results import Result, RunRecord
 
 RULE = INDEPENDENT_RULE
 __all__ = [
@@ -167,7 +167,7 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     """Case ``j``'s UNCLEAR and not comparable verdicts with their reasons, and any verdict
     between different world sizes (its speed is per rank: without the reason a DDP x2 run
     read FASTER or SLOWER than DDP x1 as if like for like)."""
-    from torchmark.report.scaling import world_difference
+    from torchmark.launch.worlds import world_difference
 
     out = []
     for i, changes in enumerate(cmp.changes, start=1):

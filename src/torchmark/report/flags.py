@@ -8,7 +8,7 @@ reason attached, and only the reasons no flag explains as text.
 from __future__ import annotations
 
 from torchmark.results import Result
-from torchmark.timing.stats import (
+from torchmark.stats.measurement import (
     FEW_SAMPLES,
     MIN_WARMUP_CALLS,
     NOISY_REL_IQR,

@@ -29,6 +29,7 @@ from torchmark.report.table import (
     status_cell,
 )
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import BreakEvenFindings, TunePayload
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("torchmark.report", "templates"),
@@ -148,39 +149,32 @@ def _num(x: Any, spec: str, suffix: str = "") -> str:
 
 def _tune(run: RunRecord) -> dict[str, Any] | None:
     """``tune``'s recommendation per device (its code as printed) and the ranked candidates."""
-    recs = run.extra.get("recommendation")
-    cands = run.extra.get("candidates")
-    if not recs and not cands:
+    p = run.payload
+    if not isinstance(p, TunePayload) or not (p.recommendation or p.candidates):
         return None
     recommendations = [
         {
             "device": device_label(run, dev),
-            "name": str(rec.get("name", "?")),
-            "speedup": _num(rec.get("speedup"), ".2f", "×"),
-            "reason": str(rec.get("reason") or ""),
-            "config": _kv({k: v for k, v in (rec.get("config") or {}).items() if v is not None}),
-            "code": "\n".join(map(str, rec.get("code") or [])),
+            "name": rec.name,
+            "speedup": _num(rec.speedup, ".2f", "×"),
+            "reason": rec.reason or "",
+            "config": _kv({k: v for k, v in (rec.config or {}).items() if v is not None}),
+            "code": "\n".join(rec.code),
         }
-        for dev, rec in (recs or {}).items()
-        if isinstance(rec, dict)
+        for dev, rec in p.recommendation.items()
     ]
     candidates = [
         {
-            "device": str(c.get("device", "")),
-            "name": str(c.get("name", "")),
-            "status": str(c.get("status", "")),
-            "speedup": _num(c.get("speedup"), ".2f", "×"),
-            "latency": _num(c.get("latency_ms"), ".3g", " ms"),
-            "spread": fmt.DASH
-            if not isinstance(c.get("rel_iqr"), int | float)
-            else fmt.pct(100 * c["rel_iqr"], digits=2),
-            "error": ""
-            if c.get("max_error") is None
-            else f"{c['max_error']:.2g} (tol {c.get('tolerance') or 0:g})",
-            "notes": str(c.get("reason") or ""),
+            "device": c.device,
+            "name": c.name,
+            "status": c.status,
+            "speedup": _num(c.speedup, ".2f", "×"),
+            "latency": _num(c.latency_ms, ".3g", " ms"),
+            "spread": fmt.DASH if c.rel_iqr is None else fmt.pct(100 * c.rel_iqr, digits=2),
+            "error": "" if c.max_error is None else f"{c.max_error:.2g} (tol {c.tolerance or 0:g})",
+            "notes": c.reason or "",
         }
-        for c in cands or []
-        if isinstance(c, dict)
+        for c in p.candidates
     ]
     from torchmark.report.tune import throughput_words
 
@@ -188,16 +182,15 @@ def _tune(run: RunRecord) -> dict[str, Any] | None:
         {
             "device": device_label(run, dev),
             "words": throughput_words(best),
-            "code": "\n".join(map(str, best.get("code") or [])),
+            "code": "\n".join(best.code),
         }
-        for dev, best in (run.extra.get("throughput") or {}).items()
-        if isinstance(best, dict)
+        for dev, best in p.throughput.items()
     ]
     return {
         "recommendations": recommendations,
         "throughput": best_rates,
         "candidates": candidates,
-        "notes": [str(n) for n in run.extra.get("notes", [])],
+        "notes": p.notes,
     }
 
 
@@ -240,7 +233,8 @@ def _inputs(run: RunRecord) -> list[dict[str, Any]]:
 def _break_even_note(run: RunRecord) -> str | None:
     """Why a user-model run has no break-even, and how to get one (``model`` on a CPU-only
     machine): said in the run's section, where its reader looks for the answer."""
-    return None if run.extra.get("break_even") else run.extra.get("break_even_note")
+    p = run.payload
+    return p.break_even_note if isinstance(p, BreakEvenFindings) and not p.break_even else None
 
 
 def context(runs: Sequence[RunRecord]) -> dict[str, Any]:

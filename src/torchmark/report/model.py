@@ -3,8 +3,6 @@ the stored RunRecord that fits the console's width (``report.layout``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import RenderableType
 from rich.text import Text
 
@@ -12,6 +10,7 @@ from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.table import Footnotes, flag_words, spread_cell
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import CostRow, ModelPayload
 
 VIEWS = {
     "e2e": "e2e = host tensors in and out",
@@ -32,8 +31,10 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     """One row per device, view and batch: median time per call, its spread, items/s,
     energy and cost per item where measured."""
     notes = notes if notes is not None else Footnotes()
-    cost_rows = {
-        (row["device"], row["batch"]): row for row in record.extra.get("cost", {}).get("rows", [])
+    payload = record.payload
+    cost = payload.cost if isinstance(payload, ModelPayload) else None
+    cost_rows: dict[tuple[str, object], CostRow] = {
+        (row.device, row.batch): row for row in (cost.rows if cost else [])
     }
     devices = list(dict.fromkeys(r.device for r in record.results))
     t = FitTable(
@@ -54,10 +55,10 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         b = r.params.get("batch")
         energy = r.extra.get("energy") or {}
         jpi = energy.get("j_per_item") if energy.get("available") else None
-        cost = ""
+        price = ""
         if cost_rows:
             c = cost_rows.get((r.device, b))
-            cost = "no price" if c is None else fmt.sig(c["cost_per_million"], 4)
+            price = "no price" if c is None else fmt.sig(c.cost_per_million, 4)
         t.row(
             r.device,
             r.variant,
@@ -68,7 +69,7 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
             if r.ok
             else fmt.DASH,
             "" if jpi is None else fmt.sig(jpi),
-            cost if r.ok else "",
+            price if r.ok else "",
             _flags(r, notes),
         )
     return t
@@ -77,7 +78,8 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
 def breakeven_table(record: RunRecord) -> FitTable | None:
     from torchmark.user import breakeven
 
-    be: dict[str, Any] = record.extra.get("break_even") or {}
+    payload = record.payload
+    be = payload.break_even if isinstance(payload, ModelPayload) else None
     if not be:
         return None
     t = FitTable(
@@ -89,13 +91,13 @@ def breakeven_table(record: RunRecord) -> FitTable | None:
         title="Break-even: batch from which the GPU beats the CPU",
     )
     for gpu, e in be.items():
-        rng = e.get("range")
+        rng = e.range
         t.row(
-            Alt(f"{gpu} ({e.get('label', gpu)})", gpu),
-            breakeven.describe(e["e2e"]),
-            breakeven.describe(e["device"]),
+            Alt(f"{gpu} ({e.label or gpu})", gpu),
+            breakeven.describe(e.e2e),
+            breakeven.describe(e.device),
             f"{rng[0]}..{rng[1]}" if rng else fmt.DASH,
-            "; ".join(e.get("notes", [])),
+            "; ".join(e.notes),
         )
     return t
 
@@ -115,18 +117,20 @@ def model_view(record: RunRecord) -> list[RenderableType]:
     text += [
         f"energy on {dev}: not available ({why})" for dev, why in energy_reasons.items() if why
     ]
+    payload = record.payload
     be = breakeven_table(record)
     if be is None:
         from torchmark.user.breakeven import NO_GPU
 
-        text.append(record.extra.get("break_even_note", NO_GPU))
+        note = payload.break_even_note if isinstance(payload, ModelPayload) else None
+        text.append(note or NO_GPU)
     out.append(lines(text))
     if be is not None:
         out.append(be)
-    cost = record.extra.get("cost")
+    cost = payload.cost if isinstance(payload, ModelPayload) else None
     if cost:
-        if cost["cheaper"]:
-            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost["cheaper"].items())
+        if cost.cheaper:
+            cheaper = ", ".join(f"batch {b}: {d}" for b, d in cost.cheaper.items())
             out.append(Text(f"Cheaper per item: {cheaper}"))
         else:
             out.append(Text("Cost: only one priced device measured; nothing to compare"))

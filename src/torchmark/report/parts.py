@@ -1,5 +1,5 @@
 """The line a report shows for a run measured in parts (``torchmark run --resume``), from
-``record.extra["parts"]``, and whether a stored run can be resumed. Kept apart from
+``record.payload.parts``, and whether a stored run can be resumed. Kept apart from
 ``torchmark.run.resume``: reports of stored runs (``torchmark show``) start without importing
 torch."""
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from torchmark import format as fmt
 from torchmark.results import RunRecord
+from torchmark.results.payloads import RunPayload
 
 __all__ = ["parts_note", "resume_hint"]
 
@@ -26,18 +27,17 @@ def parts_note(record: RunRecord) -> str | None:
     """``measured in 2 parts: 37 results 2026-11-23 04:40-04:49 UTC; 93 results
     2026-11-23 04:51-05:05 UTC, begun 2 min after the part before ended``; None for a run
     measured in one part."""
-    parts = record.extra.get("parts")
-    if not isinstance(parts, list) or len(parts) < 2:
+    parts = record.payload.parts if isinstance(record.payload, RunPayload) else None
+    if not parts or len(parts) < 2:
         return None
     said = []
     prev_end: datetime | None = None
     for i, p in enumerate(parts):
-        start = _time(p.get("started_utc"))
-        end = _time(p.get("finished_utc"))
+        start, end = p.started_utc, p.finished_utc
         span = f"{start:%Y-%m-%d %H:%M}" if start else "?"
         span += f"-{end:%H:%M} UTC" if end else " UTC (end not recorded)"
-        n = p.get("results")
-        what = (fmt.plural(n, "result") if isinstance(n, int) else "? results") + f" {span}"
+        n = p.results
+        what = (fmt.plural(n, "result") if n is not None else "? results") + f" {span}"
         if i and start and prev_end:
             what += f", begun {_gap(start - prev_end)} after the part before ended"
         elif i:
@@ -45,13 +45,6 @@ def parts_note(record: RunRecord) -> str | None:
         said.append(what)
         prev_end = end
     return f"measured in {len(parts)} parts: " + "; ".join(said)
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
 
 
 def _gap(delta: Any) -> str:

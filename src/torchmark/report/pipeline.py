@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from rich.console import RenderableType
 
 from torchmark import format as fmt
-from torchmark.comparison import Change, Comparison
 from torchmark.loaders import INPUT_WORKLOADS, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline_advice import Advice, advise, rate, unit_of
 from torchmark.results import Result, RunRecord
+from torchmark.stats.comparison import Change, Comparison
 
 
 def config_cell(r: Result) -> Alt:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchmark import verdicts
-from torchmark.comparison import independent
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.results import Ceiling, Result, link_ceiling
+from torchmark.stats.comparison import independent
 
 __all__ = ["Advice", "advise", "rate", "unit_of"]
 

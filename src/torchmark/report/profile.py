@@ -5,6 +5,7 @@ Over 400 lines: the terminal tables and the HTML context of a profile read the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import RenderableType
@@ -14,6 +15,16 @@ from torchmark import format as fmt
 from torchmark.profile.names import op_labels
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
+from torchmark.results.payloads import (
+    Advice,
+    Checked,
+    Launches,
+    MemoryAtPeak,
+    OpRow,
+    ProfilePayload,
+    ProfileSummary,
+    Schedule,
+)
 
 BAR = 20  # characters of the share bar at 100 %
 # Past this the profiler's own cost is a large part of each small op's time: said next to
@@ -50,32 +61,31 @@ RULES_SHORT = {
 }
 
 
-def overhead_line(p: dict[str, Any]) -> str:
-    prof, plain, over = p["profiled_step_s"], p["unprofiled_median_s"], p["overhead_pct"]
-    mean = p.get("profiled_mean_s")
+def overhead_line(p: ProfileSummary) -> str:
+    prof, plain, over = p.profiled_step_s, p.unprofiled_median_s, p.overhead_pct
+    mean = p.profiled_mean_s
     line = (
-        f"profiled step median {fmt.duration(prof)} of {p['steps']}"
+        f"profiled step median {fmt.duration(prof)} of {p.steps}"
         + (f" (mean {fmt.duration(mean)}: the breakdown's step)" if mean else "")
         + f" vs unprofiled median {fmt.duration(plain)}: profiler overhead "
     )
     if over is None:
         return line + "unknown"
-    if p.get("under_load"):  # the verdict says whose load
+    if p.under_load:  # the verdict says whose load
         return line + f"{over:+.0f} %, can't tell under load (see the verdict)"
-    spread = p.get("spread_pct")
+    spread = p.spread_pct
     if spread is None:
-        sched = p.get("schedule") or {}
-        if (sched.get("requested") or 0) > sched.get("active", 0):  # cut for a long step
+        if (p.schedule.requested or 0) > p.schedule.active:  # cut for a long step
             return line + f"{over:+.0f} % (its noise is not known: under 4 steps, see the notes)"
         return line + f"{over:+.0f} % (its noise is not known: give 4 or more --steps)"
     if abs(over) <= spread:
         return line + (
-            f"can't tell ({over:+.0f} %, within the {_spread_words(p)}: the machine was "
+            f"can't tell ({over:+.0f} %, within the {_spread_words(p, spread)}: the machine was "
             "noisy; run again on a quiet one)"
         )
     line += f"{over:+.0f} %"
-    busy = p.get("device_busy_s")
-    if over > OVERHEAD_WARN_PCT and p.get("kind") == "gpu":
+    busy = p.device_busy_s
+    if over > OVERHEAD_WARN_PCT and p.kind == "gpu":
         line += (
             "; the profiler slows the host (it traces every launch), so idle: host-wait is inflated"
         )
@@ -92,10 +102,10 @@ def overhead_line(p: dict[str, Any]) -> str:
     return line
 
 
-def _spread_words(p: dict[str, Any]) -> str:
-    prof, plain = p.get("profiled_spread_pct"), p.get("unprofiled_spread_pct")
+def _spread_words(p: ProfileSummary, spread: float) -> str:
+    prof, plain = p.profiled_spread_pct, p.unprofiled_spread_pct
     if prof is None and plain is None:  # stored before the two were kept apart
-        return f"{p['spread_pct']:.0f} % spread (IQR / median) of the step times"
+        return f"{spread:.0f} % spread (IQR / median) of the step times"
     parts = [
         f"{v:.0f} % {what}"
         for v, what in ((prof, "profiled"), (plain, "unprofiled"))
@@ -111,74 +121,69 @@ ABOVE_NOTE = (
 )
 
 
-def above(o: dict[str, Any]) -> bool:
-    return o["pct_ceiling"] is not None and o["pct_ceiling"] > 100
-
-
-def launch_line(lx: dict[str, float]) -> str:
+def launch_line(lx: Launches) -> str:
     return (
-        f"launches: {lx['per_step']:.3g} per step; each launch call takes "
-        f"{fmt.duration(lx['launch_us_median'] / 1e6)} on the host and the GPU starts it "
-        f"{fmt.duration(lx['queue_us_median'] / 1e6)} after the call returns (medians)"
+        f"launches: {lx.per_step:.3g} per step; each launch call takes "
+        f"{fmt.duration(lx.launch_us_median / 1e6)} on the host and the GPU starts it "
+        f"{fmt.duration(lx.queue_us_median / 1e6)} after the call returns (medians)"
     )
 
 
-def memory_line(p: dict[str, Any]) -> str | None:
+def memory_line(p: ProfileSummary) -> str | None:
     parts = []
-    sm = p.get("step_memory")
+    sm = p.step_memory
     if sm:
-        n = len(sm["steps"])
+        n = len(sm.steps)
         line = f"device peak per step (allocator, reset before each of {n}): allocated " + fmt.si(
-            sm["peak_allocated_bytes"], "B"
+            sm.peak_allocated_bytes, "B"
         )
-        if sm.get("peak_reserved_bytes") is not None:
-            line += f", reserved {fmt.si(sm['peak_reserved_bytes'], 'B')}"
+        if sm.peak_reserved_bytes is not None:
+            line += f", reserved {fmt.si(sm.peak_reserved_bytes, 'B')}"
         if n > 1:
             line += (
-                f" (step {sm['largest_step']}, the largest; the smallest step's allocated "
-                f"peak {fmt.si(sm['smallest_allocated_bytes'], 'B')})"
+                f" (step {sm.largest_step}, the largest; the smallest step's allocated "
+                f"peak {fmt.si(sm.smallest_allocated_bytes, 'B')})"
             )
         parts.append(line)
-    elif p.get("device_peak_bytes"):
-        parts.append(f"device peak allocated {fmt.si(p['device_peak_bytes'], 'B')} while profiled")
-    if p.get("host_rss_peak_bytes"):
-        parts.append(f"host RSS peak {fmt.si(p['host_rss_peak_bytes'], 'B')} (the process's)")
+    elif p.device_peak_bytes:
+        parts.append(f"device peak allocated {fmt.si(p.device_peak_bytes, 'B')} while profiled")
+    if p.host_rss_peak_bytes:
+        parts.append(f"host RSS peak {fmt.si(p.host_rss_peak_bytes, 'B')} (the process's)")
     return "memory: " + "; ".join(parts) if parts else None
 
 
-def checked_words(ck: dict[str, Any] | None) -> str:
+def checked_words(ck: Checked | None) -> str:
     """A checked variant's outcome, against the profiled case's unprofiled median."""
     if not ck:
         return ""
-    if ck.get("status") != "ok":
-        return f"not measured: {ck.get('status')} ({ck.get('reason') or 'no reason given'})"
-    speed, verdict = ck.get("speed"), ck.get("verdict")
+    if ck.status != "ok":
+        return f"not measured: {ck.status} ({ck.reason or 'no reason given'})"
+    speed, verdict = ck.speed, ck.verdict
     if speed is None or verdict == "UNCLEAR":
-        return "measured: can't tell" + (f" ({speed:.2f}×; {ck.get('why')})" if speed else "")
+        return "measured: can't tell" + (f" ({speed:.2f}×; {ck.why})" if speed else "")
     if verdict == "SAME":
         return f"measured: no change that matters ({speed:.2f}×)"
     return f"measured: {speed:.2f}× ({'faster' if speed > 1 else 'slower'}, {verdict})"
 
 
-def advice_lines(p: dict[str, Any]) -> list[str]:
+def advice_lines(advice: Sequence[Advice]) -> list[str]:
     out = []
-    for a in p.get("advice") or []:
-        out.append(f"- {a['variant']}: {a['why']}")
-        if a.get("command"):  # none where the change is in the user's model
-            out.append(f"    $ {a['command']}")
-        if a.get("checked"):
-            out.append(f"    {checked_words(a['checked'])}")
+    for a in advice:
+        out.append(f"- {a.variant}: {a.why}")
+        if a.command:  # none where the change is in the user's model
+            out.append(f"    $ {a.command}")
+        if a.checked:
+            out.append(f"    {checked_words(a.checked)}")
     return out
 
 
-def memory_tables(p: dict[str, Any]) -> list[RenderableType]:
+def memory_tables(mem: MemoryAtPeak | None) -> list[RenderableType]:
     """Memory by what it holds at the step's peak, or why it is not known."""
-    mem = p.get("memory")
     if not mem:
         return []
-    if "error" in mem:
-        return [Text(f"memory by category: not known ({mem['error']})")]
-    peak = mem["peak_bytes"]
+    if mem.error is not None:
+        return [Text(f"memory by category: not known ({mem.error})")]
+    peak = mem.peak_bytes or 0
     t = FitTable(
         Col("holds", wrap=10),
         Col("at peak", justify="right"),
@@ -187,30 +192,35 @@ def memory_tables(p: dict[str, Any]) -> list[RenderableType]:
         Col("", drop=2),
         title=f"Memory at the step's peak, {fmt.si(peak, 'B')} live (torch's memory profiler)",
     )
-    for cat in mem["categories"]:
-        share = 100 * cat["bytes"] / peak if peak else 0.0
+    for cat in mem.categories:
+        share = 100 * cat.bytes / peak if peak else 0.0
         t.row(
-            cat["name"],
-            fmt.si(cat["bytes"], "B"),
+            cat.name,
+            fmt.si(cat.bytes, "B"),
             fmt.pct(share),
-            fmt.si(cat["largest_bytes"], "B"),
+            fmt.si(cat.largest_bytes, "B"),
             "#" * round(BAR * share / 100),
         )
-    return [t, Text(f"note: {mem['note']}; own largest: the category's most at any instant")]
+    return [t, Text(f"note: {mem.note}; own largest: the category's most at any instant")]
+
+
+def profile_of(record: RunRecord) -> ProfileSummary | None:
+    """The run's profile; None for another kind of run, or one stopped before a capture."""
+    return record.payload.profile if isinstance(record.payload, ProfilePayload) else None
 
 
 def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]:
-    p = record.extra.get("profile")
+    p = profile_of(record)
     if not p:
         return [Text("this run has no profile (it stopped before one was captured)")]
     out: list[RenderableType] = [
-        Text.assemble(("Profile of ", "bold"), (p["case"], "bold")),
+        Text.assemble(("Profile of ", "bold"), (p.case, "bold")),
         Text(
-            f"{p['schedule']['active']} active steps after {p['schedule']['wait']} wait and "
-            f"{p['schedule']['warmup']} warm-up"
-            + _reduced(p["schedule"])
+            f"{p.schedule.active} active steps after {p.schedule.wait} wait and "
+            f"{p.schedule.warmup} warm-up"
+            + _reduced(p.schedule)
             + "; "
-            + ("GPU breakdown" if p["kind"] == "gpu" else "CPU breakdown (no kernel-level events)")
+            + ("GPU breakdown" if p.kind == "gpu" else "CPU breakdown (no kernel-level events)")
         ),
         Text(overhead_line(p)),
     ]
@@ -219,20 +229,18 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         Col("per step", justify="right"),
         Col("share", justify="right"),
         Col("", drop=1),
-        title=f"Where the step's time goes ({p['kind'].upper()}, sums to the step)",
+        title=f"Where the step's time goes ({p.kind.upper()}, sums to the step)",
     )
     total_us = 0.0
-    for cat in p["categories"]:
-        total_us += cat["us_per_step"]
+    for cat in p.categories:
+        total_us += cat.us_per_step
         t.row(
-            cat["name"],
-            fmt.duration(cat["us_per_step"] / 1e6),
-            fmt.pct(cat["share"]),
-            "#" * round(BAR * cat["share"] / 100),
+            cat.name,
+            fmt.duration(cat.us_per_step / 1e6),
+            fmt.pct(cat.share),
+            "#" * round(BAR * cat.share / 100),
         )
-    t.row(
-        "total", fmt.duration(total_us / 1e6), fmt.pct(sum(c["share"] for c in p["categories"])), ""
-    )
+    t.row("total", fmt.duration(total_us / 1e6), fmt.pct(sum(c.share for c in p.categories)), "")
     out.append(t)
     ops = FitTable(
         Col("op", wrap=14, shorten=0),
@@ -245,34 +253,31 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         Col("bound", drop=5),
         title="Top ops by self time (per step)",
     )
-    labels = op_labels([o["name"] for o in p["ops"]])
-    for o, label in zip(p["ops"], labels, strict=True):
-        mark = " !" if above(o) else ""
+    labels = op_labels([o.name for o in p.ops])
+    for o, label in zip(p.ops, labels, strict=True):
+        mark = " !" if o.above_ceiling else ""
         of = (
-            Alt(
-                f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}{mark}",
-                fmt.pct(o["pct_ceiling"]) + mark,
-            )
-            if o["pct_ceiling"] is not None
+            Alt(f"{fmt.pct(o.pct_ceiling)} {o.ceiling_key}{mark}", fmt.pct(o.pct_ceiling) + mark)
+            if o.pct_ceiling is not None
             else ""
         )
         ops.row(
             op_cell(label),
-            Alt(o["category"], o["category"].split(" ")[0]),
-            f"{o['calls']:.3g}",
-            fmt.duration(o["self_us"] / 1e6),
-            fmt.pct(o["share"]),
+            Alt(o.category, o.category.split(" ")[0]),
+            f"{o.calls:.3g}",
+            fmt.duration(o.self_us / 1e6),
+            fmt.pct(o.share),
             _rate(o),
             of,
-            o["bound"],
+            o.bound,
         )
     out.append(ops)
-    n_above = sum(above(o) for o in p["ops"])
+    n_above = sum(o.above_ceiling for o in p.ops)
     if n_above:
         out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
-    out.append(Text.assemble(("verdict: ", "bold"), p["verdict"]))
-    if p.get("advice"):
-        checked = any(a.get("checked") for a in p["advice"])
+    out.append(Text.assemble(("verdict: ", "bold"), p.verdict))
+    if p.advice:
+        checked = any(a.checked for a in p.advice)
         out.append(
             Text(
                 "worth checking (each command measures it against this case"
@@ -283,33 +288,33 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
         # a command stays on one line (the terminal folds it), so that it copies whole
         out.extend(
             Text(line, no_wrap=True, overflow="ignore") if line.startswith("    $ ") else Text(line)
-            for line in advice_lines(p)
+            for line in advice_lines(p.advice)
         )
-    if p.get("launches"):
-        out.append(Text(launch_line(p["launches"])))
+    if p.launches:
+        out.append(Text(launch_line(p.launches)))
     memory = memory_line(p)
     if memory:
         out.append(Text(memory))
-    out.extend(memory_tables(p))
-    for note in p.get("notes", []):
+    out.extend(memory_tables(p.memory))
+    for note in p.notes:
         out.append(Text(f"note: {note}"))
     if verbose:
-        pairs = zip(labels, (o["name"] for o in p["ops"]), strict=True)
+        pairs = zip(labels, (o.name for o in p.ops), strict=True)
         renamed = [(label, name) for label, name in pairs if label != name]
         if renamed:
             out.append(Text("ops in full:", style="bold"))
             out.extend(Text(f"  {label}: {name}") for label, name in renamed)
         out.append(Text("rules:", style="bold"))
-        out.extend(Text(f"  {line}") for line in p["rules"])
+        out.extend(Text(f"  {line}") for line in p.rules)
     else:
         out.append(
             Text(
-                f"rules: {RULES_SHORT[p['kind']]} (-v prints each regex"
-                + (" and the kernels' full names)" if p["kind"] == "gpu" else ")")
+                f"rules: {RULES_SHORT[p.kind]} (-v prints each regex"
+                + (" and the kernels' full names)" if p.kind == "gpu" else ")")
             )
         )
-    if p.get("trace_file"):
-        out.append(Text(f"trace: {p['trace_file']} (open in ui.perfetto.dev)"))
+    if p.trace_file:
+        out.append(Text(f"trace: {p.trace_file} (open in ui.perfetto.dev)"))
     return out
 
 
@@ -319,52 +324,53 @@ COLORS = ("#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#b07aa1", "#e15759", "#ba
 
 def html_context(record: RunRecord) -> dict[str, Any] | None:
     """The HTML report's profile section: a stacked bar of the categories and the top ops."""
-    p = record.extra.get("profile")
+    p = profile_of(record)
     if not p:
         return None
     cats = [
         {
-            "name": cat["name"],
-            "share": cat["share"],
-            "width": f"{cat['share']:.3f}",
-            "pct": fmt.pct(cat["share"]),
-            "time": fmt.duration(cat["us_per_step"] / 1e6),
+            "name": cat.name,
+            "share": cat.share,
+            "width": f"{cat.share:.3f}",
+            "pct": fmt.pct(cat.share),
+            "time": fmt.duration(cat.us_per_step / 1e6),
             "color": COLORS[i % len(COLORS)],
         }
-        for i, cat in enumerate(p["categories"])
+        for i, cat in enumerate(p.categories)
     ]
-    labels = op_labels([o["name"] for o in p["ops"]])
+    labels = op_labels([o.name for o in p.ops])
     ops = [
         {
             "name": label,
-            "full": o["name"],
-            "category": o["category"],
-            "calls": f"{o['calls']:.3g}",
-            "time": fmt.duration(o["self_us"] / 1e6),
-            "share": fmt.pct(o["share"]),
+            "full": o.name,
+            "category": o.category,
+            "calls": f"{o.calls:.3g}",
+            "time": fmt.duration(o.self_us / 1e6),
+            "share": fmt.pct(o.share),
             "rate": _rate(o),
-            "of": f"{fmt.pct(o['pct_ceiling'])} {o['ceiling_key']}" + (" !" if above(o) else "")
-            if o["pct_ceiling"] is not None
+            "of": f"{fmt.pct(o.pct_ceiling)} {o.ceiling_key}" + (" !" if o.above_ceiling else "")
+            if o.pct_ceiling is not None
             else "",
-            "bound": o["bound"],
+            "bound": o.bound,
         }
-        for o, label in zip(p["ops"], labels, strict=True)
+        for o, label in zip(p.ops, labels, strict=True)
     ]
-    mem = p.get("memory") or {}
+    mem = p.memory
+    peak = (mem.peak_bytes or 0) if mem is not None else 0
     memory = (
         [
             {
-                "name": cat["name"],
+                "name": cat.name,
                 "share": share,
                 "width": f"{share:.3f}",
                 "pct": fmt.pct(share),
-                "size": fmt.si(cat["bytes"], "B"),
+                "size": fmt.si(cat.bytes, "B"),
                 "color": COLORS[i % len(COLORS)],
             }
-            for i, cat in enumerate(mem["categories"])
-            for share in [100 * cat["bytes"] / mem["peak_bytes"] if mem["peak_bytes"] else 0.0]
+            for i, cat in enumerate(mem.categories)
+            for share in [100 * cat.bytes / peak if peak else 0.0]
         ]
-        if "categories" in mem
+        if mem is not None and mem.error is None
         else []
     )
     from markupsafe import Markup
@@ -373,36 +379,34 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
 
     chart = ops_roofline(record)
     return {
-        "case": p["case"],
-        "kind": p["kind"],
+        "case": p.case,
+        "kind": p.kind,
         # matplotlib's own SVG, every text escaped by it: safe to inline (as html._chart)
         "roofline": {"svg": Markup(chart.svg) if chart.svg else None, "note": chart.note},
-        "advice": [
-            {**a, "outcome": checked_words(a.get("checked"))} for a in p.get("advice") or []
-        ],
+        "advice": [{**a.model_dump(), "outcome": checked_words(a.checked)} for a in p.advice],
         "memory": memory,
-        "memory_peak": fmt.si(mem["peak_bytes"], "B") if memory else None,
-        "memory_note": mem.get("note") or mem.get("error"),
+        "memory_peak": fmt.si(peak, "B") if memory else None,
+        "memory_note": (mem.note or mem.error) if mem is not None else None,
         "memory_line": memory_line(p),
         "overhead": overhead_line(p),
         "categories": cats,
         "ops": ops,
-        "verdict": p["verdict"],
-        "rules": p["rules"],
-        "above": ABOVE_NOTE.format(n=sum(above(o) for o in p["ops"]))
-        if any(above(o) for o in p["ops"])
+        "verdict": p.verdict,
+        "rules": p.rules,
+        "above": ABOVE_NOTE.format(n=sum(o.above_ceiling for o in p.ops))
+        if any(o.above_ceiling for o in p.ops)
         else None,
     }
 
 
-def _reduced(sched: dict[str, Any]) -> str:
-    asked = sched.get("requested")
-    if asked is None or asked <= sched["active"]:
+def _reduced(sched: Schedule) -> str:
+    asked = sched.requested
+    if asked is None or asked <= sched.active:
         return ""
     return f" ({asked} asked; fewer for a long step, see the notes)"
 
 
-def _rate(o: dict[str, Any]) -> str:
-    if o["flop_rate"]:
-        return fmt.si(o["flop_rate"], "FLOP/s")
-    return fmt.si(o["byte_rate"], "B/s") if o["byte_rate"] else ""
+def _rate(o: OpRow) -> str:
+    if o.flop_rate:
+        return fmt.si(o.flop_rate, "FLOP/s")
+    return fmt.si(o.byte_rate, "B/s") if o.byte_rate else ""

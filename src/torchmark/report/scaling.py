@@ -18,7 +18,7 @@ Pure functions of stored runs (one run per rung, ``torchmark run --scaling 1,2``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,159 +26,21 @@ import numpy as np
 from rich.console import RenderableType
 
 from torchmark import format as fmt
+from torchmark.launch.comm import CommCheck, comm_check, comm_check_text
+from torchmark.launch.worlds import (
+    is_training,
+    result_world,
+    rung_size,
+    world_difference,
+    world_label,
+)
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
-from torchmark.stragglers import PRACTICAL, RankTimes, rank_times
-from torchmark.stragglers import find as find_straggler
-from torchmark.timing.stats import Measurement
+from torchmark.stats.stragglers import RankTimes, rank_times
+from torchmark.stats.stragglers import find as find_straggler
 
 UNCLEAR_MARK = "?"
 OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
-
-
-def is_training(r: Result) -> bool:
-    return "optimizer" in r.extra
-
-
-def world_label(info: Mapping[str, Any]) -> str:
-    """'DDP x2' (or 'FSDP x2') for a training run over 2 ranks, '2 ranks' for collectives."""
-    n, s = info.get("world_size"), info.get("strategy")
-    return f"{s.upper()} x{n}" if s else f"{n} ranks"
-
-
-def result_world(r: Result) -> str | None:
-    """How a result was run: 'no DDP' (training alone), 'DDP x2', 'FSDP x2', 'DP x2'
-    (DataParallel over 2 GPUs), '2 ranks'; None for a case outside any process group that
-    trains nothing."""
-    s = r.extra.get("strategy")
-    if s == "dp":
-        return f"DP x{r.extra.get('gpus')}"
-    n = r.extra.get("world_size")
-    if n is None:
-        return "no DDP" if is_training(r) else None
-    return f"{(s or 'ddp').upper()} x{n}" if is_training(r) else f"{n} ranks"
-
-
-def rung_size(label: str) -> int:
-    """'DDP x2' -> 2; 'no DDP' -> 1."""
-    head, _, n = label.rpartition(" x")
-    return int(n) if head and n.isdigit() else 1
-
-
-def world_difference(a: Result, b: Result) -> str | None:
-    """Why A and B of one case are not like for like: they ran at different world sizes.
-    Said beside every comparison of them (``compare``), never a silent match."""
-    wa, wb = result_world(a), result_world(b)
-    if wa == wb or (wa is None and wb is None):
-        return None
-    sides = f"A ran {wa or 'on one process'}, B {wb or 'on one process'}"
-    if is_training(a) or is_training(b):
-        na, nb = rung_size(wa or ""), rung_size(wb or "")
-        return (
-            f"{sides}: weak scaling, so the speed is per rank (B's total is {nb}x its per-rank "
-            f"rate, A's {na}x); speed below 1 is the scaling loss"
-        )
-    return f"{sides}: the times are of different collectives"
-
-
-# -- DDP's comm figure against all_reduce timed alone -------------------------------------
-
-
-@dataclass(frozen=True)
-class CommCheck:
-    """DDP's backward-comm window beside its buckets' all_reduce timed alone."""
-
-    ddp_s: float  # DDP's avg_backward_comm_time: first bucket launched -> last one done
-    alone_s: float  # median round of all_reduce over every bucket in turn, idle group
-    alone_rel_iqr: float
-    threshold: float  # the smallest relative difference called one (noise, at least 2 %)
-    sizes_bytes: tuple[int, ...]
-    dtype: str
-    exposed_s: float | None
-
-    @property
-    def difference(self) -> float:
-        return self.ddp_s / self.alone_s - 1
-
-
-def comm_check(ddp: Mapping[str, Any], step_rel_iqr: float) -> CommCheck | None:
-    """From a result's ``extra["ddp"]``; ``step_rel_iqr``: the step's noise, standing in for
-    the noise of DDP's own figure (an average of sampled steps with no spread of its own)."""
-    alone = ddp.get("alone") or {}
-    m = Measurement(tuple(alone.get("samples_s") or ()))
-    if "backward_comm_s" not in ddp or not m.n or not alone.get("sizes_bytes"):
-        return None
-    med, rel = m.median, m.rel_iqr
-    if med <= 0:
-        return None
-    step = step_rel_iqr if np.isfinite(step_rel_iqr) else 0.0
-    return CommCheck(
-        ddp_s=float(ddp["backward_comm_s"]),
-        alone_s=float(med),
-        alone_rel_iqr=rel,
-        threshold=max(PRACTICAL, float(np.hypot(rel, step))),
-        sizes_bytes=tuple(int(b) for b in alone["sizes_bytes"]),
-        dtype=str(alone.get("dtype") or "?"),
-        exposed_s=ddp.get("exposed_comm_s"),
-    )
-
-
-def sizes_text(sizes: Sequence[int], most: int = 6) -> str:
-    """'1.05 MB, 26.2 MB x3, 23.5 MB': runs of equal (as printed) sizes counted."""
-    runs: list[list[Any]] = []
-    for b in sizes:
-        t = fmt.si(b, "B") if b >= 1000 else f"{b} B"
-        if runs and runs[-1][0] == t:
-            runs[-1][1] += 1
-        else:
-            runs.append([t, 1])
-    out = [t if n == 1 else f"{t} x{n}" for t, n in runs[:most]]
-    if len(runs) > most:
-        out.append(f"... {len(runs) - most} more")
-    return ", ".join(out)
-
-
-def comm_check_text(c: CommCheck) -> str:
-    """'DDP says backward comm X per step; all_reduce of its N buckets (...) timed alone:
-    Y: <verdict>', the verdict judged against the noise."""
-    n = len(c.sizes_bytes)
-    head = (
-        f"DDP says backward comm {fmt.duration(c.ddp_s)} per step; all_reduce of its "
-        f"{fmt.plural(n, 'bucket')} ({sizes_text(c.sizes_bytes)}, {c.dtype}) timed alone: "
-        f"{fmt.duration(c.alone_s)} (IQR {fmt.pct(100 * c.alone_rel_iqr, 2)})"
-    )
-    d, noise = c.difference, c.threshold
-    if abs(d) <= noise:
-        verdict = (
-            f"they agree within {100 * PRACTICAL:g} %"
-            if noise <= PRACTICAL
-            else f"can't tell them apart ({_signed(d)} inside the ±{fmt.pct(100 * noise, 2)} noise)"
-        )
-    elif d > 0:
-        verdict = (
-            f"DDP's figure is {fmt.duration(c.ddp_s - c.alone_s)} longer ({_signed(d)}, noise "
-            f"±{fmt.pct(100 * noise, 2)}): its window runs from the first bucket's all_reduce "
-            "to the last's end, so it also holds the waits for gradients still being computed"
-        )
-    else:
-        verdict = (
-            f"the all_reduce alone takes {fmt.duration(c.alone_s - c.ddp_s)} more than DDP's "
-            f"window ({_signed(d)}, noise ±{fmt.pct(100 * noise, 2)}): DDP reduced buckets "
-            "concurrently, or its sampled timers (warm-up steps in) caught faster steps"
-        )
-    out = f"{head}: {verdict}"
-    if c.exposed_s is not None and c.exposed_s > c.alone_s * (1 + noise):
-        # the exposed tail is at most every bucket's all_reduce, when comm runs at full speed
-        out += (
-            f"; exposed comm {fmt.duration(c.exposed_s)} is more than all the buckets take "
-            "alone: DDP counts more than communication as exposed (its work after the last "
-            "bucket), or communication ran slower inside the step (sharing cores or links)"
-        )
-    elif c.exposed_s is not None:
-        out += (
-            f"; exposed comm {fmt.duration(c.exposed_s)} is within what all the buckets take alone"
-        )
-    return out
 
 
 # -- one ladder ---------------------------------------------------------------------------
@@ -215,7 +77,7 @@ class Rung:
 
 
 def straggler(ranks: Sequence[RankTimes]) -> str | None:
-    """'rank 1: step p50 ...', the rule in ``torchmark.stragglers.find`` (the verdict's too)."""
+    """'rank 1: step p50 ...', the rule in ``stats.stragglers.find`` (the verdict's too)."""
     found = find_straggler(ranks)
     return found.text() if found else None
 
@@ -224,7 +86,7 @@ def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficienc
     """Per-rank (per-GPU) rate over the baseline's (same items per rank), with the verdict
     on the step times: weak scaling keeps the work per rank, so the ratio of median step
     times is the ratio of per-rank rates."""
-    from torchmark.comparison import independent
+    from torchmark.stats.comparison import independent
 
     if base is None or not (base.result.ok and r.ok):
         return None

@@ -4,14 +4,13 @@ function of the stored RunRecord."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import RunRecord
+from torchmark.results.payloads import SoakPayload
 
 __all__ = ["soak_view", "sparkline"]
 
@@ -47,12 +46,13 @@ def soak_view(record: RunRecord) -> list[RenderableType]:
     """Throughput per window beside the telemetry of the same span, in 80 columns; a
     sensor no window read is said once under the table instead of a column of dashes."""
     parts: list[RenderableType] = []
-    s = record.extra["soak"]
-    wins: list[dict[str, Any]] = s["windows"]
-    unit = s.get("unit") or ""
-    case = (str(s["case"]), "bold")
-    parts.append(Text.assemble("Soak of ", case, f" for {s['elapsed_s']:.0f} s"))
-    sensors = [x for x in SOAK_SENSORS if any(w[x[0]] is not None for w in wins)]
+    s = record.payload.soak if isinstance(record.payload, SoakPayload) else None
+    if s is None:
+        return [Text("this run has no soak windows (it stopped before the first was stored)")]
+    wins = s.windows
+    unit = s.unit or ""
+    parts.append(Text.assemble("Soak of ", (s.case, "bold"), f" for {s.elapsed_s:.0f} s"))
+    sensors = [x for x in SOAK_SENSORS if any(getattr(w, x[0]) is not None for w in wins)]
     # FitTable: at 60 columns rich cut every header ("secon…", "temp…") and dropped the
     # throttle reasons; here the bar gives way first (the sparkline below keeps the
     # shape), then each window stacks over its figures.
@@ -63,23 +63,23 @@ def soak_view(record: RunRecord) -> list[RenderableType]:
         *(Col(header, justify="right") for _, header, _ in sensors),
         Col("throttle", wrap=12, vital=True),
     )
-    top = max((w["rate"] or 0.0 for w in wins), default=0.0) or 1.0
-    digits = 0 if s["elapsed_s"] >= 60 else 1
+    top = max((w.rate or 0.0 for w in wins), default=0.0) or 1.0
+    digits = 0 if s.elapsed_s >= 60 else 1
     for w in wins:
-        rate = w["rate"]
+        rate = w.rate
         t.row(
-            f"{w['t0_s']:.{digits}f}–{w['t1_s']:.{digits}f}",
+            f"{w.t0_s:.{digits}f}–{w.t1_s:.{digits}f}",
             fmt.DASH if rate is None else fmt.sig(rate, 3),
             "█" * round(BAR * (rate or 0.0) / top),
-            *(_num(w[key]) for key, _, _ in sensors),
+            *(_num(getattr(w, key)) for key, _, _ in sensors),
             # a no-break space: "100 %" never wraps apart
-            ", ".join(f"{k} {v}\u00a0%" for k, v in w["throttle"].items()),
+            ", ".join(f"{k} {v}\u00a0%" for k, v in w.throttle.items()),
         )
     parts.append(t)
     missing = [sensor[2] for sensor in SOAK_SENSORS if sensor not in sensors]
     if missing:
         parts.append(f"not read on this device: {', '.join(missing)} (no sensor exposed)")
-    parts.append(f"throughput over time: {sparkline([w['rate'] for w in wins])}")
+    parts.append(f"throughput over time: {sparkline([w.rate for w in wins])}")
     v = record.verdict
     if v is not None:
         parts.append(Text.assemble("verdict: ", (v.level, LEVEL_STYLE[v.level])))

@@ -247,7 +247,7 @@ def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable
     if len(devices) == 1:
         title += f" · {reference.device_label(record, devices[0])}"
     if record.config.get("distributed"):  # "DDP x2 · gloo": never mistaken for a plain run
-        from torchmark.report.scaling import world_label
+        from torchmark.launch.worlds import world_label
 
         info = record.config["distributed"]
         title += f" · {world_label(info)} · {info.get('backend')}"

@@ -3,8 +3,6 @@ the stored RunRecord that fits the console's width (``report.layout``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import RenderableType
 from rich.text import Text
 
@@ -12,6 +10,7 @@ from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.table import Footnotes
 from torchmark.results import RunRecord
+from torchmark.results.payloads import BestThroughput, TunePayload
 
 __all__ = ["tune_table", "tune_view"]
 
@@ -23,9 +22,9 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     """Candidates ranked per device: status, speedup over the baseline, latency, spread;
     why a candidate was skipped or rejected is a footnote."""
     notes = notes if notes is not None else Footnotes()
-    cands: list[dict[str, Any]] = record.extra.get("candidates", [])
-    devices = list(dict.fromkeys(c["device"] for c in cands))
-    paired = any(c.get("baseline_ms") is not None for c in cands)
+    cands = record.payload.candidates if isinstance(record.payload, TunePayload) else []
+    devices = list(dict.fromkeys(c.device for c in cands))
+    paired = any(c.baseline_ms is not None for c in cands)
     t = FitTable(
         Col("device", show=len(devices) > 1),
         Col("candidate", wrap=14),
@@ -42,31 +41,31 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         + (f" on {devices[0]}" if len(devices) == 1 else ""),
     )
     for c in cands:
-        s = c["status"]
-        err = c.get("max_error")
-        why = [c["reason"]] if c.get("reason") else []
-        items = c.get("items_ratio") or 1
-        if items != 1 and c.get("speedup") is not None:
+        s = c.status
+        err = c.max_error
+        why = [c.reason] if c.reason else []
+        items = c.items_ratio or 1
+        if items != 1 and c.speedup is not None:
             why.append(
-                f"{c['name']}: {items:g}x the batch per call, so the speedup is per item: "
+                f"{c.name}: {items:g}x the batch per call, so the speedup is per item: "
                 f"{items:g} x baseline / latency"
             )
-        if c.get("compile_s"):
-            why.append(f"{c['name']}: torch.compile took {fmt.duration(c['compile_s'])}")
+        if c.compile_s:
+            why.append(f"{c.name}: torch.compile took {fmt.duration(c.compile_s)}")
         refs = sorted({notes.ref(w) for w in why})
         note = f"[{','.join(map(str, refs))}]" if refs else ""
-        rel = c.get("rel_iqr")
-        lat = c.get("latency_ms")
+        rel = c.rel_iqr
+        lat = c.latency_ms
         t.row(
-            c["device"],
-            c["name"],
+            c.device,
+            c.name,
             Text(s, style=STATUS_STYLE.get(s, "")),
-            fmt.ratio(c.get("speedup")) if c.get("speedup") is not None else fmt.DASH,
+            fmt.ratio(c.speedup) if c.speedup is not None else fmt.DASH,
             fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
-            fmt.duration(c["baseline_ms"] / 1e3) if c.get("baseline_ms") else fmt.DASH,
+            fmt.duration(c.baseline_ms / 1e3) if c.baseline_ms else fmt.DASH,
             fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
             Alt(
-                f"{err:.2g} (tol {c.get('tolerance') or 0:g})" if err is not None else fmt.DASH,
+                f"{err:.2g} (tol {c.tolerance or 0:g})" if err is not None else fmt.DASH,
                 f"{err:.2g}" if err is not None else fmt.DASH,
             ),
             note,
@@ -79,42 +78,44 @@ def tune_view(record: RunRecord) -> list[RenderableType]:
     recommendation with the code that applies it."""
     notes = Footnotes()
     out: list[RenderableType] = [tune_table(record, notes)]
-    said = notes.lines() + [f"note: {n}" for n in record.extra.get("notes", [])]
+    said = notes.lines() + [f"note: {n}" for n in record.payload.notes]
     if said:
         out.append(lines(said))
-    for dev, rec in record.extra.get("recommendation", {}).items():
-        sp = rec.get("speedup")
-        why = f" ({rec['reason']})" if rec.get("reason") else ""
+    recs = record.payload.recommendation if isinstance(record.payload, TunePayload) else {}
+    for dev, rec in recs.items():
+        sp = rec.speedup
+        why = f" ({rec.reason})" if rec.reason else ""
         head = Text.assemble(
             "\n",
             (f"Recommended on {dev}:", "bold"),
-            f" {rec['name']}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
+            f" {rec.name}" + (f", {fmt.ratio(sp)} the baseline" if sp else "") + why,
         )
         out.append(head)
-        out.append(Text("\n".join(rec.get("code", []))))
-    for dev, best in record.extra.get("throughput", {}).items():
+        out.append(Text("\n".join(rec.code)))
+    best_rates = record.payload.throughput if isinstance(record.payload, TunePayload) else {}
+    for dev, best in best_rates.items():
         out.append(
             Text.assemble(
                 "\n", (f"Best throughput on {dev}:", "bold"), " " + throughput_words(best)
             )
         )
-        out.append(Text("\n".join(best.get("code", []))))
+        out.append(Text("\n".join(best.code)))
     return out
 
 
-def throughput_words(best: dict[str, Any]) -> str:
+def throughput_words(best: BestThroughput) -> str:
     """tune's second answer in words: the batch with the most items/s and what it costs."""
-    base_ms, base_b = best.get("baseline_latency_ms") or 0.0, best.get("baseline_batch", 1)
-    if not best.get("speedup") or best["speedup"] == 1.0:
+    base_ms, base_b = best.baseline_latency_ms or 0.0, best.baseline_batch
+    if not best.speedup or best.speedup == 1.0:
         return (
-            f"{best['name']} at batch {best['batch']}: no larger batch moved more items per "
+            f"{best.name} at batch {best.batch}: no larger batch moved more items per "
             "second beyond the noise"
         )
-    rate = best.get("items_per_s")
+    rate = best.items_per_s
     return (
-        f"{best['name']}, {fmt.ratio(best['speedup'])} the baseline's items/s"
+        f"{best.name}, {fmt.ratio(best.speedup)} the baseline's items/s"
         + (f" ({fmt.si(rate, 'item/s')})" if rate else "")
-        + f"; each call of batch {best['batch']} then takes "
-        f"{fmt.duration(best['latency_ms'] / 1e3)} (the baseline's at batch {base_b}: "
+        + f"; each call of batch {best.batch} then takes "
+        f"{fmt.duration(best.latency_ms / 1e3)} (the baseline's at batch {base_b}: "
         f"{fmt.duration(base_ms / 1e3)})"
     )

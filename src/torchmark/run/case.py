@@ -12,7 +12,7 @@ import dataclasses
 import gc
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torchmark import telemetry
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
@@ -25,6 +25,7 @@ from torchmark.timing.loop import one_thread_s
 from torchmark.workloads import Case, Prepared, Workload
 
 if TYPE_CHECKING:
+    from torchmark.results.extra import ResultExtra
     from torchmark.run.session import Session
 
 __all__ = [
@@ -102,7 +103,8 @@ def measured(
         headline=prepared.headline,
         ceiling=ceiling,
         notes=[*prepared.notes, *notes],
-        extra={**prepared.extra, **(extra or {})},
+        # the workload's and the loop's own keys: pydantic checks the typed ones
+        extra=cast("ResultExtra", {**prepared.extra, **(extra or {})}),
         telemetry=telemetry,
     )
     result.verdict = judge(result)

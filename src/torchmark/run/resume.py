@@ -10,7 +10,7 @@ What a resumed run keeps: its id, its environment record (checked field by field
 this machine before anything is touched), its ceilings (every result judged against the
 same) and its plan (re-made from the stored options; only cases without a result run).
 What it cannot keep: the time between parts and the machine's state (temperature, clocks,
-other load) at each start; ``extra["parts"]`` records each part's start, end, cases and load
+other load) at each start; ``payload.parts`` records each part's start, end, cases and load
 so a report says "measured in 2 parts".
 """
 
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from torchmark import format as fmt
 from torchmark.errors import InputError, RunNotFoundError
 from torchmark.results import Result, RunRecord, utcnow
+from torchmark.results.payloads import Part, RunPayload
 
 # torch (~2 s) is imported where a resume measures, not here: `torchmark show` asks
 # `can_resume` of a stored run
@@ -225,30 +226,31 @@ def check_environment(record: RunRecord, now: dict[str, Any]) -> None:
 def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | None = None) -> None:
     """Reopen ``record`` in memory for one more part: running, its parts noted."""
     started = clock or utcnow()
-    parts = record.extra.get("parts")
+    p = record.payload
+    assert isinstance(p, RunPayload)  # check_resumable: only `run` runs are resumed
+    parts = p.parts
     if not parts:  # the first part, as the record kept it
         parts = [
-            {
-                "started_utc": record.created_utc.isoformat(),
-                "finished_utc": record.finished_utc.isoformat() if record.finished_utc else None,
-                "results": len(record.results),
-                "pid": record.environment.get("pid"),
-                "load_at_start": record.environment.get("load_at_start"),
-            }
+            Part(
+                started_utc=record.created_utc,
+                finished_utc=record.finished_utc,
+                results=len(record.results),
+                pid=record.environment.get("pid"),
+                load_at_start=record.environment.get("load_at_start"),
+            )
         ]
     from torchmark.run.record import command_line
 
     parts.append(
-        {
-            "started_utc": started.isoformat(),
-            "finished_utc": None,
-            "results": 0,
-            "pid": os.getpid(),
-            "load_at_start": now_env.get("load_at_start"),
-            "command": command_line(sys.argv),
-        }
+        Part(
+            started_utc=started,
+            results=0,
+            pid=os.getpid(),
+            load_at_start=now_env.get("load_at_start"),
+            command=command_line(sys.argv),
+        )
     )
-    record.extra["parts"] = parts
+    p.parts = parts
     record.status, record.finished_utc, record.verdict = "running", None, None
     # `history` and the store tell a live run from a dead one by this pid
     record.environment["pid"] = os.getpid()
@@ -256,9 +258,10 @@ def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | Non
 
 def end_part(record: RunRecord, before: int) -> None:
     """The part ends (complete or not): its end time and how many results it added."""
-    part = record.extra["parts"][-1]
-    part["finished_utc"] = utcnow().isoformat()
-    part["results"] = len(record.results) - before
+    assert isinstance(record.payload, RunPayload) and record.payload.parts
+    part = record.payload.parts[-1]
+    part.finished_utc = utcnow()
+    part.results = len(record.results) - before
 
 
 def prepare(

@@ -11,7 +11,7 @@ Ctrl-C, SIGTERM or SIGHUP: the results measured stay, the run is marked incomple
 finished, and ``RunInterrupted(record)`` is raised with exit code 128 + the signal.
 A store that fails mid-run (``StoreError``): every result stays in memory and measuring goes
 on; each later write first re-syncs what was missed. If the store is still down at the end,
-``RunNotStored(record)`` is raised (``record.extra["not_stored"]`` names the cause) so the
+``RunNotStored(record)`` is raised (``record.payload.not_stored`` names the cause) so the
 caller can still show the run and write it to a file (``rescue_path``).
 
 A ``Watchdog`` (``run.watchdog``) bounds a single call; the session owns one and closes it.
@@ -266,13 +266,13 @@ class Session:
                 f"the results store failed {self.store_failures} time(s) during the run "
                 f"({self.store_error or 'it recovered'}); every result was kept in memory"
             )
-            rec.extra.setdefault("notes", []).append(gap)
+            rec.payload.notes.append(gap)
         rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
         rec.finished_utc = self.clock()
         if self._sync(force=True) and self.store is not None and rec.run_id is not None:
             self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
         if self.store_error is not None:
-            rec.extra["not_stored"] = self.store_error
+            rec.payload.not_stored = self.store_error
         return rec
 
     def sources(self, device: Device) -> list[Source]:
@@ -359,7 +359,7 @@ class Session:
 
     def _abandon(self, reason: str) -> None:
         """Runs in the watchdog thread when the main thread cannot be interrupted."""
-        self.record.extra.setdefault("notes", []).append(
+        self.record.payload.notes.append(
             f"run abandoned: {reason}, and the call never returned to Python"
         )
         with contextlib.suppress(Exception):

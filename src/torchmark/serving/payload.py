@@ -9,12 +9,9 @@ derives them again from the stored latencies and checks they agree.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:
-    from torchmark.results import RunRecord
 
 SERVING_SCHEMA = 1
 
@@ -211,13 +208,23 @@ def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
 KIND = "serving"
 
 
-def read(run: RunRecord) -> ServingPayload | None:
-    """The serving payload a run holds (None for another kind of run): the one place it is
-    read from the record."""
-    raw = run.extra.get(KIND) if run.kind == KIND else None
-    return ServingPayload.model_validate(raw) if raw else None
+class _Run(Protocol):
+    """A ``RunRecord``, by what is used of it: ``results.payloads`` holds this module's
+    documents in its union (``ServingRunPayload.serving``), so this one does not import it."""
+
+    kind: str
+    payload: Any
 
 
-def write(run: RunRecord, payload: ServingPayload) -> None:
-    """The one place the payload is written into the record."""
-    run.extra[KIND] = payload.model_dump(mode="json")
+def read(run: _Run) -> ServingPayload | None:
+    """The serving document a run holds (None for another kind of run): the one place it
+    is read from the record, ``run.payload.serving``."""
+    found = getattr(run.payload, KIND, None) if run.kind == KIND else None
+    return found if isinstance(found, ServingPayload) else None
+
+
+def write(run: _Run, payload: ServingPayload) -> None:
+    """The one place the document is written into the record's payload."""
+    if run.kind != KIND:
+        raise ValueError(f"a {run.kind!r} run holds no serving document")
+    run.payload.serving = payload

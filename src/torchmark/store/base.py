@@ -44,7 +44,7 @@ class ResultStore(ABC):
 
     @abstractmethod
     def finish_run(self, run_id: str, run: RunRecord) -> None:
-        """Final status, finish time, run-level telemetry, verdict and extra."""
+        """Final status, finish time, run-level telemetry, verdict and payload."""
 
     @abstractmethod
     def reopen_run(self, run_id: str, run: RunRecord) -> None:

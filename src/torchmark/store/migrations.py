@@ -6,26 +6,28 @@ Two things carry a version:
   ``results.SCHEMA_VERSION``, stored as ``schema_version`` in the document;
 - the *database* layout (tables and columns): ``DB_SCHEMA_VERSION``, kept in table ``meta``.
 
-An older version is upgraded one step at a time by the functions registered below
-(``DOC_STEPS[v]`` turns version ``v`` into ``v + 1``); a newer one is refused with a message
-that says to upgrade torchmark, because guessing at a future layout could lose data.
+An older version is upgraded one step at a time by registered functions (``DB_STEPS[v]``
+below, and ``results.schema.DOC_STEPS[v]`` for documents, turn version ``v`` into ``v + 1``);
+a newer one is refused with a message that says to upgrade torchmark, because guessing at a
+future layout could lose data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from torchmark.errors import InputError, StoreError
-from torchmark.results import SCHEMA_VERSION
+from torchmark.errors import StoreError
+from torchmark.results.schema import (  # the document steps, re-exported
+    DOC_STEPS,
+    NewerSchemaError,
+    migrate_document,
+)
 
 DB_SCHEMA_VERSION = 3
 
-Doc = dict[str, Any]
-DocStep = Callable[[Doc], Doc]
 DbStep = Callable[[Connection], None]
 
 # Columns version 1 declared VARCHAR(n): PostgreSQL enforced the widths (a 168-character
@@ -79,44 +81,7 @@ def _db_v2_to_v3(conn: Connection) -> None:
         conn.execute(sa.text(update), rows)
 
 
-DOC_STEPS: dict[int, DocStep] = {}
 DB_STEPS: dict[int, DbStep] = {1: _db_v1_to_v2, 2: _db_v2_to_v3}
-
-
-class NewerSchemaError(InputError):
-    """Written by a newer torchmark: this one cannot read it without losing data."""
-
-
-def _check_version(version: object, what: str) -> int:
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise InputError(f"{what} has an invalid schema_version {version!r}")
-    return version
-
-
-def migrate_document(
-    doc: Doc,
-    *,
-    what: str = "this document",
-    target: int = SCHEMA_VERSION,
-    steps: Mapping[int, DocStep] | None = None,
-) -> Doc:
-    """Upgrade a run document to ``target`` one registered step at a time (a new dict)."""
-    steps = DOC_STEPS if steps is None else steps
-    version = _check_version(doc.get("schema_version"), what)
-    if version > target:
-        raise NewerSchemaError(
-            f"{what} was written by schema version {version}; this torchmark reads up to "
-            f"version {target}: upgrade torchmark (pip install -U torchmark)"
-        )
-    out = dict(doc)
-    while version < target:
-        step = steps.get(version)
-        if step is None:
-            raise InputError(f"{what} has schema version {version}, which cannot be migrated")
-        out = step(out)
-        version += 1
-        out["schema_version"] = version
-    return out
 
 
 def migrate_database(
@@ -141,3 +106,13 @@ def migrate_database(
         step(conn)
         version += 1
     return version
+
+
+__all__ = [
+    "DB_SCHEMA_VERSION",
+    "DB_STEPS",
+    "DOC_STEPS",
+    "NewerSchemaError",
+    "migrate_database",
+    "migrate_document",
+]

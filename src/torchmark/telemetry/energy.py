@@ -19,9 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from torchmark.devices.base import Device
+from typing import Any, Protocol
 
 RAPL_ROOT = Path("/sys/class/powercap")
 # NVML refreshes the energy counter every ~10-100 ms and RAPL every ~1 ms; below 1 s of
@@ -101,7 +99,14 @@ def rapl(root: Path = RAPL_ROOT) -> RaplCounter | Unavailable:
     return RaplCounter(zones, names)
 
 
-def counter_for(device: Device) -> EnergyCounter | Unavailable:
+class _Counted(Protocol):
+    """A ``devices.Device``: typed by what is used of it, so that devices (which build
+    their counters here) and this module do not import each other."""
+
+    def energy_counter(self) -> Any: ...
+
+
+def counter_for(device: _Counted) -> EnergyCounter | Unavailable:
     """The device's own choice (``Device.energy_counter``): RAPL for the host CPU; for an
     accelerator Unavailable (an NVIDIA GPU's energy comes from its telemetry trace)."""
     counter: EnergyCounter | Unavailable = device.energy_counter()

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from torchmark import stragglers
 from torchmark.format import result_label
 from torchmark.results import Result, RunRecord, Verdict
+from torchmark.stats import stragglers
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
 from torchmark.telemetry.trace import MIN_KEPT_SAMPLES, competing
 from torchmark.verdicts import TIMED_OUT_OK_PCT

@@ -6,8 +6,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from torchmark.stats.measurement import Measurement, median_ci
     from torchmark.timing.loop import measure
-    from torchmark.timing.stats import Measurement, median_ci
     from torchmark.timing.stopping import RULES, Adaptive, Fixed, StoppingRule, preset
 
 __all__ = [
@@ -21,13 +21,13 @@ __all__ = [
     "preset",
 ]
 
-# `measure` needs the devices, hence torch (~2 s): `from torchmark.timing.stats import
+# `measure` needs the devices, hence torch (~2 s): `from torchmark.stats.measurement import
 # Measurement` (results, stored-run views) must not load it, so the package's names are
 # looked up on first use.
 _HOME = {
     "measure": "torchmark.timing.loop",
-    "Measurement": "torchmark.timing.stats",
-    "median_ci": "torchmark.timing.stats",
+    "Measurement": "torchmark.stats.measurement",
+    "median_ci": "torchmark.stats.measurement",
     "RULES": "torchmark.timing.stopping",
     "Adaptive": "torchmark.timing.stopping",
     "Fixed": "torchmark.timing.stopping",

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from torchmark.devices.base import Device
+from torchmark.stats.measurement import Measurement
 from torchmark.telemetry.host import OtherLoad
 from torchmark.timing import loop
-from torchmark.timing.stats import Measurement
 
 
 def measure(fn: Callable[[], Any], device: Device | str | None = None, **kw: Any) -> Measurement:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchmark.devices.base import Device, TimingMode
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import Adaptive, StoppingRule
 
 Clock = Callable[[], float]

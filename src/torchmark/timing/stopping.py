@@ -12,7 +12,7 @@ from typing import Protocol
 
 from torchmark.errors import UnknownNameError
 from torchmark.registry import Registry
-from torchmark.timing.stats import rel_ci_halfwidth
+from torchmark.stats.measurement import rel_ci_halfwidth
 
 
 class StoppingRule(Protocol):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from torchmark.comparison import Verdict, judge
 from torchmark.results import Result
+from torchmark.stats.comparison import Verdict, judge
 
 MODES = ("e2e", "device")
 # `compare` cannot stand in: it pairs results of the same device, so a CPU-only run set

@@ -282,7 +282,7 @@ def rank(
 
 def rank_groups(groups: list[Group]) -> list[Row]:
     """Rows for the groups of one case (in first-submitted order), fastest first."""
-    from torchmark.comparison import ci_text, independent
+    from torchmark.stats.comparison import ci_text, independent
 
     rows: list[Row] = []
     for g in groups:

@@ -15,7 +15,7 @@ from torchmark.devices.base import Device, TimingMode
 from torchmark.format import case_label  # the one way a case is named
 from torchmark.registry import Registry
 from torchmark.results import Headline, Work
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 
 Suite = Literal["quick", "standard", "extended", "full"]
 # The suites' own tables (sizes, batch caps, precisions) exist for these; ``extended`` reads

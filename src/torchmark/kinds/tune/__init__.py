@@ -139,7 +139,7 @@ def tune(
         load.stop()
         if load.cores is not None and load.cores > BUSY_CORES:
             # Seen here: with 2 other jobs on 2 cores, threads=1 measured 418x "faster".
-            rec.extra.setdefault("notes", []).append(
+            rec.payload.notes.append(
                 f"other processes used {load.cores:.1f} cores during the search: speedups, "
                 "threads above all, may reflect that load; tune again on a quiet machine"
             )
@@ -166,7 +166,7 @@ def tune(
             compile_ok = try_compile and share >= COMPILE_RESERVE_S + 8 * CANDIDATE_RESERVE_S
             best = tuner.search(batch, compile_ok)
             if not compile_ok:
-                record.extra.setdefault("notes", []).append(
+                record.payload.notes.append(
                     f"{dev.name}: torch.compile not tried: "
                     + (
                         "--no-compile"

@@ -13,7 +13,6 @@ import psutil
 import torch
 
 from torchmark import variants, verdicts
-from torchmark.comparison import MIN_ROUNDS, PRACTICAL, Judgement, paired
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
@@ -22,8 +21,9 @@ from torchmark.results import Result
 from torchmark.run.case import CALL_TIMED_OUT, measured, skipped
 from torchmark.run.session import Session
 from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
+from torchmark.stats.comparison import MIN_ROUNDS, PRACTICAL, Judgement, paired
+from torchmark.stats.measurement import Measurement
 from torchmark.timing import Fixed, StoppingRule, measure
-from torchmark.timing.stats import Measurement
 from torchmark.user.inputs import one_line
 from torchmark.user.workload import _host_alloc_failed
 from torchmark.variants.flags import matmul_precision

@@ -9,11 +9,12 @@ from torchmark import variants, verdicts
 from torchmark.kinds.tune.candidates import code_lines
 from torchmark.kinds.tune.search import Tuner
 from torchmark.results import RunRecord
+from torchmark.results.payloads import BestThroughput, Candidate, Recommendation, TunePayload
 from torchmark.variants.spec import tolerance_line
 
 
 def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
-    """``extra["candidates"]`` (ranked) and ``extra["recommendation"]`` per device.
+    """The payload's ``candidates`` (ranked) and ``recommendation`` per device.
 
     Each candidate's ``speedup`` is ``items * baseline_ms / latency_ms`` of the same row:
     ``baseline_ms`` is the baseline's median over that candidate's own rounds (under drift
@@ -26,51 +27,51 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
         "slower": 4,
         "over-budget": 5,
     }
-    candidates: list[dict[str, Any]] = []
-    recommendation: dict[str, Any] = {}
+    p = record.payload
+    assert isinstance(p, TunePayload)
+    candidates: list[Candidate] = []
+    recommendation: dict[str, Recommendation] = {}
     for t in tuners:
         rows = sorted(t.measured, key=lambda m: (rank.get(m.status, 6), -(m.speedup or 0)))
         for m in rows:
             r = m.result
             candidates.append(
-                {
-                    "device": t.device.name,
-                    "name": m.cand.name,
-                    "stage": m.cand.stage,
-                    "config": m.cand.config(),
-                    "status": m.status,
-                    "verdict": m.verdict,
-                    "speedup": m.speedup,
-                    "max_error": m.max_error,
-                    "tolerance": m.tolerance,
-                    "latency_ms": None if m.latency_s is None else m.latency_s * 1e3,
-                    "baseline_ms": None if m.baseline_s is None else m.baseline_s * 1e3,
-                    "items_ratio": m.items,
-                    "items_per_s": r.rate("items"),
-                    "rel_iqr": r.measurement.rel_iqr if r.ok else None,
-                    "compile_s": r.extra.get("compile_s")
+                Candidate(
+                    device=t.device.name,
+                    name=m.cand.name,
+                    stage=m.cand.stage,
+                    config=m.cand.config(),
+                    status=m.status,
+                    verdict=m.verdict,
+                    speedup=m.speedup,
+                    max_error=m.max_error,
+                    tolerance=m.tolerance,
+                    latency_ms=None if m.latency_s is None else m.latency_s * 1e3,
+                    baseline_ms=None if m.baseline_s is None else m.baseline_s * 1e3,
+                    items_ratio=m.items,
+                    items_per_s=r.rate("items"),
+                    rel_iqr=r.measurement.rel_iqr if r.ok else None,
+                    compile_s=r.extra.get("compile_s")
                     if variants.parse(m.cand.variant).compile
                     else None,
-                    "why": m.judgement.why if m.judgement else None,
-                    "reason": r.reason,
-                }
+                    why=m.judgement.why if m.judgement else None,
+                    reason=r.reason,
+                )
             )
-        recommendation[t.device.name] = _recommend(t)
+        recommendation[t.device.name] = Recommendation.model_validate(_recommend(t))
         base = t.baseline
         if base is not None and base.result.ok:
-            record.extra.setdefault("notes", []).append(
+            p.notes.append(
                 f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
                 f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
                 "baseline's median over that candidate's own rounds divided by its latency"
             )
-    record.extra["candidates"] = candidates
-    record.extra["recommendation"] = recommendation
+    p.candidates, p.recommendation = candidates, recommendation
     best_rates = {t.device.name: rate for t in tuners if (rate := _throughput(t)) is not None}
-    if best_rates:
-        record.extra["throughput"] = best_rates
+    p.throughput = {dev: BestThroughput.model_validate(best) for dev, best in best_rates.items()}
     tried = [m.cand.variant for t in tuners for m in t.measured if m.max_error is not None]
     if tried:
-        record.extra.setdefault("notes", []).append(tolerance_line(tried))
+        p.notes.append(tolerance_line(tried))
 
 
 def _recommend(t: Tuner) -> dict[str, Any]:

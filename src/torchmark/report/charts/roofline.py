@@ -22,6 +22,7 @@ from torchmark.report.charts.base import (
 )
 from torchmark.report.table import devices_of
 from torchmark.results import Ceiling, Result, RunRecord
+from torchmark.results.payloads import ProfilePayload
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -178,18 +179,18 @@ def ops_roofline(run: RunRecord) -> Chart:
     at its arithmetic intensity and achieved FLOP/s, under the bandwidth and matmul
     ceilings measured in the same run on its device."""
     title = "Top ops on the roofline (measured ceilings)"
-    p = run.extra.get("profile") or {}
-    ops = p.get("ops") or []
-    device = p.get("device", "")
+    p = run.payload.profile if isinstance(run.payload, ProfilePayload) else None
+    ops = p.ops if p is not None else []
+    device = (p.device if p is not None else None) or ""
     bw = run.ceiling(device, "bandwidth")
-    named = {o.get("ceiling_key") for o in ops}
+    named = {o.ceiling_key for o in ops}
     peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
     peaks = [c for c in peaks if c.key in named] or peaks[:1]
-    labels = op_labels([o["name"] for o in ops])
+    labels = op_labels([o.name for o in ops])
     placed = [
         (label, o)
         for label, o in zip(labels, ops, strict=True)
-        if o.get("flops") and o.get("bytes") and o.get("flop_rate")
+        if o.flops and o.bytes and o.flop_rate
     ]
     missing = [label for label, o in zip(labels, ops, strict=True) if (label, o) not in placed]
     if not ops:
@@ -207,8 +208,8 @@ def ops_roofline(run: RunRecord) -> Chart:
             "convolution, add and mul; GPU kernels inherit them from the op that launched "
             "them where one kernel does its work)",
         )
-    xs = [o["flops"] / o["bytes"] for _, o in placed]
-    ys = [o["flop_rate"] for _, o in placed]
+    xs = [(o.flops or 0.0) / (o.bytes or 1.0) for _, o in placed]
+    ys = [o.flop_rate or 0.0 for _, o in placed]
     fig, axes = _figure()
     ax: Axes = axes[0][0]
     with _rc():
@@ -217,14 +218,15 @@ def ops_roofline(run: RunRecord) -> Chart:
         _labelled(
             ax,
             [
-                (x, y, f"{label} ({fmt.pct(o['share'])})", "#4e79a7", 10 + 90 * o["share"] / 100)
+                (x, y, f"{label} ({fmt.pct(o.share)})", "#4e79a7", 10 + 90 * o.share / 100)
                 for (label, o), x, y in zip(placed, xs, ys, strict=True)
             ],
             lo,
             hi,
             span,
         )
-        ax.set_title(f"{p.get('case', '')} · {device} {_model(run, device)}".strip(), fontsize=9)
+        case = p.case if p is not None else ""
+        ax.set_title(f"{case} · {device} {_model(run, device)}".strip(), fontsize=9)
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bytes: the op's tensor inputs)")
         ax.set_ylabel("achieved FLOP/s (over its self time)")
     note = (

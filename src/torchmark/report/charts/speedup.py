@@ -13,6 +13,7 @@ from torchmark.devices import is_host
 from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
 from torchmark.report.table import case_key
 from torchmark.results import Result, RunRecord
+from torchmark.results.payloads import BreakEvenFindings
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -71,30 +72,27 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
 
 
 def break_even(runs: Sequence[RunRecord]) -> Chart:
-    """GPU speedup over the CPU by batch, per view of time, from RunRecord.extra["break_even"]."""
+    """GPU speedup over the CPU by batch, per view of time, from a run's break-even."""
     title = "CPU-vs-GPU break-even"
     curves: dict[str, list[tuple[int, float]]] = {}
     marks: list[tuple[str, int | str]] = []
     notes = []
     for run in runs:
-        be = run.extra.get("break_even")
+        if not isinstance(run.payload, BreakEvenFindings):
+            continue
+        be = run.payload.break_even
         if not be:
-            note = run.extra.get("break_even_note")
+            note = run.payload.break_even_note
             if note:
                 notes.append(f"{run.run_id}: {note}")
             continue
         for gpu, entry in be.items():
-            if not isinstance(entry, dict):
-                continue
-            label = f"{_run_prefix(runs, run)}{entry.get('label', gpu)}"
-            for p in entry.get("per_batch", []):
-                if p.get("speedup"):
-                    curves.setdefault(f"{label} ({p.get('mode', '?')})", []).append(
-                        (int(p["batch"]), float(p["speedup"]))
-                    )
-            for mode in ("e2e", "device"):
-                if mode in entry:
-                    marks.append((f"{label} {mode}", entry[mode]))
+            label = f"{_run_prefix(runs, run)}{entry.label or gpu}"
+            for p in entry.per_batch:
+                if p.speedup:
+                    curves.setdefault(f"{label} ({p.mode})", []).append((p.batch, p.speedup))
+            marks.append((f"{label} e2e", entry.e2e))
+            marks.append((f"{label} device", entry.device))
     if not curves:
         why = "; ".join(notes) or "no user-model run with a CPU-vs-GPU batch sweep (break_even)"
         return Chart("break_even", title, None, why)

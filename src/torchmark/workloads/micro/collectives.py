@@ -25,7 +25,7 @@ from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError, first_line
 from torchmark.format import binary_bytes, round_up
 from torchmark.results import Work
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, sizes_or
 

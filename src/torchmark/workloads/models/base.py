@@ -23,7 +23,7 @@ from torchmark import variants
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
 from torchmark.results import Work
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import (
     Case,
     PlanOptions,

@@ -17,7 +17,7 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices.base import Device
 from torchmark.format import round_up
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import WORKLOADS, Prepared
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes, latency_quantiles
 

@@ -25,7 +25,7 @@ from torchmark.errors import CaseSkipped, InputError, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, YOURS, LoaderConfig, config_of, params
 from torchmark.results import Work
 from torchmark.run.config import available_cores
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.pipeline.feed import (
     Batch,

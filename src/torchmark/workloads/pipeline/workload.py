@@ -23,7 +23,7 @@ from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
 from torchmark.run.config import available_cores
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload, trimmed
 from torchmark.workloads.pipeline.feed import Batch, FedEpoch, first_batches, make_loader

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from torchmark import format as fmt
-from torchmark.comparison import PRACTICAL  # below 2 % no straggler is named, whatever the noise
 from torchmark.results import Result
-from torchmark.timing.stats import Measurement
+from torchmark.stats.comparison import (
+    PRACTICAL,  # below 2 % no straggler is named, whatever the noise
+)
+from torchmark.stats.measurement import Measurement
 
 FLAG = "straggler"
 

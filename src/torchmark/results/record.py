@@ -2,21 +2,36 @@
 
 A Result keeps every raw sample; median, spread, throughput and % of ceiling are derived
 from them (computed fields in the JSON, re-derived on import, never trusted from a file).
+A RunRecord holds its results and what its kind of run found beside them: a typed payload,
+discriminated by the run's ``kind`` (``results.payloads``). A document of an older schema
+is upgraded as it is read (``results.schema``), whichever way it comes in.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, computed_field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+    model_validator,
+)
+from typing_extensions import Self
+
+from torchmark.results.extra import ResultExtra
+from torchmark.results.payloads import AnyPayload
+from torchmark.results.schema import SCHEMA_VERSION, empty_payload, schema_2
 
 if TYPE_CHECKING:
-    from torchmark.timing.stats import Measurement
-
-SCHEMA_VERSION = 1
+    from torchmark.stats.measurement import Measurement
 
 Headline = Literal["items", "bytes", "flops"]
 Status = Literal["ok", "skipped", "wrong"]
@@ -147,7 +162,8 @@ class Result(BaseModel):
     ceiling: Ceiling | None = None
     notes: list[str] = Field(default_factory=list)
     extra_flags: list[str] = Field(default_factory=list)
-    extra: dict[str, Any] = Field(default_factory=dict)  # peak memory, compile time, errors...
+    # peak memory, compile time, every rank's samples...: typed keys, others kept as they are
+    extra: ResultExtra = Field(default_factory=lambda: ResultExtra())
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
 
@@ -199,7 +215,7 @@ class Result(BaseModel):
     def measurement(self) -> Measurement:
         # numpy (~0.1 s to import) only when a statistic is asked for: `history` lists runs
         # without one.
-        from torchmark.timing.stats import Measurement
+        from torchmark.stats.measurement import Measurement
 
         return Measurement(
             samples_s=tuple(self.samples_s),
@@ -297,14 +313,16 @@ class Result(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """One stored run: self-describing (schema, tool, time, machine, software)."""
+    """One stored run: self-describing (schema, tool, time, machine, software), with its
+    results and its kind's typed ``payload`` (``payload.kind == kind``, always)."""
 
-    model_config = ConfigDict(extra="ignore")
+    # built on first use, with the payloads: `history` lists runs without validating one
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""
     run_id: str | None = None
-    kind: str = "run"  # run | model | tune | soak
+    kind: str = "run"  # one of payloads.KINDS: run | model | tune | soak | profile
     created_utc: datetime = Field(default_factory=utcnow)
     finished_utc: datetime | None = None
     status: Literal["running", "complete", "incomplete"] = "running"
@@ -316,7 +334,50 @@ class RunRecord(BaseModel):
     results: list[Result] = Field(default_factory=list)
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)  # break_even, recommendation, ...
+    # an empty payload of the run's own kind (kind is validated first)
+    payload: AnyPayload = Field(default_factory=lambda data: empty_payload(data.get("kind")))
+
+    # schema 1's field: refused where given, never dropped in silence (and never written)
+    extra: None = Field(default=None, exclude=True)
+
+    # A document (a file, a stored row, a reference run, a test's dict) goes through
+    # `schema_2`: an older schema is upgraded, a newer one refused (an InputError naming the
+    # fix). Not a mode="before" validator: one makes pydantic validate the fields of a JSON
+    # document as Python objects, and the leaderboard's strict pass (`model_validate_json(...,
+    # strict=True)`) then refused every ISO time; nor an __init__: pydantic then loses the
+    # validation context (IMPORTED) in nested models. Keywords (`RunRecord(kind=...)`) are
+    # schema 2 already: a payload given as a dict names its kind.
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _no_extra(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError(
+                "`extra` is schema 1's field; since schema 2 a run's findings are its `payload`"
+            )
+        return None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        return super().model_validate(schema_2(obj), *args, **kwargs)
+
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, *args: Any, **kwargs: Any
+    ) -> Self:
+        try:
+            doc = json.loads(json_data)
+        except ValueError:
+            doc = None  # pydantic says where the JSON breaks
+        new = schema_2(doc)
+        if new is not doc:
+            json_data = json.dumps(new)
+        return super().model_validate_json(json_data, *args, **kwargs)
+
+    @model_validator(mode="after")
+    def _payload_of_kind(self) -> RunRecord:
+        if self.payload.kind != self.kind:
+            raise ValueError(f"a {self.kind!r} run holds a {self.payload.kind!r} payload")
+        return self
 
     def ceiling(self, device: str, key: str) -> Ceiling | None:
         return next((c for c in self.ceilings if c.device == device and c.key == key), None)

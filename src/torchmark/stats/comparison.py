@@ -35,8 +35,9 @@ from typing import Literal
 import numpy as np
 
 from torchmark.errors import InputError
+from torchmark.launch.worlds import world_difference
 from torchmark.results import Result, RunRecord
-from torchmark.timing.stats import Measurement
+from torchmark.stats.measurement import Measurement
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "UNCLEAR"]
 VERDICTS: tuple[Verdict, ...] = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
@@ -297,9 +298,7 @@ def judge(a: Result, b: Result) -> Change:
             word = r.status if r.status != "ok" else verdicts.rule_of(r).word
             why = verdicts.reasons(r)[0]  # the reason that decides it; the run's table has all
             return Change(a.key, a, b, None, why=f"{word} in {side}: {why}".strip())
-    from torchmark.report.scaling import world_difference  # DDP x2 vs no DDP: said, always
-
-    worlds = world_difference(a, b)
+    worlds = world_difference(a, b)  # DDP x2 vs no DDP: said, always
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
         return Change(a.key, a, b, None, why=f"{worlds}; {j}" if worlds else j)

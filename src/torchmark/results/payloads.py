@@ -1,0 +1,400 @@
+"""What each kind of run found beyond its results: one typed payload per kind, discriminated
+by ``kind``, stored as ``RunRecord.payload``.
+
+    run      RunPayload      parts (a run measured in parts, ``run --resume``)
+    model    ModelPayload    model facts, break-even per accelerator, cost per million items
+                             (a ``run`` may carry a break-even too: ``BreakEvenFindings``)
+    tune     TunePayload     every candidate ranked, the recommendation (and without a
+                             latency bound the best throughput) per device
+    soak     SoakPayload     throughput per time window beside the telemetry
+    profile  ProfilePayload  where the step's time goes: categories, top ops, advice, memory
+    serving  ServingRunPayload  load points, each fleet's search, the answer per device
+
+Every payload also carries ``notes`` (said under the run's tables) and ``not_stored`` (why
+the store failed, when it did). Two kinds of run are variants stored under another kind, as
+schema 1 stored them: ``model --loader`` is a ``model`` run whose ``config`` names the loader
+and whose payload is empty (its results carry the input pipeline's breakdown,
+``Result.extra["input"]``); a distributed run (ranks, ``run --nproc-per-node``) is a ``run``
+whose ``config["distributed"]`` names the world (its results carry every rank's samples,
+``Result.extra["per_rank"]``). Readers take the typed fields and never re-check a shape;
+keys a document holds beyond the fields (written by an older or newer torchmark) are kept
+as they are and written back.
+
+A new kind of run adds its payload in three steps (as ``serving`` did):
+
+1. here, a class ``ServingRunPayload(Payload)`` with ``kind: Literal["serving"] =
+   "serving"`` and its typed fields (nested models for what readers depend on; serving's
+   own document lives in ``serving/payload.py``, which imports nothing of ``results``);
+2. that class added to ``AnyPayload`` below (``PAYLOADS`` and ``KINDS`` follow from it);
+3. its run opened with ``open_run("serving", ...)``: the payload starts empty
+   (``ServingRunPayload()``) and the kind's loop fills ``record.payload``.
+
+No schema bump is needed: no older document holds the new kind, and an older torchmark
+refuses a run of a kind it does not know with one line saying to upgrade.
+"""
+
+from __future__ import annotations
+
+import typing
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from torchmark.serving.payload import ServingPayload
+
+
+class Kept(BaseModel):
+    """Keys no field names are kept and written back; validators built on first use (the
+    commands that list runs never validate one)."""
+
+    model_config = ConfigDict(extra="allow", defer_build=True)
+
+
+class Part(Kept):
+    """One part of a run measured in parts: when, how many results, under what load."""
+
+    started_utc: datetime | None = None
+    finished_utc: datetime | None = None
+    results: int | None = None
+    pid: int | None = None
+    load_at_start: dict[str, Any] | None = None
+    command: str | None = None
+
+
+class Payload(Kept):
+    """What every kind's payload carries; unknown keys are kept (``extra="allow"``)."""
+
+    kind: str
+    notes: list[str] = Field(default_factory=list)
+    not_stored: str | None = None  # why the store failed: the run was kept in memory only
+
+
+# -- model -------------------------------------------------------------------------------
+
+
+class ModelInfo(Kept):
+    name: str
+    parameters: int | None = None
+    flops_per_item: float | None = None
+    inputs_at_smallest_batch: str | None = None
+    mode: str | None = None
+
+
+class BreakEvenRow(Kept):
+    """One batch, one view of time: the GPU against the CPU beyond the noise of both."""
+
+    batch: int
+    mode: str  # "e2e" | "device"
+    gpu_s: float | None = None
+    cpu_s: float | None = None
+    speedup: float | None = None
+    verdict: str = "n/a"  # faster / slower / same / unclear / n/a
+
+
+class BreakEven(Kept):
+    """One accelerator against the CPU: the batch from which it wins, per view of time
+    (a batch, or "always" / "never" / "unclear" / "not measured")."""
+
+    label: str | None = None
+    cpu: str | None = None
+    e2e: int | str = "not measured"
+    device: int | str = "not measured"
+    range: list[int] | None = None  # [smallest, largest] batch tried
+    per_batch: list[BreakEvenRow] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class CostRow(Kept):
+    batch: int
+    device: str
+    price_per_hour: float
+    seconds_per_item: float
+    cost_per_million: float
+    j_per_item: float | None = None
+
+
+class CostTable(Kept):
+    prices: dict[str, float] = Field(default_factory=dict)
+    unit: str = "currency per device-hour"
+    rows: list[CostRow] = Field(default_factory=list)
+    cheaper: dict[str, str] = Field(default_factory=dict)  # batch -> the cheaper device
+
+
+class BreakEvenFindings(Kept):
+    """A CPU-vs-GPU break-even over a batch sweep: ``model`` computes it; a ``run`` may
+    carry one too (it is a pure function of results measured on both, ``user.breakeven``),
+    and the break-even chart draws it from either."""
+
+    break_even: dict[str, BreakEven] | None = None  # accelerator -> its break-even
+    break_even_note: str | None = None  # why there is none (no GPU, no CPU measured)
+
+
+class RunPayload(BreakEvenFindings, Payload):
+    kind: Literal["run"] = "run"
+    parts: list[Part] | None = None  # None: measured in one part
+
+
+class ModelPayload(BreakEvenFindings, Payload):
+    """``torchmark model``; a ``--loader`` run keeps every field None."""
+
+    kind: Literal["model"] = "model"
+    model: ModelInfo | None = None
+    cost: CostTable | None = None  # with --price
+
+
+# -- tune --------------------------------------------------------------------------------
+
+
+class Candidate(Kept):
+    """One configuration tune measured (or skipped, or rejected), ranked per device."""
+
+    device: str
+    name: str
+    status: str  # baseline / faster / same / unclear / slower / over-budget / rejected / skipped
+    stage: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    verdict: str | None = None
+    speedup: float | None = None
+    max_error: float | None = None
+    tolerance: float | None = None
+    latency_ms: float | None = None
+    baseline_ms: float | None = None  # the baseline's median over this candidate's rounds
+    items_ratio: float | None = None  # items per call over the baseline's
+    items_per_s: float | None = None
+    rel_iqr: float | None = None
+    compile_s: float | None = None
+    why: str | None = None
+    reason: str | None = None
+
+
+class Recommendation(Kept):
+    """What tune recommends on one device, or why nothing (``speedup`` None)."""
+
+    name: str
+    speedup: float | None = None
+    reason: str | None = None
+    max_error: float | None = None
+    config: dict[str, Any] | None = None
+    code: list[str] = Field(default_factory=list)
+    baseline_ms: float | None = None
+    baseline_rel_iqr: float | None = None
+
+
+class BestThroughput(Kept):
+    """tune's second answer without a latency bound: the most items/s over the batches
+    measured (FASTER per item than the baseline), and the latency a call then costs."""
+
+    name: str
+    batch: int
+    speedup: float | None = None  # per item, over the baseline; 1.0: the baseline itself
+    items_per_s: float | None = None
+    latency_ms: float
+    baseline_latency_ms: float | None = None
+    baseline_batch: int = 1
+    config: dict[str, Any] = Field(default_factory=dict)
+    code: list[str] = Field(default_factory=list)
+
+
+class TunePayload(Payload):
+    kind: Literal["tune"] = "tune"
+    candidates: list[Candidate] = Field(default_factory=list)
+    recommendation: dict[str, Recommendation] = Field(default_factory=dict)  # per device
+    throughput: dict[str, BestThroughput] = Field(default_factory=dict)  # per device
+
+
+# -- soak --------------------------------------------------------------------------------
+
+
+class SoakWindow(Kept):
+    """Throughput over one time window, with the telemetry of the same span."""
+
+    t0_s: float
+    t1_s: float
+    rate: float | None = None  # in SoakSeries.unit
+    clock_mhz: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    throttle: dict[str, int] = Field(default_factory=dict)  # reason -> % of the window
+
+
+class SoakSeries(Kept):
+    case: str
+    unit: str | None = None
+    chunk_calls: int | None = None
+    elapsed_s: float = 0.0
+    windows: list[SoakWindow] = Field(default_factory=list)
+
+
+class SoakPayload(Payload):
+    kind: Literal["soak"] = "soak"
+    soak: SoakSeries | None = None
+
+
+# -- profile -----------------------------------------------------------------------------
+
+
+class Schedule(Kept):
+    wait: int | None = None
+    warmup: int | None = None
+    active: int = 0
+    requested: int | None = None  # active steps asked for (fewer for a long step)
+
+
+class Category(Kept):
+    name: str
+    us_per_step: float
+    share: float  # % of the step
+
+
+class OpRow(Kept):
+    """One of the top ops by self time per step (``profile.ops.OpRow``, stored)."""
+
+    name: str
+    category: str
+    calls: float  # per step
+    self_us: float  # per step
+    share: float  # % of the step's wall time
+    flops: float | None = None
+    bytes: float | None = None
+    flop_rate: float | None = None
+    byte_rate: float | None = None
+    pct_ceiling: float | None = None
+    ceiling_key: str | None = None
+    bound: str = ""
+
+    @property
+    def above_ceiling(self) -> bool:
+        return self.pct_ceiling is not None and self.pct_ceiling > 100
+
+
+class GemmRow(Kept):
+    op: str
+    dims: list[list[int]]
+    dtype: str | None = None
+    calls: float = 0.0
+    us_per_step: float = 0.0
+    share: float = 0.0
+
+
+class Launches(Kept):
+    per_step: float
+    launch_us_median: float
+    queue_us_median: float
+
+
+class StepPeak(Kept):
+    allocated_bytes: int
+    reserved_bytes: int | None = None
+
+
+class StepMemory(Kept):
+    """The device allocator's peak per active step."""
+
+    steps: list[StepPeak] = Field(default_factory=list)
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None = None
+    smallest_allocated_bytes: int | None = None
+    largest_step: int | None = None
+
+
+class MemoryCategory(Kept):
+    name: str
+    bytes: int
+    largest_bytes: int
+
+
+class MemoryAtPeak(Kept):
+    """Memory by what it holds at the step's peak, or ``error``: why it is not known."""
+
+    peak_bytes: int | None = None
+    categories: list[MemoryCategory] = Field(default_factory=list)
+    note: str | None = None
+    error: str | None = None
+
+
+class Checked(Kept):
+    """A suggestion measured (``profile --check``) against the profiled case."""
+
+    status: str  # ok / skipped / wrong
+    verdict: str | None = None  # FASTER / SLOWER / SAME / UNCLEAR
+    speed: float | None = None
+    why: str | None = None
+    reason: str | None = None
+
+
+class Advice(Kept):
+    """A change the profile calls for (``profile.advice.Advice``, stored)."""
+
+    variant: str
+    why: str
+    command: str = ""
+    workload: str | None = None
+    kind: str = "variant"  # "variant" | "shape"
+    checked: Checked | None = None
+
+
+class ProfileSummary(Kept):
+    """One profiled case: plain data enough to render without the trace."""
+
+    case: str
+    kind: Literal["cpu", "gpu"]  # the breakdown's: host ops only, or kernels on streams
+    schedule: Schedule = Field(default_factory=Schedule)
+    steps: int
+    profiled_step_s: float
+    unprofiled_median_s: float | None = None
+    overhead_pct: float | None = None
+    verdict: str = ""
+    categories: list[Category] = Field(default_factory=list)
+    ops: list[OpRow] = Field(default_factory=list)
+    rules: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    workload: str | None = None
+    device: str | None = None
+    wall_us: float | None = None
+    step_us: list[float] = Field(default_factory=list)
+    profiled_mean_s: float | None = None
+    # None where a profile stored before the two spreads were kept apart has only the larger
+    spread_pct: float | None = None
+    profiled_spread_pct: float | None = None
+    unprofiled_spread_pct: float | None = None
+    gemms: list[GemmRow] = Field(default_factory=list)
+    load: dict[str, Any] | None = None  # other processes' load while measured and profiled
+    under_load: bool = False  # then the verdict is "can't tell" and nothing is advised
+    device_busy_s: float | None = None
+    launches: Launches | None = None
+    device_peak_bytes: int | None = None
+    host_rss_peak_bytes: int | None = None
+    step_memory: StepMemory | None = None
+    memory: MemoryAtPeak | None = None  # None: --no-memory
+    advice: list[Advice] = Field(default_factory=list)
+    trace_file: str | None = None
+
+
+class ProfilePayload(Payload):
+    kind: Literal["profile"] = "profile"
+    profile: ProfileSummary | None = None  # None: stopped before a profile was captured
+
+
+# -- serving -----------------------------------------------------------------------------
+
+
+class ServingRunPayload(Payload):
+    """``torchmark serving``: every load point, each fleet's search and the answer per
+    device, as ``serving/payload.py`` defines them (``serving.payload.read``/``write``)."""
+
+    kind: Literal["serving"] = "serving"
+    serving: ServingPayload | None = None  # None: stopped before the first point was stored
+
+
+AnyPayload = Annotated[
+    RunPayload | ModelPayload | TunePayload | SoakPayload | ProfilePayload | ServingRunPayload,
+    Field(discriminator="kind"),
+]
+
+# kind -> its payload class, from the union: the one list of kinds
+PAYLOADS: dict[str, type[Payload]] = {
+    typing.get_args(cls.model_fields["kind"].annotation)[0]: cls
+    for cls in typing.get_args(typing.get_args(AnyPayload)[0])
+}
+KINDS: tuple[str, ...] = tuple(PAYLOADS)

@@ -85,6 +85,44 @@ def test_unreachable_server_is_one_clear_line(
     assert code == 1 and f"cannot reach {url}" in err
 
 
+def test_an_answer_cut_short_is_one_clear_line(
+    run_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that dies mid-answer (it promised 138 bytes, sent none: CI saw this when the
+    board was killed under load) is a one-line "submit it again", not a traceback."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer_short() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(body) < length:  # read it all: no reset while the client still sends
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 138\r\n\r\n")
+
+    thread = threading.Thread(target=answer_short, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "t")
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+    assert code == 1
+    assert f"{url} did not answer in full (IncompleteRead)" in err
+    assert "submit it again" in err and len(err.strip().splitlines()) == 1
+
+
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = f"sqlite:///{tmp_path / 'board.db'}"
     code, out, _ = cli(capsys, "serve", "token", "create", "lab", "--db", db)

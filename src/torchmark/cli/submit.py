@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import http.client
 import json
 import os
 import socket
@@ -70,6 +71,14 @@ def post(server: str, token: str | None, body: bytes, path: str = "/api/v1/runs"
         reason = getattr(e, "reason", e)
         raise ServerError(
             f"cannot reach {server} ({reason}); check the URL and that the server runs"
+        ) from None
+    except (http.client.HTTPException, ValueError) as e:
+        # the connection dropped mid-answer (IncompleteRead, RemoteDisconnected) or the answer
+        # is not JSON: the server may or may not have stored the run, and a run id is stored
+        # once, so sending it again is safe
+        raise ServerError(
+            f"{server} did not answer in full ({type(e).__name__}); the run may not be "
+            "stored: submit it again"
         ) from None
 
 

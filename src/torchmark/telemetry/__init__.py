@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from torchmark.devices.base import Device
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
 from torchmark.telemetry.trace import Recording, Sampler, summarize
-from torchmark.telemetry.verdict import judge, judge_run
+
+if TYPE_CHECKING:
+    from torchmark.devices.base import Device
+    from torchmark.telemetry.verdict import judge, judge_run
 
 __all__ = [
     "Kept",
@@ -33,6 +33,16 @@ __all__ = [
     "sources_for",
     "watch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The verdicts pull in the results model (pydantic) and numpy, ~0.15 s: `doctor` reads
+    # the machine's load through this package before it needs either.
+    if name in ("judge", "judge_run"):
+        from torchmark.telemetry import verdict
+
+        return getattr(verdict, name)
+    raise AttributeError(f"module 'torchmark.telemetry' has no attribute {name!r}")
 
 
 class Kept(Source):
@@ -82,6 +92,8 @@ class TelemetryTrace:
     """A live trace: the sampler fills a Recording; ``summary`` is computed from it."""
 
     def __init__(self, device: Device, sources: Sequence[Source], interval_s: float = 0.1) -> None:
+        import torch  # here: `doctor` reads the load through this package before torch
+
         self.recording = Recording(
             device=device.name,
             accelerator=device.is_accelerator,

@@ -8,6 +8,7 @@ core counts, memory sizes, driver and library versions, the measurements themsel
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from torchmark.envvars import RELEVANT_ENV
@@ -72,6 +73,33 @@ def _scrub_text(text: str, words: tuple[str, ...]) -> str:
     return text
 
 
+# What a hook returns for an object member that is to go.
+_DROP = object()
+
+
+def _walk(
+    value: Any,
+    path: str,
+    member: Callable[[Any, str, str, Any], Any],
+    text: Callable[[str, str], str] | None = None,
+) -> Any:
+    """A copy of the JSON tree ``value``: ``member(key, where, path, v)`` returns each object
+    member's new value (then walked in turn) or ``_DROP``; ``text(path, s)`` each string's."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            where = f"{path}.{k}" if path else str(k)
+            v = member(k, where, path, v)
+            if v is not _DROP:
+                out[k] = _walk(v, where, member, text)
+        return out
+    if isinstance(value, list):
+        return [_walk(v, path, member, text) for v in value]
+    if isinstance(value, str) and text is not None:
+        return text(path, value)
+    return value
+
+
 def strip_document(
     doc: dict[str, Any], words: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], list[str]]:
@@ -82,39 +110,27 @@ def strip_document(
     and user name: they may appear inside a command line or a path)."""
     removed: list[str] = []
 
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                where = f"{path}.{k}" if path else str(k)
-                low = str(k).lower()
-                if low in DROPPED_KEYS or "uuid" in low or "serial" in low:
-                    removed.append(where)
-                    continue
-                if path == "" and k in DROPPED_TOP:
-                    removed.append(where)
-                    continue
-                if path == "environment" and k == "env_vars" and isinstance(v, dict):
-                    kept = {}
-                    for name, val in v.items():
-                        if name in ENV_ALLOW:
-                            kept[name] = walk(val, f"{where}.{name}")
-                        else:
-                            removed.append(f"{where}.{name}")
-                    out[k] = kept
-                    continue
-                out[k] = walk(v, where)
-            return out
-        if isinstance(value, list):
-            return [walk(v, path) for v in value]
-        if isinstance(value, str):
-            new = _scrub_text(value, words)
-            if new != value and path not in removed:
-                removed.append(f"{path} (home path or name replaced)")
-            return new
-        return value
+    def member(k: Any, where: str, path: str, v: Any) -> Any:
+        low = str(k).lower()
+        if low in DROPPED_KEYS or "uuid" in low or "serial" in low:
+            removed.append(where)
+            return _DROP
+        if path == "" and k in DROPPED_TOP:
+            removed.append(where)
+            return _DROP
+        if path == "environment" and k == "env_vars" and isinstance(v, dict):
+            removed.extend(f"{where}.{name}" for name in v if name not in ENV_ALLOW)
+            # (no allowed name is a dropped key: the kept ones pass the test above unchanged)
+            return {name: val for name, val in v.items() if name in ENV_ALLOW}
+        return v
 
-    return walk(doc, ""), list(dict.fromkeys(removed))
+    def text(path: str, value: str) -> str:
+        new = _scrub_text(value, words)
+        if new != value and path not in removed:
+            removed.append(f"{path} (home path or name replaced)")
+        return new
+
+    return _walk(doc, "", member, text), list(dict.fromkeys(removed))
 
 
 # Of a run's config, what a shared document keeps: the options that define its cases (as
@@ -137,43 +153,30 @@ CASE_OPTIONS = (
 COMMAND_KEYS = frozenset({"command", "argv"})
 
 
-def _no_urls(value: Any, where: str, removed: list[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _no_urls(v, f"{where}.{k}", removed) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_urls(v, where, removed) for v in value]
-    if isinstance(value, str) and _URL.search(value):
-        removed.append(f"{where} (URL replaced)")
-        return _URL.sub("<url>", value)
-    return value
-
-
 def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``doc`` (already through ``strip_document``) as it may be published: no command line
     (as typed it can carry a password: ``--db postgresql://tm:S3cret@host/db``), of the
     config only ``CASE_OPTIONS``, and no URL in any text. Returns it and what was removed."""
     removed: list[str] = []
 
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                where = f"{path}.{k}" if path else str(k)
-                if str(k).lower() in COMMAND_KEYS:
-                    if v:
-                        removed.append(where)
-                    continue
-                if path == "" and k == "config" and isinstance(v, dict):
-                    dropped = [f"config.{name}" for name in v if name not in CASE_OPTIONS]
-                    removed.extend(dropped)
-                    v = {name: x for name, x in v.items() if name in CASE_OPTIONS}
-                out[k] = walk(v, where)
-            return out
-        if isinstance(value, list):
-            return [walk(v, path) for v in value]
-        return value
+    def member(k: Any, where: str, path: str, v: Any) -> Any:
+        if str(k).lower() in COMMAND_KEYS:
+            if v:
+                removed.append(where)
+            return _DROP
+        if path == "" and k == "config" and isinstance(v, dict):
+            removed.extend(f"config.{name}" for name in v if name not in CASE_OPTIONS)
+            return {name: x for name, x in v.items() if name in CASE_OPTIONS}
+        return v
 
-    out = _no_urls(walk(doc, ""), "", removed)
+    def no_url(path: str, value: str) -> str:
+        if not _URL.search(value):
+            return value
+        removed.append(f"{path} (URL replaced)")
+        return _URL.sub("<url>", value)
+
+    # URLs in a second pass, so that what was removed lists them after the rest
+    out = _walk(_walk(doc, "", member), "", lambda k, where, path, v: v, no_url)
     return out, list(dict.fromkeys(r.lstrip(".") for r in removed))
 
 

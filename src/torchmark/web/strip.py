@@ -8,7 +8,7 @@ core counts, memory sizes, driver and library versions, the measurements themsel
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from torchmark.envvars import RELEVANT_ENV
@@ -100,6 +100,14 @@ def _walk(
     return value
 
 
+def _only(
+    members: dict[str, Any], allowed: Collection[str], where: str, removed: list[str]
+) -> dict[str, Any]:
+    """The allowed members of the object at ``where``; the others' paths go to ``removed``."""
+    removed.extend(f"{where}.{name}" for name in members if name not in allowed)
+    return {name: v for name, v in members.items() if name in allowed}
+
+
 def strip_document(
     doc: dict[str, Any], words: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], list[str]]:
@@ -119,9 +127,8 @@ def strip_document(
             removed.append(where)
             return _DROP
         if path == "environment" and k == "env_vars" and isinstance(v, dict):
-            removed.extend(f"{where}.{name}" for name in v if name not in ENV_ALLOW)
             # (no allowed name is a dropped key: the kept ones pass the test above unchanged)
-            return {name: val for name, val in v.items() if name in ENV_ALLOW}
+            return _only(v, ENV_ALLOW, where, removed)
         return v
 
     def text(path: str, value: str) -> str:
@@ -165,8 +172,7 @@ def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 removed.append(where)
             return _DROP
         if path == "" and k == "config" and isinstance(v, dict):
-            removed.extend(f"config.{name}" for name in v if name not in CASE_OPTIONS)
-            return {name: x for name, x in v.items() if name in CASE_OPTIONS}
+            return _only(v, CASE_OPTIONS, where, removed)
         return v
 
     def no_url(path: str, value: str) -> str:

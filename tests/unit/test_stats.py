@@ -170,7 +170,7 @@ def test_repr_golden() -> None:
 
 def test_a_result_keeps_every_timing_of_its_measurement() -> None:
     from torchmark.results import Result
-    from torchmark.results.record import TIMINGS, timings
+    from torchmark.results.record import SAMPLE_FIELDS, sample_fields
 
     m = Measurement(
         samples_s=(0.5, 0.25, 0.75),
@@ -182,6 +182,8 @@ def test_a_result_keeps_every_timing_of_its_measurement() -> None:
         timing="device",
         excluded=(1,),
     )
-    r = Result(workload="w", variant="v", device="cpu", **timings(m))
+    r = Result(workload="w", variant="v", device="cpu", **sample_fields(m))
     assert r.samples_s == [0.5, 0.25, 0.75] and r.excluded == [1]
-    assert {k: getattr(r.measurement, k) for k in TIMINGS} == {k: getattr(m, k) for k in TIMINGS}
+    assert {k: getattr(r.measurement, k) for k in SAMPLE_FIELDS} == {
+        k: getattr(m, k) for k in SAMPLE_FIELDS
+    }

@@ -16,7 +16,7 @@ from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
-from torchmark.run.config import parse_int_list
+from torchmark.run.config import parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.serving.model import Recipe, Served
@@ -36,17 +36,6 @@ def _seconds(text: str, option: str) -> float:
         return parse_duration(text)
     except InputError:
         raise InputError(f"{option} takes a time such as 30s, 2m or 1h; got {text!r}") from None
-
-
-def _floats(text: str | None, option: str) -> tuple[float, ...]:
-    if not text:
-        return ()
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(
-            f"{option} takes comma-separated numbers, e.g. 0,5; got {text!r}"
-        ) from None
 
 
 def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -179,7 +168,7 @@ def serving(
         rate=rate,
         devices=tuple(device or ()),
         batches=parse_int_list(batch, "--batch"),
-        max_wait_ms=_floats(max_wait_ms, "--max-wait-ms"),
+        max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
         budget_s=_seconds(budget, "--budget"),
         point_s=_seconds(point, "--point"),
         split=split,

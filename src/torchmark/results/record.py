@@ -39,7 +39,7 @@ Status = Literal["ok", "skipped", "wrong"]
 
 # What a Result keeps of its Measurement: the raw samples and how they were taken. The
 # sequences are lists in a Result (JSON) and tuples in a Measurement (frozen).
-TIMINGS = (
+SAMPLE_FIELDS = (
     "samples_s",
     "calls_per_sample",
     "first_call_s",
@@ -51,9 +51,9 @@ TIMINGS = (
 )
 
 
-def timings(m: Measurement) -> dict[str, Any]:
-    """``m``'s ``TIMINGS`` as a Result keeps them (``Result.measurement`` gives them back)."""
-    kept = ((k, getattr(m, k)) for k in TIMINGS)
+def sample_fields(m: Measurement) -> dict[str, Any]:
+    """``m``'s ``SAMPLE_FIELDS`` as a Result keeps them (``Result.measurement`` gives them back)."""
+    kept = ((k, getattr(m, k)) for k in SAMPLE_FIELDS)
     return {k: list(v) if isinstance(v, tuple) else v for k, v in kept}
 
 
@@ -237,7 +237,7 @@ class Result(BaseModel):
         # without one.
         from torchmark.stats.measurement import Measurement
 
-        kept = ((k, getattr(self, k)) for k in TIMINGS)
+        kept = ((k, getattr(self, k)) for k in SAMPLE_FIELDS)
         fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in kept}
         return Measurement(**fields)
 

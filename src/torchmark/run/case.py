@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from torchmark import telemetry
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Ceiling, Result, Status, Work
-from torchmark.results.record import timings
+from torchmark.results.record import sample_fields
 from torchmark.run.config import RunConfig
 from torchmark.run.watchdog import CallTimedOut, call_bound
 from torchmark.telemetry.verdict import oversubscribed
@@ -92,7 +92,7 @@ def measured(
         variant=case.variant,
         device=case.device.name,
         params=case.param_dict,
-        **timings(m),
+        **sample_fields(m),
         work=prepared.work,
         headline=prepared.headline,
         ceiling=ceiling,

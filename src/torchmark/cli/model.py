@@ -11,7 +11,9 @@ from torchmark.cli import COMMANDS
 from torchmark.cli.app import (
     DbOption,
     DevicesOption,
+    EnergyOption,
     JsonOutOption,
+    PriceOption,
     TelemetryOption,
     app,
 )
@@ -43,10 +45,7 @@ def model(
     loader: Annotated[str | None, typer.Option("--loader", help=LOADER_HELP)] = None,
     device: DevicesOption = None,
     batch: Annotated[str, typer.Option(help="Batch sizes to sweep.")] = "1,2,4,8,16",
-    price: Annotated[
-        str | None,
-        typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
-    ] = None,
+    price: PriceOption = None,
     stopping: Annotated[
         str,
         typer.Option(
@@ -54,7 +53,7 @@ def model(
             "a 5-batch sweep can take 100 s on a loaded machine), test."
         ),
     ] = "quick",
-    energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
+    energy: EnergyOption = True,
     telemetry: TelemetryOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,

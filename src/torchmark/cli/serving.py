@@ -11,7 +11,15 @@ import typer
 from rich.text import Text
 
 from torchmark.cli import RUNS_CODE
-from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console
+from torchmark.cli.app import (
+    DbOption,
+    DevicesOption,
+    EnergyOption,
+    JsonOutOption,
+    PriceOption,
+    app,
+    console,
+)
 from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
@@ -113,10 +121,7 @@ def serving(
     input: InputOption = None,
     inputs: InputsOption = None,
     device: DevicesOption = None,
-    price: Annotated[
-        str | None,
-        typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
-    ] = None,
+    price: PriceOption = None,
     budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
     point: Annotated[
         str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
@@ -153,7 +158,7 @@ def serving(
             "interval within p98.5-p99.5)."
         ),
     ] = 0,
-    energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
+    energy: EnergyOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:

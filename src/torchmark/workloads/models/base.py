@@ -92,12 +92,6 @@ class Plan:
         return self.scenarios
 
 
-# fp32 and its faster float forms, in the order a plan tries them.
-FLOATS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
-# What a CPU plan trains at: AMP fp16 has no CPU hardware path (see Plan.cpu_scenarios).
-CPU_TRAIN = ("fp32", "amp-bf16")
-
-
 def doubling(cap: int) -> tuple[int, ...]:
     """1, 2, 4, ... up to ``cap`` (``cap`` itself included when it is not a power of 2)."""
     out = [1 << i for i in range(max(cap, 1).bit_length()) if 1 << i <= cap]

@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
-from torchmark.workloads.models.base import CPU_TRAIN, FLOATS, ModelWorkload, Plan, Sizes
+from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
 
 @dataclass(frozen=True)

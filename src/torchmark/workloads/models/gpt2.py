@@ -18,15 +18,9 @@ from torchmark import variants
 from torchmark.devices.base import Device
 from torchmark.format import round_up
 from torchmark.stats.measurement import Measurement
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS, Prepared
-from torchmark.workloads.models.base import (
-    CPU_TRAIN,
-    FLOATS,
-    ModelWorkload,
-    Plan,
-    Sizes,
-    latency_quantiles,
-)
+from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes, latency_quantiles
 
 
 @dataclass(frozen=True)

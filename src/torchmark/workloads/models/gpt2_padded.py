@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from torchmark.variants.spec import CPU_TRAIN
 from torchmark.workloads.base import WORKLOADS, Prepared
-from torchmark.workloads.models.base import CPU_TRAIN, Plan, Sizes
+from torchmark.workloads.models.base import Plan, Sizes
 from torchmark.workloads.models.gpt2 import GPT2Workload
 
 

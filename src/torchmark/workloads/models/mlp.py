@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
-from torchmark.workloads.models.base import CPU_TRAIN, FLOATS, ModelWorkload, Plan, Sizes
+from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
 
 class SimpleNet(nn.Module):

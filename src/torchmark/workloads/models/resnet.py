@@ -7,8 +7,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
-from torchmark.workloads.models.base import CPU_TRAIN, FLOATS, ModelWorkload, Plan, Sizes
+from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
 
 class Bottleneck(nn.Module):

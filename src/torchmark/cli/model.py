@@ -17,14 +17,14 @@ from torchmark.cli.app import (
     TelemetryOption,
     app,
 )
-from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.output import check_json_path
 from torchmark.cli.printers import show_model
 from torchmark.cli.target import (
     InputOption,
     InputsOption,
     SpecArgument,
     load_target,
-    recording,
+    measure_target,
 )
 from torchmark.run.config import parse_int_list
 from torchmark.timing import preset
@@ -70,20 +70,16 @@ def model(
 
         model_with_loader(spec, loader, input or inputs, device, stopping, telemetry, json_path, db)
         return
-    user = load_target(spec, input, inputs)
-    with recording(show_model, json_path, db, lines=True) as (store, events):
-        record = benchmark_model(
-            user.model,
-            user.factory,
-            devices=device or None,
-            batches=batches or None,
-            rule=stopping,
-            price=prices,
-            store=store,
-            events=events,
-            name=user.name,
-            measure_energy=energy,
-            telemetry=telemetry,
-            config=user.config,
-        )
-    finish(record, show_model, json_path, store.url)
+    measure_target(
+        load_target(spec, input, inputs),
+        benchmark_model,
+        show_model,
+        json_path,
+        db,
+        devices=device or None,
+        batches=batches or None,
+        rule=stopping,
+        price=prices,
+        measure_energy=energy,
+        telemetry=telemetry,
+    )

@@ -13,8 +13,8 @@ from torchmark.report.charts.base import (
     HEIGHT,
     WIDTH,
     Chart,
-    _figure,
     _log,
+    _plot,
     _rc,
     _run_prefix,
     _svg,
@@ -210,8 +210,7 @@ def ops_roofline(run: RunRecord) -> Chart:
         )
     xs = [(o.flops or 0.0) / (o.bytes or 1.0) for _, o in placed]
     ys = [o.flop_rate or 0.0 for _, o in placed]
-    fig, axes = _figure()
-    ax: Axes = axes[0][0]
+    fig, ax = _plot()
     with _rc():
         lo, hi = _roof(ax, xs, peaks, bw)
         span = [*ys, *(c.value for c in peaks)]

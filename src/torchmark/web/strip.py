@@ -8,7 +8,7 @@ core counts, memory sizes, driver and library versions, the measurements themsel
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from torchmark.envvars import RELEVANT_ENV
@@ -36,6 +36,7 @@ DROPPED_KEYS = frozenset(
 # The run's fingerprint digests the host name: a stable id of the host, so it goes too (the
 # server pools by its own hardware+software fingerprint, which leaves the host out).
 DROPPED_TOP = ("fingerprint",)
+_TOP = {("", name) for name in DROPPED_TOP}
 # The documented allow-list of environment variables sent: those that change what PyTorch
 # does, the same list every run records.
 ENV_ALLOW = frozenset(RELEVANT_ENV)
@@ -78,34 +79,39 @@ _DROP = object()
 
 
 def _walk(
-    value: Any,
-    path: str,
+    doc: Any,
     member: Callable[[Any, str, str, Any], Any],
     text: Callable[[str, str], str] | None = None,
+    only: Mapping[tuple[str, str], Collection[str]] | None = None,
+    removed: list[str] | None = None,
 ) -> Any:
-    """A copy of the JSON tree ``value``: ``member(key, where, path, v)`` returns each object
-    member's new value (then walked in turn) or ``_DROP``; ``text(path, s)`` each string's."""
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            where = f"{path}.{k}" if path else str(k)
-            v = member(k, where, path, v)
-            if v is not _DROP:
-                out[k] = _walk(v, where, member, text)
-        return out
-    if isinstance(value, list):
-        return [_walk(v, path, member, text) for v in value]
-    if isinstance(value, str) and text is not None:
-        return text(path, value)
-    return value
+    """A copy of the JSON tree ``doc``: ``member(key, where, path, v)`` returns each object
+    member's new value or ``_DROP``; the object at ``only``'s (path, key) keeps only the
+    members it allows (the others' paths go to ``removed``); ``text(path, s)`` makes each
+    string's new value."""
 
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                where = f"{path}.{k}" if path else str(k)
+                v = member(k, where, path, v)
+                if v is _DROP:
+                    continue
+                allowed = (only or {}).get((path, k))
+                if allowed is not None and isinstance(v, dict):
+                    assert removed is not None
+                    removed.extend(f"{where}.{name}" for name in v if name not in allowed)
+                    v = {name: x for name, x in v.items() if name in allowed}
+                out[k] = walk(v, where)
+            return out
+        if isinstance(value, list):
+            return [walk(v, path) for v in value]
+        if isinstance(value, str) and text is not None:
+            return text(path, value)
+        return value
 
-def _only(
-    members: dict[str, Any], allowed: Collection[str], where: str, removed: list[str]
-) -> dict[str, Any]:
-    """The allowed members of the object at ``where``; the others' paths go to ``removed``."""
-    removed.extend(f"{where}.{name}" for name in members if name not in allowed)
-    return {name: v for name, v in members.items() if name in allowed}
+    return walk(doc, "")
 
 
 def strip_document(
@@ -120,15 +126,9 @@ def strip_document(
 
     def member(k: Any, where: str, path: str, v: Any) -> Any:
         low = str(k).lower()
-        if low in DROPPED_KEYS or "uuid" in low or "serial" in low:
+        if low in DROPPED_KEYS or "uuid" in low or "serial" in low or (path, k) in _TOP:
             removed.append(where)
             return _DROP
-        if path == "" and k in DROPPED_TOP:
-            removed.append(where)
-            return _DROP
-        if path == "environment" and k == "env_vars" and isinstance(v, dict):
-            # (no allowed name is a dropped key: the kept ones pass the test above unchanged)
-            return _only(v, ENV_ALLOW, where, removed)
         return v
 
     def text(path: str, value: str) -> str:
@@ -137,7 +137,9 @@ def strip_document(
             removed.append(f"{path} (home path or name replaced)")
         return new
 
-    return _walk(doc, "", member, text), list(dict.fromkeys(removed))
+    # (no allowed variable's name is a dropped key: the kept ones pass `member` unchanged)
+    only = {("environment", "env_vars"): ENV_ALLOW}
+    return _walk(doc, member, text, only, removed), list(dict.fromkeys(removed))
 
 
 # Of a run's config, what a shared document keeps: the options that define its cases (as
@@ -167,13 +169,11 @@ def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     removed: list[str] = []
 
     def member(k: Any, where: str, path: str, v: Any) -> Any:
-        if str(k).lower() in COMMAND_KEYS:
-            if v:
-                removed.append(where)
-            return _DROP
-        if path == "" and k == "config" and isinstance(v, dict):
-            return _only(v, CASE_OPTIONS, where, removed)
-        return v
+        if str(k).lower() not in COMMAND_KEYS:
+            return v
+        if v:
+            removed.append(where)
+        return _DROP
 
     def no_url(path: str, value: str) -> str:
         if not _URL.search(value):
@@ -182,7 +182,8 @@ def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return _URL.sub("<url>", value)
 
     # URLs in a second pass, so that what was removed lists them after the rest
-    out = _walk(_walk(doc, "", member), "", lambda k, where, path, v: v, no_url)
+    cut = _walk(doc, member, only={("", "config"): CASE_OPTIONS}, removed=removed)
+    out = _walk(cut, lambda k, where, path, v: v, no_url)
     return out, list(dict.fromkeys(r.lstrip(".") for r in removed))
 
 

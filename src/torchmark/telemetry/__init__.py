@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from torchmark import _lazy_getattr
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
 from torchmark.telemetry.trace import Recording, Sampler, summarize
 
@@ -35,14 +36,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The verdicts pull in the results model (pydantic) and numpy, ~0.15 s: `doctor` reads
-    # the machine's load through this package before it needs either.
-    if name in ("judge", "judge_run"):
-        from torchmark.telemetry import verdict
-
-        return getattr(verdict, name)
-    raise AttributeError(f"module 'torchmark.telemetry' has no attribute {name!r}")
+# The verdicts pull in the results model (pydantic) and numpy, ~0.15 s: `doctor` reads the
+# machine's load through this package before it needs either.
+__getattr__ = _lazy_getattr(__name__, {"judge": ".verdict", "judge_run": ".verdict"})
 
 
 class Kept(Source):

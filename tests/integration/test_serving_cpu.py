@@ -117,6 +117,8 @@ def test_bad_options_fail_in_one_line_before_anything_runs(
     cases = [
         (["serving", "simplenet", "--p99-ms", "0"], "--p99-ms 0: give the latency bound"),
         (["serving", "simplenet", "--p99-ms", "5", "--rate", "-1"], "--rate -1"),
+        (["serving", "simplenet", "--p99-ms", "5", "--energy-price", "-1"],
+         "--energy-price -1: give currency per kWh"),
         (["serving", "simplenet", "--p99-ms", "5", "--budget", "soon"], "--budget takes a time"),
         (["serving", "simplenet", "--p99-ms", "5", "--size", "image"], "--size 'image'"),
         (["serving", "simplenet", "--p99-ms", "5", "--input", "10"], "built-in model"),

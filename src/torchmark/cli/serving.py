@@ -128,6 +128,14 @@ def serving(
         str | None,
         typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
     ] = None,
+    energy_price: Annotated[
+        float | None,
+        typer.Option(
+            "--energy-price",
+            help="Currency per kWh: the energy each request used (where a counter reads "
+            "it) is added to the cost.",
+        ),
+    ] = None,
     budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
     point: Annotated[
         str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
@@ -186,6 +194,7 @@ def serving(
         max_procs=max_procs,
         threads=threads,
         prices=tuple(prices.items()),
+        energy_price=energy_price,
         energy=energy,
         min_requests=min_requests,
         inputs=tuple(input) if input else inputs,

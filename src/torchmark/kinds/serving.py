@@ -63,6 +63,7 @@ class ServingConfig:
     max_procs: int | None = None
     threads: int | None = None  # without the split: the one process's threads (None: all)
     prices: tuple[tuple[str, float], ...] = ()
+    energy_price: float | None = None  # currency per kWh: the energy each request used
     energy: bool = True
     min_requests: int = 0  # 0: the p99's 95 % interval within p98.5 .. p99.5
     inputs: tuple[str, ...] | str | None = None  # the user's --input shapes / --inputs
@@ -97,6 +98,10 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--max-procs {cfg.max_procs}: give 1 or more")
     if cfg.threads is not None and (cfg.threads < 1 or cfg.split):
         raise InputError(f"--threads {cfg.threads}: give 1 or more, with --no-split")
+    if cfg.energy_price is not None and not (
+        math.isfinite(cfg.energy_price) and cfg.energy_price >= 0
+    ):
+        raise InputError(f"--energy-price {cfg.energy_price:g}: give currency per kWh, e.g. 0.25")
     if cfg.min_requests < 0:
         raise InputError(f"--min-requests {cfg.min_requests}: give 0 (the default) or more")
 
@@ -137,6 +142,7 @@ class Serving:
             inputs=self.inputs,
             bound_s=self.cfg.bound_s,
             rate=self.cfg.rate,
+            energy_price=self.cfg.energy_price,
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
@@ -166,7 +172,7 @@ class Serving:
 
         def analyse(rec: RunRecord) -> None:
             p = live.payload
-            p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices)
+            p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices, p.energy_price)
             p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
             stored.write(rec, p)
 
@@ -257,7 +263,7 @@ class Serving:
     def _energy(device: Device) -> Callable[[], Any]:
         from torchmark.telemetry import energy
 
-        return lambda: energy.Region(energy.counter_for(device))
+        return lambda: energy.Region(energy.for_region(device))
 
 
 def _other_load() -> str | None:

@@ -120,6 +120,7 @@ def test_bad_options_fail_in_one_line_before_anything_runs(
         (["serving", "simplenet", "--p99-ms", "5", "--energy-price", "-1"],
          "--energy-price -1: give currency per kWh"),
         (["serving", "simplenet", "--p99-ms", "5", "--budget", "soon"], "--budget takes a time"),
+        (["serving", "simplenet", "--p99-ms", "5", "--point", "0.1s"], "one >= 0.4s"),
         (["serving", "simplenet", "--p99-ms", "5", "--size", "image"], "--size 'image'"),
         (["serving", "simplenet", "--p99-ms", "5", "--input", "10"], "built-in model"),
         (["serving", f"{FIX}/broken.py:make_model", "--input", "4", "--p99-ms", "5"],

@@ -138,7 +138,10 @@ def serving(
     ] = None,
     budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
     point: Annotated[
-        str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
+        str,
+        typer.Option(
+            help="Longest load point (0.4s at least): it ends sooner once its p99 is stable."
+        ),
     ] = "10s",
     batch: Annotated[
         str | None,

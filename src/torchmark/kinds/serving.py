@@ -35,7 +35,7 @@ from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import Fleet, Local
 from torchmark.serving.model import ModelExecutor, Recipe
 from torchmark.serving.payload import FleetDoc, GeneratorDoc, ServingPayload
-from torchmark.serving.point import LoadPoint, PointPlan
+from torchmark.serving.point import MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.serving.search import Search, SearchPlan, search
 from torchmark.serving.workers import Processes, splits, usable_cores
 from torchmark.store.base import ResultStore
@@ -88,8 +88,11 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, e.g. 50")
     if cfg.rate is not None and not (math.isfinite(cfg.rate) and cfg.rate > 0):
         raise InputError(f"--rate {cfg.rate:g}: give requests per second > 0, e.g. 1000")
-    if not cfg.budget_s > 0 or not cfg.point_s > 0:
-        raise InputError("--budget and --point take a time > 0, e.g. --budget 2m --point 10s")
+    if not cfg.budget_s > 0 or not cfg.point_s >= MIN_POINT_S:
+        raise InputError(
+            f"--budget takes a time > 0 and --point one >= {MIN_POINT_S:g}s (4 windows), "
+            "e.g. --budget 2m --point 10s"
+        )
     if any(b < 1 for b in cfg.batches):
         raise InputError(f"--batch {cfg.batches}: max batch sizes are >= 1, e.g. 1,8,32")
     if any(not (math.isfinite(w) and w >= 0) for w in cfg.max_wait_ms):

@@ -147,6 +147,15 @@ def classify(
     return "warn"
 
 
+def kind_of_answer(run_level: str | None, measured: bool, flags: Sequence[str]) -> Kind:
+    """A serving run's answer for one device (its max rate within the p99 bound) under the
+    same rule: no rate within the bound is nothing measured (skipped), a run judged invalid
+    keeps it off rankings, and the flags of the point it rests on (unstable,
+    few_requests) mark it."""
+    level = "invalid" if run_level == "invalid" else None
+    return classify("ok", measured, level, [], flags)
+
+
 def rule_of(r: Result) -> Rule:
     return RULES[kind_of(r)]
 

@@ -117,7 +117,10 @@ def test_bad_options_fail_in_one_line_before_anything_runs(
     cases = [
         (["serving", "simplenet", "--p99-ms", "0"], "--p99-ms 0: give the latency bound"),
         (["serving", "simplenet", "--p99-ms", "5", "--rate", "-1"], "--rate -1"),
+        (["serving", "simplenet", "--p99-ms", "5", "--energy-price", "-1"],
+         "--energy-price -1: give currency per kWh"),
         (["serving", "simplenet", "--p99-ms", "5", "--budget", "soon"], "--budget takes a time"),
+        (["serving", "simplenet", "--p99-ms", "5", "--point", "0.1s"], "one >= 0.4s"),
         (["serving", "simplenet", "--p99-ms", "5", "--size", "image"], "--size 'image'"),
         (["serving", "simplenet", "--p99-ms", "5", "--input", "10"], "built-in model"),
         (["serving", f"{FIX}/broken.py:make_model", "--input", "4", "--p99-ms", "5"],
@@ -173,3 +176,30 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.slow
+def test_worker_processes_take_requests_from_one_shared_queue() -> None:
+    """Two worker processes of one thread serve one schedule from one shared head: every
+    request is served once (batches whole, none served twice: the requests finished in
+    the first window are at most those that arrived in it; two workers serving every
+    request each would finish about twice as many)."""
+    import numpy as np
+
+    from torchmark.serving.model import builtin
+    from torchmark.serving.server import Batching
+    from torchmark.serving.workers import Processes
+
+    with Processes(builtin("simplenet"), "cpu", 2, 1, 8) as fleet:
+        source = fleet.windows(400.0, Batching(8, 0.002), 0.5, 5.0, seed=3)
+        windows = [w for _, w in zip(range(2), source, strict=False)]
+        source.close()
+    first = windows[0]
+    for w in windows:
+        r = w.requests
+        assert len(r) > 50 and r.served.all() and not r.failed.any() and not w.gave_up
+        assert np.all(r.start >= r.arrival) and np.all(r.finish > r.start)
+        _, at, counts = np.unique(r.start, return_index=True, return_counts=True)
+        # a batch straddling a window's edge has requests in both windows
+        assert np.all(counts[1:-1] == r.batch[at][1:-1])
+    assert 0 < first.completed <= len(first.requests)

@@ -122,9 +122,20 @@ def serving(
     inputs: InputsOption = None,
     device: DevicesOption = None,
     price: PriceOption = None,
+    energy_price: Annotated[
+        float | None,
+        typer.Option(
+            "--energy-price",
+            help="Currency per kWh: the energy each request used (where a counter reads "
+            "it) is added to the cost.",
+        ),
+    ] = None,
     budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
     point: Annotated[
-        str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
+        str,
+        typer.Option(
+            help="Longest load point (0.4s at least): it ends sooner once its p99 is stable."
+        ),
     ] = "10s",
     batch: Annotated[
         str | None,
@@ -180,6 +191,7 @@ def serving(
         max_procs=max_procs,
         threads=threads,
         prices=tuple(prices.items()),
+        energy_price=energy_price,
         energy=energy,
         min_requests=min_requests,
         inputs=tuple(input) if input else inputs,

@@ -161,13 +161,19 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     from torchmark import verdicts
     from torchmark.format import plural, result_label
     from torchmark.store.exchange import parse_run
-    from torchmark.web import plausible
+    from torchmark.web import plausible, serving
     from torchmark.web.ranking import check_bounds, division_of
 
     run = parse_run(json.dumps(doc), "the run")
-    refused = check_bounds(run) or plausible.check(run)  # the server's own checks
+    refused = check_bounds(run) or plausible.check(run) or serving.check(run)  # the server's
     if refused:
         return [f"the server will refuse this run: {refused}"]
+    rows = serving.rows_of(serving.rederive(run), "")  # a serving run: its devices' answers
+    if rows:
+        return [f"the server will store it in the {division_of(run)} division"] + [
+            f"{r.device}: max {r.limit} req/s ({r.said}): {verdicts.RULES[r.kind].server}"
+            for r in rows
+        ]
     unverified = plausible.unverified(run)
     by: dict[str, list[str]] = {}
     for i, r in enumerate(run.results):

@@ -35,7 +35,7 @@ from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import Fleet, Local
 from torchmark.serving.model import ModelExecutor, Recipe
 from torchmark.serving.payload import FleetDoc, GeneratorDoc, ServingPayload
-from torchmark.serving.point import LoadPoint, PointPlan
+from torchmark.serving.point import MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.serving.search import Search, SearchPlan, search
 from torchmark.serving.workers import Processes, splits, usable_cores
 from torchmark.store.base import ResultStore
@@ -63,6 +63,7 @@ class ServingConfig:
     max_procs: int | None = None
     threads: int | None = None  # without the split: the one process's threads (None: all)
     prices: tuple[tuple[str, float], ...] = ()
+    energy_price: float | None = None  # currency per kWh: the energy each request used
     energy: bool = True
     min_requests: int = 0  # 0: the p99's 95 % interval within p98.5 .. p99.5
     inputs: tuple[str, ...] | str | None = None  # the user's --input shapes / --inputs
@@ -87,8 +88,11 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, e.g. 50")
     if cfg.rate is not None and not (math.isfinite(cfg.rate) and cfg.rate > 0):
         raise InputError(f"--rate {cfg.rate:g}: give requests per second > 0, e.g. 1000")
-    if not cfg.budget_s > 0 or not cfg.point_s > 0:
-        raise InputError("--budget and --point take a time > 0, e.g. --budget 2m --point 10s")
+    if not cfg.budget_s > 0 or not cfg.point_s >= MIN_POINT_S:
+        raise InputError(
+            f"--budget takes a time > 0 and --point one >= {MIN_POINT_S:g}s (4 windows), "
+            "e.g. --budget 2m --point 10s"
+        )
     if any(b < 1 for b in cfg.batches):
         raise InputError(f"--batch {cfg.batches}: max batch sizes are >= 1, e.g. 1,8,32")
     if any(not (math.isfinite(w) and w >= 0) for w in cfg.max_wait_ms):
@@ -97,6 +101,10 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--max-procs {cfg.max_procs}: give 1 or more")
     if cfg.threads is not None and (cfg.threads < 1 or cfg.split):
         raise InputError(f"--threads {cfg.threads}: give 1 or more, with --no-split")
+    if cfg.energy_price is not None and not (
+        math.isfinite(cfg.energy_price) and cfg.energy_price >= 0
+    ):
+        raise InputError(f"--energy-price {cfg.energy_price:g}: give currency per kWh, e.g. 0.25")
     if cfg.min_requests < 0:
         raise InputError(f"--min-requests {cfg.min_requests}: give 0 (the default) or more")
 
@@ -137,6 +145,7 @@ class Serving:
             inputs=self.inputs,
             bound_s=self.cfg.bound_s,
             rate=self.cfg.rate,
+            energy_price=self.cfg.energy_price,
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
@@ -166,7 +175,7 @@ class Serving:
 
         def analyse(rec: RunRecord) -> None:
             p = live.payload
-            p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices)
+            p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices, p.energy_price)
             p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
             stored.write(rec, p)
 
@@ -257,7 +266,7 @@ class Serving:
     def _energy(device: Device) -> Callable[[], Any]:
         from torchmark.telemetry import energy
 
-        return lambda: energy.Region(energy.counter_for(device))
+        return lambda: energy.Region(energy.for_region(device))
 
 
 def _other_load() -> str | None:

@@ -153,6 +153,12 @@ def lines(p: ServingPayload) -> list[str]:
     energy = {a.energy_note for a in p.answers if a.energy_note}
     for note in sorted(energy):
         out.append(f"energy: {note}")
+    if p.energy_price is not None:
+        out.append(
+            f"cost/M includes the energy per request at {p.energy_price:g} per kWh where a "
+            "counter read it"
+            + "".join(f"; {a.energy_cost_note}" for a in p.answers if a.energy_cost_note)
+        )
     out.extend(p.notes)
     return out
 

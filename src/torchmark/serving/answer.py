@@ -132,8 +132,11 @@ def device_answer(
     bound_s: float,
     rate: float | None = None,
     price_per_hour: float | None = None,
+    energy_price: float | None = None,
 ) -> DeviceAnswer:
-    """The device's best fleet (the highest rate within the bound) and what it means."""
+    """The device's best fleet (the highest rate within the bound) and what it means: the
+    cost per million requests is the device-hour price's share at that rate plus, with
+    ``energy_price`` (per kWh), the energy its requests used where a counter read it."""
     ranked = [(i, f) for i, f in fleets if f.best_point is not None]
     if not ranked:
         why = "; ".join(dict.fromkeys(f.stop_reason for _, f in fleets if f.stop_reason))
@@ -161,18 +164,31 @@ def device_answer(
     if rate is not None:
         a.needed = math.ceil(rate / p.rate)
         a.needed_range = (math.ceil(rate / top) if top else a.needed, a.needed)
-    if price_per_hour is not None:
-        a.cost_per_million = cost_per_million(price_per_hour, 1 / p.rate)
-        low = cost_per_million(price_per_hour, 1 / top) if top else a.cost_per_million
-        a.cost_range = (low, a.cost_per_million)
     energy = p.energy or {}
     if energy.get("available"):
         j = energy.get("j_per_item")
         a.j_per_request = float(j) if isinstance(j, (int, float)) else None
     else:
         a.energy_note = str(energy.get("reason") or "no energy counter read")
+    if energy_price is not None:
+        if a.j_per_request is not None:
+            a.energy_cost_per_million = a.j_per_request * 1e6 / J_PER_KWH * energy_price
+        else:
+            a.energy_cost_note = f"no energy cost for {device}: {a.energy_note}"
+    if price_per_hour is not None or a.energy_cost_per_million is not None:
+        spent = a.energy_cost_per_million or 0.0  # per request, whatever the rate
+
+        def cost(r: float) -> float:
+            rent = cost_per_million(price_per_hour, 1 / r) if price_per_hour is not None else 0
+            return rent + spent
+
+        a.cost_per_million = cost(p.rate)
+        a.cost_range = (cost(top) if top else a.cost_per_million, a.cost_per_million)
     a.sentence = _sentence(a, bound_s)
     return a
+
+
+J_PER_KWH = 3.6e6
 
 
 def _batching(p: PointDoc) -> str:
@@ -200,6 +216,8 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
     text = f"{a.device}: {limit} ({how})"
     if a.cost_per_million is not None:
         text += f", {a.cost_per_million:.3g} per million requests"
+        if a.energy_cost_per_million is not None:
+            text += f" ({a.energy_cost_per_million:.3g} of it energy)"
     if a.generator_bound:
         text += "; above that the load generator fell behind, not the device"
     if a.flags:  # the max rate's point, as measured: a flag travels with its number
@@ -231,10 +249,19 @@ def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float)
     tail = f"; {', '.join(cannot)} cannot meet the bound" if cannot else ""
     if len(serving) < 2:
         return lead + tail
-    priced = [a for a in serving if a.price_per_hour is not None]
+    priced = [
+        a for a in serving if a.price_per_hour is not None or a.energy_cost_per_million is not None
+    ]
     if len(priced) < 2:
         return lead + " (give --price for each to compare cost)" + tail
-    return lead + ", " + _cheaper(priced) + tail
+    unknown = [a.device for a in serving if a.energy_cost_note]
+    if unknown:  # one device's energy counted, another's not: no fair comparison
+        return (
+            lead
+            + f", can't tell which is cheaper: no energy counter on {', '.join(unknown)}"
+            + tail
+        )
+    return lead + ", " + _cheaper(priced, rate) + tail
 
 
 def _count(a: DeviceAnswer) -> str:
@@ -254,17 +281,22 @@ def _count(a: DeviceAnswer) -> str:
     return count
 
 
+def _energy_per_hour(a: DeviceAnswer, rate: float) -> float:
+    """The energy cost of serving ``rate`` for an hour, whatever the device count."""
+    return (a.energy_cost_per_million or 0.0) * rate * 3600 / 1e6
+
+
 def fmt_cost(x: float) -> str:
     return f"{x:,.2f}" if x >= 0.01 else f"{x:.3g}"
 
 
-def _cheaper(priced: Sequence[DeviceAnswer]) -> str:
+def _cheaper(priced: Sequence[DeviceAnswer], rate: float) -> str:
     """The cheaper for the traffic only where it is cheaper at both ends of every bracket."""
 
     def hourly(a: DeviceAnswer) -> tuple[float, float]:
         lo, hi = a.needed_range or (a.needed or 0, a.needed or 0)
-        price = a.price_per_hour or 0.0
-        return lo * price, hi * price  # (best case, worst case)
+        price, spent = a.price_per_hour or 0.0, _energy_per_hour(a, rate)
+        return lo * price + spent, hi * price + spent  # (best case, worst case)
 
     costs = {a.device: hourly(a) for a in priced}
     best = min(priced, key=lambda a: costs[a.device][1])
@@ -281,12 +313,13 @@ def answers(
     bound_s: float,
     rate: float | None,
     prices: Mapping[str, float],
+    energy_price: float | None = None,
 ) -> list[DeviceAnswer]:
     """One answer per device, in the order the devices were searched."""
     by_device: dict[str, list[tuple[int, FleetDoc]]] = {}
     for i, f in enumerate(fleets):
         by_device.setdefault(f.device, []).append((i, f))
     return [
-        device_answer(dev, fs[0][1].label, fs, bound_s, rate, prices.get(dev))
+        device_answer(dev, fs[0][1].label, fs, bound_s, rate, prices.get(dev), energy_price)
         for dev, fs in by_device.items()
     ]

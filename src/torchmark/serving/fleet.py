@@ -18,7 +18,7 @@ import numpy as np
 
 from torchmark.serving.arrivals import Arrivals
 from torchmark.serving.clock import Clock
-from torchmark.serving.server import Batching, Executor, Requests, Server
+from torchmark.serving.server import Batching, Executor, Queue, Requests, Server
 
 # The first arrival is scheduled this long after the point starts: the loop is at its
 # sleep before anything is due, so the first request is not late by the set-up itself.
@@ -119,11 +119,15 @@ def open_loop(
     window_s: float,
     bound_s: float,
     seed: int | tuple[int, ...],
+    queue: Queue | None = None,
+    t0: float | None = None,
 ) -> Generator[WindowData, None, None]:
     """The open loop at ``rate``, a window at a time; the next window's arrivals are always
-    scheduled before this one is finished, so the queue carries across window edges."""
-    server = Server(executor, batching, clock, bound_s)
-    t0 = clock.now() + LEAD_S
+    scheduled before this one is finished, so the queue carries across window edges.
+    Instances sharing a ``queue`` are given the same ``seed`` and ``t0``: the same schedule,
+    each window's requests as this instance served them (``Requests.combine`` joins them)."""
+    server = Server(executor, batching, clock, bound_s, queue=queue)
+    t0 = clock.now() + LEAD_S if t0 is None else t0
     arrivals = Arrivals(rate, t0, seed)
     server.extend(arrivals.until(t0 + window_s))
     lo, k = 0, 0

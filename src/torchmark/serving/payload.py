@@ -121,6 +121,9 @@ class DeviceAnswer(_Doc):
     cost_range: tuple[float, float] | None = None  # (at the top, at the bottom)
     j_per_request: float | None = None
     energy_note: str = ""
+    # --energy-price: the energy each request used, at that price per kWh (in cost_per_million)
+    energy_cost_per_million: float | None = None
+    energy_cost_note: str = ""  # why an energy price was given but no energy cost counted
     sentence: str = ""
 
 
@@ -137,6 +140,7 @@ class ServingPayload(_Doc):
     inputs: str = ""
     bound_s: float
     rate: float | None = None  # --rate: the traffic to size for
+    energy_price: float | None = None  # --energy-price: currency per kWh
     confidence: float = 0.95
     margin: float = 0.005
     min_requests: int = 0

@@ -41,6 +41,9 @@ LOOP_SHARE_MAX = 0.25
 # An arrival the loop woke for this late (or 1 % of the bound, if more) counts as late.
 LATE_S = 100e-6
 MIN_WINDOW_S = 0.2
+# The shortest load point: 4 windows of 0.1 s. The board bounds a point's rate by the
+# requests its windows hold, so a window is never shorter than this over 4.
+MIN_POINT_S = 0.4
 WINDOW_SPARE = 1.2
 
 

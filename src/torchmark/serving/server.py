@@ -17,19 +17,26 @@ it can get wrong is waking late while the server is idle, which is measured per 
 woke for (``lateness``) and reported apart. Arrivals during a batch are queued on time by
 construction: they have no lateness of their own.
 
+Several instances can share one queue (``Queue``: the next request's index, changed under a
+lock): each has the same schedule and, when free, takes the next batch from the shared head,
+as workers behind one server queue do (an M/D/c queue with a fake device). One instance owns
+its queue: a plain counter, no lock.
+
 The same loop runs on the host clock with a model (``executor.ModelExecutor``) and on a
 fake clock with a fake device of known service time (``fake``): the tests check this very
-loop against queueing theory.
+loop against queueing theory, one step at a time where several instances share a queue.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -92,6 +99,24 @@ class Requests:
         order = np.argsort(out.arrival, kind="stable")
         return cls(*(getattr(out, k)[order] for k in FIELDS))
 
+    @classmethod
+    def combine(cls, parts: list[Requests]) -> Requests:
+        """The same requests as each instance sharing a queue saw them (NaN where another
+        served it): each request from the instance that served it; its lateness from the
+        first to wake for it. A shorter part (an instance that stopped early) ends sooner."""
+        if not parts:
+            return cls.empty()
+        size = max(len(p) for p in parts)
+        out = cls(*(_padded(getattr(parts[0], k), size) for k in FIELDS))
+        out.arrival = next(p.arrival for p in parts if len(p) == size).copy()
+        for p in parts[1:]:
+            theirs = _padded(p.finish, size)
+            take = np.isnan(out.finish) & ~np.isnan(theirs)
+            for k in ("start", "finish", "failed", "batch"):
+                getattr(out, k)[take] = _padded(getattr(p, k), size)[take]
+            out.lateness = np.fmin(out.lateness, _padded(p.lateness, size))
+        return out
+
     def __len__(self) -> int:
         return int(self.arrival.size)
 
@@ -114,6 +139,34 @@ class Requests:
 FIELDS = ("arrival", "start", "finish", "lateness", "failed", "batch")
 
 
+def _padded(x: np.ndarray, size: int) -> np.ndarray:
+    """A copy of ``x`` grown to ``size`` with "nothing yet" (NaN, False, 0)."""
+    out = np.zeros(size, dtype=x.dtype) if x.dtype.kind in "bi" else np.full(size, np.nan)
+    out[: x.size] = x
+    return out
+
+
+class _Counter:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The index of the next request to serve (``head.value``), moved under ``lock`` by the
+    instance that takes a batch. ``own()``: one instance's, no lock; worker processes share
+    one made of ``multiprocessing.RawValue("q")`` and ``Lock()``."""
+
+    head: Any = field(default_factory=_Counter)
+    lock: AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)
+
+
+# What one step of the loop did
+SLEPT, SERVED, DONE, GAVE_UP = 0, 1, 2, 3
+
+
 class Server:
     """The loop of the module docstring over a schedule that grows window by window."""
 
@@ -124,18 +177,19 @@ class Server:
         clock: Clock,
         bound_s: float = math.inf,
         give_up_s: float | None = None,
+        queue: Queue | None = None,
     ) -> None:
         self.executor, self.batching, self.clock = executor, batching, clock
         self.give_up_s = (
             give_up_s if give_up_s is not None else max(GIVE_UP_BOUNDS * bound_s, GIVE_UP_MIN_S)
         )
+        self.queue = queue or Queue()
         self.arrival = np.empty(0)
         self.start = np.empty(0)
         self.finish = np.empty(0)
         self.lateness = np.empty(0)
         self.failed = np.empty(0, dtype=bool)
         self.batch = np.empty(0, dtype=np.int32)
-        self.head = 0  # the first request not yet served
         self._due: list[float] = []  # the arrival times again, as Python floats
         self._seen = 0  # arrivals due by the loop's last look
         self._log: list[tuple[int, int, float, float, bool]] = []  # batches served
@@ -144,6 +198,11 @@ class Server:
         self.gave_up: str | None = None
         self.busy_s = 0.0  # time inside the executor
         self.idle_s = 0.0  # time asleep, waiting for an arrival or a batch's deadline
+
+    @property
+    def head(self) -> int:
+        """The first request no instance has taken yet."""
+        return int(self.queue.head.value)
 
     def extend(self, times: np.ndarray) -> None:
         """More scheduled arrivals (absolute times, after every earlier one)."""
@@ -158,49 +217,61 @@ class Server:
         self.batch = np.concatenate([self.batch, np.zeros(n, dtype=np.int32)])
 
     def serve_until(self, index: int, stop: Callable[[], bool] | None = None) -> bool:
-        """Serve until every request before ``index`` is done; False when the queue ran away
-        (``gave_up`` says how) or ``stop()`` said so."""
-        # Python floats and a running count, not numpy: this loop is the generator's limit
-        # (9.5 µs a request with np.searchsorted and numpy scalars, here)
-        arr, clock, now_ = self._due, self.clock, self.clock.now
+        """Serve until every request before ``index`` is taken and this instance's batch is
+        done; False when the queue ran away (``gave_up`` says how) or ``stop()`` said so."""
+        step = self.step
+        while True:
+            did = step(index)
+            if did == DONE:
+                return True
+            if did == GAVE_UP or (did == SERVED and stop is not None and stop()):
+                return False
+
+    def step(self, index: int) -> int:
+        """One turn of the loop: sleep until the next arrival or the batch's deadline, or
+        take a batch from the queue's head and serve it (SLEPT, SERVED); DONE once every
+        request before ``index`` is taken; GAVE_UP when the queue ran away."""
+        # Python floats, not numpy: this loop is the generator's limit (9.5 µs a request
+        # with np.searchsorted and numpy scalars, here)
+        arr, now_, queue = self._due, self.clock.now, self.queue
         n = len(arr)
-        index = min(index, n)
-        max_batch, max_wait = self.batching.max_batch, self.batching.max_wait_s
-        seen = self._seen
-        while self.head < index:
-            head = self.head
+        max_batch = self.batching.max_batch
+        with queue.lock:  # other instances take from the same head
+            head = queue.head.value
+            if head >= index or head >= n:
+                return DONE
             now = now_()
+            seen = max(self._seen, head)
             while seen < n and arr[seen] <= now:
                 seen += 1
             self._seen = seen
-            if seen <= head:  # idle: wake for the next arrival
-                due = arr[head]
-                clock.sleep_until(due)
-                woke = now_()
-                self.lateness[head] = woke - due
-                self.idle_s += woke - now
-                continue
             queued = seen - head
-            if queued < max_batch and seen < n:
-                deadline = arr[head] + max_wait
+            wake = -1.0
+            if not queued:  # idle: wake for the next arrival
+                wake = arr[head]
+            elif queued < max_batch and seen < n:
+                deadline = arr[head] + self.batching.max_wait_s
                 if now < deadline:
                     wake = min(deadline, arr[seen])
-                    clock.sleep_until(wake)
-                    woke = now_()
-                    if wake == arr[seen]:
-                        self.lateness[seen] = woke - wake
-                    self.idle_s += woke - now
-                    continue
-            if now - arr[head] > self.give_up_s:
-                self.gave_up = (
-                    f"overloaded: a request waited {now - arr[head]:.3g} s for the device "
-                    f"(> {self.give_up_s:.3g} s), the queue grows without end"
-                )
-                return False
-            self._serve(head, min(queued, max_batch), now)
-            if stop is not None and stop():
-                return False
-        return True
+            if wake < 0:
+                if now - arr[head] > self.give_up_s:
+                    self.gave_up = (
+                        f"overloaded: a request waited {now - arr[head]:.3g} s for the device "
+                        f"(> {self.give_up_s:.3g} s), the queue grows without end"
+                    )
+                    return GAVE_UP
+                taken = min(queued, max_batch)
+                queue.head.value = head + taken
+        if wake < 0:
+            self._serve(head, taken, now)
+            return SERVED
+        self.clock.sleep_until(wake)
+        woke = now_()
+        waking = head if not queued else seen  # the arrival it woke for, if it did
+        if wake == arr[waking]:
+            self.lateness[waking] = woke - wake
+        self.idle_s += woke - now
+        return SLEPT
 
     def _serve(self, first: int, n: int, now: float) -> None:
         # one tuple per batch (numpy slice writes cost 3 µs a batch); arrays on demand
@@ -214,7 +285,6 @@ class Server:
         t = self.clock.now()
         self._log.append((first, n, now, t, failed))
         self.busy_s += t - now
-        self.head = first + n
 
     def _fill(self) -> None:
         """Write the batches served since the last call into the per-request arrays."""

@@ -1,8 +1,10 @@
 """Energy counters read around a measured region: RAPL package energy on the host CPU.
 
-An NVIDIA GPU's energy is not read here: its NVML total-energy counter is already read by
-the telemetry trace (one NVML handle per run), and energy per item comes from those readings
-(``kinds.model._trace_energy``); reading it twice meant two NVML sessions per case.
+An NVIDIA GPU's energy is not read here during a traced case: its NVML total-energy counter
+is already read by the telemetry trace (one NVML handle per run), and energy per item comes
+from those readings (``kinds.model._trace_energy``); reading it twice meant two NVML
+sessions per case. A region measured without a trace (a serving load point) reads the
+device's telemetry source itself (``for_region``: ``SourceCounter`` over NVML's counter).
 
 Energy per item = joules counted over the measured region / items processed in it. Where no
 counter can be read the answer is ``Unavailable(reason)`` (absent, permission denied, not
@@ -113,6 +115,48 @@ def counter_for(device: _Counted) -> EnergyCounter | Unavailable:
     return counter
 
 
+class SourceCounter(EnergyCounter):
+    """The ``energy_j`` a device's telemetry source reads (NVML's total energy of the
+    board), opened at the region's first reading and closed at its end."""
+
+    def __init__(self, source: Any) -> None:
+        self.telemetry = source
+        self.source = f"{source.name} total energy of the device (read around the region)"
+        self._open = False
+
+    def read(self) -> tuple[float, ...]:
+        if not self._open:
+            self.telemetry.open()
+            self._open = True
+        joules = self.telemetry.read().get("energy_j")
+        if joules is None:
+            raise ValueError(f"{self.telemetry.name} reads no energy counter on this device")
+        return (float(joules),)
+
+    def joules(self, start: tuple[float, ...], end: tuple[float, ...]) -> float:
+        return end[0] - start[0]
+
+    def close(self) -> None:
+        if self._open:
+            self.telemetry.close()
+            self._open = False
+
+
+class _Watched(_Counted, Protocol):
+    def telemetry_sources(self) -> list[Any]: ...
+
+
+def for_region(device: _Watched) -> EnergyCounter | Unavailable:
+    """The counter for a region measured without a telemetry trace: the device's own
+    (RAPL for the host CPU), else the energy its own telemetry source reads (an NVIDIA
+    GPU's NVML counter); Unavailable with the device's reason where neither exists."""
+    own = counter_for(device)
+    if isinstance(own, EnergyCounter):
+        return own
+    watched = [s for s in device.telemetry_sources() if getattr(s, "role", "") == "device"]
+    return SourceCounter(watched[0]) if watched else own
+
+
 class Region:
     """Energy over one measured region: ``start()`` before the first call, ``stop()`` after
     the device finished the last one."""
@@ -134,6 +178,7 @@ class Region:
                 self._e0, self._t0 = self.counter.read(), time.perf_counter()
             except Exception as e:  # a counter that dies mid-run: say so, do not guess
                 self.error = f"energy counter failed: {e}"
+                self.counter.close()
 
     def stop(self) -> None:
         if isinstance(self.counter, EnergyCounter) and self._e0 is not None:

@@ -7,12 +7,14 @@ from the end-to-end median (what a service pays for: transfers included).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
 from torchmark.results import Result
 from torchmark.user.breakeven import by_batch
+
+if TYPE_CHECKING:  # devices import torch: the board prices stored serving runs without it
+    from torchmark.devices import Device
 
 PRICE_EXAMPLE = "--price cpu=0.10,cuda=2.50 (currency per device-hour)"
 
@@ -37,6 +39,8 @@ def parse_price(text: str | None) -> dict[str, float]:
 def device_prices(prices: Mapping[str, float], devices: Sequence[Device]) -> dict[str, float]:
     """Price per device name; a device name beats a kind (``cuda:1=3`` over ``cuda=2``).
     Keys naming no device of this run are ignored: the same command works on any machine."""
+    from torchmark.devices import resolve
+
     out: dict[str, float] = {}
     ranked = sorted(prices.items(), key=lambda kv: ":" in kv[0])  # kinds first, names win
     for key, price in ranked:

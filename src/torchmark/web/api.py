@@ -18,7 +18,7 @@ from torchmark import verdicts
 from torchmark.errors import InputError
 from torchmark.results import Result, RunRecord
 from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
-from torchmark.web import cases, plausible, ranking
+from torchmark.web import cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader, Writer, caller
 from torchmark.web.state import Board
 from torchmark.web.strip import prepare
@@ -69,10 +69,10 @@ def checked(body: bytes, what: str) -> RunRecord:
         run = parse_run(json.dumps(doc), what, strict=True)
     except InputError as e:
         raise HTTPException(422, str(e)) from None
-    bad = ranking.check_bounds(run) or plausible.check(run)
+    bad = ranking.check_bounds(run) or plausible.check(run) or serving.check(run)
     if bad:
         raise HTTPException(422, f"{what} is refused: {bad}")
-    return run
+    return serving.rederive(run)  # a serving run's answers: the server's, from its points
 
 
 def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
@@ -172,6 +172,14 @@ def results(
         w.writerows(rows)
         return PlainTextResponse(out.getvalue(), media_type="text/csv")
     return JSONResponse(finite_json(rows))
+
+
+@router.get("/serving", dependencies=[Reader])
+def serving_board(state: BoardDep) -> JSONResponse:
+    """Serving runs, one table per model, inputs and p99 bound: each device's max rate
+    within the bound, its verdict, and its rank where the verdict allows."""
+    groups = state.serving_board()
+    return JSONResponse(finite_json([serving.group_json(g) for g in groups]))
 
 
 @router.get("/leaderboard", dependencies=[Reader])

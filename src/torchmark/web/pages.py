@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from torchmark import reference, verdicts
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.store.sql import usable_run_id
-from torchmark.web import cases, plausible, ranking
+from torchmark.web import cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader
 from torchmark.web.reports import RETRY_AFTER_S, Busy, Reports
 from torchmark.web.state import Board
@@ -61,6 +61,8 @@ def index(
     if old is not None:  # the JSON-array URLs of before: the same page, plainly
         query = dict(request.query_params) | {"case": ranking.case_key(old)}
         return RedirectResponse("/?" + plain_query(query), status_code=301)
+    if division == serving.DIVISION:  # ranked on a page of its own: not a case's rates
+        return RedirectResponse("/serving", status_code=301)
     counts = cases.division_counts(engine)
     division = division or next((d for d in DIVISIONS if counts.get(d)), DIVISIONS[0])
     gen = (counts.get(division, 0),)
@@ -178,12 +180,22 @@ def seed_table(
     return reference.placed(seed, mine)
 
 
+@router.get("/serving", response_class=HTMLResponse, dependencies=[Reader])
+def serving_page(state: BoardDep) -> HTMLResponse:
+    """Serving runs: per model, inputs and p99 bound, each device's max rate within it."""
+    groups = state.serving_board()
+    machines = cases.machine_labels(state.engine, [r.machine for g in groups for r in g.rows])
+    return HTMLResponse(state.render("serving.html", groups=groups, machines=machines))
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse, dependencies=[Reader])
 def run_page(state: BoardDep, run_id: str) -> HTMLResponse:
     run, division, machine = state.submitted_run(run_id)
     html = state.render(
         "run.html",
         run=run,
+        serving=serving.rows_of(run, machine),
+        served=serving.read(run),
         division=division,
         machine=machine,
         machine_label=ranking.machine_label(run),

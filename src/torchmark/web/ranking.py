@@ -27,6 +27,7 @@ CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (n
 DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
 # Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
 STANDARD_KINDS = ("run",)
+SERVING = "serving"  # the kind, and the division of its own it is ranked in
 # `torchmark run`'s options that change how a case is measured or which cases exist, at their
 # defaults (RunConfig's; a test holds them equal, and the server need not import torch for
 # them). Options that only choose among the suite's cases (--device, -w, --scenario,
@@ -193,8 +194,12 @@ def nonstandard_flags(run: RunRecord) -> list[str]:
 
 
 def division_of(run: RunRecord) -> str:
-    """``standard`` for the built-in suite at default flags, ``custom`` for anything else
-    (user models, tuning, another suite, timing, stopping rule, thread count, batch or size)."""
+    """``standard`` for the built-in suite at default flags, ``serving`` for a serving run
+    (no timed cases: a max rate within a p99 bound, ranked only among its own kind, see
+    ``web.serving``), ``custom`` for anything else (user models, tuning, another suite,
+    timing, stopping rule, thread count, batch or size)."""
+    if run.kind == SERVING:
+        return SERVING
     standard = run.kind in STANDARD_KINDS and not nonstandard_flags(run)
     return "standard" if standard else "custom"
 

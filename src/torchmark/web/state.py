@@ -22,7 +22,7 @@ from torchmark.results import RunRecord
 from torchmark.store import ResultStore, SQLStore
 from torchmark.store.exchange import escape_text
 from torchmark.store.sql import usable_run_id
-from torchmark.web import cases, ranking
+from torchmark.web import cases, ranking, serving
 from torchmark.web.accounts import Accounts
 from torchmark.web.limits import Limiter
 from torchmark.web.reports import Reports
@@ -166,6 +166,18 @@ class Board(State):
             return fresh[case] if case in fresh else cases.rank(engine, division, case)
 
         return {c: cache.get(key, functools.partial(rows, c)) for c, key in keys.items()}
+
+    def serving_board(self) -> list[serving.Group]:
+        """Every submitted serving run's devices by model, inputs and bound (kept until the
+        next serving submission)."""
+        subs = self.accounts.submissions()
+        ids = [k for k, (division, _) in subs.items() if division == serving.DIVISION]
+
+        def board() -> list[serving.Group]:
+            runs = self.runs_by_id(ids)
+            return serving.board((run, subs[i][1]) for i, run in zip(ids, runs, strict=True))
+
+        return self.cache.get(("serving", tuple(ids)), board)
 
     # -- pages -----------------------------------------------------------------------------
 

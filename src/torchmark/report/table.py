@@ -97,6 +97,8 @@ def flag_words(r: Result, verbose: bool = False) -> list[str]:
             # the level is the worst reason's, so it heads the list rather than each reason
             first, *rest = r.verdict.reasons
             words += [f"{r.verdict.level}: {first}", *rest]
+        elif verdicts.kind_of(r) == "in_cache":  # not "warn": the number is right, for a cache
+            words = ["in cache", *(w for w in words if w != "in_cache")]
         else:
             words.insert(0, r.verdict.level)
     return words

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
 
@@ -20,6 +21,8 @@ def collectives_busbw(runs: Sequence[RunRecord]) -> Chart:
     for run in runs:
         for r in run.results:
             if r.workload != "collectives" or not r.ok or "busbw_Bps" not in r.extra:
+                continue
+            if not verdicts.may(r, "compare"):  # an invalid point is no point on the curve
                 continue
             ranks = r.extra.get("ranks", "?")
             label = f"{_run_prefix(runs, run)}{r.variant} ({ranks} ranks, {r.device})"

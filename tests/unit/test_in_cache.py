@@ -155,3 +155,20 @@ def test_the_board_accepts_it_and_refuses_beyond_the_cache() -> None:
     assert check_bounds(ok) is None  # 255 % of the DRAM ceiling: the cache's, listed unranked
     beyond = RunRecord(run_id="b", status="complete", results=[seed(51.0, 48 * MiB)])
     assert "255 % of its run's measured ceiling" in (check_bounds(beyond) or "")
+
+
+def test_the_html_charts_say_in_cache_not_a_measurement_error() -> None:
+    from torchmark.report import charts
+
+    r = seed(51.0)
+    r.work = r.work.model_copy(update={"flops": 2048.0**2})  # one add per element
+    bad = seed(51.0, working_set=48 * MiB)  # beyond the cache: invalid
+    bad.params = {"size": 4096}
+    run = RunRecord(run_id="a", status="complete", results=[r, bad])
+    ceiling = charts.ceiling_pct([run])
+    assert ceiling.svg is not None
+    assert "255 % of bw  in cache" in ceiling.svg
+    assert ceiling.svg.count("ABOVE CEILING: measurement error") == 1  # the invalid one
+    roof = charts.roofline([run])
+    assert roof.svg is not None and "(in cache)" in roof.svg
+    assert "4096" not in roof.svg  # an invalid number is no point on the roofline

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from torchmark.errors import TorchmarkError
 
@@ -68,16 +70,29 @@ def _source_version() -> str:
     return f"{found.group(1)}+src" if found else "0.0.0+unknown"
 
 
+def _lazy_getattr(package: str, home: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562): each name in ``home`` is imported from
+    its module (absolute, or relative to ``package``) on first use, then kept as a global."""
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name: str) -> Any:
+        module = home.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = namespace[name] = getattr(importlib.import_module(module, package), name)
+        return value
+
+    return __getattr__
+
+
+_lazy = _lazy_getattr(__name__, _LAZY)
+
+
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
     if name == "__version__":
         globals()[name] = value = _version()
         return value
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torchmark' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _lazy(name)
 
 
 def __dir__() -> list[str]:

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from boardtest import body, doc, make_run
 from torchmark.results import SCHEMA_VERSION
 from torchmark.web.accounts import Accounts
-from torchmark.web.strip import strip_document
+from torchmark.web.strip import ENV_ALLOW, strip_document
 
 
 def auth(token: str) -> dict[str, str]:
@@ -193,6 +193,16 @@ def test_strip_removes_identifiers_and_keeps_hardware() -> None:
     assert out["command"] == "torchmark run --output ~/runs/x.json"
     assert "environment.env_vars.HOME" in removed and "environment.host" in removed
     assert "alice" not in json.dumps(out)
+
+
+def test_every_allowed_environment_variable_is_kept() -> None:
+    # strip's key rule runs on the kept env_vars too: no allowed name may be a dropped key
+    env = {name: "1" for name in ENV_ALLOW}
+    out, removed = strip_document({"environment": {"env_vars": env}})
+    assert out == {"environment": {"env_vars": env}} and removed == []
+    assert strip_document({"environment": {"env_vars": {"uuid": "x"}}})[1] == [
+        "environment.env_vars.uuid"
+    ]
 
 
 def test_front_page_opens_on_the_seed_question(server: tuple[TestClient, str, Accounts]) -> None:

@@ -166,3 +166,24 @@ def test_repr_golden() -> None:
     )
     quiet = Measurement(samples_s=(2e-3,) * 5, calls_per_sample=1, stop_reason="fixed")
     assert repr(quiet) == "<Measurement median 2 ms  IQR 0 ms (0.0%)  n=5 x 1 calls  stop=fixed>"
+
+
+def test_a_result_keeps_every_timing_of_its_measurement() -> None:
+    from torchmark.results import Result
+    from torchmark.results.record import SAMPLE_FIELDS, sample_fields
+
+    m = Measurement(
+        samples_s=(0.5, 0.25, 0.75),
+        calls_per_sample=3,
+        first_call_s=1.5,
+        warmup_calls=2,
+        stop_reason="target",
+        rule="adaptive",
+        timing="device",
+        excluded=(1,),
+    )
+    r = Result(workload="w", variant="v", device="cpu", **sample_fields(m))
+    assert r.samples_s == [0.5, 0.25, 0.75] and r.excluded == [1]
+    assert {k: getattr(r.measurement, k) for k in SAMPLE_FIELDS} == {
+        k: getattr(m, k) for k in SAMPLE_FIELDS
+    }

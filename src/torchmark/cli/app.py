@@ -228,6 +228,11 @@ AsJsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable out
 TelemetryOption = Annotated[
     bool, typer.Option(help="Sample clocks, heat and load while measuring.")
 ]
+PriceOption = Annotated[
+    str | None,
+    typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
+]
+EnergyOption = Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")]
 CeilingsOption = Annotated[
     bool,
     typer.Option(

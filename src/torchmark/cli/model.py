@@ -11,18 +11,20 @@ from torchmark.cli import COMMANDS
 from torchmark.cli.app import (
     DbOption,
     DevicesOption,
+    EnergyOption,
     JsonOutOption,
+    PriceOption,
     TelemetryOption,
     app,
 )
-from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.output import check_json_path
 from torchmark.cli.printers import show_model
 from torchmark.cli.target import (
     InputOption,
     InputsOption,
     SpecArgument,
     load_target,
-    recording,
+    measure_target,
 )
 from torchmark.run.config import parse_int_list
 from torchmark.timing import preset
@@ -43,10 +45,7 @@ def model(
     loader: Annotated[str | None, typer.Option("--loader", help=LOADER_HELP)] = None,
     device: DevicesOption = None,
     batch: Annotated[str, typer.Option(help="Batch sizes to sweep.")] = "1,2,4,8,16",
-    price: Annotated[
-        str | None,
-        typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
-    ] = None,
+    price: PriceOption = None,
     stopping: Annotated[
         str,
         typer.Option(
@@ -54,7 +53,7 @@ def model(
             "a 5-batch sweep can take 100 s on a loaded machine), test."
         ),
     ] = "quick",
-    energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
+    energy: EnergyOption = True,
     telemetry: TelemetryOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
@@ -71,20 +70,16 @@ def model(
 
         model_with_loader(spec, loader, input or inputs, device, stopping, telemetry, json_path, db)
         return
-    user = load_target(spec, input, inputs)
-    with recording(show_model, json_path, db, lines=True) as (store, events):
-        record = benchmark_model(
-            user.model,
-            user.factory,
-            devices=device or None,
-            batches=batches or None,
-            rule=stopping,
-            price=prices,
-            store=store,
-            events=events,
-            name=user.name,
-            measure_energy=energy,
-            telemetry=telemetry,
-            config=user.config,
-        )
-    finish(record, show_model, json_path, store.url)
+    measure_target(
+        load_target(spec, input, inputs),
+        benchmark_model,
+        show_model,
+        json_path,
+        db,
+        devices=device or None,
+        batches=batches or None,
+        rule=stopping,
+        price=prices,
+        measure_energy=energy,
+        telemetry=telemetry,
+    )

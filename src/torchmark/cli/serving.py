@@ -11,12 +11,20 @@ import typer
 from rich.text import Text
 
 from torchmark.cli import RUNS_CODE
-from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app, console
+from torchmark.cli.app import (
+    DbOption,
+    DevicesOption,
+    EnergyOption,
+    JsonOutOption,
+    PriceOption,
+    app,
+    console,
+)
 from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
-from torchmark.run.config import parse_int_list
+from torchmark.run.config import parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.serving.model import Recipe, Served
@@ -36,17 +44,6 @@ def _seconds(text: str, option: str) -> float:
         return parse_duration(text)
     except InputError:
         raise InputError(f"{option} takes a time such as 30s, 2m or 1h; got {text!r}") from None
-
-
-def _floats(text: str | None, option: str) -> tuple[float, ...]:
-    if not text:
-        return ()
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(
-            f"{option} takes comma-separated numbers, e.g. 0,5; got {text!r}"
-        ) from None
 
 
 def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -124,10 +121,7 @@ def serving(
     input: InputOption = None,
     inputs: InputsOption = None,
     device: DevicesOption = None,
-    price: Annotated[
-        str | None,
-        typer.Option(help="Currency per device-hour by kind or name, e.g. cpu=0.10,cuda=2.50."),
-    ] = None,
+    price: PriceOption = None,
     budget: Annotated[str, typer.Option(help="Search time per device: 30s, 2m, 1h.")] = "2m",
     point: Annotated[
         str, typer.Option(help="Longest load point: it ends sooner once its p99 is stable.")
@@ -164,7 +158,7 @@ def serving(
             "interval within p98.5-p99.5)."
         ),
     ] = 0,
-    energy: Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")] = True,
+    energy: EnergyOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -179,7 +173,7 @@ def serving(
         rate=rate,
         devices=tuple(device or ()),
         batches=parse_int_list(batch, "--batch"),
-        max_wait_ms=_floats(max_wait_ms, "--max-wait-ms"),
+        max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
         budget_s=_seconds(budget, "--budget"),
         point_s=_seconds(point, "--point"),
         split=split,

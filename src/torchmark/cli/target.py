@@ -136,3 +136,29 @@ def recording(
     events = ProgressEvents(console, lines=lines)
     with shown_even_if_interrupted(render, json_path), events.shown():
         yield store, events
+
+
+def measure_target(
+    user: UserTarget,
+    run: Callable[..., RunRecord],
+    render: Callable[[RunRecord], None],
+    json_path: Path | None,
+    db: str | None,
+    **options: Any,
+) -> None:
+    """``run(model, factory, **options)`` (``kinds.model``, ``kinds.tune``) on the user's
+    model, named and described as given, with a store and progress lines; then its record
+    is shown, stored and written."""
+    from torchmark.cli.output import finish
+
+    with recording(render, json_path, db, lines=True) as (store, events):
+        record = run(
+            user.model,
+            user.factory,
+            store=store,
+            events=events,
+            name=user.name,
+            config=user.config,
+            **options,
+        )
+    finish(record, render, json_path, store.url)

@@ -9,9 +9,15 @@ import typer
 
 from torchmark.cli import COMMANDS
 from torchmark.cli.app import DbOption, DevicesOption, JsonOutOption, app
-from torchmark.cli.output import check_json_path, finish
+from torchmark.cli.output import check_json_path
 from torchmark.cli.printers import show_tune
-from torchmark.cli.target import InputOption, InputsOption, SpecArgument, load_target, recording
+from torchmark.cli.target import (
+    InputOption,
+    InputsOption,
+    SpecArgument,
+    load_target,
+    measure_target,
+)
 
 __all__ = ["show_tune", "tune"]
 
@@ -43,20 +49,16 @@ def tune(
     from torchmark.kinds.tune import tune as run_tune
 
     check_json_path(json_path)
-    user = load_target(spec, input, inputs)
-    with recording(show_tune, json_path, db, lines=True) as (store, events):
-        record = run_tune(
-            user.model,
-            user.factory,
-            devices=device or None,
-            batch=batch,
-            max_latency_ms=max_latency_ms,
-            budget_s=budget_s,
-            per_candidate_s=per_candidate_s,
-            try_compile=compile,
-            store=store,
-            events=events,
-            name=user.name,
-            config=user.config,
-        )
-    finish(record, show_tune, json_path, store.url)
+    measure_target(
+        load_target(spec, input, inputs),
+        run_tune,
+        show_tune,
+        json_path,
+        db,
+        devices=device or None,
+        batch=batch,
+        max_latency_ms=max_latency_ms,
+        budget_s=budget_s,
+        per_candidate_s=per_candidate_s,
+        try_compile=compile,
+    )

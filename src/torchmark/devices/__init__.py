@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from torchmark import _lazy_getattr
 from torchmark.errors import InputError
 
 if TYPE_CHECKING:
@@ -35,24 +35,17 @@ __all__ = [
 # The classes need torch (~2 s to import); views of stored runs only call is_host, so the
 # names below are imported on first use.
 _HOME = {
-    "Device": "base",
-    "HostTimer": "base",
-    "SampleTimer": "base",
-    "TimingMode": "base",
-    "CPUDevice": "cpu",
-    "CUDADevice": "cuda",
-    "MPSDevice": "other",
-    "XPUDevice": "other",
+    "Device": ".base",
+    "HostTimer": ".base",
+    "SampleTimer": ".base",
+    "TimingMode": ".base",
+    "CPUDevice": ".cpu",
+    "CUDADevice": ".cuda",
+    "MPSDevice": ".other",
+    "XPUDevice": ".other",
 }
 
-
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torchmark.devices' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"torchmark.devices.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_getattr(__name__, _HOME)
 
 
 def available() -> list[Device]:

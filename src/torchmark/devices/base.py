@@ -218,3 +218,43 @@ class Device(ABC):
         from torchmark.telemetry.energy import Unavailable
 
         return Unavailable(f"no separate energy counter for {self.label()}")
+
+
+class TorchAccelerator(Device):
+    """A GPU that torch drives through a module named after its kind (``torch.cuda``,
+    ``torch.xpu``): the same calls for sync, properties and the caching allocator's peaks."""
+
+    is_accelerator: ClassVar[bool] = True
+
+    def __init__(self, index: int | None = 0) -> None:
+        super().__init__(0 if index is None else index)
+
+    @property
+    def api(self) -> Any:
+        """``torch.cuda`` or ``torch.xpu``."""
+        return getattr(torch, self.kind)
+
+    def synchronize(self) -> None:
+        self.api.synchronize(self.torch_device)
+
+    def info(self) -> dict[str, Any]:
+        return self.described(self.api.get_device_properties(self.torch_device))
+
+    def described(self, p: Any) -> dict[str, Any]:
+        """What every such GPU's properties say: its kind, model and memory."""
+        return {"kind": self.kind, "model": p.name, "memory_bytes": int(p.total_memory)}
+
+    def total_memory_bytes(self) -> int | None:
+        return int(self.api.get_device_properties(self.torch_device).total_memory)
+
+    def reset_peak_memory(self) -> None:
+        self.api.reset_peak_memory_stats(self.torch_device)
+
+    def memory_stats(self) -> MemoryStats | None:
+        return MemoryStats(
+            int(self.api.max_memory_allocated(self.torch_device)),
+            int(self.api.max_memory_reserved(self.torch_device)),
+        )
+
+    def empty_cache(self) -> None:
+        self.api.empty_cache()

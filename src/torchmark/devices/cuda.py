@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchmark.devices.base import Device, MemoryStats, SampleTimer, Streams, TimingMode
+from torchmark.devices.base import SampleTimer, Streams, TimingMode, TorchAccelerator
 
 # GPU cycles (~25 µs at 2 GHz) the stream sleeps before a sample's start event: longer than
 # the host takes to launch the first kernel (the H100 host here: a 13.8 µs dispatch floor).
@@ -68,21 +68,14 @@ class CUDAStreams(Streams):
         t.record_stream(torch.cuda.current_stream(self.device))
 
 
-class CUDADevice(Device):
+class CUDADevice(TorchAccelerator):
     kind: ClassVar[str] = "cuda"
-    is_accelerator: ClassVar[bool] = True
     # A CUDA sync + event read costs ~10 µs, so a 1 ms sample keeps it under 1 %.
     min_sample_s: ClassVar[float] = 0.001
-
-    def __init__(self, index: int | None = 0) -> None:
-        super().__init__(0 if index is None else index)
 
     @property
     def torch_device(self) -> torch.device:
         return torch.device("cuda", self.index or 0)
-
-    def synchronize(self) -> None:
-        torch.cuda.synchronize(self.torch_device)
 
     def timer(self, mode: TimingMode = "device") -> SampleTimer:
         if mode == "device":
@@ -92,9 +85,7 @@ class CUDADevice(Device):
     def info(self) -> dict[str, Any]:
         p = torch.cuda.get_device_properties(self.torch_device)
         return {
-            "kind": "cuda",
-            "model": p.name,
-            "memory_bytes": int(p.total_memory),
+            **self.described(p),
             "sm_count": int(p.multi_processor_count),
             "compute_capability": f"{p.major}.{p.minor}",
             "l2_bytes": int(getattr(p, "L2_cache_size", 0)) or None,
@@ -154,26 +145,11 @@ class CUDADevice(Device):
 
         return None if has_triton() else "torch.compile on CUDA needs triton (not installed)"
 
-    def total_memory_bytes(self) -> int | None:
-        return int(torch.cuda.get_device_properties(self.torch_device).total_memory)
-
     def cache_bytes(self) -> int | None:
         return self.info().get("l2_bytes")
 
     def available_memory_bytes(self) -> int | None:
         return int(torch.cuda.mem_get_info(self.torch_device)[0])
-
-    def reset_peak_memory(self) -> None:
-        torch.cuda.reset_peak_memory_stats(self.torch_device)
-
-    def memory_stats(self) -> MemoryStats | None:
-        return MemoryStats(
-            int(torch.cuda.max_memory_allocated(self.torch_device)),
-            int(torch.cuda.max_memory_reserved(self.torch_device)),
-        )
-
-    def empty_cache(self) -> None:
-        torch.cuda.empty_cache()
 
     def telemetry_sources(self) -> list[Any]:
         """The host, and NVML for an NVIDIA GPU (ROCm GPUs have no NVML)."""

@@ -38,6 +38,26 @@ Headline = Literal["items", "bytes", "flops"]
 Status = Literal["ok", "skipped", "wrong"]
 
 
+# What a Result keeps of its Measurement: the raw samples and how they were taken. The
+# sequences are lists in a Result (JSON) and tuples in a Measurement (frozen).
+SAMPLE_FIELDS = (
+    "samples_s",
+    "calls_per_sample",
+    "first_call_s",
+    "warmup_calls",
+    "stop_reason",
+    "rule",
+    "timing",
+    "excluded",
+)
+
+
+def sample_fields(m: Measurement) -> dict[str, Any]:
+    """``m``'s ``SAMPLE_FIELDS`` as a Result keeps them (``Result.measurement`` gives them back)."""
+    kept = ((k, getattr(m, k)) for k in SAMPLE_FIELDS)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in kept}
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -218,16 +238,9 @@ class Result(BaseModel):
         # without one.
         from torchmark.stats.measurement import Measurement
 
-        return Measurement(
-            samples_s=tuple(self.samples_s),
-            calls_per_sample=self.calls_per_sample,
-            first_call_s=self.first_call_s,
-            warmup_calls=self.warmup_calls,
-            stop_reason=self.stop_reason,
-            rule=self.rule,
-            timing=self.timing,
-            excluded=tuple(self.excluded),
-        )
+        kept = ((k, getattr(self, k)) for k in SAMPLE_FIELDS)
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in kept}
+        return Measurement(**fields)
 
     @property
     def ok(self) -> bool:

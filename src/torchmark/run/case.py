@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from torchmark import telemetry
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Ceiling, Result, Status, Work
+from torchmark.results.record import sample_fields
 from torchmark.run.config import RunConfig
 from torchmark.run.watchdog import CallTimedOut, call_bound
 from torchmark.telemetry.verdict import oversubscribed
@@ -91,14 +92,7 @@ def measured(
         variant=case.variant,
         device=case.device.name,
         params=case.param_dict,
-        samples_s=list(m.samples_s),
-        calls_per_sample=m.calls_per_sample,
-        first_call_s=m.first_call_s,
-        warmup_calls=m.warmup_calls,
-        stop_reason=m.stop_reason,
-        rule=m.rule,
-        timing=m.timing,
-        excluded=list(m.excluded),
+        **sample_fields(m),
         work=prepared.work,
         headline=prepared.headline,
         ceiling=ceiling,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.timing.stopping import preset
@@ -13,6 +13,8 @@ from torchmark.workloads.base import PlanOptions, Suite
 
 if TYPE_CHECKING:
     from torchmark.workloads.base import Case
+
+T = TypeVar("T")
 
 SUITES: tuple[Suite, ...] = ("quick", "standard", "extended", "full")
 TIMINGS = ("device", "e2e")
@@ -153,11 +155,20 @@ def _spellings(axis: str, values: Sequence[Any]) -> set[str]:
 
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...]:
     """'1,32,256' -> (1, 32, 256); a bad value names the option."""
+    return _parse_list(text, what, int, "integers, e.g. 1,32,256")
+
+
+def parse_float_list(text: str | None, what: str) -> tuple[float, ...]:
+    """'0,5' -> (0.0, 5.0); a bad value names the option."""
+    return _parse_list(text, what, float, "numbers, e.g. 0,5")
+
+
+def _parse_list(
+    text: str | None, what: str, convert: Callable[[str], T], example: str
+) -> tuple[T, ...]:
     if not text:
         return ()
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        return tuple(convert(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(
-            f"{what} takes comma-separated integers, e.g. 1,32,256; got {text!r}"
-        ) from None
+        raise InputError(f"{what} takes comma-separated {example}; got {text!r}") from None

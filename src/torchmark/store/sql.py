@@ -78,76 +78,79 @@ _BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 5.0
 
 T = TypeVar("T")
 
+
+def _text(name: str, *, nullable: bool = False, index: bool = False) -> sa.Column[str]:
+    """A text column: unbounded TEXT (see above), NOT NULL unless said otherwise."""
+    return sa.Column(name, sa.Text, nullable=nullable, index=index)
+
+
+def _run_id_key() -> sa.Column[str]:
+    """The key of a table whose rows belong to one run: deleting the run deletes them."""
+    return sa.Column(
+        "run_id", sa.Text, sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+
+
 metadata = sa.MetaData()
 meta_t = sa.Table(
     "meta",
     metadata,
     sa.Column("key", sa.Text, primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
+    _text("value"),
 )
 runs_t = sa.Table(
     "runs",
     metadata,
     sa.Column("run_id", sa.Text, primary_key=True),
-    sa.Column("kind", sa.Text, nullable=False),
+    _text("kind"),
     # ISO 8601 in UTC with fixed width: sorts as text the same on SQLite and PostgreSQL.
-    sa.Column("created_utc", sa.Text, nullable=False, index=True),
-    sa.Column("finished_utc", sa.Text),
-    sa.Column("status", sa.Text, nullable=False),
+    _text("created_utc", index=True),
+    _text("finished_utc", nullable=True),
+    _text("status"),
     sa.Column("schema_version", sa.Integer, nullable=False),
-    sa.Column("tool_version", sa.Text, nullable=False),
-    sa.Column("fingerprint", sa.Text, nullable=False),
-    sa.Column("host", sa.Text, nullable=False),
-    sa.Column("devices", sa.Text, nullable=False),  # JSON list
-    sa.Column("command", sa.Text, nullable=False),
-    sa.Column("header", sa.Text, nullable=False),  # RunRecord JSON without results/ceilings
+    _text("tool_version"),
+    _text("fingerprint"),
+    _text("host"),
+    _text("devices"),  # JSON list
+    _text("command"),
+    _text("header"),  # RunRecord JSON without results/ceilings
     # Local insertion order: `latest` and history follow it, not the run's own (importable,
     # possibly far-future) date.
     sa.Column("stored_seq", sa.Integer),
     # JSON {host, pid, started} of the measuring process, so a later open can tell a run whose
     # process died (SIGKILL, power loss) from one still measuring; NULL for imports and
     # schema-1 rows, which are judged by the header's pid and the run's time instead.
-    sa.Column("writer", sa.Text),
+    _text("writer", nullable=True),
 )
 results_t = sa.Table(
     "results",
     metadata,
-    sa.Column(
-        "run_id",
-        sa.Text,
-        sa.ForeignKey("runs.run_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    _run_id_key(),
     sa.Column("seq", sa.Integer, primary_key=True),
-    sa.Column("workload", sa.Text, nullable=False),
-    sa.Column("variant", sa.Text, nullable=False),
-    sa.Column("device", sa.Text, nullable=False),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("doc", sa.Text, nullable=False),
+    _text("workload"),
+    _text("variant"),
+    _text("device"),
+    _text("status"),
+    _text("doc"),
     # the verdict's kind (verdicts.kind_of): history counts ok results by it
-    sa.Column("verdict", sa.Text),
+    _text("verdict", nullable=True),
 )
 run_ceilings_t = sa.Table(
     "run_ceilings",
     metadata,
-    sa.Column(
-        "run_id",
-        sa.Text,
-        sa.ForeignKey("runs.run_id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
-    sa.Column("doc", sa.Text, nullable=False),  # JSON list of Ceiling
+    _run_id_key(),
+    _text("doc"),  # JSON list of Ceiling
 )
 ceiling_cache_t = sa.Table(
     "ceiling_cache",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("fingerprint", sa.Text, nullable=False),
-    sa.Column("device", sa.Text, nullable=False),
-    sa.Column("created_utc", sa.Text, nullable=False),
+    _text("fingerprint"),
+    _text("device"),
+    _text("created_utc"),
     sa.Column("schema_version", sa.Integer, nullable=False),
-    sa.Column("tool_version", sa.Text, nullable=False),
-    sa.Column("doc", sa.Text, nullable=False),
+    _text("tool_version"),
+    _text("doc"),
     sa.Index("ix_ceiling_cache_key", "fingerprint", "device"),
 )
 OUR_TABLES = frozenset(metadata.tables)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from torchmark import _lazy_getattr
 
 if TYPE_CHECKING:
     from torchmark.stats.measurement import Measurement, median_ci
@@ -35,11 +36,4 @@ _HOME = {
     "preset": "torchmark.timing.stopping",
 }
 
-
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'torchmark.timing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_getattr(__name__, _HOME)

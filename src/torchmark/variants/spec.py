@@ -13,6 +13,10 @@ from torchmark.errors import UnknownNameError
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "int8-dynamic")
 OPTIMISATIONS = ("compile", "channels-last", "cuda-graphs")
 TRAIN_SCENARIOS = frozenset({"train"})  # every other scenario is inference
+# fp32 and its faster float forms, in the order the model plans try them; of those, a CPU
+# plan trains at two: AMP fp16 has no CPU hardware path (see models.base.Plan.cpu_scenarios).
+FLOATS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+CPU_TRAIN = ("fp32", "amp-bf16")
 
 # Max |built - reference| / max |reference|, per base precision. Why these numbers:
 # fp32 kernels differ only in summation order (~1e-6 relative per reduction);

@@ -8,6 +8,7 @@ core counts, memory sizes, driver and library versions, the measurements themsel
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from torchmark.envvars import RELEVANT_ENV
@@ -35,6 +36,7 @@ DROPPED_KEYS = frozenset(
 # The run's fingerprint digests the host name: a stable id of the host, so it goes too (the
 # server pools by its own hardware+software fingerprint, which leaves the host out).
 DROPPED_TOP = ("fingerprint",)
+_TOP = {("", name) for name in DROPPED_TOP}
 # The documented allow-list of environment variables sent: those that change what PyTorch
 # does, the same list every run records.
 ENV_ALLOW = frozenset(RELEVANT_ENV)
@@ -72,6 +74,46 @@ def _scrub_text(text: str, words: tuple[str, ...]) -> str:
     return text
 
 
+# What a hook returns for an object member that is to go.
+_DROP = object()
+
+
+def _walk(
+    doc: Any,
+    member: Callable[[Any, str, str, Any], Any],
+    text: Callable[[str, str], str] | None = None,
+    only: Mapping[tuple[str, str], Collection[str]] | None = None,
+    removed: list[str] | None = None,
+) -> Any:
+    """A copy of the JSON tree ``doc``: ``member(key, where, path, v)`` returns each object
+    member's new value or ``_DROP``; the object at ``only``'s (path, key) keeps only the
+    members it allows (the others' paths go to ``removed``); ``text(path, s)`` makes each
+    string's new value."""
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                where = f"{path}.{k}" if path else str(k)
+                v = member(k, where, path, v)
+                if v is _DROP:
+                    continue
+                allowed = (only or {}).get((path, k))
+                if allowed is not None and isinstance(v, dict):
+                    assert removed is not None
+                    removed.extend(f"{where}.{name}" for name in v if name not in allowed)
+                    v = {name: x for name, x in v.items() if name in allowed}
+                out[k] = walk(v, where)
+            return out
+        if isinstance(value, list):
+            return [walk(v, path) for v in value]
+        if isinstance(value, str) and text is not None:
+            return text(path, value)
+        return value
+
+    return walk(doc, "")
+
+
 def strip_document(
     doc: dict[str, Any], words: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], list[str]]:
@@ -82,39 +124,22 @@ def strip_document(
     and user name: they may appear inside a command line or a path)."""
     removed: list[str] = []
 
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                where = f"{path}.{k}" if path else str(k)
-                low = str(k).lower()
-                if low in DROPPED_KEYS or "uuid" in low or "serial" in low:
-                    removed.append(where)
-                    continue
-                if path == "" and k in DROPPED_TOP:
-                    removed.append(where)
-                    continue
-                if path == "environment" and k == "env_vars" and isinstance(v, dict):
-                    kept = {}
-                    for name, val in v.items():
-                        if name in ENV_ALLOW:
-                            kept[name] = walk(val, f"{where}.{name}")
-                        else:
-                            removed.append(f"{where}.{name}")
-                    out[k] = kept
-                    continue
-                out[k] = walk(v, where)
-            return out
-        if isinstance(value, list):
-            return [walk(v, path) for v in value]
-        if isinstance(value, str):
-            new = _scrub_text(value, words)
-            if new != value and path not in removed:
-                removed.append(f"{path} (home path or name replaced)")
-            return new
-        return value
+    def member(k: Any, where: str, path: str, v: Any) -> Any:
+        low = str(k).lower()
+        if low in DROPPED_KEYS or "uuid" in low or "serial" in low or (path, k) in _TOP:
+            removed.append(where)
+            return _DROP
+        return v
 
-    return walk(doc, ""), list(dict.fromkeys(removed))
+    def text(path: str, value: str) -> str:
+        new = _scrub_text(value, words)
+        if new != value and path not in removed:
+            removed.append(f"{path} (home path or name replaced)")
+        return new
+
+    # (no allowed variable's name is a dropped key: the kept ones pass `member` unchanged)
+    only = {("environment", "env_vars"): ENV_ALLOW}
+    return _walk(doc, member, text, only, removed), list(dict.fromkeys(removed))
 
 
 # Of a run's config, what a shared document keeps: the options that define its cases (as
@@ -137,43 +162,28 @@ CASE_OPTIONS = (
 COMMAND_KEYS = frozenset({"command", "argv"})
 
 
-def _no_urls(value: Any, where: str, removed: list[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _no_urls(v, f"{where}.{k}", removed) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_urls(v, where, removed) for v in value]
-    if isinstance(value, str) and _URL.search(value):
-        removed.append(f"{where} (URL replaced)")
-        return _URL.sub("<url>", value)
-    return value
-
-
 def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``doc`` (already through ``strip_document``) as it may be published: no command line
     (as typed it can carry a password: ``--db postgresql://tm:S3cret@host/db``), of the
     config only ``CASE_OPTIONS``, and no URL in any text. Returns it and what was removed."""
     removed: list[str] = []
 
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                where = f"{path}.{k}" if path else str(k)
-                if str(k).lower() in COMMAND_KEYS:
-                    if v:
-                        removed.append(where)
-                    continue
-                if path == "" and k == "config" and isinstance(v, dict):
-                    dropped = [f"config.{name}" for name in v if name not in CASE_OPTIONS]
-                    removed.extend(dropped)
-                    v = {name: x for name, x in v.items() if name in CASE_OPTIONS}
-                out[k] = walk(v, where)
-            return out
-        if isinstance(value, list):
-            return [walk(v, path) for v in value]
-        return value
+    def member(k: Any, where: str, path: str, v: Any) -> Any:
+        if str(k).lower() not in COMMAND_KEYS:
+            return v
+        if v:
+            removed.append(where)
+        return _DROP
 
-    out = _no_urls(walk(doc, ""), "", removed)
+    def no_url(path: str, value: str) -> str:
+        if not _URL.search(value):
+            return value
+        removed.append(f"{path} (URL replaced)")
+        return _URL.sub("<url>", value)
+
+    # URLs in a second pass, so that what was removed lists them after the rest
+    cut = _walk(doc, member, only={("", "config"): CASE_OPTIONS}, removed=removed)
+    out = _walk(cut, lambda k, where, path, v: v, no_url)
     return out, list(dict.fromkeys(r.lstrip(".") for r in removed))
 
 

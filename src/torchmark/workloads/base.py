@@ -44,6 +44,11 @@ def every_other(sweep: Sequence[int]) -> tuple[int, ...]:
     return tuple(kept)
 
 
+def swept(sweep: Sequence[int], suite: Suite, device: Device) -> tuple[int, ...]:
+    """``sweep`` as ``suite`` runs it on ``device``: in 4x steps where ``trimmed``."""
+    return every_other(sweep) if trimmed(suite, device) else tuple(sweep)
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     """What the user asked to run; workloads read it to choose their cases."""

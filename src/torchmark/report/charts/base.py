@@ -76,6 +76,12 @@ def _figure(
     return fig, axes
 
 
+def _plot(height: float = HEIGHT) -> tuple[Figure, Axes]:
+    """A figure of one plot, as most charts are."""
+    fig, axes = _figure(height=height)
+    return fig, axes[0][0]
+
+
 def _tick_text(x: float, base: int) -> str:
     if base == 10 and x >= 1e3:
         scale, prefix = next(sp for sp in fmt.SI_PREFIXES if x >= sp[0])

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
 from torchmark import verdicts
-from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
+from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.results import Result, RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 BATCH_KEYS = ("batch", "batch_size")
 TUNE_BATCH = re.compile(r" @ batch \d+$")
@@ -47,8 +43,7 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     if not series:
         return Chart("batch", title, None, "no workload in these runs swept a batch size")
     with _rc():
-        fig, axes = _figure()
-        ax: Axes = axes[0][0]
+        fig, ax = _plot()
         for label, pts in series.items():
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         _log(ax, "x", base=2)

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
-from torchmark.report.charts.base import Chart, _figure, _rc, _run_prefix, _svg, case_words
+from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg, case_words
 from torchmark.results import RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 ABOVE = "#b3261e"  # above a measured ceiling: impossible, a measurement error
 
@@ -42,8 +38,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
 
         cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
         colour = {k: cycle[i % len(cycle)] for i, k in enumerate(kinds)}
-        fig, axes = _figure(height=0.26 * len(bars) + 1.3)
-        ax: Axes = axes[0][0]
+        fig, ax = _plot(0.26 * len(bars) + 1.3)
         ys = list(range(len(bars)))
         top = max(100.0, *(b[3] for b in bars))
         ps = [b[1] for b in bars]

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from torchmark import verdicts
-from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
+from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 
 def collectives_busbw(runs: Sequence[RunRecord]) -> Chart:
@@ -37,8 +33,7 @@ def collectives_busbw(runs: Sequence[RunRecord]) -> Chart:
             "no collective finished (each needs >= 2 ranks: --nproc-per-node 2)",
         )
     with _rc():
-        fig, axes = _figure()
-        ax: Axes = axes[0][0]
+        fig, ax = _plot()
         for label, pts in series.items():
             ax.plot([p[0] for p in pts], [p[1] / 1e9 for p in pts], marker="o", label=label)
         _log(ax, "x", base=2)

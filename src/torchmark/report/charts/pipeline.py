@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
-from torchmark.report.charts.base import Chart, _figure, _rc, _svg
+from torchmark.report.charts.base import Chart, _plot, _rc, _svg
 from torchmark.results import RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 STEP_PARTS = (("wait", "#e45756"), ("copy", "#f2b701"), ("compute", "#4c78a8"))
 
@@ -35,8 +31,7 @@ def input_breakdown(run: RunRecord, workload: str = "input") -> Chart:
             f"{workload}-breakdown", title, None, "no configuration finished with a breakdown"
         )
     with _rc():
-        fig, axes = _figure(height=max(2.0, 0.32 * len(bars) + 1))
-        ax: Axes = axes[0][0]
+        fig, ax = _plot(max(2.0, 0.32 * len(bars) + 1))
         left = [0.0] * len(bars)
         for k, (name, colour) in enumerate(STEP_PARTS):
             widths = [1e3 * parts[k] for _, parts in bars]
@@ -85,8 +80,7 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
             "fewer than two worker counts finished: no curve to draw",
         )
     with _rc():
-        fig, axes = _figure()
-        ax: Axes = axes[0][0]
+        fig, ax = _plot()
         for device, mine, resident in groups:
             where = f" {device}" if len(groups) > 1 else ""
             curve = sorted(

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
 from torchmark import verdicts
-from torchmark.report.charts.base import Chart, _figure, _rc, _run_prefix, _svg
+from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 
 def precision_bars(runs: Sequence[RunRecord]) -> Chart:
@@ -33,8 +29,7 @@ def precision_bars(runs: Sequence[RunRecord]) -> Chart:
         return Chart("precision", title, None, "no workload ran at more than one precision")
     precisions = sorted({p for v in groups.values() for p in v})
     with _rc():
-        fig, axes = _figure(height=max(2.0, 0.45 * len(groups) * len(precisions) / 2 + 1))
-        ax: Axes = axes[0][0]
+        fig, ax = _plot(max(2.0, 0.45 * len(groups) * len(precisions) / 2 + 1))
         h = 0.8 / len(precisions)
         names = list(groups)
         for j, p in enumerate(precisions):

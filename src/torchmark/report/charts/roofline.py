@@ -14,8 +14,8 @@ from torchmark.report.charts.base import (
     HEIGHT,
     WIDTH,
     Chart,
-    _figure,
     _log,
+    _plot,
     _rc,
     _run_prefix,
     _svg,
@@ -144,9 +144,7 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
         "grey lines: measured memory bandwidth × intensity, capped by each measured matmul "
         "peak; a point's distance below its roof is the headroom. Diamonds: results that "
         "count FLOPs but not bytes (models), at their achieved FLOP/s"
-    )
-    if no_flops:
-        note += f". Not drawn, no FLOP count: {_listed(no_flops)}"
+    ) + _not_drawn("no FLOP count", no_flops)
     return Chart("roofline", title, _svg(fig), note)
 
 
@@ -168,9 +166,12 @@ def _spread(ys: Sequence[float], span: Sequence[float]) -> list[float]:
     return out
 
 
-def _listed(items: list[str], most: int = 4) -> str:
+def _not_drawn(why: str, items: list[str], most: int = 4) -> str:
+    """A note's ending naming what the chart leaves out and why ("" when nothing)."""
+    if not items:
+        return ""
     more = f" and {len(items) - most} more" if len(items) > most else ""
-    return ", ".join(items[:most]) + more
+    return f". Not drawn, {why}: " + ", ".join(items[:most]) + more
 
 
 def _model(run: RunRecord, device: str) -> str:
@@ -214,8 +215,7 @@ def ops_roofline(run: RunRecord) -> Chart:
         )
     xs = [(o.flops or 0.0) / (o.bytes or 1.0) for _, o in placed]
     ys = [o.flop_rate or 0.0 for _, o in placed]
-    fig, axes = _figure()
-    ax: Axes = axes[0][0]
+    fig, ax = _plot()
     with _rc():
         lo, hi = _roof(ax, xs, peaks, bw)
         span = [*ys, *(c.value for c in peaks)]
@@ -237,9 +237,7 @@ def ops_roofline(run: RunRecord) -> Chart:
         "grey lines: the measured bandwidth × intensity, capped by the measured matmul peak; "
         "a dot's size is its share of the step. Bytes count the op's inputs only (a lower "
         "bound), so an intensity is an upper bound"
-    )
-    if missing:
-        note += f". Not drawn, no FLOP or byte count: {_listed(missing)}"
+    ) + _not_drawn("no FLOP or byte count", missing)
     return Chart("ops_roofline", title, _svg(fig), note)
 
 

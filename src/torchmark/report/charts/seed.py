@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torchmark import format as fmt
 from torchmark import reference
-from torchmark.report.charts.base import Chart, _figure, _log, _rc, _svg
+from torchmark.report.charts.base import Chart, _log, _plot, _rc, _svg
 from torchmark.results import RunRecord
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 MINE = "#d9480f"  # this machine's rows and bars
 KIND_COLOURS = {"gpu": "#4c78a8", "cpu": "#72b7b2", "unknown": "#9aa0a6"}
@@ -34,8 +29,7 @@ def seed_table(run: RunRecord) -> Chart:
     with _rc():
         from matplotlib.patches import Patch
 
-        fig, axes = _figure(height=0.3 * len(rows) + 1.2)
-        ax: Axes = axes[0][0]
+        fig, ax = _plot(0.3 * len(rows) + 1.2)
         ys = range(len(rows))
         colours = [MINE if r.this_machine else KIND_COLOURS.get(r.device_type) for r in rows]
         bars = ax.barh(ys, [r.value for r in rows], color=colours, height=0.7)

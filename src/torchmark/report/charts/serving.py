@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from torchmark.report.charts.base import Chart, _figure, _log, _svg
+from torchmark.report.charts.base import Chart, _log, _plot, _svg
 from torchmark.serving.payload import ServingPayload, ms
 
 
@@ -14,8 +14,7 @@ def hockey_stick(p: ServingPayload) -> Chart:
     fleets = [f for f in p.fleets if any(pt.p99_s is not None for pt in f.points)]
     if not fleets:
         return Chart(key, heading, None, "no load point finished a request")
-    fig, axes = _figure()
-    ax = axes[0][0]
+    fig, ax = _plot()
     for f in fleets:
         label = f"{f.device} {f.split}".strip()
         best = f.best_point

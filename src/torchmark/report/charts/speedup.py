@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torchmark import format as fmt
 from torchmark import verdicts
 from torchmark.devices import is_host
-from torchmark.report.charts.base import Chart, _figure, _log, _rc, _run_prefix, _svg
+from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.report.table import case_key
 from torchmark.results import Result, RunRecord
 from torchmark.results.payloads import BreakEvenFindings
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
 
 
 def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
@@ -48,8 +45,7 @@ def speedup_per_workload(runs: Sequence[RunRecord]) -> Chart:
         )
     devices = sorted({d for v in bars.values() for d in v})
     with _rc():
-        fig, axes = _figure()
-        ax: Axes = axes[0][0]
+        fig, ax = _plot()
         width = 0.8 / len(devices)
         names = list(bars)
         for j, d in enumerate(devices):
@@ -97,8 +93,7 @@ def break_even(runs: Sequence[RunRecord]) -> Chart:
         why = "; ".join(notes) or "no user-model run with a CPU-vs-GPU batch sweep (break_even)"
         return Chart("break_even", title, None, why)
     with _rc():
-        fig, axes = _figure()
-        ax: Axes = axes[0][0]
+        fig, ax = _plot()
         for label, pts in curves.items():
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)

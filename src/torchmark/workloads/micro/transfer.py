@@ -20,9 +20,8 @@ from torchmark.workloads.base import (
     PlanOptions,
     Prepared,
     Workload,
-    every_other,
+    swept,
     table_suite,
-    trimmed,
 )
 from torchmark.workloads.micro._common import KiB, MiB, fits, geometric, rule_for, sizes_or
 
@@ -65,10 +64,8 @@ class Transfer(Workload):
 
     @staticmethod
     def sizes(device: Device, opts: PlanOptions) -> list[int]:
-        planned = SIZES[table_suite(opts.suite)]
-        if trimmed(opts.suite, device):  # a GPU's standard suite: 4x steps (issue 23)
-            planned = list(every_other(planned))
-        return sizes_or(opts, planned)
+        # a GPU's standard suite: 4x steps (issue 23)
+        return sizes_or(opts, list(swept(SIZES[table_suite(opts.suite)], opts.suite, device)))
 
     def memory_bytes(self, case: Case) -> int | None:
         return 2 * int(case.param_dict.get("bytes", 0))  # source and destination

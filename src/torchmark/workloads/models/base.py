@@ -29,7 +29,7 @@ from torchmark.workloads.base import (
     PlanOptions,
     Prepared,
     Workload,
-    every_other,
+    swept,
     table_suite,
     trimmed,
 )
@@ -228,8 +228,8 @@ class ModelWorkload(Workload):
             sizes = self.plan_sizes(plan, device, scenario)
             batches = opts.batches or self.batches(plan, device, scenario)
             trim = trimmed(opts.suite, device)
-            if trim and not opts.batches:
-                batches = every_other(batches)
+            if not opts.batches:
+                batches = swept(batches, opts.suite, device)
             if trim and not asked_precisions:
                 precisions = tuple(p for p in precisions if p not in EXTENDED_PRECISIONS)
             for precision in precisions:

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
@@ -104,9 +105,9 @@ class BertWorkload(ModelWorkload):
         "quick": Plan({"infer": ("fp32",)}, only=1, cpu_sizes={"seq": 32}, gpu_sizes={"seq": 128}),
         "standard": Plan(
             {
-                "infer": ("fp32", "tf32", "amp-bf16", "amp-fp16", "int8-dynamic", "cuda-graphs"),
+                "infer": (*FLOATS, "int8-dynamic", "cuda-graphs"),
                 "infer-e2e": ("fp32",),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
+                "train": FLOATS,
             },
             cpu_cap=2,
             gpu_cap=256,
@@ -114,23 +115,20 @@ class BertWorkload(ModelWorkload):
             gpu_sizes={"seq": 128},
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
-                "train": ("fp32", "amp-bf16"),
+                "train": CPU_TRAIN,
             },
         ),
         "full": Plan(
             {
                 "infer": (
-                    "fp32",
-                    "tf32",
-                    "amp-bf16",
-                    "amp-fp16",
+                    *FLOATS,
                     "int8-dynamic",
                     "amp-bf16+compile",
                     "cuda-graphs",
                     "amp-bf16+cuda-graphs",
                 ),
                 "infer-e2e": ("fp32", "amp-bf16"),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16", "amp-bf16+compile"),
+                "train": (*FLOATS, "amp-bf16+compile"),
             },
             cpu_cap=16,
             gpu_cap=1024,

@@ -18,6 +18,7 @@ from torchmark import variants
 from torchmark.devices.base import Device
 from torchmark.format import round_up
 from torchmark.stats.measurement import Measurement
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS, Prepared
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes, latency_quantiles
 
@@ -179,7 +180,7 @@ class GPT2Workload(ModelWorkload):
         "standard": Plan(
             {
                 "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
+                "train": FLOATS,
                 "prefill": ("fp32", "amp-bf16"),
                 "decode": ("fp32", "amp-bf16", "int8-dynamic"),
             },
@@ -189,7 +190,7 @@ class GPT2Workload(ModelWorkload):
             gpu_sizes={"seq": 1024, "new_tokens": 128},
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "int8-dynamic"),
-                "train": ("fp32", "amp-bf16"),
+                "train": CPU_TRAIN,
                 "prefill": ("fp32",),
                 "decode": ("fp32", "int8-dynamic"),
             },
@@ -197,17 +198,14 @@ class GPT2Workload(ModelWorkload):
         "full": Plan(
             {
                 "infer": (
-                    "fp32",
-                    "tf32",
-                    "amp-bf16",
-                    "amp-fp16",
+                    *FLOATS,
                     "int8-dynamic",
                     "amp-bf16+compile",
                 ),
                 "infer-e2e": ("fp32",),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16", "amp-bf16+compile"),
-                "prefill": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
-                "decode": ("fp32", "tf32", "amp-bf16", "amp-fp16", "int8-dynamic"),
+                "train": (*FLOATS, "amp-bf16+compile"),
+                "prefill": FLOATS,
+                "decode": (*FLOATS, "int8-dynamic"),
             },
             cpu_cap=4,
             gpu_cap=64,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from torchmark.variants.spec import CPU_TRAIN
 from torchmark.workloads.base import WORKLOADS, Prepared
 from torchmark.workloads.models.base import Plan, Sizes
 from torchmark.workloads.models.gpt2 import GPT2Workload
@@ -47,7 +48,7 @@ class GPT2PaddedWorkload(GPT2Workload):
             gpu_cap=64,
             cpu_sizes={"seq": 128},
             gpu_sizes={"seq": 1024},
-            cpu_scenarios={"train": ("fp32", "amp-bf16"), "infer": ("fp32",)},
+            cpu_scenarios={"train": CPU_TRAIN, "infer": ("fp32",)},
         ),
     }
 

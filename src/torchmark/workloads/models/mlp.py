@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
@@ -43,21 +44,21 @@ class SimpleNetWorkload(ModelWorkload):
             {
                 "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
                 "infer-e2e": ("fp32",),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
+                "train": FLOATS,
             },
             cpu_cap=256,
             gpu_cap=16384,
             # no infer-e2e on the CPU: with nothing to move it repeats infer (linear10 keeps it)
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "amp-bf16", "int8-dynamic"),
-                "train": ("fp32", "amp-bf16"),
+                "train": CPU_TRAIN,
             },
         ),
         "full": Plan(
             {
-                "infer": ("fp32", "tf32", "amp-bf16", "amp-fp16", "int8-dynamic", "compile"),
+                "infer": (*FLOATS, "int8-dynamic", "compile"),
                 "infer-e2e": ("fp32", "amp-bf16"),
-                "train": ("fp32", "tf32", "amp-bf16", "amp-fp16", "compile"),
+                "train": (*FLOATS, "compile"),
             },
             cpu_cap=4096,
             gpu_cap=65536,

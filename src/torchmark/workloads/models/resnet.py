@@ -7,6 +7,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from torchmark.variants.spec import CPU_TRAIN, FLOATS
 from torchmark.workloads.base import WORKLOADS
 from torchmark.workloads.models.base import ModelWorkload, Plan, Sizes
 
@@ -90,10 +91,7 @@ class ResNet50Workload(ModelWorkload):
         "standard": Plan(
             {
                 "infer": (
-                    "fp32",
-                    "tf32",
-                    "amp-bf16",
-                    "amp-fp16",
+                    *FLOATS,
                     "channels-last",
                     "amp-bf16+channels-last",
                     "cuda-graphs",
@@ -105,16 +103,13 @@ class ResNet50Workload(ModelWorkload):
             gpu_cap=256,
             cpu_scenarios={
                 "infer": ("fp32", "tf32", "channels-last", "amp-bf16"),
-                "train": ("fp32", "amp-bf16"),
+                "train": CPU_TRAIN,
             },
         ),
         "full": Plan(
             {
                 "infer": (
-                    "fp32",
-                    "tf32",
-                    "amp-bf16",
-                    "amp-fp16",
+                    *FLOATS,
                     "channels-last",
                     "amp-bf16+channels-last",
                     "amp-bf16+compile",
@@ -123,10 +118,7 @@ class ResNet50Workload(ModelWorkload):
                 ),
                 "infer-e2e": ("fp32", "amp-bf16"),
                 "train": (
-                    "fp32",
-                    "tf32",
-                    "amp-bf16",
-                    "amp-fp16",
+                    *FLOATS,
                     "amp-bf16+channels-last",
                     "amp-bf16+compile",
                 ),

@@ -11,6 +11,7 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
     noisy       yes   yes      yes      yes       yes        ranks it, marked
     timed out   yes   yes      yes      yes       yes        ranks it, marked
     unreliable  yes   yes      no       yes       yes        ranks it, marked
+    in cache    no    yes      no       yes       yes        lists it, never ranks it
     invalid     no    no       no       no        no         lists it, never ranks it
     WRONG       no    no       no       no        no         lists it, never ranks it
     skipped     no    no       no       no        no         lists it (nothing measured)
@@ -24,6 +25,11 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
   its verdict does not reject);
 - *recommend*: what tune, ``profile --check`` or the input advice may name as the thing to
   do; each recommends only what its comparison calls FASTER beyond both spreads.
+
+*In cache*: a memory-bound result whose working set fits the last-level cache (``results.
+cache``) measured the cache, not memory: above the memory's ceiling is expected, so never
+invalid for that (only above what a cache could move), and never ranked or averaged among
+results that measured memory; the same case in two runs still compares.
 
 An *incomplete run* (stopped by Ctrl-C or a time limit) is read result by result under the
 same rule; the cases it never reached are "not measured", which a regression gate cannot
@@ -47,7 +53,9 @@ if TYPE_CHECKING:
 # target) is a usable number: its verdict stays ok, and readers say why its flag is harmless.
 TIMED_OUT_OK_PCT = 2.0
 
-Kind = Literal["ok", "warn", "noisy", "timed_out", "unreliable", "invalid", "wrong", "skipped"]
+Kind = Literal[
+    "ok", "warn", "noisy", "timed_out", "unreliable", "in_cache", "invalid", "wrong", "skipped"
+]
 Use = Literal["rank", "compare", "average", "count_ok", "recommend"]
 USES: tuple[Use, ...] = ("rank", "compare", "average", "count_ok", "recommend")
 
@@ -75,6 +83,11 @@ RULES: dict[Kind, Rule] = {
         "unreliable",
         frozenset({"rank", "compare", "count_ok", "recommend"}),
         "ranked with its spread, marked",
+    ),
+    "in_cache": Rule(
+        "in cache",
+        frozenset({"compare", "count_ok", "recommend"}),
+        "listed, marked in cache, never ranked",
     ),
     "invalid": Rule("invalid", _NONE, "listed, never ranked"),
     "wrong": Rule("WRONG", _NONE, "listed, never ranked"),
@@ -138,6 +151,8 @@ def classify(
         if not flags:
             return "ok"
         timed_out = "timed_out" in flags
+    if "in_cache" in flags:  # the strictest of the warnings: unranked, unaveraged
+        return "in_cache"
     if "unreliable" in flags:
         return "unreliable"
     if timed_out:
@@ -184,7 +199,9 @@ def says(r: Result) -> str:
     reason; ``ok`` alone for a clean result."""
     word = rule_of(r).word
     why = reasons(r)
-    return f"{word}: {why[0]}" if why and kind_of(r) != "ok" else word
+    if not why or kind_of(r) == "ok":
+        return word
+    return why[0] if why[0].startswith(f"{word}:") else f"{word}: {why[0]}"
 
 
 def refusal(r: Result, use: Use) -> str | None:

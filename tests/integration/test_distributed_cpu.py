@@ -177,7 +177,10 @@ def test_a_killed_rank_stops_the_run_and_keeps_what_finished(tmp_path: Path) -> 
         p.wait(timeout=60)
     text = "".join(lines)
     assert killed_at is not None, text
-    assert time.monotonic() - killed_at < 30, text  # the others stop; no 30 min gloo wait
+    # the others stop, with no 30-minute gloo wait: a rank that notices the dead peer stops in
+    # seconds; one blocked in a collective gets torchrun's SIGTERM, then its SIGKILL 30 s later
+    # (a loaded CI machine took 30.3 s once), so the bound is that grace with room to spare
+    assert time.monotonic() - killed_at < 75, text
     assert p.returncode != 0
     assert "rank 1 was killed by SIGKILL" in text
     assert out.exists(), text

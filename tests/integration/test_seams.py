@@ -1,7 +1,7 @@
 """The seam between the measuring core and every reader of its results (issue 21).
 
-One stored run holds every verdict kind (ok, warn, noisy, unreliable, timed out, invalid,
-WRONG, skipped; the run itself incomplete), judged by the measuring code's own ``judge``,
+One stored run holds every verdict kind (ok, warn, noisy, unreliable, timed out, in cache,
+invalid, WRONG, skipped; the run itself incomplete), judged by the measuring code's own ``judge``,
 and a second run measures the same cases cleanly (tests/fixtures/runs/build.py,
 ``verdicts_run``). Both go through every reader: ``show``, ``history``, ``compare`` and its
 gate, ``compare --reference``, ``compare --server`` (a loopback board), ``report --html`` and
@@ -37,7 +37,9 @@ REJECTED = {
     "seam/skipped n=1000": "skipped",
     "seed-add/as-published": "invalid",
 }
-KEPT = ["seam/ok", "seam/warn", "seam/noisy", "seam/unreliable", "seam/timed_out"]
+KEPT = ["seam/ok", "seam/warn", "seam/noisy", "seam/unreliable", "seam/timed_out", "seam/in_cache"]
+# 186 % of the DRAM ceiling with a 16 MiB working set in a 32 MiB cache: never "invalid"
+IN_CACHE = "in cache: above the DRAM ceiling is expected (working set 16 MiB fits the 32 MiB"
 JUDGED = re.compile(r"\b(FASTER|SLOWER|SAME)\b|\brank \d|apply:")
 
 
@@ -60,7 +62,8 @@ def test_the_fixture_holds_every_verdict_kind() -> None:
     run = a_run()
     kinds = [verdicts.kind_of(r) for r in run.results]
     assert set(kinds) == set(verdicts.RULES) and run.status == "incomplete"
-    assert {verdicts.kind_of(r) for r in import_run(B).results} == {"ok"}
+    # measured cleanly, the in-cache case is in the cache still: that is its working set
+    assert {verdicts.kind_of(r) for r in import_run(B).results} == {"ok", "in_cache"}
 
 
 def test_show_says_each_verdict_once_and_never_places_a_rejected_seed(
@@ -72,8 +75,10 @@ def test_show_says_each_verdict_once_and_never_places_a_rejected_seed(
     assert "invalid" in rows["invalid"] and "WRONG" in rows["wrong"]
     assert "skipped" in rows["skipped"] and "warn" in rows["warn"]
     assert "invalid" in rows["as-published"]
+    assert "in cache" in rows["in_cache"] and "invalid" not in rows["in_cache"]
     flat = " ".join(out.split())
     assert "seed-add as-published on AMD EPYC 7B13 (cpu): not placed in the seed blog's" in flat
+    assert IN_CACHE in flat
     assert "rank" not in flat.split("not placed")[1].split("`")[0]
     for case in REJECTED:
         never_judged(out, case)
@@ -86,7 +91,7 @@ def test_history_counts_and_export_import_keep_every_verdict(
     assert cli(capsys, "import", str(A), "--db", db)[0] == 0
     row = json.loads(cli(capsys, "history", "--db", db, "--json")[1])[0]
     run = a_run()
-    assert (row["ok"], row["total"]) == (verdicts.counted(run.results), 9) == (5, 9)
+    assert (row["ok"], row["total"]) == (verdicts.counted(run.results), 10) == (6, 10)
     assert row["status"] == "incomplete"
     exported = tmp_path / "a.json"
     assert cli(capsys, "export", "latest", "--db", db, "-o", str(exported))[0] == 0
@@ -94,7 +99,7 @@ def test_history_counts_and_export_import_keep_every_verdict(
     assert [r.verdict for r in again.results] == [r.verdict for r in run.results]
     other = f"sqlite:///{tmp_path / 'b.db'}"
     assert cli(capsys, "import", str(exported), "--db", other)[0] == 0
-    assert json.loads(cli(capsys, "history", "--db", other, "--json")[1])[0]["ok"] == 5
+    assert json.loads(cli(capsys, "history", "--db", other, "--json")[1])[0]["ok"] == 6
     csv = cli(capsys, "export", "latest", "--db", other, "-f", "csv")[1]
     invalid_rows = [line for line in csv.splitlines() if ",invalid," in line]
     assert len(invalid_rows) == 2  # seam/invalid and the seed-add: their verdict travels
@@ -116,6 +121,9 @@ def test_compare_and_its_gate_never_judge_a_rejected_case(
         assert " n/a " in f"{row} " and said in row.split(), row
         assert f"{said} in {side}: " in flat  # the reason, beside the row or under the table
     assert "regression:" not in err
+    # compared, like for like, and said to be the cache's speed in one line
+    (row,) = [line for line in out.splitlines() if line.startswith(" seam/in_cache ")]
+    assert "SAME" in row.split() and "in cache in A and B: the cache's speed" in flat
     judged = [line for line in err.splitlines() if line.startswith("cannot judge:")]
     unjudged = {"seam/invalid n=1000 on cpu", "seam/wrong n=1000 on cpu"}
     unjudged.add("seed-add/as-published on cpu")
@@ -168,6 +176,8 @@ def test_submit_dry_run_says_what_is_ranked_marked_or_only_listed(
     assert "seed-add/as-published on cpu (invalid:" in listed
     assert "listed as skipped (nothing measured): 1 result: seam/skipped" in said
     assert "ranked: 1 result" in said  # the one clean result; the marked ones say so
+    marked = "listed, marked in cache, never ranked: 1 result: seam/in_cache n=1000 on cpu ("
+    assert marked + IN_CACHE in said
 
 
 def test_the_boards_pages_and_api_never_rank_a_rejected_result(tmp_path: Path) -> None:
@@ -190,7 +200,7 @@ def test_the_boards_pages_and_api_never_rank_a_rejected_result(tmp_path: Path) -
         status, verdict = cells[heads.index("status")], cells[heads.index("verdict")]
         if "invalid" in verdict:  # no "ok" beside an invalid verdict, and its reason given
             assert status == "measured" and "samples split into two clusters" in verdict
-    for variant in ("invalid", "ok"):
+    for variant in ("invalid", "in_cache", "ok"):
         board = client.get(
             "/api/v1/leaderboard",
             params={"workload": "seam", "variant": variant, "params": '{"n":1000}'},
@@ -202,6 +212,7 @@ def test_the_boards_pages_and_api_never_rank_a_rejected_result(tmp_path: Path) -
     assert by["seam/invalid"]["rank"] is None and by["seam/invalid"]["why"].startswith("invalid")
     assert by["seed-add/as-published"]["rank"] is None
     assert "seam/wrong" not in by and "seam/skipped" not in by  # nothing measured to place
+    assert by["seam/in_cache"]["rank"] is None  # accepted at 186 % of bw, never ranked
     assert all(by[f"seam/{k}"]["rank"] is not None for k in ("ok", "warn", "noisy"))
 
 

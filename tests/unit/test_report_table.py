@@ -228,3 +228,24 @@ def test_a_spread_past_the_median_is_said_so_not_as_a_thousand_percent() -> None
     text = render(RunRecord(run_id="w", results=[r]), 120)
     assert not re.search(r"\d,\d{3} %", text), text  # no "1,077 %" anywhere
     assert "> 100 %" in text
+
+
+def test_one_sample_has_no_spread_to_print() -> None:
+    # A new user's walk of the README: `run --quick` on a loaded 2-core VM measured
+    # seed-add intended once (2.4 s a call) and printed "0.416 it/s ±0 %, warn" and a row
+    # "0 %" beside "[9] only 1 sample: the spread is not known".
+    from torchmark.cli.progress import case_line
+    from torchmark.devices import CPUDevice
+    from torchmark.workloads import Case
+
+    one = _judged([2.4], "time_out", "once")
+    assert one.verdict is not None
+    assert "only 1 sample: the spread is not known" in one.verdict.reasons
+    line = case_line(Case("gpt2", "once", CPUDevice(), ()), one, 6, 10)
+    assert "±" not in line and " (1 sample), warn" in line
+    (row,) = [
+        x for x in render(RunRecord(run_id="t", results=[one]), 80).splitlines() if "once" in x
+    ]
+    assert " 0 %" not in row and fmt.DASH in row
+    two = _judged([2.4, 2.5], "time_out", "twice")  # a spread, however rough: said with it
+    assert "±" in case_line(Case("gpt2", "twice", CPUDevice(), ()), two, 7, 10)

@@ -121,6 +121,9 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
             "buffer_bytes": size,
             "llc_bytes": llc,
             "llc_counted_bytes": counted.bytes,
+            # what bounds a cache-resident case's rate (ceilings.physical.cache_bound)
+            "cores": device.cores(),
+            "accelerator": device.is_accelerator,
             "quick": quick,
         },
     )

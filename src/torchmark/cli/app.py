@@ -200,6 +200,15 @@ app = typer.Typer(
 console = Console(highlight=False, markup=False)
 err_console = Console(stderr=True, highlight=False, markup=False)
 
+
+def one_line(c: Console) -> bool:
+    """``soft_wrap`` for a message (an error, a gate's verdict, a placement): one line where
+    the output is kept (a CI log, a pipe, a file: grep finds it whole), word-wrapped at the
+    width of a terminal, where a person reads it (at 80 columns an unwrapped error broke
+    mid-word: "...; chec" / "k the URL and that the server runs")."""
+    return not c.is_terminal
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = (
@@ -274,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.
         code = app(args=argv, prog_name="torchmark", standalone_mode=False)
     except TorchmarkError as e:
-        err_console.print(Text.assemble(("error:", "bold red"), f" {e}"), soft_wrap=True)
+        err_console.print(
+            Text.assemble(("error:", "bold red"), f" {e}"), soft_wrap=one_line(err_console)
+        )
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted: results measured so far are saved (run incomplete)")
@@ -292,7 +303,9 @@ def main(argv: list[str] | None = None) -> None:
         if where == "torchmark" and named:  # `run -w` fails while the group still parses
             where = f"torchmark {named[0]}"
         line = f" {e.format_message().rstrip('.')} (see `{where} --help`)"
-        err_console.print(Text.assemble(("error:", "bold red"), line), soft_wrap=True)
+        err_console.print(
+            Text.assemble(("error:", "bold red"), line), soft_wrap=one_line(err_console)
+        )
         sys.exit(e.exit_code)
     except Exception as e:
         # Other errors of the (possibly vendored) click arrive here in non-standalone mode.

@@ -35,9 +35,12 @@ def case_line(case: Case, result: Result, done: int, total: int | None) -> str:
     elif not result.ok:
         what = "no samples"
     else:
-        from torchmark.report.table import verdict_word  # as its row's flags cell reads
+        # as its row's cells read
+        from torchmark.report.table import spread_cell, verdict_word
 
-        what = f"{fmt.throughput(result)} ±{fmt.spread(result.measurement.rel_iqr)}"
+        n = result.measurement.n
+        spread = f"±{spread_cell(result)}" if n > 1 else f"({fmt.plural(n, 'sample')})"
+        what = f"{fmt.throughput(result)} {spread}"
         word = verdict_word(result)
         if word:
             what += f", {word}"

@@ -11,7 +11,7 @@ import typer
 
 from torchmark import format as fmt
 from torchmark import reference
-from torchmark.cli.app import DbOption, app, console, err_console, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, one_line, open_store
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.results import RunRecord
 
@@ -155,7 +155,7 @@ def _compare_serving(records: list[RunRecord], pct: float | None) -> None:
     bad = [c for c in changes if c[1] == "SLOWER" and 100 * c[3] > pct]
     unsure = [c for c in changes if c[1] == "UNCLEAR"]
     for dev, verdict, why, _ in bad + unsure:
-        err_console.print(f"{verdict}: {dev} {why}", soft_wrap=True, markup=False)
+        err_console.print(f"{verdict}: {dev} {why}", soft_wrap=one_line(err_console), markup=False)
     if bad:
         raise RegressionFound(f"{len(bad)} device(s) serve less (--fail-on-regression)")
     if unsure:
@@ -183,7 +183,7 @@ def _gate(result: Comparison, pct: float) -> None:
         err_console.print(
             f"regression: {_case(c)} takes {c.time_change or 0:.1%} longer in "
             f"{cmp_mod.letter(i)} than in A (limit {pct:g} %)",
-            soft_wrap=True,
+            soft_wrap=one_line(err_console),
             markup=False,
         )
     for i, c in unsure:
@@ -194,7 +194,9 @@ def _gate(result: Comparison, pct: float) -> None:
             if c.verdict
             else c.why
         )
-        err_console.print(f"cannot judge: {_case(c)}: {what}", soft_wrap=True, markup=False)
+        err_console.print(
+            f"cannot judge: {_case(c)}: {what}", soft_wrap=one_line(err_console), markup=False
+        )
     if bad:
         raise RegressionFound(
             f"{len(bad)} case(s) slower than the {pct:g} % limit (--fail-on-regression)"

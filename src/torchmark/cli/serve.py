@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from torchmark.cli.app import app, console
+from torchmark.cli.app import app, console, one_line
 from torchmark.errors import InputError
 
 TOKEN_USAGE = "token create NAME | token list | token revoke NAME"
@@ -103,7 +103,7 @@ def serve(
         f"board store: {application.state.store.where} (its own: your results store is "
         "untouched); open http://"
         f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/ once it runs",
-        soft_wrap=True,
+        soft_wrap=one_line(console),
     )
     if not _loopback(host):
         console.print(
@@ -159,7 +159,7 @@ def _token(action: list[str], db: str | None) -> None:
         console.print(
             f"token for {args[0]}, kept (its hash only) in the board store {store.where}; "
             "shown once: give it to `torchmark submit` as --token or TORCHMARK_TOKEN",
-            soft_wrap=True,
+            soft_wrap=one_line(console),
         )
         console.print(token, soft_wrap=True)
     elif verb == "revoke":

@@ -16,7 +16,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark.cli import printers
-from torchmark.cli.app import DbOption, app, console
+from torchmark.cli.app import DbOption, app, console, one_line
 from torchmark.cli.report import RUN_HELP, load_runs
 from torchmark.results import RunRecord
 
@@ -85,7 +85,7 @@ def show(
         printer_for(record, verbose)(record)
         hint = resumable(record, db)
         if hint:
-            console.print(hint, soft_wrap=True)
+            console.print(hint, soft_wrap=one_line(console))
     ladder = scaling_ladder(records)
     if ladder:
         console.print()

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from torchmark.cli.app import DbOption, app, console, err_console, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, one_line, open_store
 from torchmark.errors import InputError, ServerError
 
 TIMEOUT_S = 60.0  # one request; a 2 MiB run document on a slow link takes seconds, not minutes
@@ -103,10 +103,11 @@ def submit(
     if dry_run:
         sys.stdout.write(body + "\n")
         err_console.print(
-            "dry run: nothing sent. Removed: " + (", ".join(removed) or "nothing"), soft_wrap=True
+            "dry run: nothing sent. Removed: " + (", ".join(removed) or "nothing"),
+            soft_wrap=one_line(err_console),
         )
         for line in server_lines(doc):
-            err_console.print(line, soft_wrap=True)
+            err_console.print(line, soft_wrap=one_line(err_console))
         return
     if not server:
         raise InputError("give --server URL (or --dry-run to see what would be sent)")
@@ -120,9 +121,9 @@ def submit(
         answer |= get(server, token, f"/api/v1/runs/{run_id}/summary")
     what = "already there" if answer.get("duplicate") else "stored"
     url = urllib.parse.urljoin(server.rstrip("/") + "/", str(answer.get("url") or ""))
-    console.print(f"run {run_id} {what} on {server}: {url}", soft_wrap=True)
+    console.print(f"run {run_id} {what} on {server}: {url}", soft_wrap=one_line(console))
     for line in standing(answer):
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=one_line(console))
 
 
 def standing(answer: dict[str, Any]) -> list[str]:
@@ -208,17 +209,17 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         division = row.get("division", "standard")  # an older server places in standard
         if row.get("rank") is None and row.get("why"):  # its verdict keeps it off rankings
-            console.print(f"{label}: not placed: {row['why']}", soft_wrap=True)
+            console.print(f"{label}: not placed: {row['why']}", soft_wrap=one_line(console))
             continue
         if not row["machines"]:
             console.print(
                 f"{label}: no machine in the {division} division of {server} has this case yet",
-                soft_wrap=True,
+                soft_wrap=one_line(console),
             )
             continue
         console.print(
             f"{label}: rank {row['rank']} of {row['machines'] + 1} (the server's "
             f"{plural(row['machines'], 'machine')} and this run), faster than "
             f"{pct(row['faster_than_pct'])} of them, in the {division} division",
-            soft_wrap=True,
+            soft_wrap=one_line(console),
         )

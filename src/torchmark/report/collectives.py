@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import RunRecord
 
 
 def busbw_table(record: RunRecord) -> FitTable | None:
-    """One row per measured collective case; None when the run has none."""
+    """One row per measured collective case; None when the run has none. A case its verdict
+    rejects (invalid: a scheduler artefact of the ranks under load) reads its verdict's word,
+    never its number (``verdicts``)."""
     rows = [r for r in record.results if r.workload == "collectives" and r.status == "ok"]
     rows = [r for r in rows if "busbw_Bps" in r.extra]
     if not rows:
@@ -24,11 +27,14 @@ def busbw_table(record: RunRecord) -> FitTable | None:
         title=f"collectives over {ranks} ranks ({backend}; time = slowest rank's median)",
     )
     for r in rows:
-        median = r.median_s
+        size = fmt.binary_bytes(int(r.params["bytes"]))
+        if not verdicts.may(r, "compare"):  # its number is a measurement error: never shown
+            t.row(r.variant, size, verdicts.rule_of(r).word, fmt.DASH, fmt.DASH)
+            continue
         t.row(
             r.variant,
-            fmt.binary_bytes(int(r.params["bytes"])),
-            fmt.duration(median),
+            size,
+            fmt.duration(r.median_s),
             fmt.si(r.extra["algbw_Bps"], "B/s"),
             fmt.si(r.extra["busbw_Bps"], "B/s"),
         )

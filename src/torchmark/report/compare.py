@@ -166,13 +166,15 @@ def comparison_table(
 def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     """Case ``j``'s UNCLEAR and not comparable verdicts with their reasons, and any verdict
     between different world sizes (its speed is per rank: without the reason a DDP x2 run
-    read FASTER or SLOWER than DDP x1 as if like for like)."""
+    read FASTER or SLOWER than DDP x1 as if like for like) or of a working set in the cache
+    (its speed is the cache's, not DRAM's)."""
     from torchmark.launch.worlds import world_difference
+    from torchmark.stats.comparison import cached
 
     out = []
     for i, changes in enumerate(cmp.changes, start=1):
         c = changes[j]
-        if c.verdict in (None, "UNCLEAR") or world_difference(c.a, c.b):
+        if c.verdict in (None, "UNCLEAR") or world_difference(c.a, c.b) or cached(c.a, c.b):
             vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
             vs = f" in {letter(ids[i])}" if ids else vs
             said = c.verdict or "not comparable"

@@ -27,6 +27,7 @@ FLAG_HELP = {
     "competing_load": "other processes were busy during the measurement",
     "throttled": "samples taken while the device throttled",
     "above_ceiling": "more than 2 % above the measured ceiling: a measurement error",
+    "in_cache": "the working set fits the last-level cache: cache bandwidth, not DRAM's",
     "out_of_memory": "ran out of memory",
     "straggler": "one rank's step p50 slower than the others' by more than the noise",
 }
@@ -41,6 +42,7 @@ FLAG_REASON = {
     "throttled": "throttl",
     "all_excluded": "throttl",
     "above_ceiling": "above 100 %",
+    "in_cache": "in cache",
     "straggler": "straggles",
 }
 

@@ -96,6 +96,11 @@ class ResultExtra(TypedDict, total=False):
     peak_memory_bytes: int | None
     floor_s: float  # a micro case's roofline floor per call
     one_thread_s: float  # the same call on one thread, under competing load
+    # memory-bound micro workloads: what their working set is held against (results.cache)
+    working_set_bytes: int
+    llc_bytes: int | None  # as the device reported it (None: it could not say)
+    llc_counted_bytes: int  # as counted (devices.cache.estimate)
+    in_cache: bool
     # models (workloads.models)
     optimizer: str  # present: a training step
     max_error: float | None

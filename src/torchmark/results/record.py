@@ -26,6 +26,7 @@ from pydantic import (
 )
 from typing_extensions import Self
 
+from torchmark.results.cache import CacheFit, fit
 from torchmark.results.extra import ResultExtra
 from torchmark.results.payloads import AnyPayload
 from torchmark.results.schema import SCHEMA_VERSION, empty_payload, schema_2
@@ -308,11 +309,22 @@ class Result(BaseModel):
     def flags(self) -> list[str]:
         out = list(self.measurement.flags) if self.ok else []
         pct = self.pct_of_ceiling
-        if pct is not None and pct > ABOVE_CEILING_PCT:
+        if self.ok and self.in_cache is not None:
+            out.append("in_cache")  # measures the cache: above the memory's ceiling is no error
+        elif pct is not None and pct > ABOVE_CEILING_PCT:
             out.append("above_ceiling")
         # telemetry's own flags ("throttled", "competing_load") travel with the number
         extra = self.extra_flags + list((self.telemetry or {}).get("flags", []))
         return out + [f for f in dict.fromkeys(extra) if f not in out]
+
+    @property
+    def in_cache(self) -> CacheFit | None:
+        """The working set and the last-level cache it fits in, where this memory-bound
+        result measured the cache rather than memory (``results.cache``); else None."""
+        c = self.ceiling
+        if c is None:
+            return None
+        return fit(c.key, c.unit, c.details, self.extra, self.work.bytes)
 
     @property
     def key(self) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:

@@ -298,12 +298,24 @@ def judge(a: Result, b: Result) -> Change:
             word = r.status if r.status != "ok" else verdicts.rule_of(r).word
             why = verdicts.reasons(r)[0]  # the reason that decides it; the run's table has all
             return Change(a.key, a, b, None, why=f"{word} in {side}: {why}".strip())
-    worlds = world_difference(a, b)  # DDP x2 vs no DDP: said, always
+    # DDP x2 vs no DDP, a working set in the cache (its speed is the cache's): said, always
+    said = "; ".join(filter(None, (world_difference(a, b), cached(a, b))))
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
-        return Change(a.key, a, b, None, why=f"{worlds}; {j}" if worlds else j)
-    why = f"{worlds}; {j.why}" if worlds else j.why
+        return Change(a.key, a, b, None, why=f"{said}; {j}" if said else j)
+    why = f"{said}; {j.why}" if said else j.why
     return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, why)
+
+
+def cached(a: Result, b: Result) -> str:
+    """``in cache in A and B: ...`` where either side's working set fits the cache (the
+    ``in_cache`` verdict), else ""."""
+    from torchmark import verdicts
+
+    sides = [side for side, r in (("A", a), ("B", b)) if verdicts.kind_of(r) == "in_cache"]
+    if not sides:
+        return ""
+    return f"in cache in {' and '.join(sides)}: the cache's speed, not DRAM's"
 
 
 def run_name(record: RunRecord, i: int) -> str:

@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from torchmark.format import result_label
+from torchmark.ceilings.physical import cache_bound
+from torchmark.devices import is_host
+from torchmark.format import binary_bytes, result_label
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.stats import stragglers
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
@@ -199,6 +201,8 @@ def judge(result: Result) -> Verdict:
     if not result.ok:
         return v.verdict()  # skipped: its reason is stored beside it, nothing was measured
     m, flags = result.measurement, result.flags
+    if "in_cache" in flags:
+        v.add(*_in_cache(result))
     if "above_ceiling" in flags and result.ceiling is not None:
         v.add(
             "invalid",
@@ -241,6 +245,32 @@ def judge(result: Result) -> Verdict:
         for level, text in telemetry_reasons(result.telemetry, len(result.excluded)):
             v.add(level, text)
     return v.verdict()
+
+
+def _in_cache(result: Result) -> tuple[Level, str]:
+    """A memory-bound result whose working set fits the last-level cache measured the
+    cache (``results.cache``): above the memory's ceiling is expected, and only a rate above
+    what a cache could move (``ceilings.physical.cache_bound``) is a measurement error."""
+    found, ceiling = result.in_cache, result.ceiling
+    assert found is not None and ceiling is not None  # the in_cache flag implies both
+    t, d = result.telemetry or {}, ceiling.details
+    accelerator = t.get("accelerator", d.get("accelerator", not is_host(result.device)))
+    bound, how = cache_bound(ceiling, bool(accelerator), t.get("logical_cores") or d.get("cores"))
+    rate = result.rate("bytes") or 0.0
+    pct = f"{result.pct_of_ceiling or 0:.0f} % of {ceiling.key}"
+    fits = (
+        f"working set {binary_bytes(found.working_set)} fits the "
+        f"{binary_bytes(found.cache)} last-level cache"
+    )
+    if rate > bound:
+        return (
+            "invalid",
+            f"{rate / 1e9:,.0f} GB/s is above even a cache's {bound / 1e9:,.0f} GB/s ({how}; "
+            f"{fits}): measurement error",
+        )
+    if (result.pct_of_ceiling or 0) > 100:
+        return "warn", f"in cache: above the DRAM ceiling is expected ({fits}; {pct})"
+    return "warn", f"in cache: {fits}, so {pct} is cache bandwidth, not DRAM's"
 
 
 def _first_call(result: Result) -> str | None:

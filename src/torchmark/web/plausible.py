@@ -17,6 +17,16 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from torchmark.ceilings import datasheet
+from torchmark.ceilings.physical import (
+    ACCELERATOR_BPS,
+    ACCELERATOR_FLOPS,
+    CPU_BYTES_PER_CYCLE,
+    CPU_CORES_UNKNOWN,
+    CPU_FLOP_PER_CYCLE,
+    CPU_HZ,
+    CPU_MEMORY_BPS,
+    IN_CACHE_FACTOR,
+)
 from torchmark.results import Result, RunRecord
 from torchmark.web import catalogue
 
@@ -39,23 +49,6 @@ LONGEST_RULE_S = 600.0
 # the direct algorithm counted (Winograd, FFT); a forged figure is off by orders of
 # magnitude (1e9 TFLOP/s was submitted for a Xeon).
 RATE_MARGIN = 1.5
-# CPUs: no datasheet row, so a bound from the core count: every core at 6 GHz (above any
-# shipped boost clock) doing 64 FP32 FLOP a cycle (two AVX-512 FMA units) or 2,048 in a low
-# precision (AMX: 1,024 bf16/int8 multiply-adds a cycle), moving 192 bytes a cycle (two
-# 64-byte loads and a store from L1); from memory (a working set >= 8x the last-level
-# cache) at most 2.5 TB/s (two Xeon Max sockets' HBM).
-CPU_HZ = 6e9
-CPU_FLOP_PER_CYCLE = {"fp32": 64, "low": 2048}
-CPU_BYTES_PER_CYCLE = 192
-CPU_MEMORY_BPS = 2.5e12
-CPU_CORES_UNKNOWN = 512  # a document without a core count: two 256-core sockets
-# Accelerators not in the datasheet table: above every one shipped by 2026 (B200: 8 TB/s,
-# 4.5 dense int8 POPS).
-ACCELERATOR_BPS = 10e12
-ACCELERATOR_FLOPS = 5e15
-# An L2-resident working set reads faster than the memory's datasheet figure (~2x on
-# H100/A100): a case whose bytes per call fit 8x the device's L2 gets this factor more.
-IN_CACHE_FACTOR = 4.0
 # The earliest a run can be: the seed blog's year (torchmark's own documents are younger);
 # the latest: a day ahead of the server's clock (a submitter's clock may run fast).
 EARLIEST = datetime(2023, 1, 1, tzinfo=timezone.utc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
 
@@ -16,6 +17,8 @@ def collectives_busbw(runs: Sequence[RunRecord]) -> Chart:
     for run in runs:
         for r in run.results:
             if r.workload != "collectives" or not r.ok or "busbw_Bps" not in r.extra:
+                continue
+            if not verdicts.may(r, "compare"):  # an invalid point is no point on the curve
                 continue
             ranks = r.extra.get("ranks", "?")
             label = f"{_run_prefix(runs, run)}{r.variant} ({ranks} ranks, {r.device})"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.profile.names import op_labels
 from torchmark.report.charts.base import (
     HEIGHT,
@@ -44,6 +45,8 @@ def _point_labels(pts: Sequence[Result]) -> list[str]:
             if len({str(x.params.get(k)) for x in same}) > 1 and str(v) != r.variant
         }
         words.append(fmt.case_label("", varying))
+        if r.in_cache is not None:  # above the memory roof by right: the cache's speed
+            words.append("(in cache)")
         out.append(" ".join(w for w in words if w))
     return out
 
@@ -59,7 +62,8 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
     no_flops: list[str] = []
     for run in runs:
         for d in devices_of(run):
-            mine = [r for r in run.results if r.device == d and r.ok]
+            # a number its verdict rejects (invalid) is no point on a chart
+            mine = [r for r in run.results if r.device == d and r.ok and verdicts.may(r, "compare")]
             placed = [r for r in mine if r.work.flops > 0 and r.work.bytes > 0]
             strip = [r for r in mine if r.work.flops > 0 and not r.work.bytes > 0]
             no_flops += [f"{case_words(r)} · {d}" for r in mine if not r.work.flops > 0]

@@ -279,6 +279,8 @@ class SeedAdd(Workload):
             timing="e2e",  # the blog timed wall-clock iterations
             notes=notes,
             extra={
+                # the tensor added to itself; unfolded: x, y, their sum and z0
+                "working_set_bytes": tensor if found.aliased else 4 * tensor,
                 "aliased": found.aliased,
                 "constant_folded": found.folded,
                 "bytes_breakdown": parts,
@@ -341,5 +343,5 @@ class SeedAdd(Workload):
             check=check,
             timing="e2e",
             notes=notes,
-            extra={"aliased": False, "bytes_breakdown": parts},
+            extra={"working_set_bytes": 3 * tensor, "aliased": False, "bytes_breakdown": parts},
         )

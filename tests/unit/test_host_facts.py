@@ -28,18 +28,24 @@ def test_proc_cpuinfo_gives_the_brand_and_flags() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lines", "host_only"),
+    ("lines", "driver", "host_only"),
     [
-        ("cuda: Optional[str] = None\nhip: Optional[str] = None\nxpu: Optional[str] = None", True),
-        ("cuda: Optional[str] = '12.8'\nhip: Optional[str] = None", False),
-        ("cuda = None\nhip = '6.2.41133'", False),
-        ("__version__ = '2.13.0'", False),  # says nothing of cuda: ask torch
+        ("cuda: Optional[str] = None\nhip: Optional[str] = None\nxpu: Optional[str] = None",
+         True, True),
+        ("cuda: Optional[str] = '12.8'\nhip: Optional[str] = None", True, False),
+        # PyPI's default CUDA build on a machine with no NVIDIA driver: CUDA cannot run there
+        ("cuda: Optional[str] = '12.8'\nhip: Optional[str] = None", False, True),
+        ("cuda = None\nhip = '6.2.41133'", False, False),
+        ("cuda = '12.8'\nxpu = '2025.1'", False, False),
+        ("__version__ = '2.13.0'", False, False),  # says nothing of cuda: ask torch
     ],
-)
+)  # fmt: skip
 def test_a_cpu_only_build_is_told_from_its_version_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: str, host_only: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: str, driver: bool, host_only: bool
 ) -> None:
     (tmp_path / "version.py").write_text(lines + "\n")
+    signs = set(host.NVIDIA_SIGNS) if driver else set()
+    monkeypatch.setattr(host.os.path, "exists", lambda p: p in signs)
 
     class Spec:
         origin = str(tmp_path / "__init__.py")

@@ -7,7 +7,8 @@ count each model's FLOPs on the meta device (2.0 s of the 3.7 s `list` took, BER
 the installed code alone, so they are worked out once and kept in the user cache directory
 under a key of torchmark's version, the workload sources, torch's version file and the
 plug-ins installed: a later `list` reads them back. The devices are asked of torch unless
-the installed torch is a CPU-only build, where the CPU is the only answer it could give.
+the installed torch is a CPU-only build, or a CUDA build on a machine with no NVIDIA
+driver, where the CPU is the only answer it could give.
 """
 
 from __future__ import annotations

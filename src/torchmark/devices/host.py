@@ -79,9 +79,15 @@ def label() -> str:
     return f"{model} ({psutil.cpu_count(logical=False)} cores)"
 
 
+# Where the NVIDIA driver shows itself: its kernel module (in containers too), its device
+# files, and WSL2's GPU bridge, through which CUDA works with no /proc/driver/nvidia.
+NVIDIA_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
+
+
 def torch_sees_only_the_host() -> bool:
     """Whether the installed torch can use no device but the CPU, told from its version file
-    without importing it: a build with no CUDA, ROCm or XPU, and not on macOS (MPS)."""
+    without importing it: a build with no CUDA, ROCm or XPU, and not on macOS (MPS); or a
+    CUDA-only build (PyPI's default) on a machine with no NVIDIA driver, which CUDA needs."""
     if sys.platform == "darwin":
         return False
     spec = importlib.util.find_spec("torch")
@@ -91,10 +97,12 @@ def torch_sees_only_the_host() -> bool:
         text = (Path(spec.origin).parent / "version.py").read_text()
     except OSError:
         return False
-    accelerated = ("cuda", "hip", "rocm", "xpu")
+    built = {}
     for line in text.splitlines():
         name, _, value = line.partition("=")
-        name = name.split(":")[0].strip()
-        if name in accelerated and value.strip() not in ("None", ""):
-            return False
-    return any(line.split(":")[0].split("=")[0].strip() == "cuda" for line in text.splitlines())
+        built[name.split(":")[0].strip()] = value.strip() not in ("None", "")
+    if "cuda" not in built:
+        return False  # says nothing of cuda: ask torch
+    if built.get("hip") or built.get("rocm") or built.get("xpu"):
+        return False
+    return not built["cuda"] or not any(os.path.exists(p) for p in NVIDIA_SIGNS)

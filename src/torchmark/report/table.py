@@ -194,9 +194,9 @@ def status_cell(r: Result) -> str:
 def spread_cell(r: Result) -> str:
     """The IQR as % of the median (±IQR everywhere). Two digits: a spread is itself an
     estimate, good to about 10 % of its value."""
-    # one sample has no spread: its IQR of 0 printed "0 %" beside "only 1 sample: the
-    # spread is not known" (seed-add intended on a loaded 2-core VM, 2.4 s a call)
-    return fmt.spread(r.measurement.rel_iqr) if r.ok and r.measurement.n > 1 else fmt.DASH
+    # under 5 samples the spread is not known: one sample's IQR of 0 printed "0 %", three
+    # samples' "20 %", each beside its own "only N samples: the spread is not known"
+    return fmt.spread(r.measurement.rel_iqr) if r.ok and r.measurement.spread_known else fmt.DASH
 
 
 def _precision_key(results: Iterable[Result]) -> str | None:

@@ -286,3 +286,34 @@ def test_compare_says_no_noise_figure_from_a_side_whose_spread_is_not_known() ->
     assert not isinstance(j, str) and j.verdict == "FASTER", j
     assert "threshold" not in j.why, j.why  # was "p=0.0011, 117.6% beyond the 31.7% threshold"
     assert "4 samples in A: the spread is not known" in j.why
+
+
+def test_one_note_made_by_many_sizes_is_one_line_with_their_count_and_sizes() -> None:
+    # `run -w collectives` printed ~100 lines of notes: "1 KiB over 2 ranks, busbw = algbw
+    # x 1 (...)" once per size and factor; the size is each case's own, the note is one
+    sizes = [1024, 16384, 262144, 4194304]
+    ops = {"all_reduce": "x 1", "broadcast": "x 1", "all_gather": "x 0.5"}
+    link = "link: loopback TCP; no ceiling measured for it, so busbw has no % of ceiling"
+    results = [
+        Result(
+            workload="collectives",
+            variant=op,
+            device="cpu",
+            params={"bytes": b, "ranks": 2},
+            samples_s=[1e-4] * 10,
+            work=Work(bytes=b, items=1, item_unit="call"),
+            notes=[f"over 2 ranks, busbw = algbw {f}", link],
+        )
+        for op, f in ops.items()
+        for b in sizes
+    ]
+    text = render(RunRecord(run_id="c", results=results), 80)
+    notes = " ".join(text.split("note: ", 1)[1].split()).split(" note: ")
+    assert len(notes) == 3, notes
+    assert notes[0] == (
+        "over 2 ranks, busbw = algbw x 1 (8 cases: collectives/all_reduce on cpu, "
+        "collectives/broadcast on cpu, at bytes=1024 to 4.19M)"
+    )
+    assert notes[1].startswith(f"{link} (12 cases: collectives/all_reduce on cpu, ")
+    assert notes[1].endswith("collectives/all_gather on cpu, at bytes=1024 to 4.19M)")
+    assert max(len(line) for line in text.splitlines()) <= 80

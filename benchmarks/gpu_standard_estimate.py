@@ -9,8 +9,8 @@ cuda` would measure. Each case's time is estimated from:
 - its stopping rule's bounds (timing/stopping.py): a case that converges ends at
   ``min_time_s`` or after ``min_samples`` calls, whichever is longer; one whose call is
   longer than the time-out is one sample; the input pipeline's cases are noisy (on the H200
-  13 of them ended "timed out" at +-5-22 %), so they run to "out of reach" (a quarter of the
-  time-out) after a warm-up cut at the time-out;
+  13 of them ended "timed out" at +-5-22 %), so they run to "out of reach" (twice the
+  rule's minimum samples and time, at most its time-out) after a warm-up cut at the time-out;
 - its call time: declared FLOPs (models: FlopCounterMode at batch 1, linear in batch) at
   ``EFFICIENCY`` of the H100's measured matmul ceiling for the precision, bytes at its
   measured bandwidth or link, never under a per-call floor (launches), and epochs of JPEG
@@ -127,7 +127,8 @@ def case_s(case: Case, overhead: float) -> float:
     sample = max(call, 1e-3)  # a GPU sample is >= 1 ms
     if case.workload in ("input", "input-tokens"):  # noisy: warm-up to the time-out, out of reach
         warm = min(rule.max_time_s, WARMUP_CALLS * call)
-        samples = max(getattr(rule, "reach_after", 1.0) * rule.max_time_s, min_samples * call)
+        # out of reach once the verdict held on the first half too (timing/stopping.py)
+        samples = min(rule.max_time_s, 2 * max(min_time, min_samples * call))
         return overhead + 2 * call + warm + samples  # check and first epoch too
     warm = max(0.025, WARMUP_CALLS * call)
     samples = call if call >= rule.max_time_s else max(min_time, min_samples * sample)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,7 +171,8 @@ class Watch:
     chain = None
 
     def find_spec(self, name, path=None, target=None):
-        if name == "torch" and Watch.chain is None:
+        lookup = sys._getframe(2).f_globals.get("__name__") == "importlib.util"  # no import
+        if name == "torch" and Watch.chain is None and not lookup:
             frames, f = [], sys._getframe(1)
             while f is not None:
                 mod = f.f_globals.get("__name__", "")
@@ -178,6 +180,8 @@ class Watch:
                     frames.append(mod)
                 f = f.f_back
             Watch.chain = frames[::-1]
+            sys.stdout.write("\\n<<torch imported>>\\n")  # where in the output it happened
+            sys.stdout.flush()
         return None
 
 sys.meta_path.insert(0, Watch())
@@ -195,9 +199,9 @@ KINDS = ["run", "model", "tune", "soak", "profile", "loader", "ranks", "collecti
 ALL = [str(RUNS / f"v1-{k}.json") for k in KINDS]
 ONE = str(RUNS / "v1-run.json")
 
-# The commands that only read stored runs, on runs of every kind. `list`, `env` and
-# `doctor` import torch to find the devices, so only doctor's --help is here; a command
-# that becomes torch-free joins the list.
+# The commands that only read stored runs, on runs of every kind; a command that becomes
+# torch-free joins the list. `list`, `env` and `doctor` read what torch said from what was
+# kept (below).
 READ_ONLY = {
     "history": ["history"],
     "history --json": ["history", "--json"],
@@ -254,6 +258,58 @@ def test_read_only_commands_start_without_torch(
     assert chain is None, (
         f"torchmark {what} imported torch: {chain[-1]} imported it (through {' -> '.join(chain)})"
     )
+
+
+# `list`, `env` and `doctor` (issue 23) read what only an imported torch knows from what the
+# last command that imported it kept: the workload catalog (cli/catalog.py) and torch's facts
+# (run/torchfacts.py), here after one `list` and one `env --refresh`.
+KEPT = {
+    "list": ["list"],
+    "list --json": ["list", "--json"],
+    "env": ["env"],
+    "env --json": ["env", "--json"],
+}
+
+
+def _watched(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], Any]:
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, *argv], capture_output=True, text=True, env=env, timeout=180
+    )
+    line = next(x for x in p.stderr.splitlines() if x.startswith("TORCH="))
+    return p, json.loads(line.removeprefix("TORCH="))
+
+
+@pytest.fixture(scope="module")
+def kept(store: tuple[dict[str, str], Path]) -> dict[str, str]:
+    env, tmp = store
+    env = {**env, "XDG_CACHE_HOME": str(tmp / "kept-cache")}
+    for argv in (["list"], ["env", "--refresh"]):
+        p, chain = _watched(argv, env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert chain, f"torchmark {' '.join(argv)} keeps what torch says: it imports torch"
+    return env
+
+
+@pytest.mark.parametrize("what", KEPT)
+def test_list_and_env_start_without_torch_once_kept(what: str, kept: dict[str, str]) -> None:
+    p, chain = _watched(KEPT[what], kept)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert chain is None, (
+        f"torchmark {what} imported torch: {chain[-1]} imported it (through {' -> '.join(chain)})"
+    )
+
+
+def test_doctor_prints_its_torch_free_checks_before_importing_torch(
+    kept: dict[str, str],
+) -> None:
+    p, chain = _watched(["doctor"], kept)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    before, marker, after = p.stdout.partition("<<torch imported>>")
+    assert marker and chain and chain[-1] == "torchmark.doctor.facts", chain  # gather_torch
+    for name in ("threads", "host memory", "machine load", "CPU governor"):
+        assert name in before, f"{name!r} waited for torch:\n{p.stdout}"
+    for name in ("torch build", "tiny op on cpu"):
+        assert name in after
 
 
 def test_the_boundary_check_names_the_module_that_imports_torch(tmp_path: Path) -> None:

@@ -96,3 +96,27 @@ def test_the_plan_estimate_names_its_peak_and_bounds() -> None:
     assert text[0].startswith("sizes: fake: LLC reported 1 GiB, counted as 32 MiB")
     assert "estimate of wall time: measuring 3 cases takes 1 s to 12 s" in text[1]
     assert "estimate of peak memory: 684 MiB (300 MiB this process now" in text[2]
+
+
+def test_seed_add_keeps_the_blogs_size_where_it_fits_and_says_why_where_not() -> None:
+    from torchmark.workloads.base import PlanOptions
+    from torchmark.workloads.micro import seed_add
+
+    tensor = 4 * seed_add.BLOG_SIZE**2  # 604 MB, three held at once
+    roomy = _Host(32 * MiB, cores=2, free=20 * GiB)
+    opts = PlanOptions(suite="quick")
+    assert {c.param_dict["size"] for c in seed_add.SeedAdd().cases(roomy, opts)} == {12288}
+    assert seed_add.SeedAdd.plan_note(seed_add.SeedAdd().cases(roomy, opts)) == []
+    small = _Host(32 * MiB, cores=2, free=2 * GiB)  # half of it is 1 GiB: not 1.81 GB
+    cases = seed_add.SeedAdd().cases(small, opts)
+    side = cases[0].param_dict["size"]
+    assert side % 1024 == 0 and 3 * 4 * side**2 <= GiB < 3 * 4 * (side + 1024) ** 2
+    assert 3 * tensor > GiB
+    (note,) = seed_add.SeedAdd.plan_note(cases)
+    assert note.startswith(f"seed-add on fake: measured at {side}^2, not the blog's 12288^2")
+    assert "more than half the memory available (2 GiB)" in note
+    assert "not placed in the blog's 2023 table" in note
+    # a size asked for is kept, and said not to be the blog's
+    asked = seed_add.SeedAdd().cases(roomy, PlanOptions(suite="quick", sizes=(2048,)))
+    (note,) = seed_add.SeedAdd.plan_note(asked)
+    assert "measured at 2048^2, not the blog's 12288^2; not placed" in note

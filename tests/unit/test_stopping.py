@@ -108,7 +108,7 @@ def test_fixed() -> None:
 def test_describe_names_every_parameter() -> None:
     assert Adaptive().describe() == (
         "adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0, "
-        "max_samples=10000, reach=1.5, reach_after=0.25)"  # issue 23: out of reach, named too
+        "max_samples=10000, reach=1.5)"  # issue 23: out of reach, named too
     )
     assert Fixed(samples=3).describe() == "fixed(samples=3, max_time_s=600.0)"
 
@@ -143,19 +143,38 @@ def test_stopping_when_the_spread_is_low_does_not_bias_the_median() -> None:
 
 
 def test_out_of_reach_stops_once_the_time_out_could_not_meet_the_target() -> None:
-    # 20 % noise: after 2.5 s (a quarter of the time-out, n = 256) the CI is ~3 % wide;
-    # shrinking as 1/sqrt(n), by the 10 s time-out it would still be ~1.6 % > 1.5 x 0.5 %
+    # 20 % noise: at n = 256 the CI is ~3 % wide; shrinking as 1/sqrt(n), by the 10 s
+    # time-out it would still be ~1.6 % > 1.5 x 0.5 %. The verdict must hold on the first
+    # half as well, that half >= min_samples (issue 23: no fixed wait).
     rule = Adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0)
     noisy = steady(300, spread=0.2)
-    assert rule.decide(noisy[:19], 5.0) is None  # under 2x min_samples: no judgement yet
-    assert rule.decide(noisy[:256], 2.49) is None  # nor before a quarter of the time-out
-    assert rule.decide(noisy[:256], 2.5) == "out_of_reach"
+    assert rule.decide(noisy[:19], 5.0) is None  # the half under min_samples: no judgement
+    assert rule.decide(noisy[:256], 0.49) is None  # under min_time_s
+    assert rule.decide(noisy[:256], 1.0) == "out_of_reach"
     noise = rel_ci_halfwidth(noisy[:256])
-    assert noise * (2.5 / 10.0) ** 0.5 > 1.5 * 0.005  # the projection the rule made
+    assert noise * (1.0 / 10.0) ** 0.5 > 1.5 * 0.005  # the projection the rule made
+    half_noise = rel_ci_halfwidth(noisy[:128])
+    half_s = 1.0 * sum(noisy[:128]) / sum(noisy[:256])
+    assert half_noise * (half_s / 10.0) ** 0.5 > 1.5 * 0.005  # and held on the first half
     # steady 5 % noise reaches 0.5 % well inside 10 s: it measures on and converges
     n, reason = first_stop(rule, steady(3000), 1e-2)  # 10 ms samples: 3000 would be 30 s
     assert reason == "converged" and n * 1e-2 < 10.0
     assert Adaptive(reach=0).decide(noisy[:256], 9.9) is None  # off: only the time-out
+
+
+def test_out_of_reach_needs_the_verdict_on_the_first_half_too() -> None:
+    # 5 % noise for 128 samples (on course to converge by the time-out), then 80 %: the
+    # whole run projects out of reach but its first half did not, so the noise is new and
+    # the projection not yet the noise level: measure on (stalled, or out of reach later)
+    quiet = steady(128, spread=0.05)
+    noisy = steady(128, spread=0.8, seed=3)
+    rule = Adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0)
+    both = quiet + noisy
+    assert rel_ci_halfwidth(both) * (2.56 / 10.0) ** 0.5 > 1.5 * 0.005
+    assert rule._beyond_reach(rel_ci_halfwidth(both), 2.56)
+    assert not rule._beyond_reach(rel_ci_halfwidth(quiet), 1.28)
+    assert rule.decide(both, 2.56) != "out_of_reach"
+    assert rule.decide(noisy + noisy, 2.56) == "out_of_reach"  # noisy throughout: it is
 
 
 def test_out_of_reach_on_a_fake_clock_ends_long_before_the_time_out() -> None:
@@ -168,7 +187,9 @@ def test_out_of_reach_on_a_fake_clock_ends_long_before_the_time_out() -> None:
     m = measure(scripted(clock, durations), FakeDevice(clock), clock=clock, rule=rule)
     assert m.stop_reason == "out_of_reach" and "out_of_reach" in m.flags
     spent = sum(m.samples_s) * m.calls_per_sample
-    assert 2.5 <= spent < 3.0  # a quarter of the time-out; it ran all 10 s before
+    # at the rule's minimum time (the verdict held on the first half of the samples too); it
+    # ran a quarter of the time-out (2.5 s) before, and all 10 s before that
+    assert 0.5 <= spent < 1.0
     off = Adaptive(reach=0)
     clock2 = FakeClock()
     m2 = measure(scripted(clock2, durations), FakeDevice(clock2), clock=clock2, rule=off)

@@ -273,6 +273,11 @@ def _options(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors print one line and exit non-zero; bugs keep the traceback."""
+    from torchmark.cli import COMMANDS
+    from torchmark.run import torchfacts
+
+    named = [a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS][:1]
+    torchfacts.KEEP_BY = " ".join(["torchmark", *named])  # who keeps torch's facts
     try:
         # Outside standalone mode click returns the code of a `typer.Exit` (a failing
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.

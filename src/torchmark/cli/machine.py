@@ -4,8 +4,9 @@ environment record stored with every run): what this machine has, nothing measur
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.text import Text
 
 from torchmark.cli.app import AsJsonOption, app, console
@@ -59,12 +60,24 @@ def _fmt(v: Any) -> str:
 @app.command()
 def env(
     as_json: AsJsonOption = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Read torch's facts from torch itself (~3 s) instead of those kept by the "
+            "last command that imported it.",
+        ),
+    ] = False,
 ) -> None:
     """The environment record stored with every run: versions, devices, threads, flags, load."""
-    from torchmark.devices import available
     from torchmark.run import environment
 
-    record = environment.collect(available())
+    # torch's own facts as the last run (or env, doctor) kept them: no torch import (~3 s)
+    record = None if refresh else environment.collect_kept()
+    if record is None:
+        from torchmark.devices import available
+
+        record = environment.collect(available())
     record["fingerprint"] = environment.machine_fingerprint(record)
     if as_json:
         console.print_json(json.dumps(record, default=str))
@@ -72,6 +85,8 @@ def env(
     from torchmark.report.layout import Col, FitTable
 
     for section, value in record.items():
+        if section == "facts_from":
+            continue  # said in words below
         if isinstance(value, dict):
             t = FitTable(Col("key", style="bold"), Col("value", wrap=20), title=section)
             t.show_header = False
@@ -80,3 +95,11 @@ def env(
             console.print(t)
         else:
             console.print(Text.assemble((section, "bold"), f": {value}"))
+    kept = record.get("facts_from")
+    if kept:
+        console.print(
+            f"software, devices, threads and precision as `{kept['by']}` read them from torch "
+            f"at {kept['written_utc']} (kept in {kept['file']}); `torchmark env --refresh` "
+            "reads them again",
+            style="dim",
+        )

@@ -41,6 +41,10 @@ def _cpuinfo() -> dict[str, Any]:
 
 _llc_bytes = host.llc_bytes  # a module global: tests pretend another cache size here
 
+# torch's threads as this process began: torchmark sets threads only through
+# CPUDevice.set_threads, after this module is imported (`env` shows these, not a run's).
+DEFAULT_THREADS = (torch.get_num_threads(), torch.get_num_interop_threads())
+
 
 class CPUDevice(Device):
     kind: ClassVar[str] = "cpu"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from torchmark.doctor.base import GIB, Check, Facts, Status
 from torchmark.doctor.devices import check_devices, check_tiny_ops
-from torchmark.doctor.facts import gather
+from torchmark.doctor.facts import gather, gather_host, gather_torch, with_load
 from torchmark.doctor.gpu import (
     check_clocks_power,
     check_ecc_mig,
@@ -51,8 +51,35 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
 )
 
 
+# Checks that read no fact only an imported torch knows: `doctor` prints them at once, and
+# the rest after torch's import (~3 s). The threads check needs torch's default threads,
+# known without torch once a run (or `env`) kept them (run/torchfacts.py).
+TORCH_FREE: tuple[Callable[[Facts], list[Check]], ...] = (
+    check_driver,
+    check_threads,
+    check_governor,
+    check_persistence,
+    check_clocks_power,
+    check_ecc_mig,
+    check_memory,
+    check_gpu_processes,
+    check_load,
+)
+
+
+def _ready(check: Callable[[Facts], list[Check]], facts: Facts) -> bool:
+    if facts.get("torch_imported") is not False:
+        return True
+    if check is check_threads:
+        return bool(facts["threads"]["torch"])
+    if check is check_load:
+        return facts["load"] is not None
+    return check in TORCH_FREE
+
+
 def run_checks(facts: Facts) -> list[Check]:
-    return [c for check in CHECKS for c in check(facts)]
+    """Every check, in ``CHECKS`` order; on ``gather_host``'s facts only those they decide."""
+    return [c for check in CHECKS if _ready(check, facts) for c in check(facts)]
 
 
 def exit_code(checks: list[Check]) -> int:
@@ -63,6 +90,7 @@ __all__ = [
     "CHECKS",
     "CUDA_WHEELS",
     "GIB",
+    "TORCH_FREE",
     "Check",
     "Facts",
     "Status",
@@ -83,6 +111,9 @@ __all__ = [
     "check_torch_build",
     "exit_code",
     "gather",
+    "gather_host",
+    "gather_torch",
     "run_checks",
     "wheel_for",
+    "with_load",
 ]

@@ -1,4 +1,8 @@
-"""Gathering the facts: the only impure part of the doctor (about a second)."""
+"""Gathering the facts: the only impure part of the doctor (about a second, and torch's
+import). ``gather_host`` reads what needs no torch (the install's build from its files,
+NVML, /proc and /sys, the load; torch's default threads as the last run kept them), so
+`doctor` prints those checks at once; ``gather_torch`` adds what only an imported torch can
+tell (is the GPU usable, a tiny op on every device, cuDNN, the precision flags)."""
 
 from __future__ import annotations
 
@@ -11,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import torch
 
 from torchmark.doctor.base import Facts
 from torchmark.doctor.nvml import pcie_busy, read_nvml
 from torchmark.errors import first_line
+from torchmark.run import torchfacts
 from torchmark.telemetry.host import OtherLoad
 
 
@@ -51,6 +55,8 @@ def _smi_gpus() -> int:
 
 def _tiny_ops() -> list[Facts]:
     """A small matmul + add on every device, compared with the same on the CPU."""
+    import torch
+
     from torchmark.devices import available
 
     g = torch.Generator().manual_seed(0)
@@ -71,7 +77,7 @@ def _tiny_ops() -> list[Facts]:
     return out
 
 
-def _cuda_init_error() -> str | None:
+def _cuda_init_error(torch: Any) -> str | None:
     if torch.version.cuda is None and not getattr(torch.version, "hip", None):
         return None
     try:
@@ -103,8 +109,10 @@ def _load() -> Facts:
     }
 
 
-def gather() -> Facts:
-    """Read every fact the checks need (about a second: a 0.3 s load sample, tiny ops)."""
+def gather_host(sample_load: bool = True) -> Facts:
+    """The facts no check needs torch for (``torch_imported`` False): the torch section has
+    only the build, and threads' ``torch`` is None where no run kept it; ``load`` is None
+    unless ``sample_load`` (``with_load`` adds it: a 0.3 s sample)."""
     governors = sorted(
         {
             g
@@ -114,23 +122,13 @@ def gather() -> Facts:
     )
     vm = psutil.virtual_memory()
     affinity = _try(lambda: len(os.sched_getaffinity(0)))
-    cuda_ok = torch.cuda.is_available()
-    # An idle GPU drops its PCIe link to gen1 to save power: read the link while copies run.
-    with pcie_busy(cuda_ok) as busy:
-        nvml = read_nvml()
-    nvml["pcie_under_load"] = busy
+    build, kept = torchfacts.build(), torchfacts.kept()
+    nvml = read_nvml()
+    nvml["pcie_under_load"] = False
+    threads = kept["threads"] if kept else {}
     return {
-        "torch": {
-            "version": torch.__version__,
-            "cuda": torch.version.cuda,
-            "hip": getattr(torch.version, "hip", None),
-            "cuda_available": cuda_ok,
-            "cuda_device_count": torch.cuda.device_count() if cuda_ok else 0,
-            "cuda_init_error": None if cuda_ok else _cuda_init_error(),
-            "cudnn": _try(torch.backends.cudnn.version) if cuda_ok else None,
-            "cudnn_available": _try(torch.backends.cudnn.is_available, False),
-            "mps_available": _try(torch.backends.mps.is_available, False),
-        },
+        "torch_imported": False,
+        "torch": {k: build.get(k) for k in ("version", "cuda", "hip")},
         "nvml": nvml,
         "nvidia_gpus_seen": max(len(nvml["gpus"]), _smi_gpus()),
         "env": {
@@ -143,18 +141,12 @@ def gather() -> Facts:
             )
             if k in os.environ
         },
-        "devices": _tiny_ops(),
         "threads": {
-            "torch": torch.get_num_threads(),
-            "interop": torch.get_num_interop_threads(),
+            "torch": threads.get("torch_num_threads"),
+            "interop": threads.get("torch_interop_threads"),
             "logical_cores": psutil.cpu_count(logical=True),
             "physical_cores": psutil.cpu_count(logical=False),
             "affinity": affinity,
-        },
-        "precision": {
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         },
         "cpufreq": {
             "governors": governors or None,
@@ -162,6 +154,53 @@ def gather() -> Facts:
             "no_turbo": _read("/sys/devices/system/cpu/intel_pstate/no_turbo"),
         },
         "memory": {"total": vm.total, "available": vm.available},
-        "load": _load(),
+        "load": _load() if sample_load else None,
         "pid": os.getpid(),
     }
+
+
+def with_load(host: Facts) -> Facts:
+    return host | {"load": _load()}
+
+
+def gather_torch(host: Facts) -> Facts:
+    """``host`` with what only an imported torch tells (about a second past its import)."""
+    import torch
+
+    if host["load"] is None:
+        host = with_load(host)
+    cuda_ok = torch.cuda.is_available()
+    nvml = host["nvml"]
+    if cuda_ok:  # an idle GPU drops its PCIe link to gen1: read the link while copies run
+        with pcie_busy(cuda_ok) as busy:
+            nvml = read_nvml()
+        nvml["pcie_under_load"] = busy
+    return host | {
+        "torch_imported": True,
+        "torch": {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+            "cuda_available": cuda_ok,
+            "cuda_device_count": torch.cuda.device_count() if cuda_ok else 0,
+            "cuda_init_error": None if cuda_ok else _cuda_init_error(torch),
+            "cudnn": _try(torch.backends.cudnn.version) if cuda_ok else None,
+            "cudnn_available": _try(torch.backends.cudnn.is_available, False),
+            "mps_available": _try(torch.backends.mps.is_available, False),
+        },
+        "nvml": nvml,
+        "nvidia_gpus_seen": max(len(nvml["gpus"]), host["nvidia_gpus_seen"]),
+        "devices": _tiny_ops(),
+        "threads": host["threads"]
+        | {"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads()},
+        "precision": {
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        },
+    }
+
+
+def gather() -> Facts:
+    """Read every fact the checks need (about a second: a 0.3 s load sample, tiny ops)."""
+    return gather_torch(gather_host())

@@ -6,8 +6,6 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
-
 from torchmark.doctor.base import Facts
 
 
@@ -100,6 +98,8 @@ def pcie_busy(cuda_ok: bool) -> Iterator[bool]:
     if not cuda_ok:
         yield False
         return
+    import torch
+
     try:
         src = torch.empty(16 * 2**20, dtype=torch.float32).pin_memory()
         src.uniform_()

@@ -1,4 +1,9 @@
-"""The environment record stored with every run (METHOD.md §2.1) and its fingerprints."""
+"""The environment record stored with every run (METHOD.md §2.1) and its fingerprints.
+
+``collect`` reads it from torch and keeps the sections only torch can tell
+(run/torchfacts.py); ``collect_kept`` builds the same record without importing torch from
+what was kept, for `torchmark env`.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,16 @@ import os
 import platform
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
-import torch
 
 from torchmark import __version__
-from torchmark.devices import Device
 from torchmark.envvars import RELEVANT_ENV
+from torchmark.run import torchfacts
+
+if TYPE_CHECKING:
+    from torchmark.devices import Device
 
 
 def _driver_version() -> str | None:
@@ -33,6 +40,8 @@ def _driver_version() -> str | None:
 
 
 def software() -> dict[str, Any]:
+    import torch
+
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "torchmark": __version__,
@@ -48,6 +57,8 @@ def software() -> dict[str, Any]:
 
 
 def precision_flags() -> dict[str, Any]:
+    import torch
+
     return {
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -68,12 +79,24 @@ def load() -> dict[str, Any]:
     }
 
 
-def collect(devices: list[Device]) -> dict[str, Any]:
+def _record(torch_facts: dict[str, Any]) -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),  # lets `history` tell a live run from one whose process died
         "os": platform.platform(),
         "python_executable": sys.executable,
+        **{k: torch_facts[k] for k in torchfacts.SECTIONS},
+        "env_vars": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
+        "load_at_start": load(),
+    }
+
+
+def collect(devices: list[Device]) -> dict[str, Any]:
+    import torch
+
+    from torchmark.devices import cpu
+
+    facts = {
         "software": software(),
         "devices": {d.name: d.info() for d in devices},
         "threads": {
@@ -81,9 +104,39 @@ def collect(devices: list[Device]) -> dict[str, Any]:
             "torch_interop_threads": torch.get_num_interop_threads(),
         },
         "precision": precision_flags(),
-        "env_vars": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
-        "load_at_start": load(),
     }
+    if [d.name for d in devices] == [d.name for d in _every_device()]:  # as `env` lists them
+        torchfacts.keep(_at_defaults(facts, *cpu.DEFAULT_THREADS), torchfacts.KEEP_BY)
+    return _record(facts)
+
+
+def _every_device() -> list[Device]:
+    from torchmark.devices import available
+
+    return available()
+
+
+def _at_defaults(facts: dict[str, Any], threads: int, interop: int) -> dict[str, Any]:
+    """``facts`` with torch's threads as a fresh process has them (a run may have set its
+    own with --threads before its record was made)."""
+    out = json.loads(json.dumps(facts, default=str))
+    out["software"]["parallel_info_threads"] = threads
+    out["threads"] = {"torch_num_threads": threads, "torch_interop_threads": interop}
+    for info in out["devices"].values():
+        if info.get("kind") == "cpu":
+            info["threads"] = threads
+    return out
+
+
+def collect_kept() -> dict[str, Any] | None:
+    """The record ``collect(available())`` would make in a fresh process, without torch:
+    from the kept sections (``facts_from`` says whose, and when); None where none are kept."""
+    found = torchfacts.kept()
+    if found is None:
+        return None
+    record = _record(found)
+    record["facts_from"] = {k: found[k] for k in ("by", "written_utc", "file")}
+    return record
 
 
 def _digest(obj: Any) -> str:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from torchmark.devices.base import Device
+from torchmark import _lazy_getattr
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
 from torchmark.telemetry.trace import Recording, Sampler, summarize
-from torchmark.telemetry.verdict import judge, judge_run
+
+if TYPE_CHECKING:
+    from torchmark.devices.base import Device
+    from torchmark.telemetry.verdict import judge, judge_run
 
 __all__ = [
     "Kept",
@@ -33,6 +34,11 @@ __all__ = [
     "sources_for",
     "watch",
 ]
+
+
+# The verdicts pull in the results model (pydantic) and numpy, ~0.15 s: `doctor` reads the
+# machine's load through this package before it needs either.
+__getattr__ = _lazy_getattr(__name__, {"judge": ".verdict", "judge_run": ".verdict"})
 
 
 class Kept(Source):
@@ -82,6 +88,8 @@ class TelemetryTrace:
     """A live trace: the sampler fills a Recording; ``summary`` is computed from it."""
 
     def __init__(self, device: Device, sources: Sequence[Source], interval_s: float = 0.1) -> None:
+        import torch  # here: `doctor` reads the load through this package before torch
+
         self.recording = Recording(
             device=device.name,
             accelerator=device.is_accelerator,

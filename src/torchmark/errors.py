@@ -5,7 +5,7 @@
     │   ├── UnknownNameError       a registry name that does not exist; lists the valid ones
     │   └── InputError             a file, spec or option value that cannot be used
     ├── StoreError                 the results store cannot be opened, read or written (exit 1)
-    │   ├── RunNotFoundError       a run id that is not in the store
+    │   ├── RunNotFoundError       a run asked for that is not in the store (exit 2: bad input)
     │   ├── StoreUnavailable       the store stayed down through its retries (lock, server)
     │   │   └── StoreFull          its disk is full: raised at once, no retries
     │   └── RunNotStored           a run measured but not (fully) stored: carries the run
@@ -63,7 +63,11 @@ class ServerError(TorchmarkError):
 
 
 class RunNotFoundError(StoreError):
-    pass
+    """A run id (or ``latest``) the store does not hold: the input is wrong, not the store,
+    so it exits 2 as every other bad input does (exit 1 read as a regression in
+    ``compare --fail-on-regression``, whose 1 means a case got slower)."""
+
+    exit_code = 2
 
 
 class StoreUnavailable(StoreError):

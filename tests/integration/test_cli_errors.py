@@ -28,7 +28,12 @@ CNN = f"{FIX}/cnn.py:make_model"
         (["profile", CNN, "--input", "3x8x8", "--precision", "bf16"], 2, "`torchmark tune SPEC`"),
         (["run", "-w"], 2, "Option '-w' requires an argument (see `torchmark run --help`)"),
         (["export"], 2, "Missing argument 'RUN' (see `torchmark export --help`)"),
-        (["export", "nope"], 1, "`torchmark history` lists the stored run ids"),
+        (["export", "nope"], 2, "`torchmark history` lists the stored run ids"),
+        # a run that is not there is bad input, exit 2 as the rest: `show` said 1, which
+        # `compare --fail-on-regression` reads as "a case got slower"
+        (["show", "nosuchrun"], 2, "no run 'nosuchrun'"),
+        (["report", "nosuchrun"], 2, "no run 'nosuchrun'"),
+        (["compare", "nosuchrun", "nope", "--fail-on-regression", "5"], 2, "no run 'nosuchrun'"),
         (["import", "/no/such/run.json"], 2, "no such file"),
         (["compare"], 2, "compare needs two or more runs"),
         (["model", CNN], 2, "give --input SHAPE"),

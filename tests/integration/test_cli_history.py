@@ -134,7 +134,7 @@ def test_export_csv_to_a_file(capsys: pytest.CaptureFixture[str], db: str, tmp_p
 def test_export_errors_are_one_line(capsys: pytest.CaptureFixture[str], db: str) -> None:
     seed(db, make_run())
     code, out, err = cli(capsys, "export", "nope", "--db", db)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert err.count("\n") == 1 and "no run 'nope'" in err and "torchmark history" in err
     code, _, err = cli(capsys, "export", "latest", "--format", "xml", "--db", db)
     assert code == 2 and "valid formats: csv, json" in err
@@ -196,7 +196,7 @@ def test_corrupt_database_is_named_and_untouched(
 
 
 def test_module_entry_point(tmp_path: Path) -> None:
-    """`python -m torchmark`: a user error is one line and exit 1, no traceback."""
+    """`python -m torchmark`: a user error is one line and exit 2, no traceback."""
     db = f"sqlite:///{tmp_path / 'x.db'}"
     seed(db, make_run())
     env = os.environ | {"TORCHMARK_DB": db}
@@ -206,7 +206,7 @@ def test_module_entry_point(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "torchmark history" in bad.stderr
 
 

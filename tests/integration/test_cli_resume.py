@@ -31,7 +31,7 @@ def test_plan_options_with_resume_are_refused_before_anything_is_read(
     assert code == 2 and err.count("\n") == 1, err
     assert "--resume re-makes the stored run's plan: drop --workload, --quick" in err
     code, _, err = cli(capsys, "run", "--resume", "latest")
-    assert (code == 1 and "no runs stored" in err) or "no incomplete" in err, err
+    assert (code == 2 and "no runs stored" in err) or "no incomplete" in err, err
 
 
 def test_a_run_stopped_by_sigterm_resumes_in_the_same_run(

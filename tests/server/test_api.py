@@ -250,3 +250,21 @@ def test_place_a_run_among_the_submitted_machines(
     assert [(p["rank"], p["machines"], round(p["faster_than_pct"])) for p in placed] == [(3, 3, 33)]
     assert len(stored(client)) == 3
     assert client.post("/api/v1/place", content=b"{").status_code == 422
+
+
+def test_a_submitted_run_is_placed_among_the_others_never_against_itself(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    # The README walk: `compare RUN --server URL` after submitting RUN said "rank 1 of 2
+    # (the server's 1 machine and this run), faster than 0 % of them": RUN against itself
+    client, token, _ = server
+    mine, other = make_run("mine", 1.0), make_run("B", 2.0)
+    sent = client.post("/api/v1/runs", content=body(mine), headers=auth(token))
+    (alone,) = client.post("/api/v1/place", content=body(mine)).json()
+    assert (alone["machines"], alone["rank"], alone["left_out"]) == (0, 1, sent.json()["run_id"])
+    assert client.post("/api/v1/runs", content=body(other), headers=auth(token)).status_code == 201
+    (placed,) = client.post("/api/v1/place", content=body(mine)).json()
+    assert (placed["rank"], placed["machines"], round(placed["faster_than_pct"])) == (1, 1, 100)
+    # the board itself still ranks both, and a run not submitted is placed among all
+    (again,) = client.post("/api/v1/place", content=body(make_run("new", 1.5))).json()
+    assert (again["rank"], again["machines"], "left_out" in again) == (2, 2, False)

@@ -49,6 +49,13 @@ def test_submit_to_a_real_server(
     assert "stored on" in out
     code, out, _ = cli(capsys, "submit", str(run_file), "--server", url, "--token", token)
     assert code == 0 and "already there" in out
+    # a submitted run is never its own competitor (it read "rank 1 of 2 ..., faster than
+    # 0 % of them": itself as the server's one machine)
+    code, out, err = cli(capsys, "compare", str(run_file), "--server", url)
+    said = " ".join(out.split())
+    assert code == 0 and "rank" not in said, said
+    assert "placed among the other runs, not against itself" in said
+    assert f"no other run in the standard division of {url} has this case yet" in said
     runs = json.loads(urllib.request.urlopen(url + "/api/v1/runs", timeout=10).read())
     assert len(runs) == 1
     sent = urllib.request.urlopen(f"{url}/api/v1/runs/{runs[0]['run_id']}", timeout=10).read()

@@ -247,5 +247,73 @@ def test_one_sample_has_no_spread_to_print() -> None:
         x for x in render(RunRecord(run_id="t", results=[one]), 80).splitlines() if "once" in x
     ]
     assert " 0 %" not in row and fmt.DASH in row
-    two = _judged([2.4, 2.5], "time_out", "twice")  # a spread, however rough: said with it
-    assert "±" in case_line(Case("gpt2", "twice", CPUDevice(), ()), two, 7, 10)
+    # two samples' spread is not known either (its verdict says so): no figure beside that
+    two = _judged([2.4, 2.5], "time_out", "twice")
+    assert "(2 samples), warn" in case_line(Case("gpt2", "twice", CPUDevice(), ()), two, 7, 10)
+
+
+def test_two_to_four_samples_print_no_spread_beside_the_spread_is_not_known() -> None:
+    # The README walk: a 3-sample result printed "±20 %" in its progress line and "20 %" in
+    # its row, and "spread 20 % of the median: noisy" beside "only 3 samples: the spread is
+    # not known". One thing is said: no figure, and that the samples scatter.
+    from torchmark.cli.progress import case_line
+    from torchmark.devices import CPUDevice
+    from torchmark.workloads import Case
+
+    three = _judged([1.0, 1.3, 0.9], "time_out", "three")
+    assert three.verdict is not None
+    assert not any("%" in why for why in three.verdict.reasons), three.verdict.reasons
+    assert "only 3 samples, and they scatter (noisy): the spread is not known" in (
+        three.verdict.reasons
+    )
+    line = case_line(Case("gpt2", "three", CPUDevice(), ()), three, 1, 2)
+    assert "±" not in line and " (3 samples), warn" in line, line
+    text = render(RunRecord(run_id="t", results=[three]), 80)
+    (row,) = [x for x in text.splitlines() if x.startswith("  three ")]
+    assert "20 %" not in text and fmt.DASH in row, text
+    five = _judged([1.0, 1.3, 0.9, 1.1, 1.2], "time_out", "five")  # a spread: said with it
+    assert "±" in case_line(Case("gpt2", "five", CPUDevice(), ()), five, 2, 2)
+    assert any(w.startswith("spread ") for w in five.verdict.reasons or [])
+
+
+def test_compare_says_no_noise_figure_from_a_side_whose_spread_is_not_known() -> None:
+    from torchmark.stats.comparison import independent
+    from torchmark.stats.measurement import Measurement
+
+    a = Measurement((1.0, 1.5, 0.8, 1.2))  # 4 samples: IQR 31 % of the median, not known
+    b = Measurement(tuple(0.5 + 0.001 * i for i in range(12)))
+    j = independent(a, b)
+    assert not isinstance(j, str) and j.verdict == "FASTER", j
+    assert "threshold" not in j.why, j.why  # was "p=0.0011, 117.6% beyond the 31.7% threshold"
+    assert "4 samples in A: the spread is not known" in j.why
+
+
+def test_one_note_made_by_many_sizes_is_one_line_with_their_count_and_sizes() -> None:
+    # `run -w collectives` printed ~100 lines of notes: "1 KiB over 2 ranks, busbw = algbw
+    # x 1 (...)" once per size and factor; the size is each case's own, the note is one
+    sizes = [1024, 16384, 262144, 4194304]
+    ops = {"all_reduce": "x 1", "broadcast": "x 1", "all_gather": "x 0.5"}
+    link = "link: loopback TCP; no ceiling measured for it, so busbw has no % of ceiling"
+    results = [
+        Result(
+            workload="collectives",
+            variant=op,
+            device="cpu",
+            params={"bytes": b, "ranks": 2},
+            samples_s=[1e-4] * 10,
+            work=Work(bytes=b, items=1, item_unit="call"),
+            notes=[f"over 2 ranks, busbw = algbw {f}", link],
+        )
+        for op, f in ops.items()
+        for b in sizes
+    ]
+    text = render(RunRecord(run_id="c", results=results), 80)
+    notes = " ".join(text.split("note: ", 1)[1].split()).split(" note: ")
+    assert len(notes) == 3, notes
+    assert notes[0] == (
+        "over 2 ranks, busbw = algbw x 1 (8 cases: collectives/all_reduce on cpu, "
+        "collectives/broadcast on cpu, at bytes=1024 to 4.19M)"
+    )
+    assert notes[1].startswith(f"{link} (12 cases: collectives/all_reduce on cpu, ")
+    assert notes[1].endswith("collectives/all_gather on cpu, at bytes=1024 to 4.19M)")
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -476,3 +476,63 @@ def test_a_large_point_stores_a_seeded_sample_of_its_latencies() -> None:
     sample = np.array(doc.latency_us) / 1e6
     assert stats.percentile(sample, 0.99) == pytest.approx(doc.p99_s, rel=0.05)
     assert answer.point_doc(p).latency_us == doc.latency_us  # seeded: the same each time
+
+
+def _generator_checked_to_100k() -> RunRecord:
+    """The README walk's run: every generator check up to 100,000 arrivals/s kept time (p99
+    13.9 ms there), while the run's load points went no higher than 35,896/s."""
+    from torchmark.serving.payload import GeneratorDoc
+
+    run = _stored()
+    p = stored_payload(run)
+    rates = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
+    p.generator = GeneratorDoc(
+        limit=100_000,
+        sentence="the load generator issues up to 100,000 arrivals/s (the highest rate "
+        "tried) on this host, median lateness 2.1 µs, p99 13930 µs (load average 4.10)",
+        rates=[{"rate": r, "median_s": 2.1e-6, "p99_s": 0.01393} for r in rates],
+    )
+    p.fleets[0].points[0] = p.fleets[0].points[0].model_copy(update={"rate": 35_896.0})
+    write(run, p)
+    return run
+
+
+def test_the_generator_line_names_its_own_checks_and_the_run_its_highest_rate() -> None:
+    from torchmark.report.serving import lines
+
+    said = lines(stored_payload(_generator_checked_to_100k()))
+    text = "\n".join(said)
+    assert "the highest rate tried: 35,896 req/s" in said, text
+    gen = next(x for x in said if x.startswith("the load generator"))
+    assert "highest rate tried" not in gen and "its own limit is higher" in gen, gen
+    assert "up to 100,000 arrivals/s" in gen and "(load average 4.10)" in gen, gen
+    # one unit for every serving latency: "p99 13.9 ms", never "p99 13930 µs"
+    assert "p99 13.9 ms" in gen and "µs" not in text, text
+
+
+def test_a_generator_that_fell_behind_says_where() -> None:
+    from torchmark.report.serving import lines
+
+    p = stored_payload(_stored())  # the fixture: on time to 5,000/s, late at 10,000/s
+    gen = next(x for x in lines(p) if x.startswith("the load generator"))
+    assert gen.startswith("the load generator keeps time up to 5,000 arrivals/s"), gen
+    assert "p99 7.76 ms), not at 10,000 (load average 6.80)" in gen, gen
+
+
+@pytest.mark.parametrize(
+    ("level", "change", "counted"),
+    [("ok", {}, (1, 1)), ("invalid", {}, (0, 1)), ("ok", {"max_rate": None}, (0, 1))],
+)
+def test_history_counts_a_serving_runs_answers_by_their_verdicts(
+    tmp_path: Path, level: str, change: dict[str, object], counted: tuple[int, int]
+) -> None:
+    # `torchmark history` said "0/0" for every serving run: it has answers, not results
+    from torchmark.results import Verdict
+    from torchmark.store import open_store
+
+    run = _stored(**change)
+    run.verdict = Verdict(level=level, reasons=["made so"] if level != "ok" else [])  # type: ignore[arg-type]
+    store = open_store(str(tmp_path / "s.db"))
+    store.save(run)
+    (summary,) = store.list_runs()
+    assert (summary.n_ok, summary.n_results) == counted

@@ -238,13 +238,14 @@ def test_show_hints_a_resume_exactly_where_resume_accepts_the_run(
 def test_a_run_that_is_not_there_is_one_line_naming_the_fix(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Exit 1 for a run the store lacks (as `report`, `export`), 2 for a file given wrong."""
+    """Exit 2 for a run the store lacks (as `report`, `export`), as for a file given wrong:
+    both are bad input."""
     code, out, err = cli(capsys, "show", "latest")  # an empty store
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert err.count("\n") == 1 and "no runs stored in" in err and "`torchmark run`" in err
     stored(load("cpu-gpu"))
     code, out, err = cli(capsys, "show", "20991231-000000-dead")
-    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert (code, out) == (2, "") and err.count("\n") == 1
     assert "no run '20991231-000000-dead'" in err and "`torchmark history`" in err
     bad = tmp_path / "notes.json"
     bad.write_text('{"hello": 1}')

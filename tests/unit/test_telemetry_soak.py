@@ -191,3 +191,45 @@ def test_a_soak_stopped_as_it_ends_keeps_its_result() -> None:
     # was no result: the stop cut the `finally` that adds it
     assert len(rec.results) == 1 and len(rec.results[0].samples_s) > 10
     assert [len(r.results) for r in store.runs.values()] == [1]
+
+
+def test_a_fall_under_other_load_is_cant_tell_not_the_device() -> None:
+    # The README walk at load 2.5-5 on 2 cores: "throughput fell 55 % from the first to the
+    # last 2 s with no throttle reason reported": other processes' load, blamed on nothing
+    wins = [win(i, i + 1, 10.0 if i < 5 else 4.5) for i in range(10)]
+    for i, w in enumerate(wins):
+        w["other_cores"] = 0.1 if i < 2 else 1.8  # a fake load reading per window
+    (said,) = trend_reasons(typed(wins), 10.0, logical_cores=2)
+    assert said == (
+        "warn",
+        "throughput fell 55 % from the first to the last 2 s: can't tell under load: other "
+        "processes used 1.8 of 2 cores in the last 2 s (0.1 in the first); soak again on a "
+        "quiet machine",
+    )
+    assert "no throttle reason" not in said[1]
+    # a rise where the other load eased is not "warming up" either
+    rising = [win(i, i + 1, 4.5 if i < 5 else 10.0) for i in range(10)]
+    for i, w in enumerate(rising):
+        w["other_cores"] = 1.6 if i < 2 else 0.2
+    (rose,) = trend_reasons(typed(rising), 10.0, logical_cores=2)
+    assert rose[1].startswith("throughput rose 122 % from the first to the last 2 s: can't tell")
+    assert "1.6 of 2 cores in the first 2 s (0.2 in the last)" in rose[1], rose
+    # a GPU soak needs one free host core only: 0.4 of 2 cores is no load for it
+    for w in wins:
+        w["other_cores"] = 0.4
+    (gpu,) = trend_reasons(typed(wins), 10.0, logical_cores=2, accelerator=True)
+    assert gpu[1].endswith("with no throttle reason reported")
+
+
+def test_soak_windows_read_other_processes_load_from_the_host_readings() -> None:
+    from torchmark.kinds.soak import Chunk, windows
+    from torchmark.results import Result
+    from torchmark.telemetry.trace import Recording
+
+    # host CPU times every 0.5 s: busy 1.5 cores, 0.5 of them this process's own
+    host = [(t / 2, {"busy_s": 0.75 * t, "proc_s": 0.25 * t, "steal_s": 0.0}) for t in range(21)]
+    rec = Recording(device="cpu", accelerator=False, readings={"host": host})
+    chunks = [Chunk(i / 2, (i + 1) / 2, 0.01) for i in range(20)]
+    r = Result(workload="w", variant="v", device="cpu", samples_s=[0.01] * 20)
+    wins = windows(chunks, r, rec, 0.0, n=4)
+    assert [w.other_cores for w in wins] == [1.0] * 4

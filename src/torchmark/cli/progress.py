@@ -38,8 +38,8 @@ def case_line(case: Case, result: Result, done: int, total: int | None) -> str:
         # as its row's cells read
         from torchmark.report.table import spread_cell, verdict_word
 
-        n = result.measurement.n
-        spread = f"±{spread_cell(result)}" if n > 1 else f"({fmt.plural(n, 'sample')})"
+        m = result.measurement
+        spread = f"±{spread_cell(result)}" if m.spread_known else f"({fmt.plural(m.n, 'sample')})"
         what = f"{fmt.throughput(result)} {spread}"
         word = verdict_word(result)
         if word:

@@ -205,6 +205,12 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
     rows = post(server, os.environ.get("TORCHMARK_TOKEN"), body, "/api/v1/place")
     if not rows:
         console.print("the run has no measured result to place")
+    own = next((row["left_out"] for row in rows if row.get("left_out")), None)
+    if own:  # placed among the others: a run is never its own competitor
+        console.print(
+            f"this run is on {server} as {own}: placed among the other runs, not against itself",
+            soft_wrap=one_line(console),
+        )
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         division = row.get("division", "standard")  # an older server places in standard
@@ -212,8 +218,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
             console.print(f"{label}: not placed: {row['why']}", soft_wrap=one_line(console))
             continue
         if not row["machines"]:
+            who = "other run" if own else "machine"
             console.print(
-                f"{label}: no machine in the {division} division of {server} has this case yet",
+                f"{label}: no {who} in the {division} division of {server} has this case yet",
                 soft_wrap=one_line(console),
             )
             continue

@@ -281,7 +281,7 @@ def spreads(result: Result, step_us: list[float]) -> dict[str, float | None]:
     linear10's unprofiled median from 9 to 43 µs between two runs here)."""
     profiled = rel_iqr_pct(step_us)
     m = result.measurement if result.ok else None
-    plain = 100 * m.rel_iqr if m is not None and m.n >= 4 and m.median > 0 else None
+    plain = 100 * m.rel_iqr if m is not None and m.spread_known and m.median > 0 else None
     known = [v for v in (profiled, plain) if v is not None]
     return {
         "spread_pct": max(known) if known else None,

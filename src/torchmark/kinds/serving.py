@@ -34,7 +34,7 @@ from torchmark.serving import payload as stored
 from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import Fleet, Local
 from torchmark.serving.model import ModelExecutor, Recipe
-from torchmark.serving.payload import FleetDoc, GeneratorDoc, ServingPayload
+from torchmark.serving.payload import FleetDoc, ServingPayload
 from torchmark.serving.point import MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.serving.search import Search, SearchPlan, search
 from torchmark.serving.workers import Processes, splits, usable_cores
@@ -149,13 +149,7 @@ class Serving:
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
-            generator=GeneratorDoc(
-                limit=gen.limit,
-                sentence=gen.sentence(),
-                rates=[
-                    {"rate": c.rate, "median_s": c.median_s, "p99_s": c.p99_s} for c in gen.checks
-                ],
-            ),
+            generator=gen.doc(),
         )
         busy = _other_load()
         if busy:

@@ -33,8 +33,8 @@ from torchmark.run.session import Events
 from torchmark.stats.measurement import Measurement
 from torchmark.store.base import ResultStore
 from torchmark.telemetry import Source, TelemetryTrace
-from torchmark.telemetry.trace import Recording
-from torchmark.telemetry.verdict import Level
+from torchmark.telemetry.trace import Recording, competing, cpu_load
+from torchmark.telemetry.verdict import Level, load_words
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -179,7 +179,9 @@ def soak(
 
 def _trend(record: RunRecord) -> list[tuple[Level, str]]:
     s = record.payload.soak if isinstance(record.payload, SoakPayload) else None
-    return trend_reasons(s.windows, s.elapsed_s) if s is not None else []
+    if s is None:
+        return []
+    return trend_reasons(s.windows, s.elapsed_s, s.logical_cores, s.accelerator)
 
 
 def _so_far(
@@ -204,12 +206,16 @@ def _so_far(
     )  # nothing excluded: a soak reports the throttled speed, that is its point
     result = measured(case, m, prepared, telemetry=trace.summary() or {})
     assert isinstance(record.payload, SoakPayload)
+    rec = trace.recording
+    host = rec.sources.get("host")
     record.payload.soak = SoakSeries(
         case=case.label,
         unit=result.throughput.unit if result.throughput else None,
         chunk_calls=k,
         elapsed_s=round(chunks[-1].t1, 3) if chunks else 0.0,
-        windows=windows(chunks, result, trace.recording, start),
+        windows=windows(chunks, result, rec, start),
+        logical_cores=host.static.get("logical_cores") if host is not None else None,
+        accelerator=rec.accelerator,
     )
     return result
 
@@ -232,6 +238,7 @@ def windows(
     tags = (result.telemetry or {}).get("sample_tags") or [[] for _ in chunks]
     dev = next((k for k, s in rec.sources.items() if s.role == "device" and s.present), "host")
     readings = [(t - start, r) for t, r in rec.readings.get(dev, [])]
+    host = rec.readings.get("host", [])  # CPU times: other processes' load per window
     members: list[list[int]] = [[] for _ in range(nwin)]
     for i, c in enumerate(chunks):
         members[min(int((c.t0 + c.t1) / 2 / width), nwin - 1)].append(i)
@@ -258,9 +265,15 @@ def windows(
                 ),
                 power_w=_mean([r.get("power_w") for r in inside]),
                 throttle={k: round(100 * v / len(idx)) for k, v in reasons.items()},
+                other_cores=(cpu_load(host, lo + start, hi + start) or {}).get("other_cores"),
             )
         )
     return out
+
+
+def _load_of(wins: Sequence[SoakWindow]) -> float | None:
+    """Other processes' mean load over the windows, in cores (None: not read)."""
+    return _mean([w.other_cores for w in wins])
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -268,8 +281,16 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return round(sum(vals) / len(vals), 1) if vals else None
 
 
-def trend_reasons(wins: Sequence[SoakWindow], elapsed_s: float) -> list[tuple[Level, str]]:
-    """First vs last segment (a minute, or a fifth of a short soak): a fall names its cause."""
+def trend_reasons(
+    wins: Sequence[SoakWindow],
+    elapsed_s: float,
+    logical_cores: int | None = None,
+    accelerator: bool = False,
+) -> list[tuple[Level, str]]:
+    """First vs last segment (a minute, or a fifth of a short soak): a fall names its cause.
+    Where other processes loaded the machine in either segment (their CPU time over it, read
+    as ``run`` and ``profile`` read load: ``trace.competing``) a change is not the device's
+    (nor warm-up's) to be blamed for: "can't tell under load"."""
     if len(wins) < 3 or elapsed_s <= 0:
         return []
     seg = min(SEGMENT_S, elapsed_s / 5)
@@ -283,20 +304,32 @@ def trend_reasons(wins: Sequence[SoakWindow], elapsed_s: float) -> list[tuple[Le
     span = "minute" if seg == SEGMENT_S else f"{seg:.0f} s"
     if abs(change) < TREND_THRESHOLD:
         return []
-    if change > 0:
-        return [
-            (
-                "warn",
-                f"throughput rose {100 * change:.0f} % from the first to the last {span}: "
-                "the start was still warming up",
-            )
-        ]
     reasons: dict[str, int] = {}
     for w in last:
         for k, v in w.throttle.items():
             reasons[k] = reasons.get(k, 0) + v
+    how = "rose" if change > 0 else "fell"
+    text = f"throughput {how} {100 * abs(change):.0f} % from the first to the last {span}"
+    loads = [_load_of(part) for part in (first, last)]
+    worst = max((x for x in loads if x is not None), default=None)
+    summary = {"other_cores": worst, "logical_cores": logical_cores}
+    if worst is not None and competing(summary, accelerator):
+        # a soak under other load blamed "no throttle reason" on the device (a fall of 55 %
+        # at load 2.5-5), or a rise on warming up where the other load eased
+        at, other_at = ("last", "first") if loads[1] == worst else ("first", "last")
+        other = loads[0] if at == "last" else loads[1]
+        then = f" ({other:.1f} in the {other_at})" if other is not None else ""
+        also = f"; {max(reasons, key=lambda k: reasons[k])} was also active" if reasons else ""
+        return [
+            (
+                "warn",
+                f"{text}: can't tell under load: {load_words(summary)} in the {at} {span}"
+                f"{then}{also}; soak again on a quiet machine",
+            )
+        ]
+    if change > 0:
+        return [("warn", f"{text}: the start was still warming up")]
     temps = [w.temp_c for w in last if w.temp_c is not None]
-    text = f"throughput fell {-100 * change:.0f} % from the first to the last {span}"
     if reasons:
         cause = max(reasons, key=lambda k: reasons[k])
         text += (

@@ -144,8 +144,12 @@ def lines(p: ServingPayload) -> list[str]:
         if f.stop_reason:
             split = f" {f.split}" if f.split else ""
             out.append(f"{f.device}{split}: search ended: {f.stop_reason}")
-    if p.generator.sentence:
-        out.append(p.generator.sentence)
+    tried = [pt.rate for f in p.fleets for pt in f.points]
+    if tried:  # the run's own, said apart from the generator's checks
+        out.append(f"the highest rate tried: {_rate(max(tried))} req/s")
+    gen = p.generator.said()
+    if gen:
+        out.append(gen)
     out.append(
         f"p99's 95 % interval from the binomial; within p98.5-p99.5 it needs "
         f"{p.min_requests:,} requests (a point short of that is flagged few_requests)"

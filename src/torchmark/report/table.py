@@ -194,9 +194,9 @@ def status_cell(r: Result) -> str:
 def spread_cell(r: Result) -> str:
     """The IQR as % of the median (±IQR everywhere). Two digits: a spread is itself an
     estimate, good to about 10 % of its value."""
-    # one sample has no spread: its IQR of 0 printed "0 %" beside "only 1 sample: the
-    # spread is not known" (seed-add intended on a loaded 2-core VM, 2.4 s a call)
-    return fmt.spread(r.measurement.rel_iqr) if r.ok and r.measurement.n > 1 else fmt.DASH
+    # under 5 samples the spread is not known: one sample's IQR of 0 printed "0 %", three
+    # samples' "20 %", each beside its own "only N samples: the spread is not known"
+    return fmt.spread(r.measurement.rel_iqr) if r.ok and r.measurement.spread_known else fmt.DASH
 
 
 def _precision_key(results: Iterable[Result]) -> str | None:
@@ -402,12 +402,36 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
 
 
 def _notes(record: RunRecord) -> list[str]:
-    """Observations the workloads made (e.g. the seed loop returns one cached tensor)."""
-    seen: dict[str, list[str]] = {}
+    """Observations the workloads made (e.g. the seed loop returns one cached tensor), each
+    once: where one note is made by several sizes of a case (collectives: every op at every
+    size said its busbw factor, ~100 lines), with their count and the sizes it applies to."""
+    seen: dict[str, list[Result]] = {}
     for r in record.results:
         for n in r.notes:
-            seen.setdefault(n, []).append(fmt.case_label(r.variant, {}, r.workload, r.device))
-    return [f"note: {n} ({_where(w)})" for n, w in seen.items()]
+            seen.setdefault(n, []).append(r)
+    out = []
+    for n, rs in seen.items():
+        where = _where([fmt.case_label(r.variant, {}, r.workload, r.device) for r in rs])
+        sizes = _sizes(rs)
+        out.append(f"note: {n} ({f'{len(rs)} cases: {where}, at {sizes}' if sizes else where})")
+    return out
+
+
+def _sizes(rs: list[Result]) -> str:
+    """``bytes=1024 to 4.19M``: the sizes (numeric parameters) that vary among results
+    named alike; "" where the names alone say where (other parameters: as before)."""
+    if len({(r.workload, r.variant, r.device) for r in rs}) == len(rs):
+        return ""
+    out = []
+    for key in dict.fromkeys(k for r in rs for k in r.params):
+        vals = [r.params.get(key) for r in rs]
+        if len(set(map(str, vals))) < 2:
+            continue
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+            return ""
+        lo, hi = min(vals, key=float), max(vals, key=float)  # type: ignore[arg-type]
+        out.append(f"{key}={fmt.param_value(lo)} to {fmt.param_value(hi)}")
+    return "; ".join(out)
 
 
 def _where(places: list[str]) -> str:

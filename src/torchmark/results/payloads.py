@@ -216,6 +216,7 @@ class SoakWindow(Kept):
     temp_c: float | None = None
     power_w: float | None = None
     throttle: dict[str, int] = Field(default_factory=dict)  # reason -> % of the window
+    other_cores: float | None = None  # other processes' CPU time over the window, in cores
 
 
 class SoakSeries(Kept):
@@ -223,6 +224,8 @@ class SoakSeries(Kept):
     unit: str | None = None
     chunk_calls: int | None = None
     elapsed_s: float = 0.0
+    logical_cores: int | None = None  # the host's, for what other processes' load means
+    accelerator: bool = False  # a GPU soak needs one free host core, a CPU soak all of them
     windows: list[SoakWindow] = Field(default_factory=list)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from torchmark.serving import stats
 from torchmark.serving.clock import Clock, RealClock
 from torchmark.serving.fleet import open_loop
+from torchmark.serving.payload import GeneratorDoc
 from torchmark.serving.server import Batching
 
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
@@ -60,16 +61,18 @@ class GeneratorLimit:
     def at_limit(self) -> RateCheck | None:
         return next((c for c in self.checks if c.rate == self.limit), None)
 
-    def sentence(self) -> str:
-        c = self.at_limit
-        load = f" (load average {self.load[0]:.2f})" if self.load else ""
-        if c is None:
-            return f"the load generator kept time at none of the rates tried{load}"
-        capped = " (the highest rate tried)" if c is self.checks[-1] else ""
-        return (
-            f"the load generator issues up to {c.rate:,.0f} arrivals/s{capped} on this host, "
-            f"median lateness {1e6 * c.median_s:.1f} µs, p99 {1e6 * c.p99_s:.0f} µs{load}"
+    def doc(self) -> GeneratorDoc:
+        """As the run stores it, with its limit in words (``said()``)."""
+        doc = GeneratorDoc(
+            limit=self.limit,
+            rates=[{"rate": c.rate, "median_s": c.median_s, "p99_s": c.p99_s} for c in self.checks],
+            load=self.load[0] if self.load else None,
         )
+        doc.sentence = doc.said()
+        return doc
+
+    def sentence(self) -> str:
+        return self.doc().sentence
 
 
 def check_rate(rate: float, seconds: float | None = None, clock: Clock | None = None) -> RateCheck:

@@ -108,11 +108,13 @@ def _decide(
     noise: float | None,
     n: str,
     separated: bool = False,
+    unknown: str = "",
 ) -> Judgement:
     """``separated``: every sample of the faster beat every sample of the slower, which
     excludes 1 where a median's CI needs more samples than there are (fewer than 6 leave
     a 95 % CI unbounded: 5 epochs of a DataLoader at 2 s each read "can't tell" beside 14
-    at 0.73 s, 2.8x apart, p=0.00017)."""
+    at 0.73 s, 2.8x apart, p=0.00017). ``unknown``: which side's spread is not known (under
+    5 samples), said instead of a noise figure its own verdict disowns."""
     change = abs(speed - 1)
     if _within(ci, practical):
         why = f"ratio CI {ci_text(ci)} within ±{practical:.0%}"
@@ -122,8 +124,12 @@ def _decide(
     if p is not None and p < alpha and change >= threshold and excluded:
         verdict: Verdict = "FASTER" if speed > 1 else "SLOWER"
         why = f"{p_text}, {change:.1%} beyond the {threshold:.1%} threshold"
+        if unknown and threshold > practical:  # the threshold is that spread
+            why = f"{p_text}, {change:.1%} beyond the samples' scatter ({unknown})"
         return Judgement(verdict, speed, ci, p, threshold, why)
-    if p is not None and p < alpha and noise is not None and change < threshold:
+    if p is not None and p < alpha and noise is not None and change < threshold and unknown:
+        why = f"{p_text} but the {change:.1%} change is within the samples' scatter ({unknown})"
+    elif p is not None and p < alpha and noise is not None and change < threshold:
         why = (
             f"{p_text} but the {change:.1%} change is within the noise ({noise:.1%} combined "
             f"IQR): too noisy to tell"
@@ -196,7 +202,9 @@ def independent(
         return Judgement("UNCLEAR", speed, ci, None, threshold, why)
     p = _mann_whitney_p(xa, xb)
     separated = bool(xa.min() > xb.max() or xa.max() < xb.min())
-    return _decide(speed, ci, p, alpha, threshold, practical, noise, n, separated)
+    few = [f"{m.n} samples in {side}" for side, m in (("A", a), ("B", b)) if not m.spread_known]
+    unknown = f"{' and '.join(few)}: the spread is not known" if few else ""
+    return _decide(speed, ci, p, alpha, threshold, practical, noise, n, separated, unknown)
 
 
 def paired(

@@ -182,6 +182,13 @@ class Measurement:
         return self.iqr / self.median if self.median > 0 else math.inf
 
     @property
+    def spread_known(self) -> bool:
+        """Whether the IQR estimates a spread: under ``FEW_SAMPLES`` the quartiles are
+        neighbouring samples, and the verdict says "the spread is not known"; no reader
+        prints a spread figure beside that."""
+        return self.n >= FEW_SAMPLES
+
+    @property
     def min(self) -> float:
         return float(self.kept.min()) if self.n else math.nan
 

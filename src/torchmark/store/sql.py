@@ -873,14 +873,19 @@ def _summary(r: Any) -> RunSummary:
     devices = _json_or_none(r.devices)
     damaged = not isinstance(header, dict) or not isinstance(devices, list)
     pid = (header.get("environment") or {}).get("pid") if isinstance(header, dict) else None
+    ok, total = int(r.ok or 0), int(r.n or 0)
+    if r.kind == "serving" and not total:  # its findings are answers, one per device
+        from torchmark.serving.payload import answers_counted
+
+        ok, total = answers_counted(header) or (ok, total)
     return RunSummary(
         run_id=r.run_id,
         kind=r.kind,
         created_utc=datetime.fromisoformat(r.created_utc),
         status="damaged" if damaged else r.status,
         devices=[str(d) for d in devices] if isinstance(devices, list) else [],
-        n_results=int(r.n or 0),
-        n_ok=int(r.ok or 0),
+        n_results=total,
+        n_ok=ok,
         tool_version=r.tool_version,
         command=r.command,
         host=r.host,

@@ -210,7 +210,13 @@ def judge(result: Result) -> Verdict:
             f"{result.ceiling.key}): measurement error; if this machine's speed drifts (VMs "
             f"do), re-measure with --remeasure-ceilings",
         )
-    if "unreliable" in flags and m.rel_iqr > 1:  # "spread 1077 %" says no more than this
+    if "few_samples" in flags:
+        # no spread figure where the spread is not known: "spread 20 % of the median: noisy"
+        # read beside "only 3 samples: the spread is not known"; that they scatter is said
+        scatter = next((f for f in ("unreliable", "noisy") if f in flags), None)
+        said = f", and they scatter ({scatter})" if scatter else ""
+        v.add("warn", f"only {m.n} sample{_s(m.n)}{said}: the spread is not known")
+    elif "unreliable" in flags and m.rel_iqr > 1:  # "spread 1077 %" says no more than this
         v.add("warn", f"spread larger than the median (IQR {m.rel_iqr:.1f}x it): unreliable")
     elif "unreliable" in flags:
         v.add("warn", f"spread {100 * m.rel_iqr:.0f} % of the median: unreliable")
@@ -230,8 +236,6 @@ def judge(result: Result) -> Verdict:
             v.add("warn", f"{how} before the median converged{why} (its 95 % CI is wider than it)")
         elif half > TIMED_OUT_OK_PCT:
             v.add("warn", f"{how} before the median converged{why} (known to ±{half:.1f} %)")
-    if "few_samples" in flags:
-        v.add("warn", f"only {m.n} sample{_s(m.n)}: the spread is not known")
     first = _first_call(result)
     if first:
         v.add("warn", first)

@@ -259,10 +259,11 @@ def rank(engine: Engine, division: str, case: ranking.Case) -> list[ranking.Row]
 
 
 def rank_many(
-    engine: Engine, division: str, wanted: Iterable[ranking.Case]
+    engine: Engine, division: str, wanted: Iterable[ranking.Case], leave_out: str | None = None
 ) -> dict[ranking.Case, list[ranking.Row]]:
     """``rank(engine, division, case)`` of every case in ``wanted``, in one statement per
-    CASES_PER_QUERY cases."""
+    CASES_PER_QUERY cases; ``leave_out``: a submitted run's id, ranked as if it were not
+    there (a run placed against the board that holds it)."""
     t = results_t
     columns = [t.c.id, t.c.run_id, t.c.machine, t.c.device, t.c.model, t.c.kept, t.c.head]
     groups: dict[ranking.Case, dict[tuple[str, str], ranking.Group]] = {}
@@ -272,6 +273,8 @@ def rank_many(
             groups.update(zip(chunk, by_case, strict=True))
             ordered = query.order_by(sa.literal_column("k"), sa.literal_column("id"))
             for k, _, run_id, machine, device, model, kept, head in conn.execute(ordered):
+                if run_id == leave_out:
+                    continue
                 g = by_case[k].get((machine, device))
                 if g is None:
                     first = _head(head)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from torchmark import format as fmt
 from torchmark import variants, verdicts
 from torchmark.kinds.tune.candidates import code_lines
 from torchmark.kinds.tune.search import Tuner
@@ -50,7 +51,7 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
                     baseline_ms=None if m.baseline_s is None else m.baseline_s * 1e3,
                     items_ratio=m.items,
                     items_per_s=r.rate("items"),
-                    rel_iqr=r.measurement.rel_iqr if r.ok else None,
+                    rel_iqr=r.measurement.rel_iqr if r.ok and r.measurement.spread_known else None,
                     compile_s=r.extra.get("compile_s")
                     if variants.parse(m.cand.variant).compile
                     else None,
@@ -61,10 +62,16 @@ def summarise(record: RunRecord, tuners: Sequence[Tuner]) -> None:
         recommendation[t.device.name] = Recommendation.model_validate(_recommend(t))
         base = t.baseline
         if base is not None and base.result.ok:
+            bm = base.result.measurement
+            spread = (
+                f"spread (IQR) {bm.rel_iqr:.0%} of its median"
+                if bm.spread_known
+                else f"spread not known ({fmt.plural(bm.n, 'sample')})"
+            )
             p.notes.append(
-                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, spread (IQR) "
-                f"{base.result.measurement.rel_iqr:.0%} of its median; each speedup is the "
-                "baseline's median over that candidate's own rounds divided by its latency"
+                f"{t.device.name}: baseline {(base.latency_s or 0) * 1e3:.3g} ms, {spread}; "
+                "each speedup is the baseline's median over that candidate's own rounds "
+                "divided by its latency"
             )
     p.candidates, p.recommendation = candidates, recommendation
     best_rates = {t.device.name: rate for t in tuners if (rate := _throughput(t)) is not None}
@@ -80,7 +87,9 @@ def _recommend(t: Tuner) -> dict[str, Any]:
     if base is not None and base.result.ok:
         spread = {
             "baseline_ms": (base.result.median_s or 0) * 1e3,
-            "baseline_rel_iqr": base.result.measurement.rel_iqr,
+            "baseline_rel_iqr": base.result.measurement.rel_iqr
+            if base.result.measurement.spread_known
+            else None,
         }
     if t.stopped:
         return {"name": "no recommendation", "speedup": None, "reason": t.stopped, **spread}

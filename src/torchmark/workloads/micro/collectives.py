@@ -23,7 +23,7 @@ import torch
 
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError, first_line
-from torchmark.format import binary_bytes, round_up
+from torchmark.format import round_up
 from torchmark.results import Work
 from torchmark.stats.measurement import Measurement
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
@@ -157,7 +157,8 @@ class Collectives(Workload):
             timing="device",
             rule=case.rule or "micro",
             notes=[
-                f"{binary_bytes(size)} over {n} ranks, busbw = algbw x {factor:.3g}",
+                # the size is each case's own: a note the same for every size is said once
+                f"over {n} ranks, busbw = algbw x {factor:.3g}",
                 f"link: {link}; no ceiling measured for it, so busbw has no % of ceiling",
             ],
             extra={

@@ -42,6 +42,7 @@ class CallTimedOut(BaseException):
 # The signal the watchdog sends the main thread: a real signal (pthread_kill) also wakes a
 # sleeping or blocking call that retries on EINTR, which _thread.interrupt_main() does not.
 WATCHDOG_SIGNAL = getattr(signal, "SIGUSR1", None)
+RESEND_S = 2.0  # how often an unanswered signal is sent again within the grace
 
 
 class Watchdog:
@@ -151,13 +152,22 @@ class Watchdog:
                 )
                 self._since = self._deadline - self._bound  # the last heartbeat
                 fired_at = self.clock()
-                signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                # sent again every RESEND_S of the grace: an exception the first raised can
+                # be swallowed where Python ignores them (a __del__, a gc or weakref
+                # callback), and the call then hangs on with the watchdog waiting; each
+                # signal raises only while still armed (the block's exit disarms it)
+                resend_s = min(RESEND_S, self.grace_s / 4)
+                next_send = fired_at
                 while self._deadline is not None and not self._closed:
-                    if self.clock() - fired_at >= self.grace_s:
+                    now = self.clock()
+                    if now - fired_at >= self.grace_s:
                         if self.on_hung is not None:
                             self.on_hung(self.fired)
                         return
-                    self._cond.wait(self.grace_s)
+                    if now >= next_send:
+                        signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                        next_send = now + resend_s
+                    self._cond.wait(min(next_send, fired_at + self.grace_s) - now)
 
     def close(self) -> None:
         with self._cond:

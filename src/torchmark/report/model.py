@@ -8,7 +8,7 @@ from rich.text import Text
 
 from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable, lines
-from torchmark.report.table import Footnotes, flag_words, spread_cell
+from torchmark.report.table import Footnotes, flag_words, spread_cell, verdict_word
 from torchmark.results import Result, RunRecord
 from torchmark.results.payloads import CostRow, ModelPayload
 
@@ -22,9 +22,7 @@ def _flags(r: Result, notes: Footnotes) -> Alt:
     refs = notes.refs(r)
     if not r.ok:
         return Alt(refs.strip(), refs.strip())
-    words = flag_words(r)
-    judged = r.verdict is not None and r.verdict.level != "ok"
-    return Alt(", ".join(words) + refs, (", ".join(words[:1] if judged else words) + refs).strip())
+    return Alt(", ".join(flag_words(r)) + refs, (verdict_word(r) + refs).strip())
 
 
 def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from torchmark import verdicts
 from torchmark.errors import InputError
 from torchmark.launch.worlds import world_difference
 from torchmark.results import Result, RunRecord
@@ -299,8 +300,6 @@ def judge(a: Result, b: Result) -> Change:
     """The verdict for one case measured in A (baseline) and B (``independent``). A side
     its own verdict keeps out of comparisons (skipped, WRONG, invalid: ``verdicts``) is
     never called FASTER / SLOWER / SAME: the change says which side and why."""
-    from torchmark import verdicts
-
     for side, r in (("A", a), ("B", b)):
         if not verdicts.may(r, "compare"):
             word = r.status if r.status != "ok" else verdicts.rule_of(r).word
@@ -318,8 +317,6 @@ def judge(a: Result, b: Result) -> Change:
 def cached(a: Result, b: Result) -> str:
     """``in cache in A and B: ...`` where either side's working set fits the cache (the
     ``in_cache`` verdict), else ""."""
-    from torchmark import verdicts
-
     sides = [side for side, r in (("A", a), ("B", b)) if verdicts.kind_of(r) == "in_cache"]
     if not sides:
         return ""

@@ -26,6 +26,7 @@ import numpy as np
 from rich.console import RenderableType
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.launch.comm import CommCheck, comm_check, comm_check_text
 from torchmark.launch.worlds import (
     is_training,
@@ -88,8 +89,8 @@ def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficienc
     times is the ratio of per-rank rates."""
     from torchmark.stats.comparison import independent
 
-    if base is None or not (base.result.ok and r.ok):
-        return None
+    if base is None or not (verdicts.may(base.result, "compare") and verdicts.may(r, "compare")):
+        return None  # a side its verdict keeps from comparisons (invalid under load, ...)
     if _items_per_rank(base.label, base.result) != per_rank_items:
         return None
     b = base.result

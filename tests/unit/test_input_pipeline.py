@@ -175,6 +175,23 @@ def test_no_cost_is_read_off_an_invalid_measurement() -> None:
     assert advise(rs)[0].cost == pytest.approx(1 - 0.05 / 0.08, rel=0.01)  # a warning: read
 
 
+def test_an_invalid_loader_as_given_gets_no_ratio_nor_a_vs_resident_cell() -> None:
+    """The user's loader as given, judged invalid under load, was still told "the best
+    setting is 2.50x it", and its breakdown row still read a ratio to the resident step."""
+    from torchmark.loaders import YOURS
+    from torchmark.report.pipeline import breakdown_cells
+
+    rs = sweep()
+    yours = result("loader", spread(0.20), workers=0, **{YOURS: 1})
+    yours.verdict = Verdict(level="invalid", reasons=["samples split into two clusters"])
+    (a,) = advise([*rs, yours])
+    text = "\n".join(a.lines)
+    assert "the best setting is" not in text
+    assert "your loader as given: no ratio to the best setting, invalid" in text
+    assert breakdown_cells(yours, rs[0])[-1] == breakdown_cells(yours, None)[-1]
+    assert breakdown_cells(rs[1], rs[0])[-1] != breakdown_cells(rs[1], None)[-1]
+
+
 def test_advice_within_noise_says_cant_tell() -> None:
     noisy = [0.2 * (1 + 0.3 * ((-1) ** i)) for i in range(11)]
     faster = [t * 0.97 for t in noisy]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from rich.console import RenderableType
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.loaders import INPUT_WORKLOADS, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline_advice import Advice, advise, rate, unit_of
@@ -52,7 +53,9 @@ def breakdown_cells(r: Result, resident: Result | None) -> list[str]:
     device-resident step: the cells every view of the breakdown prints."""
     b = r.extra.get("input", {})
     step = b.get("step_s")
-    vs = rate(r) / rate(resident) if resident and r.ok and rate(resident) else None
+    vs = None  # only where both verdicts allow a comparison (not invalid under load, ...)
+    if resident is not None and verdicts.may(r, "compare") and verdicts.may(resident, "compare"):
+        vs = rate(r) / rate(resident) if rate(resident) else None
     if r.variant == RESIDENT:
         cells = [fmt.duration(r.median_s), "0 %", "0 %", "100 %"]
     elif not r.ok:

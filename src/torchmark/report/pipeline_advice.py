@@ -100,7 +100,9 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         )
     elif default is not None:
         lines.append(f"best: DataLoader's defaults ({rate(default):,.0f} {unit}/s)")
-    if yours is not None and rate(yours) > 0 and best is not yours:
+    if yours is not None and best is not yours and not verdicts.may(yours, "compare"):
+        lines.append(f"your loader as given: no ratio to the best setting, {verdicts.says(yours)}")
+    elif yours is not None and rate(yours) > 0 and best is not yours:
         j = independent(yours.measurement, best.measurement)
         told = not isinstance(j, str) and j.verdict in ("FASTER", "SLOWER")
         lines.append(

@@ -224,6 +224,12 @@ def parse_run(text: str, label: str = "the input", *, strict: bool = False) -> R
         raise InputError(
             f"{label} is not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}"
         ) from None
+    return parse_document(doc, label, strict=strict)
+
+
+def parse_document(doc: Any, label: str = "the input", *, strict: bool = False) -> RunRecord:
+    """``parse_run`` of a document already read from its JSON (the server's, which strips
+    it first): the same checks and messages, without writing and reading it again."""
     if not isinstance(doc, dict):
         raise InputError(
             f"{label} is not a torchmark run: expected a JSON object, got {_json_kind(doc)}"

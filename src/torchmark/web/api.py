@@ -17,7 +17,13 @@ from starlette.concurrency import run_in_threadpool
 from torchmark import verdicts
 from torchmark.errors import InputError
 from torchmark.results import Result, RunRecord
-from torchmark.store.exchange import CSV_COLUMNS, _csv_row, export_run, finite_json, parse_run
+from torchmark.store.exchange import (
+    CSV_COLUMNS,
+    _csv_row,
+    export_run,
+    finite_json,
+    parse_document,
+)
 from torchmark.web import cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader, Writer, caller
 from torchmark.web.state import Board
@@ -66,7 +72,7 @@ def checked(body: bytes, what: str) -> RunRecord:
     if shape:
         raise HTTPException(422, f"{what} is not a torchmark run: {shape}")
     try:
-        run = parse_run(json.dumps(doc), what, strict=True)
+        run = parse_document(doc, what, strict=True)
     except InputError as e:
         raise HTTPException(422, str(e)) from None
     bad = ranking.check_bounds(run) or plausible.check(run) or serving.check(run)

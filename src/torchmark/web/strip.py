@@ -175,16 +175,17 @@ def shareable(doc: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             removed.append(where)
         return _DROP
 
+    urls: list[str] = []  # listed after the rest of what was removed
+
     def no_url(path: str, value: str) -> str:
         if not _URL.search(value):
             return value
-        removed.append(f"{path} (URL replaced)")
+        urls.append(f"{path} (URL replaced)")
         return _URL.sub("<url>", value)
 
-    # URLs in a second pass, so that what was removed lists them after the rest
-    cut = _walk(doc, member, only={("", "config"): CASE_OPTIONS}, removed=removed)
-    out = _walk(cut, lambda k, where, path, v: v, no_url)
-    return out, list(dict.fromkeys(r.lstrip(".") for r in removed))
+    # one walk: the texts of the members kept, as a second walk over the cut tree saw them
+    out = _walk(doc, member, no_url, only={("", "config"): CASE_OPTIONS}, removed=removed)
+    return out, list(dict.fromkeys(r.lstrip(".") for r in removed + urls))
 
 
 def prepare(doc: dict[str, Any], words: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:

@@ -20,7 +20,7 @@ import numpy as np
 from torchmark.serving import stats
 from torchmark.serving.payload import DeviceAnswer, FleetDoc, PointDoc, ms, per_s
 from torchmark.serving.point import LoadPoint
-from torchmark.serving.search import Search
+from torchmark.serving.search import Search, bracket_of
 from torchmark.user.cost import cost_per_million
 
 
@@ -87,20 +87,9 @@ def refresh(doc: FleetDoc) -> FleetDoc:
     """The fleet's bracket from its stored points: the highest rate within the bound, the
     lowest rate above it (same batching) that was not, and whether the generator ended the
     climb there. Kept current as points land, so an interrupted search still answers."""
-    within = [(i, p) for i, p in enumerate(doc.points) if p.outcome == "within"]
-    doc.best, doc.top, doc.generator_bound = None, None, False
-    if not within:
-        return doc
-    doc.best, best = max(within, key=lambda x: (x[1].rate, -x[0]))
-    above = [
-        p
-        for p in doc.points
-        if p.rate > best.rate
-        and (p.max_batch, p.max_wait_s) == (best.max_batch, best.max_wait_s)
-        and p.outcome != "within"
-    ]
-    if above:
-        first = min(above, key=lambda p: p.rate)
+    doc.best, first = bracket_of(doc.points, lambda p: (p.max_batch, p.max_wait_s))
+    doc.top, doc.generator_bound = None, False
+    if first is not None:
         doc.top, doc.generator_bound = first.rate, first.outcome == "generator_behind"
     return doc
 

@@ -18,6 +18,7 @@ the tail) is marked ``generator_behind``: it says nothing about the device's lim
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,8 +105,10 @@ class LoadPoint:
     batches: int = 0
     failed_all: int = 0  # requests failed over the whole point: a failure anywhere counts
 
-    @property
+    @functools.cached_property
     def latencies(self) -> stats.Latencies:
+        """Computed once: ``kept`` is fixed at construction, and outcome, why, flags and
+        the stored document each ask for it (four sorts and a binomial interval a time)."""
         return stats.Latencies.of(self.kept.latency)
 
     @property

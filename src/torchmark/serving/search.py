@@ -16,9 +16,9 @@ setting that reaches it, for one fleet (a device, or on the CPU one split of its
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from torchmark.serving import stats
 from torchmark.serving.clock import Clock
@@ -47,6 +47,35 @@ OFFLINE_MAX = 20_000
 CAPACITY_SLACK = 1.05
 # No rate under this share of the capacity meets the bound: stop looking lower.
 FLOOR_SHARE = 1 / 64
+
+
+class _Measured(Protocol):
+    @property
+    def rate(self) -> float: ...
+    @property
+    def outcome(self) -> str: ...
+
+
+P = TypeVar("P", bound=_Measured)
+
+
+def bracket_of(
+    points: Sequence[P], setting: Callable[[P], Hashable]
+) -> tuple[int | None, P | None]:
+    """The bracket's ends among measured points (a search's or a stored fleet's): the index
+    of the highest rate within the bound (ties: the first measured), and the lowest rate
+    above it with the same batching setting that was not within (None where none was)."""
+    within = [i for i, p in enumerate(points) if p.outcome == "within"]
+    if not within:
+        return None, None
+    i = max(within, key=lambda j: (points[j].rate, -j))
+    best = points[i]
+    above = [
+        p
+        for p in points
+        if p.rate > best.rate and setting(p) == setting(best) and p.outcome != "within"
+    ]
+    return i, min(above, key=lambda p: p.rate) if above else None
 
 
 @dataclass(frozen=True)
@@ -84,22 +113,14 @@ class Search:
     @property
     def best(self) -> LoadPoint | None:
         """The highest rate within the bound (ties: the first measured)."""
-        ok = [p for p in self.points if p.outcome == "within"]
-        return max(ok, key=lambda p: p.rate) if ok else None
+        i, _ = bracket_of(self.points, lambda p: p.batching)
+        return self.points[i] if i is not None else None
 
     @property
     def over_above(self) -> LoadPoint | None:
         """The lowest rate above the best one measured over the bound (or behind) with the
         best's setting: the bracket's top."""
-        best = self.best
-        if best is None:
-            return None
-        above = [
-            p
-            for p in self.points
-            if p.rate > best.rate and p.batching == best.batching and p.outcome != "within"
-        ]
-        return min(above, key=lambda p: p.rate) if above else None
+        return bracket_of(self.points, lambda p: p.batching)[1]
 
     @property
     def bracket(self) -> tuple[float, float]:

@@ -84,25 +84,53 @@ def label() -> str:
 NVIDIA_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
 
 
+def torch_dir() -> Path | None:
+    """The installed torch's package folder, found without importing it; None without."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
+
+
+def version_file(where: Path) -> dict[str, Any]:
+    """The plain assignments of literals in torch's ``version.py`` under ``where``
+    (``__version__`` as ``version``: ``cuda``, ``hip``, ``debug``...); {} where unreadable."""
+    import ast
+
+    out: dict[str, Any] = {}
+    try:
+        body = ast.parse((where / "version.py").read_text()).body
+    except (OSError, SyntaxError):
+        return out
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id != "__all__":
+            try:
+                out["version" if target.id == "__version__" else target.id] = ast.literal_eval(
+                    value
+                )
+            except ValueError:
+                continue
+    return out
+
+
 def torch_sees_only_the_host() -> bool:
     """Whether the installed torch can use no device but the CPU, told from its version file
     without importing it: a build with no CUDA, ROCm or XPU, and not on macOS (MPS); or a
     CUDA-only build (PyPI's default) on a machine with no NVIDIA driver, which CUDA needs."""
     if sys.platform == "darwin":
         return False
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
+    where = torch_dir()
+    if where is None:
         return False  # no torch: the slow path says so the usual way
-    try:
-        text = (Path(spec.origin).parent / "version.py").read_text()
-    except OSError:
-        return False
-    built = {}
-    for line in text.splitlines():
-        name, _, value = line.partition("=")
-        built[name.split(":")[0].strip()] = value.strip() not in ("None", "")
+    built = version_file(where)
     if "cuda" not in built:
-        return False  # says nothing of cuda: ask torch
+        return False  # says nothing of cuda (or unreadable): ask torch
     if built.get("hip") or built.get("rocm") or built.get("xpu"):
         return False
     return not built["cuda"] or not any(os.path.exists(p) for p in NVIDIA_SIGNS)

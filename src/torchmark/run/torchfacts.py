@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import socket
@@ -24,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from torchmark.devices.host import torch_dir, version_file
 from torchmark.envvars import RELEVANT_ENV
 
 # The sections of the environment record that need an imported torch (run/environment.py).
@@ -34,36 +34,18 @@ KEEP_BY: str | None = None
 NVIDIA_PROC = Path("/proc/driver/nvidia")
 
 
-def torch_dir() -> Path | None:
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).parent
-
-
 def build() -> dict[str, Any]:
     """``version``, ``cuda``, ``hip``, ``debug``, ``path`` of the installed torch, read from
-    its metadata and version.py (plain assignments of literals); {} without torch."""
-    import ast
-
+    its version.py (``devices.host.version_file``), the version from its metadata where
+    version.py has none (a metadata look-up scans every installed package: ~4 ms, most of
+    this); {} without torch."""
     where = torch_dir()
     if where is None:
         return {}
-    out: dict[str, Any] = {"path": str(where)}
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        out["version"] = importlib.metadata.version("torch")
-    with contextlib.suppress(OSError, SyntaxError):
-        for node in ast.parse((where / "version.py").read_text()).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                target, value = node.target, node.value
-            else:
-                continue
-            if isinstance(target, ast.Name) and target.id != "__all__":
-                with contextlib.suppress(ValueError):
-                    name = "version" if target.id == "__version__" else target.id
-                    out[name] = ast.literal_eval(value)
+    out: dict[str, Any] = {"path": str(where), **version_file(where)}
+    if "version" not in out:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            out["version"] = importlib.metadata.version("torch")
     return out
 
 

@@ -53,14 +53,20 @@ def checked(
         _load,
         clusters,
         load_words,
+        oversubscribed,
     )
 
-    facts = {**load, "torch_threads": torch.get_num_threads()}
+    facts = {
+        **load,
+        "torch_threads": torch.get_num_threads(),
+        "accelerator": device.is_accelerator,
+    }
     if not competing(facts, device.is_accelerator):
         return m
     flags, notes = ["competing_load"], [f"{load_words(facts)} during the measurement"]
-    threads, free = facts["torch_threads"], _load(facts)[1]
-    if not device.is_accelerator and threads > free:
+    threads = oversubscribed(facts)  # the verdict's own test: more threads than free cores
+    if threads is not None:
+        free = _load(facts)[1]
         fix = f"measure with torch.set_num_threads({free}) (the free cores) or on a quiet machine"
         found = clusters(m.kept)
         one = None if found else loop.one_thread_s(fn, device, m, threads, clock)

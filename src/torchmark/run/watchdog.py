@@ -160,13 +160,13 @@ class Watchdog:
                 next_send = fired_at
                 while self._deadline is not None and not self._closed:
                     now = self.clock()
+                    if now >= next_send:  # first: the signal is sent at least once
+                        signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                        next_send = now + resend_s
                     if now - fired_at >= self.grace_s:
                         if self.on_hung is not None:
                             self.on_hung(self.fired)
                         return
-                    if now >= next_send:
-                        signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
-                        next_send = now + resend_s
                     self._cond.wait(min(next_send, fired_at + self.grace_s) - now)
 
     def close(self) -> None:

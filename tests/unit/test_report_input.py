@@ -141,6 +141,18 @@ def test_workers_curve_says_why_with_one_worker_count() -> None:
     assert chart.svg is None and "fewer than two worker counts" in chart.note
 
 
+def test_workers_curve_draws_no_point_its_verdict_rejects() -> None:
+    """A worker count judged invalid under load is no point on the curve (as in the batch
+    and collectives charts): with one valid count left there is no curve to draw."""
+    raw = copy.deepcopy(RAW)
+    raw["results"] = [r for r in raw["results"] if r["params"].get("workers") in (None, 0, 16)]
+    for r in raw["results"]:
+        if r["params"].get("workers") == 0:
+            r["verdict"] = {"level": "invalid", "reasons": ["samples split into two clusters"]}
+    chart = charts.workers_curve(run(raw))
+    assert chart.svg is None and "fewer than two worker counts" in chart.note
+
+
 def test_breakdown_chart_says_why_when_no_configuration_finished() -> None:
     raw = copy.deepcopy(RAW)
     raw["results"] = [r for r in raw["results"] if r["variant"] == "loader"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _plot, _rc, _svg
 from torchmark.results import RunRecord
 
@@ -68,6 +69,7 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
         for r in rs
         if r.variant == LOADER
         and r.ok
+        and verdicts.may(r, "compare")  # an invalid point is no point on the curve
         and config_of(r.params) == LoaderConfig(config_of(r.params).workers)
     ]
     # by identity: `r in plain` compared the pydantic Results field by field, samples too
@@ -96,8 +98,9 @@ def workers_curve(run: RunRecord, workload: str = "input") -> Chart:
                 ci, per = r.ci_median_s, r.work.items if r.work else None
                 if ci and per and ci[0] > 0:
                     ax.vlines(w, per / ci[1], per / ci[0], color=line.get_color(), linewidth=1)
-            others = [r for r in mine if r.variant == LOADER and r.ok and id(r) not in is_plain]
-            top = max([rate(r) for r in mine if r.ok] or [1.0])
+            drawn = [r for r in mine if r.ok and verdicts.may(r, "compare")]
+            others = [r for r in drawn if r.variant == LOADER and id(r) not in is_plain]
+            top = max([rate(r) for r in drawn] or [1.0])
             last: dict[int, float] = {}  # per worker count: the highest label so far
             for k, r in enumerate(sorted(others, key=rate)):
                 w, y = config_of(r.params).workers, rate(r)

@@ -14,17 +14,14 @@ use, and the NVIDIA driver and GPUs the kernel lists. No entry for the key: impo
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib.metadata
 import json
 import os
-import socket
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from torchmark.devices.host import torch_dir, version_file
-from torchmark.envvars import RELEVANT_ENV
+# Every CLI command imports this module to set KEEP_BY, `history` and `show` too: what only
+# building or keying the facts needs is imported there (metadata, psutil through
+# devices.host, hashlib, socket: ~20 ms of a read-only command's start).
 
 # The sections of the environment record that need an imported torch (run/environment.py).
 SECTIONS = ("software", "devices", "threads", "precision")
@@ -39,6 +36,10 @@ def build() -> dict[str, Any]:
     its version.py (``devices.host.version_file``), the version from its metadata where
     version.py has none (a metadata look-up scans every installed package: ~4 ms, most of
     this); {} without torch."""
+    import importlib.metadata
+
+    from torchmark.devices.host import torch_dir, version_file
+
     where = torch_dir()
     if where is None:
         return {}
@@ -58,8 +59,12 @@ def _nvidia() -> str:
 
 
 def key() -> str:
+    import hashlib
+    import socket
+
     from torchmark import __version__
     from torchmark.devices import host
+    from torchmark.envvars import RELEVANT_ENV
 
     cpu = host.cpu_facts()
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -86,6 +91,8 @@ def keep(record: dict[str, Any], by: str | None) -> None:
     defaults (a cache that cannot be written costs the next `env` a torch import)."""
     if by is None:
         return
+    from datetime import datetime, timezone
+
     kept = {k: record[k] for k in SECTIONS if k in record}
     kept |= {"by": by, "written_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     with contextlib.suppress(OSError):

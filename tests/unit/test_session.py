@@ -219,19 +219,41 @@ def test_a_call_past_the_bound_ends_its_case_and_the_run_goes_on(
 def test_a_call_stuck_where_no_signal_reaches_it_is_abandoned() -> None:
     hung: list[str] = []
     dog = Watchdog(on_hung=hung.append, grace_s=0.2)
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # as a call stuck in C
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     try:
         with pytest.raises(CallTimedOut), dog.armed(0.2, "a call of x"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # as a call stuck in C
             try:
                 deadline = time.monotonic() + 60  # ends as soon as on_hung ran
                 while not hung and time.monotonic() < deadline:
                     time.sleep(0.05)
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)  # the pending signal lands
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # it lands
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         dog.close()
     assert hung and "a call of x did not return within 0.2 s" in hung[0]
+    # where it hung, for the one-line error the run ends with
+    assert "; stuck at test_session.py:" in hung[0] and "in test_a_call_stuck_where" in hung[0]
+
+
+def test_a_signal_the_caller_blocked_still_reaches_the_call() -> None:
+    """A process can start with SIGUSR1 blocked (its parent launched it from a thread that
+    blocks signals): the watchdog's signal then never landed, and CI saw the abandon path's
+    exit 124 in a hung-forward test that passes here. Armed, the watchdog unblocks it; closed,
+    the caller's mask is back."""
+    hung: list[str] = []
+    dog = Watchdog(on_hung=hung.append, grace_s=5.0)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # as the process began
+    try:
+        with pytest.raises(CallTimedOut), dog.armed(0.2, "a call of x"):
+            time.sleep(30)
+        dog.close()
+        assert signal.SIGUSR1 in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        dog.close()
+    assert not hung  # interrupted by the signal, not abandoned after the grace
 
 
 def test_a_timeout_swallowed_once_is_raised_again_before_the_run_is_abandoned() -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,6 +76,7 @@ class Watchdog:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._old_handler: Any = None
+        self._was_blocked = False
 
     def heartbeat(self) -> float:
         t = self.clock()
@@ -106,6 +109,11 @@ class Watchdog:
             yield  # no way to interrupt the main thread here: unbounded, as before
             return
         self._start()
+        # A process started with the signal blocked (a parent that launched it from a thread
+        # that blocks signals: a CI runner once) would never see it: the call ran on until
+        # the grace abandoned the run (exit 124). Unblocked here, in the thread it targets.
+        if WATCHDOG_SIGNAL in signal.pthread_sigmask(signal.SIG_UNBLOCK, {WATCHDOG_SIGNAL}):
+            self._was_blocked = True
         with self._cond:
             self.fired, self._bound, self._what, self._why = None, bound_s, what, why
             self._deadline = self.clock() + bound_s
@@ -165,7 +173,7 @@ class Watchdog:
                         next_send = now + resend_s
                     if now - fired_at >= self.grace_s:
                         if self.on_hung is not None:
-                            self.on_hung(self.fired)
+                            self.on_hung(f"{self.fired}; stuck{where_main_is()}")
                         return
                     self._cond.wait(min(next_send, fired_at + self.grace_s) - now)
 
@@ -177,7 +185,22 @@ class Watchdog:
             self._thread.join(timeout=1.0)
             if in_main_thread() and WATCHDOG_SIGNAL is not None:
                 signal.signal(WATCHDOG_SIGNAL, self._old_handler)
+                if self._was_blocked:  # the caller's mask again (the thread sends no more)
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {WATCHDOG_SIGNAL})
+                    self._was_blocked = False
             self._thread = None
+
+
+def where_main_is(depth: int = 3) -> str:
+    """`` at model.py:12 in forward < module.py:1775 in _call_impl``: the main thread's
+    innermost frames (a hung call's abandon says where it hung); empty where unknown."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    out: list[str] = []
+    while frame is not None and len(out) < depth:
+        code = frame.f_code
+        out.append(f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}")
+        frame = frame.f_back
+    return " at " + " < ".join(out) if out else ""
 
 
 __all__ = ["MIN_CALL_BOUND_S", "CallTimedOut", "Watchdog", "call_bound", "in_main_thread"]

@@ -84,3 +84,29 @@ def test_a_worker_keeps_state_and_a_timed_out_one_is_replaced() -> None:
         assert calls == []  # nothing ran in this process
     finally:
         w.close()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_child_silent_outside_the_calls_is_killed_naming_where_it_stuck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Outside an armed call the parent waited on its child for ever: a child stuck in
+    torchmark's own code (a lock another thread held at the fork) hung the command."""
+    monkeypatch.setattr(isolation, "SILENT_S", 0.5)
+
+    def stuck_in_bookkeeping(request: object, dog: isolation.Watchdog) -> object:
+        time.sleep(60)  # no heartbeat, not armed
+        return None
+
+    w = isolation.Worker(stuck_in_bookkeeping)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(isolation.ChildDied) as e:
+            w.ask("x")
+        assert time.monotonic() - t0 < 30
+    finally:
+        w.close()
+    said = str(e.value)
+    assert "sent nothing for 0.5 s outside the model's calls" in said
+    assert "stuck in torchmark's own code at test_isolation.py:" in said, said
+    assert "in stuck_in_bookkeeping" in said and "\n" not in said

@@ -86,9 +86,20 @@ def test_wrong_input_shape_names_shapes_and_error() -> None:
     assert "float32[1, 5, 16, 16]" in msg and "RuntimeError" in msg and "\n" not in msg
 
 
-def test_output_without_tensors_is_refused() -> None:
+def dogs() -> int:
+    import threading
+
+    return sum(t.name == "torchmark-watchdog" for t in threading.enumerate())
+
+
+def test_output_without_tensors_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmark.run import isolation
+
+    monkeypatch.setattr(isolation, "refusal", lambda devices: "measured in this process")
+    before = dogs()
     with pytest.raises(InputError, match="no tensor in it"):
         benchmark_model(load("broken.py:no_tensor"), torch.randn(2, 8), devices="cpu")
+    assert dogs() <= before  # the preflight's watchdog thread was left running (found in CI)
 
 
 def test_oom_skips_the_rest_of_the_sweep_and_keeps_what_was_measured() -> None:

@@ -6,7 +6,9 @@ backtrack, ``re.match(r"(a+)+$", "a" * 40 + "b")``) kept the command waiting unt
 killed, and the stored reason then said 10 s for a 90 s hang. Here the user's calls run in
 a child process; the parent runs none of them, watches the child's heartbeats on a pipe,
 kills it when a gap passes the bound, records how long the call had really run, and forks
-a fresh child for the cases left.
+a fresh child for the cases left. Outside the user's calls a child silent for ``SILENT_S``
+is stuck in torchmark's own code: it is made to write its stack (faulthandler), killed, and
+the error says where it stuck.
 
     parent                                   child (forked at the first request)
     ------                                   -----------------------------------
@@ -25,11 +27,14 @@ parent's thread count.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import pickle
+import re
 import select
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, Pipe
@@ -42,6 +47,13 @@ if TYPE_CHECKING:
 
 # A child that cannot run a parallel op within this long inherited a started OpenMP pool.
 PROBE_S = 5.0
+# Outside the user's calls the child runs only torchmark's own work between heartbeats
+# (making a batch's inputs, a case's bookkeeping: seconds at most). A child silent this long
+# there is stuck (a lock another thread of the parent held at the fork): the parent waited
+# on it for ever before, and nothing said where.
+SILENT_S = 300.0
+# The signal that makes a silent child write where it is (faulthandler) before it is killed.
+WHERE_SIGNAL = getattr(signal, "SIGUSR2", None)
 
 
 class ChildDied(RuntimeError):
@@ -132,17 +144,22 @@ class Worker:
         beat_r, beat_w = os.pipe()
         answers, answer_w = Pipe(duplex=False)
         request_r, requests = Pipe(duplex=False)
+        # the child's stack, written there when it is stuck; closed with the worker
+        where = tempfile.TemporaryFile()  # noqa: SIM115
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; coverage cannot follow it
             os.close(beat_r)
             answers.close()
             requests.close()
+            if WHERE_SIGNAL is not None:
+                faulthandler.register(WHERE_SIGNAL, file=where, all_threads=True)
             _serve(self.serve, beat_w, answer_w, request_r)
         os.close(beat_w)
         answer_w.close()
         request_r.close()
         self.pid, self.forks = pid, self.forks + 1
         self._beats, self._answers, self._requests = beat_r, answers, requests
+        self._where = where
 
     def ask(
         self, request: Any, *, bound_s: float | None = None, what: str = "", why: str = ""
@@ -152,7 +169,9 @@ class Worker:
         assert self.pid is not None
         try:
             _send(self._requests, request)
-            kind, value = _watch(self.pid, self._beats, self._answers, bound_s, what, why)
+            kind, value = _watch(
+                self.pid, self._beats, self._answers, bound_s, what, why, self._where
+            )
         except BaseException:
             self.close()  # timed out, died, or stopped by Ctrl-C: a fresh child next time
             raise
@@ -170,6 +189,7 @@ class Worker:
         os.close(self._beats)
         self._answers.close()
         self._requests.close()
+        self._where.close()
         self.pid = None
 
 
@@ -199,14 +219,21 @@ def _serve(
 
 
 def _watch(
-    pid: int, beat_r: int, recv: Connection, bound_s: float | None, what: str, why: str
+    pid: int,
+    beat_r: int,
+    recv: Connection,
+    bound_s: float | None,
+    what: str,
+    why: str,
+    where: Any = None,
 ) -> tuple[str, Any]:
     clock = time.monotonic
     last = clock()
     armed: tuple[float, str, str] | None = (bound_s, what, why) if bound_s else None
     watched = [beat_r, recv.fileno()]
     while True:
-        wait = None if armed is None else max(0.0, last + armed[0] - clock())
+        bound = SILENT_S if armed is None else armed[0]
+        wait = max(0.0, last + bound - clock())
         ready, _, _ = select.select(watched, [], [], wait)
         now = clock()
         if beat_r in ready:
@@ -223,9 +250,17 @@ def _watch(
             if msg[0] == "arm":
                 armed, last = (msg[1], msg[2], msg[3]), now
             elif msg[0] == "disarm":
-                armed = None
+                armed, last = None, now  # the silence outside calls counts from here
             else:
                 return msg[0], msg[1]  # ("done", value) or ("raised", exception)
+        elif armed is None and now - last >= SILENT_S:
+            stuck = _where_stuck(pid, where)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise ChildDied(
+                f"the measuring process sent nothing for {SILENT_S:.3g} s outside the model's "
+                f"calls, stuck in torchmark's own code{stuck}: killed (a bug: please report it)"
+            )
         elif armed is not None and now - last >= armed[0]:
             bound, did, because = armed
             os.kill(pid, signal.SIGKILL)
@@ -234,6 +269,30 @@ def _watch(
                 + (f" ({because})" if because else "")
                 + f"; stopped after {now - last:.3g} s in its own process"
             )
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _where_stuck(pid: int, where: Any) -> str:
+    """`` at trace.py:123 in snapshot < ...``: the innermost frames of the child's first
+    thread (the one faulthandler names first is the one that took the signal: the main one),
+    written by the child on WHERE_SIGNAL; empty where it wrote nothing within a second."""
+    if where is None or WHERE_SIGNAL is None:
+        return ""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, WHERE_SIGNAL)
+    text = ""
+    for _ in range(100):
+        time.sleep(0.01)
+        where.seek(0)
+        text = where.read().decode(errors="replace")
+        if "\n\n" in text or text.count("File ") >= 3:
+            break
+    frames = _FRAME.findall(text.split("\n\n")[0])[:3]
+    if not frames:
+        return ""
+    return " at " + " < ".join(f"{os.path.basename(f)}:{n} in {fn}" for f, n, fn in frames)
 
 
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:

@@ -108,8 +108,30 @@ def preflight(
     host = factory(batch)
     pf.inputs = host.describe()
     errors: list[str] = []
+    own = dog is None  # a watchdog made here is closed here, whatever the calls raise
     dog = dog or Watchdog()
     start_flop_counter()  # outside the bound below
+    try:
+        _first_calls(model, devices, host, batch, bound_s, dog, pf, errors)
+    finally:
+        if own:
+            dog.close()
+    if not pf.placed and errors:
+        raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
+    return pf
+
+
+def _first_calls(
+    model: nn.Module,
+    devices: Sequence[Device],
+    host: Any,
+    batch: int,
+    bound_s: float | None,
+    dog: Watchdog,
+    pf: Preflight,
+    errors: list[str],
+) -> None:
+    """preflight's call on each device, filling ``pf`` and ``errors``."""
     for d in devices:
         try:
             m = place(model, d)
@@ -143,10 +165,6 @@ def preflight(
         if pf.reference is None:
             pf.reference = to_device(out, torch.device("cpu"))
             pf.reference_device = d.name
-    dog.close()
-    if not pf.placed and errors:
-        raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
-    return pf
 
 
 def _host_alloc_failed(e: BaseException) -> bool:

@@ -201,3 +201,71 @@ def test_a_run_stored_before_with_unverified_work_is_not_ranked(
     assert cases.backfill(accounts.engine, app.state.store) == 1
     assert client.get("/api/v1/leaderboard", params=MATMUL).json() == []
     assert export_run(run)  # the run itself is kept as it was sent
+
+
+# A matmul of 1 ms a call whose samples snapped to the scheduler's slices while another
+# process used 1.5 of 2 cores (2 torch threads): torchmark's own judge calls it invalid.
+SNAPPED = [1e-3] * 6 + [8e-3] * 8 + [16e-3] * 4
+BUSY = {"other_cores": 1.5, "logical_cores": 2, "torch_threads": 2}
+
+
+def snapped(level: str, reasons: list[str]) -> bytes:
+    def edit(d: dict[str, Any], r: dict[str, Any]) -> None:
+        r["samples_s"], r["telemetry"] = SNAPPED, BUSY
+        r["verdict"] = {"level": level, "reasons": reasons}
+
+    return forged(edit)
+
+
+def stored_verdict(server: tuple[TestClient, str, Accounts], run_id: str) -> dict[str, Any]:
+    run = server[0].get(f"/api/v1/runs/{run_id}").json()
+    return dict(run["results"][0]["verdict"])
+
+
+def test_a_verdict_the_client_cleaned_is_judged_again(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """Before: a client's ``ok`` beside samples that its own judge calls a scheduler artefact
+    was stored as ok and ranked first."""
+    sent = send(server, snapped("ok", []))
+    assert sent.status_code == 201, sent.text
+    v = stored_verdict(server, sent.json()["run_id"])
+    assert v["level"] == "invalid" and "scheduler artefact" in v["reasons"][0], v
+    assert server[0].get("/api/v1/leaderboard", params=MATMUL).json() == []
+
+
+def test_the_server_never_clears_what_the_client_found(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """A client stricter than the server (its own reason, invalid) keeps its level and
+    reason first; the server's reasons follow, each once."""
+    mine = "invalid: measured while the fans failed"
+    sent = send(server, snapped("invalid", [mine]))
+    assert sent.status_code == 201, sent.text
+    v = stored_verdict(server, sent.json()["run_id"])
+    assert v["level"] == "invalid" and v["reasons"][0] == mine
+    assert sum("scheduler artefact" in x for x in v["reasons"]) == 1
+
+
+def test_an_honest_verdict_is_stored_as_sent() -> None:
+    from torchmark.telemetry.verdict import judge
+
+    run = builtin_run()
+    r = run.results[0] = run.results[0].model_copy(update={"samples_s": SNAPPED, "telemetry": BUSY})
+    r.verdict = judge(r)
+    again = plausible.rejudged(run)
+    assert again.results[0].verdict == r.verdict and again.results[0].verdict.level == "invalid"
+    assert again.verdict is not None and again.verdict.level == "invalid"
+
+
+def test_submit_dry_run_says_the_verdict_the_server_will_judge(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clitest import cli
+
+    path = tmp_path / "run.json"
+    path.write_bytes(snapped("ok", []))
+    code, _, err = cli(capsys, "submit", str(path), "--dry-run")
+    said = " ".join(err.split())
+    assert code == 0 and "ranked: 1 result" not in said.replace("never ranked", "")
+    assert "listed, never ranked: 1 result: matmul/fp32 n=512 on cpu (invalid: samples" in said

@@ -169,7 +169,8 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     refused = check_bounds(run) or plausible.check(run) or serving.check(run)  # the server's
     if refused:
         return [f"the server will refuse this run: {refused}"]
-    rows = serving.rows_of(serving.rederive(run), "")  # a serving run: its devices' answers
+    run = plausible.rejudged(serving.rederive(run))  # every verdict as the server judges it
+    rows = serving.rows_of(run, "")  # a serving run: its devices' answers
     if rows:
         return [f"the server will store it in the {division_of(run)} division"] + [
             f"{r.device}: max {r.limit} req/s ({r.said}): {verdicts.RULES[r.kind].server}"

@@ -78,7 +78,8 @@ def checked(body: bytes, what: str) -> RunRecord:
     bad = ranking.check_bounds(run) or plausible.check(run) or serving.check(run)
     if bad:
         raise HTTPException(422, f"{what} is refused: {bad}")
-    return serving.rederive(run)  # a serving run's answers: the server's, from its points
+    # a serving run's answers: the server's, from its points; every verdict judged again
+    return plausible.rejudged(serving.rederive(run))
 
 
 def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:

@@ -4,8 +4,9 @@ the environment's types, its date), each sample's physics and each rate against 
 device's peak (``check``: a violation refuses the whole submission with one line naming
 the result and the bound; nothing is stored), and the work of each built-in case
 (``unverified``: derived from the ``catalogue``, never trusted; a result declaring other
-work is stored, labelled and never ranked). A case the catalogue does not know (a plugin's)
-ranks only against itself, its declared rates bounded by the device's peak.
+work is stored, labelled and never ranked) and each result's verdict (``rejudged``: judged
+again from its samples, never better than the client's). A case the catalogue does not
+know (a plugin's) ranks only against itself, its declared rates bounded by the device's peak.
 Torch-free, like the whole server.
 """
 
@@ -27,7 +28,8 @@ from torchmark.ceilings.physical import (
     CPU_MEMORY_BPS,
     IN_CACHE_FACTOR,
 )
-from torchmark.results import Result, RunRecord
+from torchmark.results import Result, RunRecord, Verdict
+from torchmark.telemetry.verdict import ORDER, judge, judge_run
 from torchmark.web import catalogue
 
 # JSON nested deeper than this is refused before it is parsed: a run document is ~6 levels
@@ -120,6 +122,28 @@ def check(run: RunRecord, now: datetime | None = None) -> str | None:
         if bad:
             return f"results.{i} ({r.workload} {r.variant} on {r.device}): {bad}"
     return None
+
+
+def rejudged(run: RunRecord) -> RunRecord:
+    """The run with each result's verdict judged again here from what it stores (its
+    samples, flags, telemetry): a client's verdict could say ``ok`` beside samples that
+    scatter 60 % and be ranked unmarked. The server's level is the worse of the two (a level
+    the client lowered is never raised back) and its reasons come first where they are the
+    worse; reasons the client gave are kept. An honest client's verdict is unchanged:
+    ``judge`` is a pure function of the stored result."""
+    out = run.model_copy(deep=True)
+    for r in out.results:
+        r.verdict = _merged(r.verdict, judge(r))
+    out.verdict = _merged(out.verdict, judge_run(out))  # the worst of the results above
+    return out
+
+
+def _merged(sent: Verdict | None, here: Verdict) -> Verdict:
+    if sent is None:
+        return here
+    first, then = (here, sent) if ORDER[here.level] > ORDER[sent.level] else (sent, here)
+    reasons = list(dict.fromkeys([*first.reasons, *then.reasons]))
+    return Verdict(level=first.level, reasons=reasons)
 
 
 def _sampling(r: Result) -> str | None:

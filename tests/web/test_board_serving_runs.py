@@ -265,3 +265,27 @@ def test_submit_dry_run_says_what_the_board_will_do_with_a_serving_run() -> None
     assert server_lines(bad)[1] == "cpu: max 1,000-1,100 req/s (invalid): listed, never ranked"
     refused = json.loads(_edit(REFUSED["a negative latency"][0]))
     assert server_lines(refused)[0].startswith("the server will refuse this run: payload")
+
+
+def test_the_serving_board_reads_the_submissions_only_when_one_came(board: Any) -> None:
+    """Its cache key was every submission's id: the whole table read on each request."""
+    import sqlalchemy as sa
+
+    client, headers = board
+    assert submit(client, headers, serving_run("Alpha CPU")).status_code == 201
+    engine = client.app.state.accounts.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def watch(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    sa.event.listen(engine, "before_cursor_execute", watch)
+    try:
+        assert "Alpha CPU" in client.get("/serving").text
+        seen.clear()
+        assert "Alpha CPU" in client.get("/serving").text  # nothing new: from the cache
+        assert not [s for s in seen if "server_submissions.run_id" in s], seen
+        assert submit(client, headers, serving_run("Beta CPU", best=2000.0)).status_code == 201
+        assert "Beta CPU" in client.get("/serving").text  # a new submission: read again
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", watch)

@@ -217,10 +217,12 @@ class Accounts:
             ).first()
         return None if row is None else (row.division, row.machine)
 
-    def submissions(self) -> dict[str, tuple[str, str]]:
-        """run id -> (division, machine) of every submission."""
+    def submissions(self, division: str | None = None) -> dict[str, tuple[str, str]]:
+        """run id -> (division, machine) of every submission (in ``division``)."""
+        s = submissions_t
+        query = sa.select(s.c.run_id, s.c.division, s.c.machine)
+        if division is not None:
+            query = query.where(s.c.division == division)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(submissions_t.c.run_id, submissions_t.c.division, submissions_t.c.machine)
-            ).all()
+            rows = conn.execute(query).all()
         return {r.run_id: (r.division, r.machine) for r in rows}

@@ -169,15 +169,16 @@ class Board(State):
 
     def serving_board(self) -> list[serving.Group]:
         """Every submitted serving run's devices by model, inputs and bound (kept until the
-        next serving submission)."""
-        subs = self.accounts.submissions()
-        ids = [k for k, (division, _) in subs.items() if division == serving.DIVISION]
+        next serving submission: the division's count is the key, one query a request;
+        reading every submission's id was the key before, the whole table a request)."""
 
         def board() -> list[serving.Group]:
-            runs = self.runs_by_id(ids)
-            return serving.board((run, subs[i][1]) for i, run in zip(ids, runs, strict=True))
+            subs = self.accounts.submissions(serving.DIVISION)
+            runs = self.runs_by_id(list(subs))
+            return serving.board((run, subs[i][1]) for i, run in zip(subs, runs, strict=True))
 
-        return self.cache.get(("serving", tuple(ids)), board)
+        gen = cases.generation(self.engine, serving.DIVISION)
+        return self.cache.get(("serving", gen), board)
 
     # -- pages -----------------------------------------------------------------------------
 

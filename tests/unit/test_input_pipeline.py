@@ -168,8 +168,8 @@ def test_no_cost_is_read_off_an_invalid_measurement() -> None:
     text = "\n".join(a.lines)
     assert a.cost is None and "costs" not in text
     assert (
-        "pipeline cost: can't tell; the step fed from device memory measured invalid "
-        "(spread 730 % of the median)" in text
+        "pipeline cost: can't tell; the step fed from device memory is invalid: spread 730 % "
+        "of the median" in text
     )
     rs[0].verdict = Verdict(level="warn", reasons=["other processes used 1.0 of 2 cores"])
     assert advise(rs)[0].cost == pytest.approx(1 - 0.05 / 0.08, rel=0.01)  # a warning: read

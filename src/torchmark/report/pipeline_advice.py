@@ -117,9 +117,10 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     cost: float | None = None
     if resident is not None and rate(resident) > 0:
         sides = (("step fed from device memory", resident), ("best fed step", best))
-        if bad := next(((what, why) for what, r in sides if (why := _invalid(r))), None):
-            # a cost read off an invalid figure is a verdict its own table denies
-            lines.append(f"pipeline cost: can't tell; the {bad[0]} measured invalid ({bad[1]})")
+        if bad := next(((what, why) for what, r in sides if (why := _unusable(r))), None):
+            # a cost read off a figure its verdict keeps from comparisons (invalid, WRONG):
+            # a verdict its own table denies
+            lines.append(f"pipeline cost: can't tell; the {bad[0]} is {bad[1]}")
         elif rate(best) > rate(resident):
             # the fed step cannot beat the same step with no loading: the machine's
             # speed changed between the cases (other load), so no cost can be read off
@@ -149,11 +150,10 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     return Advice(device, lines, best_cfg, gain, cost, plateau)
 
 
-def _invalid(r: Result) -> str | None:
-    """The first reason ``r``'s verdict gives for being invalid; None when it is not."""
-    if verdicts.kind_of(r) != "invalid":
-        return None
-    return (verdicts.reasons(r) or ["invalid"])[0]
+def _unusable(r: Result) -> str | None:
+    """Why ``r``'s verdict keeps it from a comparison (``invalid: spread 730 % ...``);
+    None where it may be compared (the one rule, ``verdicts``)."""
+    return None if verdicts.may(r, "compare") else verdicts.says(r)
 
 
 # Compute per step this much above the resident step's is worth a line: below it, the

@@ -83,6 +83,11 @@ def pct(x: float | None, digits: int = 3) -> str:
     return DASH if x is None or not math.isfinite(x) else f"{sig(x, digits)} %"
 
 
+def signed_pct(x: float | None) -> str:
+    """A relative change with its sign: ``+4.2 %``, ``-13 %``; ``?`` where unknown."""
+    return "?" if x is None else f"{'+' if x >= 0 else '-'}{pct(100 * abs(x))}"
+
+
 def spread(rel_iqr: float | None) -> str:
     """A relative spread (IQR / median) in %, two digits; past the median itself, said so:
     "±1,077 %" of a time reads as a negative time, and says no more than "> 100 %"."""

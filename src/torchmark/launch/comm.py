@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from torchmark import format as fmt
+from torchmark.format import signed_pct
 from torchmark.stats.comparison import PRACTICAL
 from torchmark.stats.measurement import Measurement
 
@@ -78,22 +79,23 @@ def comm_check_text(c: CommCheck) -> str:
         f"{fmt.duration(c.alone_s)} (IQR {fmt.pct(100 * c.alone_rel_iqr, 2)})"
     )
     d, noise = c.difference, c.threshold
+    within = f"±{fmt.pct(100 * noise, 2)}"
     if abs(d) <= noise:
         verdict = (
             f"they agree within {100 * PRACTICAL:g} %"
             if noise <= PRACTICAL
-            else f"can't tell them apart ({_signed(d)} inside the ±{fmt.pct(100 * noise, 2)} noise)"
+            else f"can't tell them apart ({signed_pct(d)} inside the {within} noise)"
         )
     elif d > 0:
         verdict = (
-            f"DDP's figure is {fmt.duration(c.ddp_s - c.alone_s)} longer ({_signed(d)}, noise "
+            f"DDP's figure is {fmt.duration(c.ddp_s - c.alone_s)} longer ({signed_pct(d)}, noise "
             f"±{fmt.pct(100 * noise, 2)}): its window runs from the first bucket's all_reduce "
             "to the last's end, so it also holds the waits for gradients still being computed"
         )
     else:
         verdict = (
             f"the all_reduce alone takes {fmt.duration(c.alone_s - c.ddp_s)} more than DDP's "
-            f"window ({_signed(d)}, noise ±{fmt.pct(100 * noise, 2)}): DDP reduced buckets "
+            f"window ({signed_pct(d)}, noise ±{fmt.pct(100 * noise, 2)}): DDP reduced buckets "
             "concurrently, or its sampled timers (warm-up steps in) caught faster steps"
         )
     out = f"{head}: {verdict}"
@@ -109,7 +111,3 @@ def comm_check_text(c: CommCheck) -> str:
             f"; exposed comm {fmt.duration(c.exposed_s)} is within what all the buckets take alone"
         )
     return out
-
-
-def _signed(x: float | None) -> str:
-    return "?" if x is None else f"{'+' if x >= 0 else '-'}{fmt.pct(100 * abs(x))}"

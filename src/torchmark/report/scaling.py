@@ -207,7 +207,7 @@ def overhead_line(plain: Rung, ddp1: Rung) -> str:
     eff = ddp1.vs_plain
     assert eff is not None
     cost = 1 / eff.value - 1 if eff.value > 0 else None
-    head = f"DDP x1 vs no DDP (DDP's own overhead): step time {_signed(cost)}"
+    head = f"DDP x1 vs no DDP (DDP's own overhead): step time {fmt.signed_pct(cost)}"
     base = plain.result.median_s or 0.0
     if eff.verdict != "SLOWER" or cost is None or cost <= 0:
         return head + _told(eff.verdict)
@@ -261,10 +261,6 @@ def _told(verdict: str) -> str:
         "UNCLEAR": ", can't tell from the noise",
         "FASTER": ", faster: no loss",
     }.get(verdict, "")
-
-
-def _signed(x: float | None) -> str:
-    return "?" if x is None else f"{'+' if x >= 0 else '-'}{fmt.pct(100 * abs(x))}"
 
 
 def _signed_s(x: float) -> str:

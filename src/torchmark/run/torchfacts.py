@@ -4,11 +4,12 @@ What torch is comes from its install: the version from its metadata, the build (
 ROCm, debug) from the package's own ``version.py``. What only an imported torch can say
 (cuDNN's version, its default threads, the precision flags' defaults, the CPU's kernel
 capability, each device's properties) is kept by the last command that imported torch
-anyway: every run's environment record (``environment.collect``), `env --refresh`, a
-`doctor`. It is kept in the user cache directory under a key of everything that could
-change it: torch's version and path, torchmark's version, the host and its CPU, the
-environment variables that matter (``envvars.RELEVANT_ENV``), the CPUs this process may
-use, and the NVIDIA driver and GPUs the kernel lists. No entry for the key: import torch.
+anyway: every run's environment record (``environment.collect``, rewritten by each run) and
+`env` (where nothing is kept yet, or with ``--refresh``); `doctor` only reads it. It is
+kept in the user cache directory under a key of everything that could change it: torch's
+version and path, torchmark's version, the host and its CPU, the environment variables that
+matter (``envvars.RELEVANT_ENV``), the CPUs this process may use, and the NVIDIA driver and
+GPUs the kernel lists. No entry for the key: import torch.
 """
 
 from __future__ import annotations

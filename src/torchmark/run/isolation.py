@@ -153,6 +153,7 @@ class Worker:
             requests.close()
             if WHERE_SIGNAL is not None:
                 faulthandler.register(WHERE_SIGNAL, file=where, all_threads=True)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {WHERE_SIGNAL})  # as the watchdog
             _serve(self.serve, beat_w, answer_w, request_r)
         os.close(beat_w)
         answer_w.close()

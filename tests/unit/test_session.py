@@ -433,3 +433,21 @@ def test_a_run_finished_by_two_threads_at_once_is_finished_once() -> None:
     racing.finish()
     thread.join(10)
     assert judged == ["MainThread"]
+
+
+def test_a_refused_thread_signal_goes_to_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox that denies signalling one thread (tgkill) killed the watchdog's thread
+    with an OSError: the call then ran unbounded. The process gets the signal instead."""
+
+    def refused(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(watchdog.signal, "pthread_kill", refused)
+    hung: list[str] = []
+    dog = Watchdog(on_hung=hung.append, grace_s=5.0)
+    try:
+        with pytest.raises(CallTimedOut), dog.armed(0.2, "a call of x"):
+            time.sleep(30)
+    finally:
+        dog.close()
+    assert not hung

@@ -169,7 +169,7 @@ class Watchdog:
                 while self._deadline is not None and not self._closed:
                     now = self.clock()
                     if now >= next_send:  # first: the signal is sent at least once
-                        signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+                        _interrupt_main()
                         next_send = now + resend_s
                     if now - fired_at >= self.grace_s:
                         if self.on_hung is not None:
@@ -189,6 +189,17 @@ class Watchdog:
                     signal.pthread_sigmask(signal.SIG_BLOCK, {WATCHDOG_SIGNAL})
                     self._was_blocked = False
             self._thread = None
+
+
+def _interrupt_main() -> None:
+    """Send the watchdog's signal to the main thread; where the system refuses that (a
+    sandbox that denies tgkill), to the process, which Python hands to the main thread's
+    handler. Never raises: a dead watchdog thread would leave the call unbounded."""
+    try:
+        signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.kill(os.getpid(), WATCHDOG_SIGNAL)  # type: ignore[arg-type]
 
 
 def where_main_is(depth: int = 3) -> str:

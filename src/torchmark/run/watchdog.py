@@ -193,8 +193,9 @@ class Watchdog:
 
 def _interrupt_main() -> None:
     """Send the watchdog's signal to the main thread; where the system refuses that (a
-    sandbox that denies tgkill), to the process, which Python hands to the main thread's
-    handler. Never raises: a dead watchdog thread would leave the call unbounded."""
+    sandbox that denies tgkill), to the process, which Linux delivers to its main thread
+    first (unblocked while armed). Never raises: a dead watchdog thread would leave the call
+    unbounded."""
     try:
         signal.pthread_kill(threading.main_thread().ident or 0, WATCHDOG_SIGNAL)  # type: ignore[arg-type]
     except OSError:

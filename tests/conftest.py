@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytest_plugins = ["abandonsaid"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

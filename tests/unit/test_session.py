@@ -234,7 +234,10 @@ def test_a_call_stuck_where_no_signal_reaches_it_is_abandoned() -> None:
         dog.close()
     assert hung and "a call of x did not return within 0.2 s" in hung[0]
     # where it hung, for the one-line error the run ends with
-    assert "; stuck at test_session.py:" in hung[0] and "in test_a_call_stuck_where" in hung[0]
+    assert (
+        "; the call is stuck at test_session.py:" in hung[0]
+        and "in test_a_call_stuck_where" in hung[0]
+    )
 
 
 def test_a_signal_the_caller_blocked_still_reaches_the_call() -> None:

@@ -359,16 +359,14 @@ class Session:
 
     def _abandon(self, reason: str) -> None:
         """Runs in the watchdog thread when the main thread cannot be interrupted."""
-        self.record.payload.notes.append(
-            f"run abandoned: {reason}, and the call never returned to Python"
-        )
+        self.record.payload.notes.append(f"run abandoned: {reason}, never to return to Python")
         with contextlib.suppress(Exception):
             self.finish()
         path = self.json_path or rescue_path(self.record)
         with contextlib.suppress(OSError):
             path.write_text(self.record.model_dump_json(indent=2))
         print(
-            f"error: {reason}; the call is stuck and cannot be interrupted. Results so far: "
+            f"error: {reason} and cannot be interrupted. Results so far: "
             f"run {self.record.run_id or '(not stored)'}, JSON {path}",
             file=sys.stderr,
             flush=True,

@@ -173,7 +173,7 @@ class Watchdog:
                         next_send = now + resend_s
                     if now - fired_at >= self.grace_s:
                         if self.on_hung is not None:
-                            self.on_hung(f"{self.fired}; stuck{where_main_is()}")
+                            self.on_hung(f"{self.fired}; the call is stuck{where_main_is()}")
                         return
                     self._cond.wait(min(next_send, fired_at + self.grace_s) - now)
 

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -454,3 +455,24 @@ def test_a_refused_thread_signal_goes_to_the_process(monkeypatch: pytest.MonkeyP
     finally:
         dog.close()
     assert not hung
+
+
+def test_a_timer_that_outruns_the_host_clock_makes_its_result_invalid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchmark import verdicts
+
+    honest = FakeDevice.timer
+
+    def doubled(self: FakeDevice, mode: str = "device") -> Any:
+        inner = honest(self, mode)  # type: ignore[arg-type]
+        return SimpleNamespace(start=inner.start, stop=lambda: 2 * inner.stop())
+
+    monkeypatch.setattr(FakeDevice, "timer", doubled)
+    w, cases, s = planned([0.002], MemoryStore())
+    (r,) = runner.run_planned(s, cases, {"timed": w}, CFG).results
+    check = r.extra.get("timer_check")
+    assert check is not None and check["timer_s"] == pytest.approx(2 * check["host_s"])
+    assert r.verdict is not None and r.verdict.level == "invalid"
+    assert "timer that outruns the wall clock" in r.verdict.reasons[0]
+    assert not verdicts.may(r, "rank") and not verdicts.may(r, "compare")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -220,3 +221,29 @@ def test_stops_fixed(clock: FakeClock, dev: FakeDevice) -> None:
     assert "adaptive" not in m.rule
     assert m.rule == "fixed(samples=12, max_time_s=600.0)"
     assert m.timing == "device"  # FakeDevice is an accelerator with its own timer
+
+
+class RunsFast(FakeDevice):
+    """A device whose timer reads twice what the host clock around it saw: a broken timer
+    (events recorded on another stream, a clock-rate bug)."""
+
+    def timer(self, mode: str = "device") -> Any:
+        inner = super().timer(mode)  # type: ignore[arg-type]
+
+        class Double:
+            def start(self) -> None:
+                inner.start()
+
+            def stop(self) -> float:
+                return 2 * inner.stop()
+
+        return Double()
+
+
+def test_a_timer_that_outruns_the_host_clock_is_kept(clock: FakeClock) -> None:
+    m = measure(scripted(clock, [T10]), RunsFast(clock), clock=clock, rule=Fixed(samples=3))
+    assert m.timer_over_host is not None
+    timer_s, host_s = m.timer_over_host
+    assert timer_s == pytest.approx(2 * host_s)
+    honest = measure(scripted(clock, [T10]), FakeDevice(clock), clock=clock, rule=Fixed(samples=3))
+    assert honest.timer_over_host is None

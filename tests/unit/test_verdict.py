@@ -320,3 +320,27 @@ def test_a_call_far_faster_at_one_thread_under_load_is_invalid() -> None:
     both = stalled(other=1.0, threads=2)
     both.extra["one_thread_s"] = 7.99e-3 / 10
     assert "its work needs at this machine's measured ceilings" in judge(both).reasons[0]
+
+
+def test_a_timer_past_the_wall_clock_is_invalid() -> None:
+    """Issue 21: invalid is kept for what cannot be true; a timer that read a sample longer
+    than the host clock around it is one (the device's speed is not the question)."""
+    r = Result(
+        workload="matmul",
+        variant="float32",
+        device="cuda:0",
+        timing="device",
+        samples_s=[1e-3] * 12,
+        work=Work(items=1),
+        extra={"timer_check": {"timer_s": 2.0e-3, "host_s": 1.0e-3}},
+    )
+    v = judge(r)
+    assert v.level == "invalid"
+    assert v.reasons[0] == (
+        "the device timer read 2 ms for a sample the host clock saw take 1 ms: a timer that "
+        "outruns the wall clock is wrong, whatever the device did; measure again with "
+        "--timing e2e"
+    )
+    # within the clocks' drift and an event's resolution: no fault
+    r.extra = {"timer_check": {"timer_s": 1.005e-3, "host_s": 1.0e-3}}
+    assert judge(r).level == "ok"

@@ -91,11 +91,20 @@ class RankSamples(TypedDict, total=False):
 
 
 @with_config(_KEEP)
+class TimerCheck(TypedDict):
+    """The sample whose timer read longer than the host clock around it (``timing.loop``)."""
+
+    timer_s: float
+    host_s: float
+
+
+@with_config(_KEEP)
 class ResultExtra(TypedDict, total=False):
     # the case loop (run.runner): what telemetry.verdict judges a result with
     peak_memory_bytes: int | None
     floor_s: float  # a micro case's roofline floor per call
     one_thread_s: float  # the same call on one thread, under competing load
+    timer_check: TimerCheck  # only where the timer outran the host clock
     # memory-bound micro workloads: what their working set is held against (results.cache)
     working_set_bytes: int
     llc_bytes: int | None  # as the device reported it (None: it could not say)
@@ -137,4 +146,12 @@ class ResultExtra(TypedDict, total=False):
     steps_per_epoch: int
 
 
-__all__ = ["AloneTimes", "DdpTimings", "Energy", "InputBreakdown", "RankSamples", "ResultExtra"]
+__all__ = [
+    "AloneTimes",
+    "DdpTimings",
+    "Energy",
+    "InputBreakdown",
+    "RankSamples",
+    "ResultExtra",
+    "TimerCheck",
+]

@@ -209,6 +209,8 @@ def run_case(
         extra["floor_s"] = floor
     if one is not None:
         extra["one_thread_s"] = one
+    if m.timer_over_host is not None:
+        extra["timer_check"] = {"timer_s": m.timer_over_host[0], "host_s": m.timer_over_host[1]}
     ceiling = ceilings.get(prepared.ceiling) if prepared.ceiling else None
     return measured(
         case, m, prepared, ceiling=ceiling, notes=notes, extra=extra, telemetry=trace.summary()

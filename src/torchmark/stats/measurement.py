@@ -150,6 +150,10 @@ class Measurement:
     # why, in words: the CLI keeps these on its Result (telemetry, verdict) instead
     extra_flags: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    # (timer, host clock) seconds of the sample whose timer read longer than the host clock
+    # around it by the largest factor; None where no sample's did (a timer measures an
+    # interval inside the host's span, so a correct one never does)
+    timer_over_host: tuple[float, float] | None = None
 
     @functools.cached_property
     def kept(self) -> np.ndarray:

@@ -30,6 +30,11 @@ ORDER: dict[str, int] = {"ok": 0, "warn": 1, "invalid": 2}
 FIRST_CALL_RATIO = 10.0
 FIRST_CALL_EXCESS_S = 1.0
 STEAL_CORES = 0.2
+# A timer reads the interval between its start and stop, both inside the host clock's span
+# of the sample: reading longer than that span is a timer fault, not the device. The margin
+# covers clock-rate drift between device and host (ppm) and CUDA events' ~0.5 us resolution.
+TIMER_OVER_HOST = 1.01
+TIMER_SLACK_S = 20e-6
 RUN_REASONS_MAX = 12
 
 
@@ -236,6 +241,9 @@ def judge(result: Result) -> Verdict:
             v.add("warn", f"{how} before the median converged{why} (its 95 % CI is wider than it)")
         elif half > TIMED_OUT_OK_PCT:
             v.add("warn", f"{how} before the median converged{why} (known to ±{half:.1f} %)")
+    fault = _timer_fault(result)
+    if fault:
+        v.add("invalid", fault)
     first = _first_call(result)
     if first:
         v.add("warn", first)
@@ -275,6 +283,22 @@ def _in_cache(result: Result) -> tuple[Level, str]:
     if (result.pct_of_ceiling or 0) > 100:
         return "warn", f"in cache: above the DRAM ceiling is expected ({fits}; {pct})"
     return "warn", f"in cache: {fits}, so {pct} is cache bandwidth, not DRAM's"
+
+
+def _timer_fault(result: Result) -> str | None:
+    """Why the result's timer cannot be right: it read a sample longer than the host clock
+    around it did (``timing.loop`` keeps the worst such sample); None where it did not."""
+    check = result.extra.get("timer_check")
+    if not check:
+        return None
+    timer_s, host_s = check["timer_s"], check["host_s"]
+    if timer_s <= host_s * TIMER_OVER_HOST + TIMER_SLACK_S:
+        return None
+    return (
+        f"the {result.timing} timer read {_dur(timer_s)} for a sample the host clock saw "
+        f"take {_dur(host_s)}: a timer that outruns the wall clock is wrong, whatever the "
+        "device did; measure again with --timing e2e"
+    )
 
 
 def _first_call(result: Result) -> str | None:

@@ -105,6 +105,7 @@ def measure(
     k = calls_per_sample
 
     samples: list[float] = []
+    over: tuple[float, float] | None = None  # the timer past the host clock, the most
     t_samples = clock()
     while True:
         s0 = clock()
@@ -114,6 +115,8 @@ def measure(
         t = timer.stop()
         samples.append(t / k)
         s1 = clock()
+        if t > s1 - s0 and (over is None or t * over[1] > over[0] * (s1 - s0)):
+            over = (t, s1 - s0)
         if on_sample is not None:
             on_sample(len(samples) - 1, s0, s1)
         reason = rule_.decide(samples, s1 - t_samples)
@@ -132,6 +135,7 @@ def measure(
         stop_reason=reason,
         rule=rule_.describe(),
         timing=timing if dev.is_accelerator else "e2e",
+        timer_over_host=over,
     )
 
 

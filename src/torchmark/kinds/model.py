@@ -261,7 +261,7 @@ def _run_apart(
     except CallTimedOut as e:
         return skipped(case, str(e), flag=CALL_TIMED_OUT)
     except isolation.ChildDied as e:
-        return skipped(case, f"{e} while measuring {case.label}")
+        return skipped(case, f"while measuring {case.label}, {e}")
     return result
 
 

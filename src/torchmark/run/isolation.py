@@ -60,6 +60,10 @@ class ChildDied(RuntimeError):
     """The child process ended without an answer (a crash in C code, killed from outside)."""
 
 
+class ChildStuck(ChildDied):
+    """The child sent nothing for SILENT_S outside the user's calls: killed (not reaped)."""
+
+
 class PipeWatchdog(Watchdog):
     """The child's side of the watchdog: each heartbeat is a byte on a pipe, each armed
     block two messages; the parent keeps the clock and acts."""
@@ -173,20 +177,27 @@ class Worker:
             kind, value = _watch(
                 self.pid, self._beats, self._answers, bound_s, what, why, self._where
             )
+        except ChildStuck:
+            self.close()  # killed, not waited for yet
+            raise
+        except ChildDied:
+            self.close(reaped=True)  # waited for already: its pid may be another's now
+            raise
         except BaseException:
-            self.close()  # timed out, died, or stopped by Ctrl-C: a fresh child next time
+            self.close()  # timed out, stuck, or stopped by Ctrl-C: a fresh child next time
             raise
         if kind == "raised":
             raise value  # serve's own exception: the child lives on, state and all
         return value
 
-    def close(self) -> None:
+    def close(self, reaped: bool = False) -> None:
         if self.pid is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        if not reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
         os.close(self._beats)
         self._answers.close()
         self._requests.close()
@@ -256,11 +267,11 @@ def _watch(
                 return msg[0], msg[1]  # ("done", value) or ("raised", exception)
         elif armed is None and now - last >= SILENT_S:
             stuck = _where_stuck(pid, where)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise ChildDied(
+            os.kill(pid, signal.SIGKILL)  # reaped by Worker.close
+            raise ChildStuck(
                 f"the measuring process sent nothing for {SILENT_S:.3g} s outside the model's "
-                f"calls, stuck in torchmark's own code{stuck}: killed (a bug: please report it)"
+                f"calls (making inputs, placing the model, torchmark's own work){stuck}: "
+                "it was killed"
             )
         elif armed is not None and now - last >= armed[0]:
             bound, did, because = armed
@@ -276,21 +287,25 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
 def _where_stuck(pid: int, where: Any) -> str:
-    """`` at trace.py:123 in snapshot < ...``: the innermost frames of the child's first
-    thread (the one faulthandler names first is the one that took the signal: the main one),
-    written by the child on WHERE_SIGNAL; empty where it wrote nothing within a second."""
+    """`` at trace.py:123 in snapshot < ...``: the innermost frames of the child's thread
+    that took WHERE_SIGNAL (faulthandler's "Current thread"; Linux gives a process-directed
+    signal to the main thread where it does not block it), written by the child into
+    ``where``; empty where it wrote nothing within a second."""
     if where is None or WHERE_SIGNAL is None:
         return ""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, WHERE_SIGNAL)
-    text = ""
+    text, before = "", None
     for _ in range(100):
         time.sleep(0.01)
-        where.seek(0)
-        text = where.read().decode(errors="replace")
-        if "\n\n" in text or text.count("File ") >= 3:
-            break
-    frames = _FRAME.findall(text.split("\n\n")[0])[:3]
+        # pread: the file's offset is shared with the child, which may still be writing
+        text = os.pread(where.fileno(), 1 << 20, 0).decode(errors="replace")
+        if text and text == before:
+            break  # the dump stopped growing
+        before = text
+    blocks = text.split("\n\n")
+    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
+    frames = _FRAME.findall((current or blocks)[-1])[:3]
     if not frames:
         return ""
     return " at " + " < ".join(f"{os.path.basename(f)}:{n} in {fn}" for f, n, fn in frames)

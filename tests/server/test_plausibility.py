@@ -237,14 +237,27 @@ def test_a_verdict_the_client_cleaned_is_judged_again(
 def test_the_server_never_clears_what_the_client_found(
     server: tuple[TestClient, str, Accounts],
 ) -> None:
-    """A client stricter than the server (its own reason, invalid) keeps its level and
-    reason first; the server's reasons follow, each once."""
+    """A client as strict as the server keeps its verdict as sent: its own reason, and no
+    second wording of the same finding (an older client's words beside this server's)."""
     mine = "invalid: measured while the fans failed"
     sent = send(server, snapped("invalid", [mine]))
     assert sent.status_code == 201, sent.text
-    v = stored_verdict(server, sent.json()["run_id"])
-    assert v["level"] == "invalid" and v["reasons"][0] == mine
-    assert sum("scheduler artefact" in x for x in v["reasons"]) == 1
+    assert stored_verdict(server, sent.json()["run_id"]) == {"level": "invalid", "reasons": [mine]}
+
+
+def test_a_run_sent_again_is_stored_once_whatever_the_server_judged(
+    server: tuple[TestClient, str, Accounts], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin is what was sent: a run stored by a server that did not judge verdicts
+    again (or judged them otherwise) and sent again is the same run, stored once."""
+    payload = snapped("ok", [])
+    with monkeypatch.context() as older:
+        older.setattr(plausible, "rejudged", lambda run: run)
+        first = send(server, payload)
+    assert first.status_code == 201, first.text
+    again = send(server, payload)
+    assert again.status_code == 200 and again.json()["duplicate"] is True, again.text
+    assert again.json()["run_id"] == first.json()["run_id"]
 
 
 def test_an_honest_verdict_is_stored_as_sent() -> None:

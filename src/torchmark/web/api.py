@@ -78,8 +78,7 @@ def checked(body: bytes, what: str) -> RunRecord:
     bad = ranking.check_bounds(run) or plausible.check(run) or serving.check(run)
     if bad:
         raise HTTPException(422, f"{what} is refused: {bad}")
-    # a serving run's answers: the server's, from its points; every verdict judged again
-    return plausible.rejudged(serving.rederive(run))
+    return serving.rederive(run)  # a serving run's answers: the server's, from its points
 
 
 def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
@@ -87,7 +86,10 @@ def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
     # The server names its runs: a client's id could be any text (`<script>`, `../x`, a
     # `?` that breaks links) and two machines' ids could collide.
     run = run.model_copy(update={"run_id": None})
+    # what was sent makes the twin, not how this server judges it (a later judge would
+    # store a run sent again a second time)
     content = content_of(run)
+    run = plausible.rejudged(run)  # every verdict judged again, never better than sent
     # Built before the lock, which every submission to this database waits for: 3.5 ms
     # for a 100-case run (benchmarks/leaderboard_load.py's); only its id comes later.
     division, machine = ranking.division_of(run), ranking.machine_of(run)
@@ -232,7 +234,8 @@ async def place(request: Request, state: BoardDep) -> JSONResponse:
 
 
 def placement(state: Board, body: bytes) -> JSONResponse:
-    mine = checked(body, "the run")
+    sent = checked(body, "the run")
+    mine = plausible.rejudged(sent)  # placed as the board would judge it
     out = []
     unverified = plausible.unverified(mine)
     # a result its own verdict keeps off rankings (invalid), or whose work is not its case's,
@@ -253,7 +256,7 @@ def placement(state: Board, body: bytes) -> JSONResponse:
     machine = ranking.machine_of(mine)
     own = None
     if any(row.machine == machine for rows in board.values() for row in rows):
-        own = state.accounts.submission(content_of(mine))
+        own = state.accounts.submission(content_of(sent))  # its twin: what was sent
     if own is not None:
         board = cases.rank_many(state.engine, division, wanted, leave_out=own)
     left_out = {} if own is None else {"left_out": own}

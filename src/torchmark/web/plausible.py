@@ -127,23 +127,30 @@ def check(run: RunRecord, now: datetime | None = None) -> str | None:
 def rejudged(run: RunRecord) -> RunRecord:
     """The run with each result's verdict judged again here from what it stores (its
     samples, flags, telemetry): a client's verdict could say ``ok`` beside samples that
-    scatter 60 % and be ranked unmarked. The server's level is the worse of the two (a level
-    the client lowered is never raised back) and its reasons come first where they are the
-    worse; reasons the client gave are kept. An honest client's verdict is unchanged:
-    ``judge`` is a pure function of the stored result."""
+    scatter 60 % and be ranked unmarked. Where the server's level is worse, its reasons come
+    first and the client's follow; otherwise the client's verdict stands as sent (a level
+    the client raised is never lowered, and an older client's words for the same finding
+    are not doubled by this server's). The run's verdict is judged again where a result's
+    changed. An honest client's verdicts are unchanged: ``judge`` is a pure function of the
+    stored result."""
     out = run.model_copy(deep=True)
+    changed = False
     for r in out.results:
-        r.verdict = _merged(r.verdict, judge(r))
-    out.verdict = _merged(out.verdict, judge_run(out))  # the worst of the results above
+        here = judge(r)
+        if r.verdict is None or ORDER[here.level] > ORDER[r.verdict.level]:
+            r.verdict, changed = _worse(here, r.verdict), True
+    if changed or out.verdict is None:
+        out.verdict = _worse(judge_run(out), out.verdict)
     return out
 
 
-def _merged(sent: Verdict | None, here: Verdict) -> Verdict:
+def _worse(here: Verdict, sent: Verdict | None) -> Verdict:
+    """The worse of the two: the server's where it is worse, its reasons first."""
     if sent is None:
         return here
-    first, then = (here, sent) if ORDER[here.level] > ORDER[sent.level] else (sent, here)
-    reasons = list(dict.fromkeys([*first.reasons, *then.reasons]))
-    return Verdict(level=first.level, reasons=reasons)
+    if ORDER[here.level] <= ORDER[sent.level]:
+        return sent
+    return Verdict(level=here.level, reasons=list(dict.fromkeys([*here.reasons, *sent.reasons])))
 
 
 def _sampling(r: Result) -> str | None:

@@ -184,10 +184,13 @@ class Watchdog:
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             if in_main_thread() and WATCHDOG_SIGNAL is not None:
-                signal.signal(WATCHDOG_SIGNAL, self._old_handler)
-                if self._was_blocked:  # the caller's mask again (the thread sends no more)
+                # the caller's mask again (the thread sends no more), then its handler: in
+                # the other order a signal from outside could meet the default handler and
+                # end the process where the caller had it blocked
+                if self._was_blocked:
                     signal.pthread_sigmask(signal.SIG_BLOCK, {WATCHDOG_SIGNAL})
                     self._was_blocked = False
+                signal.signal(WATCHDOG_SIGNAL, self._old_handler)
             self._thread = None
 
 

@@ -123,6 +123,19 @@ def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 
     return float((part[hi] - part[lo]) / 2 / med)
 
 
+# A timer reads the interval between its start and stop, both inside the host clock's span
+# of the sample: reading longer than that span is a timer fault, not the device. The margin
+# covers clock-rate drift between device and host (ppm) and CUDA events' ~0.5 us resolution.
+TIMER_OVER_HOST = 1.01
+TIMER_SLACK_S = 20e-6
+
+
+def timer_excess(timer_s: float, host_s: float) -> float:
+    """How far a sample's timer read past what the host clock around it allows (> 0: a
+    timer fault; ``telemetry.verdict`` judges it, ``timing.loop`` keeps the worst)."""
+    return timer_s - (TIMER_OVER_HOST * host_s + TIMER_SLACK_S)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Timings of one callable: per-call seconds, one value per sample of ``calls_per_sample``.
@@ -150,9 +163,9 @@ class Measurement:
     # why, in words: the CLI keeps these on its Result (telemetry, verdict) instead
     extra_flags: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
-    # (timer, host clock) seconds of the sample whose timer read longer than the host clock
-    # around it by the largest factor; None where no sample's did (a timer measures an
-    # interval inside the host's span, so a correct one never does)
+    # (timer, host clock) seconds of the sample whose timer read furthest past the host
+    # clock around it (``timer_excess``); None where no sample's read past it at all (a
+    # timer measures an interval inside the host's span, so a correct one never does)
     timer_over_host: tuple[float, float] | None = None
 
     @functools.cached_property

@@ -18,6 +18,7 @@ from torchmark.devices import is_host
 from torchmark.format import binary_bytes, result_label
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.stats import stragglers
+from torchmark.stats.measurement import timer_excess
 from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS
 from torchmark.telemetry.trace import MIN_KEPT_SAMPLES, competing
 from torchmark.verdicts import TIMED_OUT_OK_PCT
@@ -30,11 +31,6 @@ ORDER: dict[str, int] = {"ok": 0, "warn": 1, "invalid": 2}
 FIRST_CALL_RATIO = 10.0
 FIRST_CALL_EXCESS_S = 1.0
 STEAL_CORES = 0.2
-# A timer reads the interval between its start and stop, both inside the host clock's span
-# of the sample: reading longer than that span is a timer fault, not the device. The margin
-# covers clock-rate drift between device and host (ppm) and CUDA events' ~0.5 us resolution.
-TIMER_OVER_HOST = 1.01
-TIMER_SLACK_S = 20e-6
 RUN_REASONS_MAX = 12
 
 
@@ -292,7 +288,7 @@ def _timer_fault(result: Result) -> str | None:
     if not check:
         return None
     timer_s, host_s = check["timer_s"], check["host_s"]
-    if timer_s <= host_s * TIMER_OVER_HOST + TIMER_SLACK_S:
+    if timer_excess(timer_s, host_s) <= 0:
         return None
     return (
         f"the {result.timing} timer read {_dur(timer_s)} for a sample the host clock saw "

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchmark.devices.base import Device, TimingMode
-from torchmark.stats.measurement import Measurement
+from torchmark.stats.measurement import Measurement, timer_excess
 from torchmark.timing.stopping import Adaptive, StoppingRule
 
 Clock = Callable[[], float]
@@ -105,7 +105,7 @@ def measure(
     k = calls_per_sample
 
     samples: list[float] = []
-    over: tuple[float, float] | None = None  # the timer past the host clock, the most
+    over: tuple[float, float] | None = None  # the timer furthest past the host clock
     t_samples = clock()
     while True:
         s0 = clock()
@@ -115,7 +115,7 @@ def measure(
         t = timer.stop()
         samples.append(t / k)
         s1 = clock()
-        if t > s1 - s0 and (over is None or t * over[1] > over[0] * (s1 - s0)):
+        if t > s1 - s0 and (over is None or timer_excess(t, s1 - s0) > timer_excess(*over)):
             over = (t, s1 - s0)
         if on_sample is not None:
             on_sample(len(samples) - 1, s0, s1)

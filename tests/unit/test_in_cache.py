@@ -169,6 +169,9 @@ def test_the_html_charts_say_in_cache_not_a_measurement_error() -> None:
     assert ceiling.svg is not None
     assert "255 % of bw  in cache" in ceiling.svg
     assert ceiling.svg.count("ABOVE CEILING: measurement error") == 1  # the invalid one
+    # in the cache but past what a cache moves: invalid, an error on the chart too
+    past = charts.ceiling_pct([RunRecord(run_id="p", status="complete", results=[seed(5000.0)])])
+    assert past.svg is not None and "ABOVE CEILING: measurement error" in past.svg
     roof = charts.roofline([run])
     assert roof.svg is not None and "(in cache)" in roof.svg
     assert "4096" not in roof.svg  # an invalid number is no point on the roofline

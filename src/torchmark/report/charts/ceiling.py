@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchmark import format as fmt
+from torchmark import verdicts
 from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg, case_words
 from torchmark.results import RunRecord
 
@@ -28,7 +29,8 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
             lo, hi = p * r.median_s / q3, p * r.median_s / q1 if q1 > 0 else p
             label = f"{_run_prefix(runs, run)}{case_words(r)} · {r.device}"
             bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
-            cached.append(r.in_cache is not None)
+            # by its verdict: in the cache but past what a cache moves is still an error
+            cached.append(verdicts.kind_of(r) == "in_cache")
     if not bars:
         return Chart("ceiling_pct", title, None, "no result is held against a measured ceiling")
     kinds = list(dict.fromkeys(b[4] for b in bars))

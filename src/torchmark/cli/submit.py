@@ -161,11 +161,11 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     rank, mark or only list each result by its verdict (``verdicts``)."""
     from torchmark import verdicts
     from torchmark.format import plural, result_label
-    from torchmark.store.exchange import parse_run
+    from torchmark.store.exchange import parse_document
     from torchmark.web import plausible, serving
     from torchmark.web.ranking import check_bounds, division_of
 
-    run = parse_run(json.dumps(doc), "the run")
+    run = parse_document(doc, "the run")  # read once already: not written and read again
     refused = check_bounds(run) or plausible.check(run) or serving.check(run)  # the server's
     if refused:
         return [f"the server will refuse this run: {refused}"]

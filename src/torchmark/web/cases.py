@@ -268,13 +268,13 @@ def rank_many(
     columns = [t.c.id, t.c.run_id, t.c.machine, t.c.device, t.c.model, t.c.kept, t.c.head]
     groups: dict[ranking.Case, dict[tuple[str, str], ranking.Group]] = {}
     with engine.connect() as conn:
-        for chunk, query in _per_case(division, wanted, columns, t.c.ok, sa.not_(t.c.invalid)):
+        # the run left out is left out of the query: its rows (and samples) are never read
+        where = [t.c.ok, sa.not_(t.c.invalid)] + ([t.c.run_id != leave_out] if leave_out else [])
+        for chunk, query in _per_case(division, wanted, columns, *where):
             by_case: list[dict[tuple[str, str], ranking.Group]] = [{} for _ in chunk]
             groups.update(zip(chunk, by_case, strict=True))
             ordered = query.order_by(sa.literal_column("k"), sa.literal_column("id"))
             for k, _, run_id, machine, device, model, kept, head in conn.execute(ordered):
-                if run_id == leave_out:
-                    continue
                 g = by_case[k].get((machine, device))
                 if g is None:
                     first = _head(head)

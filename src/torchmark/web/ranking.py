@@ -16,6 +16,7 @@ from typing import Any
 
 from torchmark import verdicts
 from torchmark.results import Result, RunRecord
+from torchmark.serving.payload import KIND
 from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
@@ -27,7 +28,7 @@ CEILING_SLACK = 1.05  # a result may exceed its run's measured ceiling by 5 % (n
 DATASHEET_SLACK = 1.5  # a measured ceiling above 1.5x the datasheet figure is not physical
 # Kinds whose results come from the built-in suite; `model`/`tune` time the user's own code.
 STANDARD_KINDS = ("run",)
-SERVING = "serving"  # the kind, and the division of its own it is ranked in
+SERVING = KIND  # the kind (serving.payload's), and the division of its own it is ranked in
 # `torchmark run`'s options that change how a case is measured or which cases exist, at their
 # defaults (RunConfig's; a test holds them equal, and the server need not import torch for
 # them). Options that only choose among the suite's cases (--device, -w, --scenario,

@@ -158,3 +158,22 @@ def test_a_cpu_region_without_rapl_is_unavailable_with_its_reason(tmp_path: Any)
     region.start()
     region.stop()
     assert region.summary(1, 1) == {"available": False, "reason": counter.reason}
+
+
+def test_the_verdict_does_not_compare_a_rented_device_with_one_priced_by_energy_alone() -> None:
+    # --price for the GPU only, --energy-price for both: the CPU's cost would be its
+    # energy alone (no rent), so "cpu cheaper" would rest on a price never given
+    gpu = _answer("cuda:0", 5000.0, 0.5, 2.5)
+    pt = PointDoc(
+        rate=1000.0,
+        max_batch=1,
+        max_wait_s=0.0,
+        outcome="within",
+        why="",
+        energy={"available": True, "j_per_item": 0.02},
+    )
+    fleet = answer.refresh(FleetDoc(device="cpu", label="cpu", points=[pt]))
+    cpu = answer.device_answer("cpu", "cpu", [(0, fleet)], 0.05, 1000.0, None, 0.25)
+    assert cpu.price_per_hour is None and cpu.energy_cost_per_million is not None
+    said = answer.verdict([gpu, cpu], 1000.0, 0.05)
+    assert "cheaper" not in said and "(give --price for each to compare cost)" in said

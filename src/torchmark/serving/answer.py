@@ -241,7 +241,8 @@ def verdict(answers: Sequence[DeviceAnswer], rate: float | None, bound_s: float)
     priced = [
         a for a in serving if a.price_per_hour is not None or a.energy_cost_per_million is not None
     ]
-    if len(priced) < 2:
+    rented = {a.price_per_hour is not None for a in priced}
+    if len(priced) < 2 or len(rented) > 1:  # one with its rent, one with energy alone
         return lead + " (give --price for each to compare cost)" + tail
     unknown = [a.device for a in serving if a.energy_cost_note]
     if unknown:  # one device's energy counted, another's not: no fair comparison

@@ -110,9 +110,10 @@ class Requests:
         out = cls(*(_padded(getattr(parts[0], k), size) for k in FIELDS))
         out.arrival = next(p.arrival for p in parts if len(p) == size).copy()
         for p in parts[1:]:
-            theirs = _padded(p.finish, size)
-            take = np.isnan(out.finish) & ~np.isnan(theirs)
-            for k in ("start", "finish", "failed", "batch"):
+            finish = _padded(p.finish, size)
+            take = np.isnan(out.finish) & ~np.isnan(finish)
+            out.finish[take] = finish[take]
+            for k in ("start", "failed", "batch"):
                 getattr(out, k)[take] = _padded(getattr(p, k), size)[take]
             out.lateness = np.fmin(out.lateness, _padded(p.lateness, size))
         return out
@@ -156,8 +157,8 @@ class _Counter:
 @dataclass(frozen=True)
 class Queue:
     """The index of the next request to serve (``head.value``), moved under ``lock`` by the
-    instance that takes a batch. ``own()``: one instance's, no lock; worker processes share
-    one made of ``multiprocessing.RawValue("q")`` and ``Lock()``."""
+    instance that takes a batch. ``Queue()``: one instance's, no lock; worker processes
+    share one made of ``multiprocessing.RawValue("q")`` and ``Lock()``."""
 
     head: Any = field(default_factory=_Counter)
     lock: AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)

@@ -116,7 +116,8 @@ def _point(pt: PointDoc, bound_s: float, window_s: float) -> str | None:
     if pt.failed or pt.p99_s is None or pt.p99_s > bound_s:
         return f"within the bound with p99 {pt.p99_s!r} s > {bound_s:g} s or failures"
     if len(pt.window_p99_s) < stats.STABLE_WINDOWS:
-        return f"within the bound after {len(pt.window_p99_s)} window(s); it takes 3"
+        n = len(pt.window_p99_s)
+        return f"within the bound after {n} window(s); it takes {stats.STABLE_WINDOWS}"
     # the kept windows span at least 3 x the shortest window: so many requests at least
     span = stats.STABLE_WINDOWS * window_s
     short = pt.n * COUNT_SLACK < pt.rate * span

@@ -296,10 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except UsageError as e:
         # click prints a usage line, a hint and the error on four lines: one line here
-        from torchmark.cli import COMMANDS
-
         where = e.ctx.command_path if e.ctx is not None else "torchmark"
-        named = [a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS][:1]
         if where == "torchmark" and named:  # `run -w` fails while the group still parses
             where = f"torchmark {named[0]}"
         line = f" {e.format_message().rstrip('.')} (see `{where} --help`)"

@@ -308,6 +308,7 @@ def trend_reasons(
     for w in last:
         for k, v in w.throttle.items():
             reasons[k] = reasons.get(k, 0) + v
+    cause = max(reasons, key=lambda k: reasons[k]) if reasons else None  # the most often
     how = "rose" if change > 0 else "fell"
     text = f"throughput {how} {100 * abs(change):.0f} % from the first to the last {span}"
     loads = [_load_of(part) for part in (first, last)]
@@ -319,7 +320,7 @@ def trend_reasons(
         at, other_at = ("last", "first") if loads[1] == worst else ("first", "last")
         other = loads[0] if at == "last" else loads[1]
         then = f" ({other:.1f} in the {other_at})" if other is not None else ""
-        also = f"; {max(reasons, key=lambda k: reasons[k])} was also active" if reasons else ""
+        also = f"; {cause} was also active" if cause else ""
         return [
             (
                 "warn",
@@ -330,8 +331,7 @@ def trend_reasons(
     if change > 0:
         return [("warn", f"{text}: the start was still warming up")]
     temps = [w.temp_c for w in last if w.temp_c is not None]
-    if reasons:
-        cause = max(reasons, key=lambda k: reasons[k])
+    if cause:
         text += (
             f" while {cause} was active"
             if cause != "low clock"

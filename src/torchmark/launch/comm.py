@@ -89,13 +89,13 @@ def comm_check_text(c: CommCheck) -> str:
     elif d > 0:
         verdict = (
             f"DDP's figure is {fmt.duration(c.ddp_s - c.alone_s)} longer ({signed_pct(d)}, noise "
-            f"±{fmt.pct(100 * noise, 2)}): its window runs from the first bucket's all_reduce "
+            f"{within}): its window runs from the first bucket's all_reduce "
             "to the last's end, so it also holds the waits for gradients still being computed"
         )
     else:
         verdict = (
             f"the all_reduce alone takes {fmt.duration(c.alone_s - c.ddp_s)} more than DDP's "
-            f"window ({signed_pct(d)}, noise ±{fmt.pct(100 * noise, 2)}): DDP reduced buckets "
+            f"window ({signed_pct(d)}, noise {within}): DDP reduced buckets "
             "concurrently, or its sampled timers (warm-up steps in) caught faster steps"
         )
     out = f"{head}: {verdict}"

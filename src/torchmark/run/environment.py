@@ -105,8 +105,10 @@ def collect(devices: list[Device]) -> dict[str, Any]:
         },
         "precision": precision_flags(),
     }
-    if [d.name for d in devices] == [d.name for d in _every_device()]:  # as `env` lists them
-        torchfacts.keep(_at_defaults(facts, *cpu.DEFAULT_THREADS), torchfacts.KEEP_BY)
+    # kept only by the CLI (a library caller keeps nothing): no second device scan, no copy
+    by = torchfacts.KEEP_BY
+    if by is not None and [d.name for d in devices] == [d.name for d in _every_device()]:
+        torchfacts.keep(_at_defaults(facts, *cpu.DEFAULT_THREADS), by)  # as `env` lists them
     return _record(facts)
 
 

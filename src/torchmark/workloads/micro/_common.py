@@ -15,11 +15,17 @@ def rule_for(suite: Suite) -> str:
     return "quick" if suite == "quick" else "micro"
 
 
-def fits(device: Device, nbytes: int, buffers: int) -> bool:
-    """Whether ``buffers`` buffers of ``nbytes`` leave room (half the memory, and half of
-    what is available now) on the device."""
+def room_bytes(device: Device) -> int | None:
+    """What a case may hold on the device: half the memory, and half of what is available
+    now (the smaller); None where neither is known."""
     room = [m for m in (device.total_memory_bytes(), device.available_memory_bytes()) if m]
-    return not room or buffers * nbytes <= min(room) // 2
+    return min(room) // 2 if room else None
+
+
+def fits(device: Device, nbytes: int, buffers: int) -> bool:
+    """Whether ``buffers`` buffers of ``nbytes`` leave room (``room_bytes``) on the device."""
+    room = room_bytes(device)
+    return room is None or buffers * nbytes <= room
 
 
 def geometric(lo: int, hi: int, step: int) -> list[int]:
@@ -45,6 +51,7 @@ __all__ = [
     "is_beyond_cache",
     "llc",
     "random",
+    "room_bytes",
     "rule_for",
     "sizes_or",
 ]

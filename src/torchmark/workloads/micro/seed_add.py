@@ -25,7 +25,7 @@ from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.results import Work, link_ceiling
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
-from torchmark.workloads.micro._common import fits, rule_for, sizes_or
+from torchmark.workloads.micro._common import fits, room_bytes, rule_for, sizes_or
 
 BLOG_SIZE = 1024 * 12  # 12288: one 12288^2 float32 tensor is 604 MB
 F32 = 4
@@ -122,8 +122,8 @@ def side_for(device: Device) -> int:
     of the total), else the largest multiple of 1024 that does: a machine with 3.6 GB or
     less to spare is not pushed out of memory by the blog (the result then says so and is
     not placed in the blog's table, which is of the blog's size only)."""
-    n = BLOG_SIZE
-    while n > 1024 and not fits(device, F32 * n * n, TENSORS):
+    n, room = BLOG_SIZE, room_bytes(device)  # read once, not once a step
+    while n > 1024 and room is not None and TENSORS * F32 * n * n > room:
         n -= 1024
     return n
 

@@ -88,6 +88,40 @@ def test_statistics_match_numpy_on_seeded_data() -> None:
     assert m.ci[0] < m.median < m.ci[1]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 64, 255, 1000])
+def test_statistics_equal_numpys_bit_for_bit_without_numpy(n: int) -> None:
+    """A stored run's figures are computed in pure Python (``show`` and ``export`` start
+    without numpy, issue 23) and equal numpy's exactly: odd and even counts, ties, set-aside
+    samples, any quantile."""
+    rng = np.random.default_rng(n)
+    x = seeded(n, seed=n) * 10 ** rng.uniform(-6, 2)
+    if n > 4:
+        x[: n // 4] = np.round(x[: n // 4], 5)  # ties
+    excluded = tuple(range(0, n, 7)) if n > 7 else ()
+    kept = np.delete(x, excluded)
+    m = Measurement(samples_s=tuple(x.tolist()), excluded=excluded)
+    assert m.kept == tuple(kept.tolist()) and m.n == kept.size
+    assert m.median == float(np.median(kept))
+    for q in (0.0, 0.01, 0.1, 0.25, 1 / 3, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0):
+        assert m.quantile(q) == float(np.quantile(kept, q)), q
+    assert m.quartiles == tuple(float(v) for v in np.quantile(kept, [0.25, 0.75]))
+    assert m.min == float(kept.min())
+    assert m.ci == median_ci(kept) == median_ci(kept.tolist())
+
+
+def test_a_stored_measurements_statistics_need_no_numpy() -> None:
+    code = (
+        "import sys\n"
+        "from torchmark.stats.measurement import Measurement\n"
+        "m = Measurement(samples_s=(3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 7.0))\n"
+        "print(m.median, m.quartiles, m.ci, m.flags, m.mean)\n"
+        "assert 'numpy' not in sys.modules, 'numpy imported'\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[0] == "4.0"
+
+
 def test_statistics_exact_on_small_data() -> None:
     m = Measurement(samples_s=(5.0, 1.0, 4.0, 2.0, 3.0))
     assert (m.n, m.median, m.min, m.mean) == (5, 3.0, 1.0, 3.0)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import psutil
 import typer
 from rich.text import Text
 
@@ -24,6 +23,8 @@ def shown_status(r: RunSummary) -> str:
     power loss): nothing could mark it incomplete, so say so here."""
     if r.status != "running" or r.pid is None or r.host != socket.gethostname():
         return r.status
+    import psutil  # only for a run said to be running on this host
+
     try:  # a pid can be reused: the live process must be older than the run
         alive = psutil.Process(r.pid).create_time() <= r.created_utc.timestamp() + 1
     except psutil.Error:

@@ -9,6 +9,7 @@ compared (``comparison_parts``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 
@@ -18,7 +19,9 @@ from torchmark.loaders import INPUT_WORKLOADS, RESIDENT, YOURS, LoaderConfig, co
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline_advice import Advice, advise, rate, unit_of
 from torchmark.results import Result, RunRecord
-from torchmark.stats.comparison import Change, Comparison
+
+if TYPE_CHECKING:
+    from torchmark.stats.comparison import Change, Comparison
 
 
 def config_cell(r: Result) -> Alt:

@@ -9,13 +9,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchmark import verdicts
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.results import Ceiling, Result, link_ceiling
-from torchmark.stats.comparison import independent
+
+if TYPE_CHECKING:
+    from torchmark.stats.comparison import Judgement
+    from torchmark.stats.measurement import Measurement
 
 __all__ = ["Advice", "advise", "rate", "unit_of"]
+
+
+def _independent(a: Measurement, b: Measurement) -> Judgement | str:
+    """``comparison.independent``, imported at the first test: numpy is loaded where an
+    input workload ran, not by every reader of a stored run (``show``, ``export``)."""
+    from torchmark.stats.comparison import independent
+
+    return independent(a, b)
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,7 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     faster = False
     if default is not None and best is not default:
         gain = rate(best) / rate(default)
-        j = independent(default.measurement, best.measurement)
+        j = _independent(default.measurement, best.measurement)
         faster = not isinstance(j, str) and j.verdict == "FASTER"
         lines.append(
             f"best: {best_cfg.label()}: {rate(best):,.0f} {unit}/s, {gain:.2f}x the "
@@ -103,7 +115,7 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
     if yours is not None and best is not yours and not verdicts.may(yours, "compare"):
         lines.append(f"your loader as given: no ratio to the best setting, {verdicts.says(yours)}")
     elif yours is not None and rate(yours) > 0 and best is not yours:
-        j = independent(yours.measurement, best.measurement)
+        j = _independent(yours.measurement, best.measurement)
         told = not isinstance(j, str) and j.verdict in ("FASTER", "SLOWER")
         lines.append(
             f"your loader as given: {rate(yours):,.0f} {unit}/s; the best setting is "
@@ -195,7 +207,7 @@ def _plateau(loaders: list[tuple[LoaderConfig, Result]]) -> tuple[int | None, in
     for i, (w, r) in enumerate(curve):
         beaten = False
         for _, up in curve[i + 1 :]:
-            j = independent(r.measurement, up.measurement)
+            j = _independent(r.measurement, up.measurement)
             beaten = beaten or (not isinstance(j, str) and j.verdict == "FASTER")
         if not beaten:
             return w, curve[-1][0]
@@ -251,7 +263,7 @@ def _side_stream(loaders: list[tuple[LoaderConfig, Result]]) -> list[str]:
         twin = LoaderConfig(c.workers, c.pin, c.prefetch, c.persistent, non_blocking=True)
         base = next((r2 for c2, r2 in loaders if c2 == twin), None)
         if base is not None and rate(base) > 0:
-            j = independent(base.measurement, r.measurement)
+            j = _independent(base.measurement, r.measurement)
             told = not isinstance(j, str) and j.verdict in ("FASTER", "SLOWER")
             line += f"; {rate(r) / rate(base):.2f}x the same loader copying in line" + (
                 "" if told else " (can't tell it from the noise)"

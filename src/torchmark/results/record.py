@@ -91,7 +91,7 @@ ABOVE_CEILING_PCT = 102.0
 class Work(BaseModel):
     """What one call does: FLOPs, compulsory bytes moved, items processed."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     flops: float = 0.0
     bytes: float = 0.0
     items: float = 1.0
@@ -101,6 +101,7 @@ class Work(BaseModel):
 
 
 class Throughput(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     value: float
     unit: str
 
@@ -110,7 +111,7 @@ class CeilingSource(BaseModel):
     it was measured. A run that reuses cached ceilings carries them with the source of the
     run that measured them (``measured_utc`` before the run started: reused)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     measured_utc: datetime
     run_id: str | None = None  # the run that measured it (None: a run with no store)
     other_cores: float | None = None  # other processes' CPU load while it was measured
@@ -121,7 +122,7 @@ class CeilingSource(BaseModel):
 class Ceiling(BaseModel):
     """A measured physical limit of one device, in SI units (B/s, FLOP/s or s)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     device: str
     key: str  # "bandwidth", "matmul:bfloat16", "h2d:pinned", "dispatch", ...
     value: float
@@ -157,12 +158,14 @@ def link_ceiling(key: str) -> str:
 
 
 class Verdict(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     level: Literal["ok", "warn", "invalid"] = "ok"
     reasons: list[str] = Field(default_factory=list)
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # every model here builds its validator on first use: `history` validates none
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     workload: str
     variant: str

@@ -28,7 +28,8 @@ def per_s(rate: float) -> str:
 
 
 class _Doc(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # validators built on first use: the commands that list runs never validate one
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class PointDoc(_Doc):

@@ -187,7 +187,7 @@ def independent(
 ) -> Judgement | str:
     """B against A for two separately measured runs; a string says why they cannot be
     compared (a median time that is zero or not finite: nothing to divide by)."""
-    xa, xb = a.kept, b.kept
+    xa, xb = np.asarray(a.kept), np.asarray(b.kept)
     ma, mb = a.median, b.median
     if not (math.isfinite(ma) and math.isfinite(mb) and ma > 0 and mb > 0):
         side = "A" if not (math.isfinite(ma) and ma > 0) else "B"

@@ -8,9 +8,10 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # METHOD.md §2.7: relative IQR thresholds for the noise flags.
 NOISY_REL_IQR = 0.10
@@ -89,16 +90,32 @@ def median_ci(
     Binomial order statistics (the interval of scipy's quantile_test); with too few samples
     for the requested confidence (n < 6 at 95 %) a bound is NaN, never a guess.
     """
-    x = np.asarray(samples, dtype=float)
-    n = x.size
+    return _ci_of_sorted(sorted(map(float, samples)), confidence)
+
+
+def _ci_of_sorted(x: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    n = len(x)
     if n == 0:
         return (math.nan, math.nan)
     lo, hi = _ci_ranks(n, confidence)
-    ranks = [r for r in (lo, hi) if 0 <= r < n]
-    part = np.partition(x, ranks) if ranks else x
-    low = float(part[lo]) if 0 <= lo < n else math.nan
-    high = float(part[hi]) if 0 <= hi < n else math.nan
+    low = x[lo] if 0 <= lo < n else math.nan
+    high = x[hi] if 0 <= hi < n else math.nan
     return (low, high)
+
+
+def _lerp_quantile(x: Sequence[float], q: float) -> float:
+    """``np.quantile(x, q)`` (its default, linear method) of sorted ``x``, computed as numpy
+    computes it, so a stored run reads the same figures with or without numpy: the readers
+    of stored results (``show``, ``export``, ``report``) start without importing it."""
+    n = len(x)
+    virtual = (n - 1) * q  # numpy's virtual index for its linear method
+    if virtual >= n - 1:
+        return x[-1]
+    below = math.floor(virtual)
+    gamma = virtual - below
+    a, b = x[below], x[below + 1]
+    diff = b - a
+    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
 def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 0.95) -> float:
@@ -108,6 +125,8 @@ def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 
     O(n) partition, as ``np.median`` and :func:`median_ci` pick them (a test checks they are
     equal): np.median alone costs ~8 µs of an ~11 µs check at n = 64.
     """
+    import numpy as np  # the stopping rule's hot path; the readers never call it
+
     x = np.asarray(samples, dtype=float)
     n = x.size
     if n == 0:
@@ -169,25 +188,34 @@ class Measurement:
     timer_over_host: tuple[float, float] | None = None
 
     @functools.cached_property
-    def kept(self) -> np.ndarray:
+    def kept(self) -> tuple[float, ...]:
+        """The samples the statistics use, in the order taken (a tuple: numpy is imported
+        by the callers that need an array, not by every reader of a stored result)."""
         drop = set(self.excluded)
-        kept = [s for i, s in enumerate(self.samples_s) if i not in drop]
-        return np.asarray(kept or self.samples_s, dtype=float)
+        kept = [float(s) for i, s in enumerate(self.samples_s) if i not in drop]
+        return tuple(kept or map(float, self.samples_s))
+
+    @functools.cached_property
+    def _sorted(self) -> tuple[float, ...]:
+        return tuple(sorted(self.kept))
 
     @property
     def n(self) -> int:
-        return int(self.kept.size)
+        return len(self.kept)
 
     @functools.cached_property
     def median(self) -> float:
-        return float(np.median(self.kept)) if self.n else math.nan
+        """As ``np.median``: the middle sample, or the mean of the middle two."""
+        x, n = self._sorted, self.n
+        if not n:
+            return math.nan
+        return x[n // 2] if n % 2 else (x[n // 2 - 1] + x[n // 2]) / 2
 
     @functools.cached_property
     def quartiles(self) -> tuple[float, float]:
         if not self.n:
             return (math.nan, math.nan)
-        q1, q3 = np.quantile(self.kept, [0.25, 0.75])
-        return (float(q1), float(q3))
+        return (_lerp_quantile(self._sorted, 0.25), _lerp_quantile(self._sorted, 0.75))
 
     @property
     def iqr(self) -> float:
@@ -207,19 +235,19 @@ class Measurement:
 
     @property
     def min(self) -> float:
-        return float(self.kept.min()) if self.n else math.nan
+        return self._sorted[0] if self.n else math.nan
 
     @property
     def mean(self) -> float:
-        return float(self.kept.mean()) if self.n else math.nan
+        return math.fsum(self.kept) / self.n if self.n else math.nan
 
     def quantile(self, q: float) -> float:
-        return float(np.quantile(self.kept, q)) if self.n else math.nan
+        return _lerp_quantile(self._sorted, q) if self.n else math.nan
 
     @functools.cached_property
     def ci(self) -> tuple[float, float]:
         """95 % confidence interval of the median (order statistics)."""
-        return median_ci(self.kept)
+        return _ci_of_sorted(self._sorted)
 
     @property
     def flags(self) -> list[str]:

@@ -284,7 +284,7 @@ def rank(
                 g = Group(machine, r.device, device_model(run, r.device), [], [], r)
                 groups[(machine, r.device)] = g
             g.runs.append(run.run_id or "")
-            g.samples.extend(r.measurement.kept.tolist())
+            g.samples.extend(r.measurement.kept)
     return rank_groups(list(groups.values()))
 
 

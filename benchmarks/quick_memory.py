@@ -7,15 +7,16 @@
   reports its host's: the buffers must still be sized from what the machine can spare).
 - ``four``: four quick runs started together, each on its own store: all must complete.
 - ``small``: the same as ``alone`` on a machine pretending 3 GiB available: seed-add's
-  three tensors at the blog's 12288^2 (1.81 GB) no longer fit half of it, so it runs at the
-  largest side that does, said with the plan (workloads/micro/seed_add.py).
+  three tensors must fit half of it too (workloads/micro/seed_add.py).
 
 Each run is a fresh process; its peak RSS is the kernel's (``wait4``'s ru_maxrss). Printed
 with the machine, its memory and its load. Goals (issue 23): <= 2 GB peak RSS alone, with
 the fake L3 and with little memory; four concurrent runs all exit 0. Exit 1 when a goal is
-missed. The floor at the blog's size: torch's own resident pages (``python -c "import
-torch"``: 0.28 GB here) + three 604 MB tensors = 2.09 GB, above the goal in any process
-that runs the blog's loop at the blog's size on the CPU.
+missed. The blog's loop at the blog's 12288^2 holds three 604 MB tensors: with torch's own
+resident pages (``python -c "import torch"``: 0.28 GB here) 2.09 GB at the least, so a quick
+run on the CPU runs seed-add at the largest side that fits its 2 GB beside what the process
+holds when it plans (11264^2 at 0.26 GB), and `torchmark run -w seed-add` measures the
+blog's size.
 """
 
 from __future__ import annotations

@@ -74,12 +74,12 @@ def test_seed_add_intended_work_on_cpu_and_accelerator(host: FakeDevice, gpu: Fa
 
 def test_seed_add_plans_both_variants_at_the_blog_size(host: FakeDevice) -> None:
     w = seed_add.SeedAdd()
-    cases = w.cases(host, PlanOptions(suite="quick"))
+    cases = w.cases(host, PlanOptions(suite="standard"))  # quick: test_sizing.py
     assert [(c.variant, c.param_dict) for c in cases] == [
         ("as-published", {"size": N}),
         ("intended", {"size": N}),
     ]
-    assert {c.rule for c in cases} == {"quick"}
+    assert {c.rule for c in cases} == {"micro"}
     sized = w.cases(host, PlanOptions(sizes=(256, 512)))
     assert [c.param_dict["size"] for c in sized] == [256, 512, 256, 512]
     assert {c.rule for c in sized} == {"micro"}

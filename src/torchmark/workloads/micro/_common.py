@@ -22,6 +22,26 @@ def room_bytes(device: Device) -> int | None:
     return min(room) // 2 if room else None
 
 
+# A quick run's promise (issue 23): the whole process within 2 GB resident, on any machine,
+# so a quick run fits a CI runner or a loaded box beside other jobs. What this process holds
+# when the plan is made (torch: ~0.3 GB) and what its own heap adds while the cases run
+# come off it; the rest is what one case may hold in host memory.
+QUICK_PEAK_BYTES = 2_000_000_000
+QUICK_SPARE_BYTES = 160 * MiB
+
+
+def process_bytes() -> int:
+    """This process's resident memory now."""
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def quick_room() -> int:
+    """What one case of a quick run may hold in host memory (``QUICK_PEAK_BYTES``)."""
+    return QUICK_PEAK_BYTES - process_bytes() - QUICK_SPARE_BYTES
+
+
 def fits(device: Device, nbytes: int, buffers: int) -> bool:
     """Whether ``buffers`` buffers of ``nbytes`` leave room (``room_bytes``) on the device."""
     room = room_bytes(device)
@@ -42,6 +62,7 @@ def sizes_or(opts: PlanOptions, default: list[int]) -> list[int]:
 
 __all__ = [
     "BEYOND",
+    "QUICK_PEAK_BYTES",
     "KiB",
     "MiB",
     "beyond_cache",
@@ -50,6 +71,8 @@ __all__ = [
     "geometric",
     "is_beyond_cache",
     "llc",
+    "process_bytes",
+    "quick_room",
     "random",
     "room_bytes",
     "rule_for",

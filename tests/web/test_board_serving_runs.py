@@ -166,6 +166,25 @@ def test_ranked_among_serving_runs_of_one_bound_where_the_verdict_allows(board: 
     assert "— Bad CPU (cpu" in page and "invalid; not ranked" in page
 
 
+def test_no_row_is_ranked_below_a_row_it_cannot_be_told_from() -> None:
+    """Brackets B 150-160, C 120-130, A 100-200: A overlaps both, so it shares B's rank; C
+    is below B alone, whose bracket lies wholly above its own. Comparing each row with the
+    row above only read B 1, C =2, A =2: A ranked below B, which it cannot be told from."""
+    from torchmark.web.serving import board as serving_board
+    from torchmark.web.serving import rederive
+
+    made = [("B CPU", 150.0, 160.0), ("C CPU", 120.0, 130.0), ("A CPU", 100.0, 200.0)]
+    (g,) = serving_board([(rederive(serving_run(n, best, top)), n) for n, best, top in made])
+    assert [(r.rank, r.model) for r in g.rows] == [("=1", "B CPU"), ("=1", "A CPU"), ("2", "C CPU")]
+    said = {r.model: r.vs_above for r in g.rows}
+    assert said == {
+        "B CPU": "",
+        "A CPU": "can't tell: the brackets overlap",
+        "C CPU": "can't tell from the row above (the brackets overlap); slower than the row "
+        "higher up: over the bound at 130/s, which it serves",
+    }
+
+
 def test_the_server_derives_the_answers_from_the_points(board: Any) -> None:
     client, headers = board
     run = serving_run()

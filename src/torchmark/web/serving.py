@@ -17,6 +17,7 @@ and bound, where its verdict allows (``verdicts.kind_of_answer``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,8 +212,13 @@ def rows_of(run: RunRecord, machine: str) -> list[Row]:
 
 def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
     """Every serving run's devices, one group per model, inputs and bound: ranked where the
-    verdict allows, by the max rate's bracket (a shared rank where two overlap: the search
-    resolves a limit to its bracket and no finer), the rest listed after them."""
+    verdict allows, the rest listed after them.
+
+    A row's rank is 1 + the rows whose bracket lies wholly above its own (the search resolves
+    a limit to its bracket and no finer), shared (=N) where another row has the same: so no
+    row is ever ranked below one it cannot be told from. Comparing each row with the row
+    above only did that: brackets B 150-160, C 120-130, A 100-200 read B 1, C =2, A =2,
+    though A overlaps B."""
     from torchmark.report.serving import change
 
     groups: dict[tuple[str, str, float], Group] = {}
@@ -223,21 +229,37 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
         g = groups.setdefault((p.model, p.inputs, p.bound_s), Group(p.model, p.inputs, p.bound_s))
         g.rows.extend(rows_of(run, machine))
     for g in groups.values():
-        ranked = sorted((r for r in g.rows if r.ranked), key=lambda r: -(r.answer.max_rate or 0.0))
+        ranked = [r for r in g.rows if r.ranked]
+        above = {
+            id(r): [o for o in ranked if change(r.answer, o.answer)[0] == "FASTER"] for r in ranked
+        }
+        number = {id(r): 1 + len(above[id(r)]) for r in ranked}
+        shared = Counter(number.values())
+        ranked.sort(key=lambda r: (number[id(r)], -(r.answer.max_rate or 0.0)))
         for i, row in enumerate(ranked):
-            if i == 0:
-                row.rank = "1"
-                continue
-            above = ranked[i - 1]
-            if change(row.answer, above.answer)[0] == "FASTER":  # above's bracket wholly higher
-                top = f"{row.answer.top:,.0f}" if row.answer.top is not None else "?"
-                row.rank = str(i + 1)
-                row.vs_above = f"slower: over the bound at {top}/s, which the row above serves"
-            else:
-                above.rank = above.rank if above.rank.startswith("=") else f"={above.rank}"
-                row.rank, row.vs_above = above.rank, "can't tell: the brackets overlap"
+            n = number[id(row)]
+            row.rank = f"={n}" if shared[n] > 1 else str(n)
+            row.vs_above = _vs_above(row, ranked[i - 1] if i else None, len(above[id(row)]))
         g.rows = ranked + [r for r in g.rows if not r.ranked]
     return sorted(groups.values(), key=lambda g: (g.model, g.inputs, g.bound_s))
+
+
+def _vs_above(row: Row, prev: Row | None, faster: int) -> str:
+    """The row against the one listed above it, and the rows that are surely faster."""
+    if prev is None:
+        return ""
+    from torchmark.report.serving import change
+
+    top = f"{row.answer.top:,.0f}" if row.answer.top is not None else "?"
+    if change(row.answer, prev.answer)[0] == "FASTER":
+        return f"slower: over the bound at {top}/s, which the row above serves"
+    if not faster:
+        return "can't tell: the brackets overlap"
+    rows = "the row" if faster == 1 else f"{faster} rows"
+    return (
+        f"can't tell from the row above (the brackets overlap); slower than {rows} higher "
+        f"up: over the bound at {top}/s, which {'it serves' if faster == 1 else 'they serve'}"
+    )
 
 
 def group_json(g: Group) -> dict[str, Any]:

@@ -92,11 +92,18 @@ def test_unreachable_server_is_one_clear_line(
     assert code == 1 and f"cannot reach {url}" in err
 
 
+@pytest.mark.parametrize(
+    ("command", "then"),
+    [
+        (["submit", "--token", "t"], "the run may not be stored: submit it again"),
+        (["compare"], "nothing was stored: run the command again"),  # it only asks for a place
+    ],
+)
 def test_an_answer_cut_short_is_one_clear_line(
-    run_file: Path, capsys: pytest.CaptureFixture[str]
+    run_file: Path, capsys: pytest.CaptureFixture[str], command: list[str], then: str
 ) -> None:
     """A server that dies mid-answer (it promised 138 bytes, sent none: CI saw this when the
-    board was killed under load) is a one-line "submit it again", not a traceback."""
+    board was killed under load) is one line saying what to do, not a traceback."""
     import socket
     import threading
 
@@ -121,13 +128,13 @@ def test_an_answer_cut_short_is_one_clear_line(
     thread.start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
-        code, _, err = cli(capsys, "submit", str(run_file), "--server", url, "--token", "t")
+        code, _, err = cli(capsys, command[0], str(run_file), "--server", url, *command[1:])
     finally:
         thread.join(timeout=10)
         listener.close()
     assert code == 1
     assert f"{url} did not answer in full (IncompleteRead)" in err
-    assert "submit it again" in err and len(err.strip().splitlines()) == 1
+    assert then in err and len(err.strip().splitlines()) == 1
 
 
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,7 +47,10 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
     return prepare(json.loads(export_run(record)), _identity())
 
 
-def post(server: str, token: str | None, body: bytes, path: str = "/api/v1/runs") -> Any:
+SUBMIT_PATH = "/api/v1/runs"
+
+
+def post(server: str, token: str | None, body: bytes, path: str = SUBMIT_PATH) -> Any:
     url = server.rstrip("/") + path
     if not url.startswith(("http://", "https://")):
         raise InputError(f"--server {server!r}: give an http:// or https:// URL")
@@ -76,10 +79,12 @@ def post(server: str, token: str | None, body: bytes, path: str = "/api/v1/runs"
         # the connection dropped mid-answer (IncompleteRead, RemoteDisconnected) or the answer
         # is not JSON: the server may or may not have stored the run, and a run id is stored
         # once, so sending it again is safe
-        raise ServerError(
-            f"{server} did not answer in full ({type(e).__name__}); the run may not be "
-            "stored: submit it again"
-        ) from None
+        then = (
+            "the run may not be stored: submit it again"
+            if path == SUBMIT_PATH
+            else "nothing was stored: run the command again"  # a place asked for, no more
+        )
+        raise ServerError(f"{server} did not answer in full ({type(e).__name__}); {then}") from None
 
 
 @app.command()
@@ -163,10 +168,10 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     from torchmark.format import plural, result_label
     from torchmark.store.exchange import parse_document
     from torchmark.web import plausible, serving
-    from torchmark.web.ranking import check_bounds, division_of
+    from torchmark.web.ranking import division_of
 
     run = parse_document(doc, "the run")  # read once already: not written and read again
-    refused = check_bounds(run) or plausible.check(run) or serving.check(run)  # the server's
+    refused = serving.refusal(run)  # the server's own rule
     if refused:
         return [f"the server will refuse this run: {refused}"]
     run = plausible.rejudged(serving.rederive(run))  # every verdict as the server judges it

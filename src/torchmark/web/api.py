@@ -75,7 +75,7 @@ def checked(body: bytes, what: str) -> RunRecord:
         run = parse_document(doc, what, strict=True)
     except InputError as e:
         raise HTTPException(422, str(e)) from None
-    bad = ranking.check_bounds(run) or plausible.check(run) or serving.check(run)
+    bad = serving.refusal(run)
     if bad:
         raise HTTPException(422, f"{what} is refused: {bad}")
     return serving.rederive(run)  # a serving run's answers: the server's, from its points

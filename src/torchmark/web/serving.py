@@ -42,6 +42,16 @@ COUNT_SLACK = 2.0
 P99_ROUNDING_S = 1.5e-6  # stored latencies are whole microseconds
 
 
+def refusal(run: RunRecord) -> str | None:
+    """Why the board refuses a run, in one line, or None: out of its bounds
+    (``ranking.check_bounds``), a figure no hardware reaches (``plausible.check``), or a
+    serving run whose answers cannot be made again from its points (``check``). The server's
+    rule (``web/api.py``) and ``submit --dry-run``'s preview of it, one function."""
+    from torchmark.web import plausible, ranking
+
+    return ranking.check_bounds(run) or plausible.check(run) or check(run)
+
+
 def check(run: RunRecord) -> str | None:
     """Why the server refuses this serving run (one line naming the field), else None."""
     if run.kind != DIVISION:

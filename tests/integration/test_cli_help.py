@@ -32,6 +32,22 @@ def test_help_fits_80_columns_and_names_no_bool(
     assert not typed, f"torchmark {command} --help names a type, not a value: {typed}"
 
 
+def test_help_paragraphs_are_wrapped_as_wholes() -> None:
+    """typer keeps a docstring's line breaks after its first paragraph: `show --help` read
+    "... a `run --scaling` ladder" / "given" / "together end with ..." in 80 columns."""
+    import click
+    import typer
+
+    from torchmark.cli.app import app
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    for name in COMMANDS:
+        help_text = group.get_command(ctx, name).help or ""
+        broken = [p for p in help_text.split("\n\n") if "\n" in p and not p.startswith("\b")]
+        assert not broken, f"torchmark {name} --help keeps a line break in: {broken[0][:80]!r}"
+
+
 @pytest.mark.parametrize(
     ("command", "named"),
     [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import gc
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -83,6 +84,16 @@ METAVARS = {
 SINGLE = {"--batch": "N"}
 
 
+def prose(text: str | None) -> str | None:
+    """A command's docstring with each paragraph on one line: typer keeps the line breaks of
+    every paragraph after the first, and rich then wraps each source line on its own (a word
+    left alone on a line of an 80-column help). A paragraph marked ``\\b`` keeps its lines."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
 def _usage_name(arg: Any) -> str:
     """``SPEC``, ``[RUNS]...``: click's form (typer 0.29 writes ``{spec}``)."""
     name = arg.metavar if arg.required else f"[{arg.metavar}]"
@@ -116,7 +127,12 @@ def _named_values(params: list[Any]) -> list[Any]:
 
 
 class Command(TyperCommand):
-    """Every command's class (LazyGroup sets it): help that names each value."""
+    """Every command's class (LazyGroup sets it): help that names each value, its paragraphs
+    wrapped as wholes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = prose(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _named_values(super().get_params(ctx))

@@ -109,7 +109,6 @@ class ResultExtra(TypedDict, total=False):
     working_set_bytes: int
     llc_bytes: int | None  # as the device reported it (None: it could not say)
     llc_counted_bytes: int  # as counted (devices.cache.estimate)
-    in_cache: bool
     # models (workloads.models)
     optimizer: str  # present: a training step
     max_error: float | None

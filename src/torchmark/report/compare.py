@@ -430,10 +430,25 @@ def placement_renderables(
 ) -> list[RenderableType]:
     mine = reference.seed_rows(record)
     if not mine:
+        # one at another size (a quick run on the CPU, --size) does other work per "it"
+        sizes = sorted(
+            {
+                str(r.params.get("size"))
+                for r in record.results
+                if r.workload == reference.SEED_WORKLOAD
+                and r.variant == reference.SEED_VARIANT
+                and r.ok
+            }
+        )
+        has = (
+            f"has its {reference.SEED_WORKLOAD} {reference.SEED_VARIANT} at {', '.join(sizes)}^2, "
+            "other work per iteration than the blog's table counts: nothing to place"
+            if sizes
+            else f"has no {reference.SEED_WORKLOAD} {reference.SEED_VARIANT} result to place"
+        )
         raise InputError(
-            f"run {record.run_id or '(file)'} has no {reference.SEED_WORKLOAD} "
-            f"{reference.SEED_VARIANT} result to place; run `torchmark run --workload "
-            f"{reference.SEED_WORKLOAD}` first"
+            f"run {record.run_id or '(file)'} {has}; `torchmark run --workload "
+            f"{reference.SEED_WORKLOAD}` measures it at the blog's size"
         )
     per_it = (
         f"one iteration = {fmt.si(ref.bytes_per_iteration, 'B')} of memory traffic, so "

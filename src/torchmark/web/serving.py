@@ -225,10 +225,12 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
     verdict allows, the rest listed after them.
 
     A row's rank is 1 + the rows whose bracket lies wholly above its own (the search resolves
-    a limit to its bracket and no finer), shared (=N) where another row has the same: so no
-    row is ever ranked below one it cannot be told from. Comparing each row with the row
-    above only did that: brackets B 150-160, C 120-130, A 100-200 read B 1, C =2, A =2,
-    though A overlaps B."""
+    a limit to its bracket and no finer), shared (=N) where another row has the same: a row
+    is ranked below another only where more rows are surely faster than it. It can still be
+    ranked below a row it cannot be told from (no rank avoids that: overlap is not
+    transitive): brackets B 150-160, C 120-130, A 100-200 read B =1, A =1, C 2, C below A
+    though they overlap, as its ``vs_above`` says. Comparing each row with the row above
+    only read B 1, C =2, A =2: A below B with no row surely faster than A."""
     from torchmark.report.serving import change
 
     groups: dict[tuple[str, str, float], Group] = {}

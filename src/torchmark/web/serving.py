@@ -43,13 +43,20 @@ P99_ROUNDING_S = 1.5e-6  # stored latencies are whole microseconds
 
 
 def refusal(run: RunRecord) -> str | None:
-    """Why the board refuses a run, in one line, or None: out of its bounds
-    (``ranking.check_bounds``), a figure no hardware reaches (``plausible.check``), or a
-    serving run whose answers cannot be made again from its points (``check``). The server's
-    rule (``web/api.py``) and ``submit --dry-run``'s preview of it, one function."""
+    """Why the board refuses a run, in one line, or None: an environment of the wrong types
+    (``plausible.environment_shape``: the server tests the document for it first; the
+    checks after it read the environment), out of its bounds (``ranking.check_bounds``), a
+    figure no hardware reaches (``plausible.check``), or a serving run whose answers cannot
+    be made again from its points (``check``). The server's rule (``web/api.py``) and
+    ``submit --dry-run``'s preview of it, one function."""
     from torchmark.web import plausible, ranking
 
-    return ranking.check_bounds(run) or plausible.check(run) or check(run)
+    return (
+        plausible.environment_shape({"environment": run.environment})
+        or ranking.check_bounds(run)
+        or plausible.check(run)
+        or check(run)
+    )
 
 
 def check(run: RunRecord) -> str | None:

@@ -96,7 +96,9 @@ def median_ci(
 def _numpy_sorted(x: Iterable[float]) -> tuple[float, ...]:
     """``np.sort``'s order: NaN last (``sorted`` alone leaves a NaN anywhere, and every
     order statistic after it wrong)."""
-    return tuple(sorted(x, key=lambda v: (math.isnan(v), v)))
+    values = list(x)
+    numbers = [v for v in values if v == v]  # NaN alone is not equal to itself
+    return (*sorted(numbers), *[math.nan] * (len(values) - len(numbers)))
 
 
 def _ci_of_sorted(x: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

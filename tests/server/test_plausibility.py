@@ -282,3 +282,21 @@ def test_submit_dry_run_says_the_verdict_the_server_will_judge(
     said = " ".join(err.split())
     assert code == 0 and "ranked: 1 result" not in said.replace("never ranked", "")
     assert "listed, never ranked: 1 result: matmul/fp32 n=512 on cpu (invalid: samples" in said
+
+
+def test_submit_dry_run_refuses_an_environment_the_server_refuses(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server refuses `"devices": "cpu"` (422, environment_shape) before its shared rule
+    (``serving.refusal``); the dry-run used only that rule, and its plausibility check
+    called ``.get`` on the string: an AttributeError traceback, not the server's line."""
+    from clitest import cli
+
+    d = doc(builtin_run())
+    d["environment"]["devices"] = "cpu"
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(d))
+    _, _, err = cli(capsys, "submit", str(path), "--dry-run")
+    said = " ".join(err.split())
+    assert "Traceback" not in err and "AttributeError" not in said
+    assert "the server will refuse this run: environment.devices: an object is needed" in said

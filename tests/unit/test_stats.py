@@ -109,6 +109,48 @@ def test_statistics_equal_numpys_bit_for_bit_without_numpy(n: int) -> None:
     assert m.ci == median_ci(kept) == median_ci(kept.tolist())
 
 
+NAN, INF = math.nan, math.inf
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        [1.0, NAN, 3.0, 2.0],
+        [NAN, 1.0, 3.0, 2.0, 5.0, 4.0, 6.0, 7.0, 8.0, 9.0],  # a NaN first: sorted() left it
+        [2.0, 1.0, INF],
+        [1.0, INF, 3.0, INF],
+        [-INF, INF, 3.0],
+        [1e308, 1e308, 1e308],
+    ],
+)
+def test_statistics_equal_numpys_on_samples_that_are_not_finite(samples: list[float]) -> None:
+    """The pure-Python statistics read NaN and inf as numpy does: a NaN sample makes the
+    median, quartiles, quantiles and min NaN (``sorted`` alone left a NaN anywhere: a finite
+    median of garbage order), the CI's order statistics are numpy's (NaN sorted last), the
+    mean is NaN or inf where fsum raised."""
+    m = Measurement(samples_s=tuple(samples))
+    x = np.asarray(samples)
+    same = lambda a, b: a == b or (math.isnan(a) and math.isnan(b))  # noqa: E731
+    with np.errstate(all="ignore"):
+        want = [float(np.median(x)), float(x.min()), float(x.mean())]
+        want += [float(v) for v in np.quantile(x, [0.0, 0.25, 0.5, 0.75, 0.99, 1.0])]
+    got = [m.median, m.min, m.mean]
+    got += [m.quantile(q) for q in (0.0, 0.25, 0.5, 0.75, 0.99, 1.0)]
+    assert all(same(a, b) for a, b in zip(got, want, strict=True)), (got, want)
+    lo, hi = _ci_ranks(x.size, 0.95)
+    order = np.sort(x)  # the partition median_ci used: NaN last
+    ci = tuple(float(order[r]) if 0 <= r < x.size else NAN for r in (lo, hi))
+    assert all(same(a, b) for a, b in zip(m.ci, ci, strict=True))
+    assert all(same(a, b) for a, b in zip(median_ci(samples), ci, strict=True))
+
+
+def test_a_quantile_outside_0_1_is_refused_as_numpy_refuses_it() -> None:
+    m = Measurement(samples_s=(1.0, 2.0, 3.0))
+    for q in (-0.5, 1.5):
+        with pytest.raises(ValueError, match="quantile"):
+            m.quantile(q)  # -0.5 read x[-1] + ...: a figure from nowhere
+
+
 def test_a_stored_measurements_statistics_need_no_numpy() -> None:
     code = (
         "import sys\n"

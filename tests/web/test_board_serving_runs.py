@@ -185,6 +185,25 @@ def test_no_row_is_ranked_below_a_row_it_cannot_be_told_from() -> None:
     }
 
 
+def test_the_pages_rank_rule_is_true_of_the_rows_it_ranks(board: Any) -> None:
+    """The page said "no device is ranked below one it cannot be told from" above a table
+    where C (120-130) is ranked 2 below A (100-200, =1), which it overlaps: no rank can
+    promise that (overlap is not transitive). What it promises now holds of every pair: a
+    device ranked below another has more devices surely faster than it."""
+    client, headers = board
+    made = {"B CPU": (150.0, 160.0), "C CPU": (120.0, 130.0), "A CPU": (100.0, 200.0)}
+    for name, (best, top) in made.items():
+        assert submit(client, headers, serving_run(name, best, top)).status_code == 201
+    page = text(client.get("/serving").text)
+    assert "ranked below one it cannot be told from" not in page
+    assert "ranked below another only where more devices are surely faster than it" in page
+    (g,) = client.get("/api/v1/serving").json()
+    rank = {r["model"]: int(r["rank"].lstrip("=")) for r in g["rows"]}
+    faster = {x: sum(made[o][0] > made[x][1] for o in made) for x in made}  # wholly above
+    assert all(faster[x] > faster[y] for x in made for y in made if rank[x] > rank[y])
+    assert rank["C CPU"] > rank["A CPU"]  # though they overlap: the page must not deny it
+
+
 def test_the_server_derives_the_answers_from_the_points(board: Any) -> None:
     client, headers = board
     run = serving_run()

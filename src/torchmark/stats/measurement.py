@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
@@ -90,7 +90,15 @@ def median_ci(
     Binomial order statistics (the interval of scipy's quantile_test); with too few samples
     for the requested confidence (n < 6 at 95 %) a bound is NaN, never a guess.
     """
-    return _ci_of_sorted(sorted(map(float, samples)), confidence)
+    return _ci_of_sorted(_numpy_sorted(map(float, samples)), confidence)
+
+
+def _numpy_sorted(x: Iterable[float]) -> tuple[float, ...]:
+    """``np.sort``'s order: NaN last (``sorted`` alone leaves a NaN anywhere, and every
+    order statistic after it wrong)."""
+    values = list(x)
+    numbers = [v for v in values if v == v]  # NaN alone is not equal to itself
+    return (*sorted(numbers), *[math.nan] * (len(values) - len(numbers)))
 
 
 def _ci_of_sorted(x: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -107,10 +115,15 @@ def _lerp_quantile(x: Sequence[float], q: float) -> float:
     """``np.quantile(x, q)`` (its default, linear method) of sorted ``x``, computed as numpy
     computes it, so a stored run reads the same figures with or without numpy: the readers
     of stored results (``show``, ``export``, ``report``) start without importing it."""
+    if not 0 <= q <= 1:
+        raise ValueError(f"quantile {q!r}: a quantile lies in [0, 1]")
     n = len(x)
+    if math.isnan(x[-1]):  # a NaN sample (sorted last): numpy's quantile is NaN
+        return math.nan
     virtual = (n - 1) * q  # numpy's virtual index for its linear method
-    if virtual >= n - 1:
-        return x[-1]
+    if virtual >= n - 1:  # numpy: lerp(x[-1], x[-1], virtual + 1), NaN where x[-1] is inf
+        last = x[-1]
+        return last - (last - last) * -virtual
     below = math.floor(virtual)
     gamma = virtual - below
     a, b = x[below], x[below + 1]
@@ -197,7 +210,11 @@ class Measurement:
 
     @functools.cached_property
     def _sorted(self) -> tuple[float, ...]:
-        return tuple(sorted(self.kept))
+        return _numpy_sorted(self.kept)
+
+    @property
+    def _has_nan(self) -> bool:
+        return bool(self.n) and math.isnan(self._sorted[-1])
 
     @property
     def n(self) -> int:
@@ -205,9 +222,10 @@ class Measurement:
 
     @functools.cached_property
     def median(self) -> float:
-        """As ``np.median``: the middle sample, or the mean of the middle two."""
+        """As ``np.median``: the middle sample, or the mean of the middle two; NaN where a
+        sample is NaN."""
         x, n = self._sorted, self.n
-        if not n:
+        if not n or self._has_nan:
             return math.nan
         return x[n // 2] if n % 2 else (x[n // 2 - 1] + x[n // 2]) / 2
 
@@ -235,11 +253,16 @@ class Measurement:
 
     @property
     def min(self) -> float:
-        return self._sorted[0] if self.n else math.nan
+        return self._sorted[0] if self.n and not self._has_nan else math.nan
 
     @property
     def mean(self) -> float:
-        return math.fsum(self.kept) / self.n if self.n else math.nan
+        if not self.n:
+            return math.nan
+        try:
+            return math.fsum(self.kept) / self.n
+        except (ValueError, OverflowError):  # inf - inf, or a sum past the largest float
+            return sum(self.kept) / self.n  # numpy's NaN or inf
 
     def quantile(self, q: float) -> float:
         return _lerp_quantile(self._sorted, q) if self.n else math.nan

@@ -43,13 +43,20 @@ P99_ROUNDING_S = 1.5e-6  # stored latencies are whole microseconds
 
 
 def refusal(run: RunRecord) -> str | None:
-    """Why the board refuses a run, in one line, or None: out of its bounds
-    (``ranking.check_bounds``), a figure no hardware reaches (``plausible.check``), or a
-    serving run whose answers cannot be made again from its points (``check``). The server's
-    rule (``web/api.py``) and ``submit --dry-run``'s preview of it, one function."""
+    """Why the board refuses a run, in one line, or None: an environment of the wrong types
+    (``plausible.environment_shape``: the server tests the document for it first; the
+    checks after it read the environment), out of its bounds (``ranking.check_bounds``), a
+    figure no hardware reaches (``plausible.check``), or a serving run whose answers cannot
+    be made again from its points (``check``). The server's rule (``web/api.py``) and
+    ``submit --dry-run``'s preview of it, one function."""
     from torchmark.web import plausible, ranking
 
-    return ranking.check_bounds(run) or plausible.check(run) or check(run)
+    return (
+        plausible.environment_shape({"environment": run.environment})
+        or ranking.check_bounds(run)
+        or plausible.check(run)
+        or check(run)
+    )
 
 
 def check(run: RunRecord) -> str | None:
@@ -225,10 +232,12 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
     verdict allows, the rest listed after them.
 
     A row's rank is 1 + the rows whose bracket lies wholly above its own (the search resolves
-    a limit to its bracket and no finer), shared (=N) where another row has the same: so no
-    row is ever ranked below one it cannot be told from. Comparing each row with the row
-    above only did that: brackets B 150-160, C 120-130, A 100-200 read B 1, C =2, A =2,
-    though A overlaps B."""
+    a limit to its bracket and no finer), shared (=N) where another row has the same: a row
+    is ranked below another only where more rows are surely faster than it. It can still be
+    ranked below a row it cannot be told from (no rank avoids that: overlap is not
+    transitive): brackets B 150-160, C 120-130, A 100-200 read B =1, A =1, C 2, C below A
+    though they overlap, as its ``vs_above`` says. Comparing each row with the row above
+    only read B 1, C =2, A =2: A below B with no row surely faster than A."""
     from torchmark.report.serving import change
 
     groups: dict[tuple[str, str, float], Group] = {}

@@ -74,6 +74,10 @@ class Case:
     # Stopping preset the suite chose at planning ("quick", "micro", "model"); prepare()
     # passes it on, so a case prepares the same however its workload object was used.
     rule: str | None = None
+    # What the workload sized the case to fit where it chose a size (seed-add: "quick", a
+    # quick run's 2 GB), so its notes give that reason; None where the size was asked for
+    # (--size) or is the workload's own. Not part of the case's key.
+    sized_for: str | None = None
 
     @property
     def param_dict(self) -> dict[str, Any]:

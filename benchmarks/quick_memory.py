@@ -14,9 +14,8 @@ with the machine, its memory and its load. Goals (issue 23): <= 2 GB peak RSS al
 the fake L3 and with little memory; four concurrent runs all exit 0. Exit 1 when a goal is
 missed. The blog's loop at the blog's 12288^2 holds three 604 MB tensors: with torch's own
 resident pages (``python -c "import torch"``: 0.28 GB here) 2.09 GB at the least, so a quick
-run on the CPU runs seed-add at the largest side that fits its 2 GB beside what the process
-holds when it plans (11264^2 at 0.26 GB), and `torchmark run -w seed-add` measures the
-blog's size.
+run on the CPU runs seed-add at the largest side that fits its 2 GB beside the 450 MiB a
+run holds besides it (11264^2), and `torchmark run -w seed-add` measures the blog's size.
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.results import Work, link_ceiling
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import (
+    QUICK_CASE_BYTES,
+    QUICK_HELD_BYTES,
     QUICK_PEAK_BYTES,
     fits,
-    quick_room,
     room_bytes,
     rule_for,
     sizes_or,
@@ -129,12 +130,12 @@ def side_for(device: Device, quick: bool = False) -> int:
     of the total), else the largest multiple of 1024 that does: a machine with 3.6 GB or
     less to spare is not pushed out of memory by the blog (the result then says so and is
     not placed in the blog's table, which is of the blog's size only). A quick run on the
-    host also keeps within its 2 GB (``quick_room``), which the blog's 1.81 GB beside torch's
-    own memory does not: there the side is the largest that does (11264 where torch holds
-    0.3 GB)."""
+    host also keeps within its 2 GB (``QUICK_CASE_BYTES`` for one case), which the blog's
+    1.81 GB beside what the process holds does not: there the side is the largest that
+    does, 11264."""
     n, room = BLOG_SIZE, room_bytes(device)  # read once, not once a step
     if quick and not device.is_accelerator:
-        room = min(room, quick_room()) if room is not None else quick_room()
+        room = min(room, QUICK_CASE_BYTES) if room is not None else QUICK_CASE_BYTES
     while n > 1024 and room is not None and TENSORS * F32 * n * n > room:
         n -= 1024
     return n
@@ -151,7 +152,8 @@ def size_note(n: int, device: Device, quick: bool = False) -> list[str]:
     if quick and not device.is_accelerator:
         why.append(
             f"--quick keeps a run within {QUICK_PEAK_BYTES / 1e9:g} GB, and the blog's three "
-            f"{_mb(blog)} tensors ({_gb(TENSORS * blog)}) do not fit beside torch's own memory"
+            f"{_mb(blog)} tensors ({_gb(TENSORS * blog)}) do not fit beside the "
+            f"{QUICK_HELD_BYTES / 2**20:.0f} MiB a run holds besides them (torch's own, its heap)"
         )
     if not fits(device, blog, TENSORS):
         free = device.available_memory_bytes()

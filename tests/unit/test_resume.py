@@ -434,3 +434,52 @@ def test_a_run_resumed_twice_reads_as_the_same_plan_measured_in_one_go() -> None
     assert [p.results for p in parts.payload.parts] == [2, 2, 2]
     assert cases_of(parts) == cases_of(whole) == list(range(6))
     assert table(parts) == table(whole)
+
+
+class Sized(Counted):
+    """Counted cases sized from the memory available to the plan (as add/triad and seed-add
+    are): i = 0 .. free // 1 GB - 1."""
+
+    def cases(self, device: Device, opts: PlanOptions) -> list[Case]:
+        free = device.plan_memory_bytes() or 0
+        return [Case("counted", "v", device, (("i", i),)) for i in range(free // 10**9)]
+
+
+class Roomy(FakeDevice):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.free = 4 * 10**9
+
+    def available_memory_bytes(self) -> int | None:
+        return self.free
+
+
+def test_a_resumed_run_plans_the_sizes_its_first_part_planned() -> None:
+    """Sizes come from the memory available when the run was planned (buffers, seed-add's
+    side); a resumed part planned them again from the memory available then, and a run
+    stopped on a machine that had less (another job, the very pressure that stopped it)
+    found its stored results matching no case: "start a new run"."""
+    from torchmark.run.plan import make_plan
+
+    rig = Rig()
+    dev, w = Roomy(rig.clock), Sized(rig.clock, 0)
+    p = make_plan(rig.cfg, devices=[dev], workloads={"counted": w})
+    assert [c.param_dict["i"] for c in p.cases] == [0, 1, 2, 3]
+    w.actions[2] = stop
+    record = new_record("run", rig.cfg.as_dict(), p.devices)
+    assert record.environment["plan_memory_bytes"] == {dev.name: 4 * 10**9}
+    try:
+        runner.run_planned(
+            Session(record, rig.store, host_clock=rig.clock), p.cases, p.workloads, rig.cfg
+        )
+    except RunInterrupted as e:
+        run_id = e.record.run_id or ""  # type: ignore[attr-defined]
+    dev.free = 2 * 10**9  # less memory now: a new plan would make i = 0, 1 only
+    again = Roomy(rig.clock)
+    again.free = 2 * 10**9
+    plan = resume.prepare(rig.store.load(run_id), devices=[again], workloads={"counted": w})
+    assert [c.param_dict["i"] for c in plan.planned] == [0, 1, 2, 3]
+    assert [c.param_dict["i"] for c in plan.todo] == [2, 3]
+    assert again.plan_memory_bytes() == 4 * 10**9 and again.available_memory_bytes() == 2 * 10**9
+    # a fresh plan on the same device object reads the memory again
+    assert len(make_plan(rig.cfg, devices=[again], workloads={"counted": w}).cases) == 2

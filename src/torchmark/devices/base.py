@@ -174,6 +174,27 @@ class Device(ABC):
         """Memory free for new buffers now (host: what the OS can give without swapping)."""
         return None
 
+    # The reading of available memory a plan sized this device's buffers from (a 1-tuple:
+    # its None is "unknown"); None before any plan.
+    _planned_memory: tuple[int | None] | None = None
+
+    def plan_memory_bytes(self) -> int | None:
+        """The memory available that sizes this device's buffers: the one reading the plan
+        took (``run.plan.make_plan``: every size of one plan, and every note a case gives of
+        it, from one figure; a resumed run takes its first part's, so its parts plan the
+        same sizes), else the memory available now."""
+        if self._planned_memory is not None:
+            return self._planned_memory[0]
+        return self.available_memory_bytes()
+
+    def plan_with_memory(self, nbytes: int | None) -> None:
+        self._planned_memory = (nbytes,)
+
+    @property
+    def planned_memory(self) -> tuple[int | None] | None:
+        """The reading ``plan_with_memory`` set (a 1-tuple), or None before any plan."""
+        return self._planned_memory
+
     def cores(self) -> int | None:
         """Logical CPUs sharing the last-level cache this device reports (hosts only)."""
         return None

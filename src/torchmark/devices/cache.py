@@ -90,7 +90,7 @@ def buffer_cap(device: Device) -> tuple[int | None, str]:
     from torchmark.format import binary_bytes
 
     caps: list[tuple[int, str]] = []
-    free = device.available_memory_bytes()
+    free = device.plan_memory_bytes()  # the plan's one reading (run.plan.make_plan)
     if free:
         caps.append((free // BUFFER_SHARE, f"1/{BUFFER_SHARE} of {binary_bytes(free)} available"))
     total = device.total_memory_bytes()

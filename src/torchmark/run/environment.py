@@ -105,11 +105,14 @@ def collect(devices: list[Device]) -> dict[str, Any]:
         },
         "precision": precision_flags(),
     }
+    # the memory available each device's buffers were sized from (run.plan.make_plan): a
+    # resumed run plans its sizes from these again. Not compared, not in the fingerprint.
+    planned = {d.name: d.planned_memory[0] for d in devices if d.planned_memory is not None}
     # kept only by the CLI (a library caller keeps nothing): no second device scan, no copy
     by = torchfacts.KEEP_BY
     if by is not None and [d.name for d in devices] == [d.name for d in _every_device()]:
         torchfacts.keep(_at_defaults(facts, *cpu.DEFAULT_THREADS), by)  # as `env` lists them
-    return _record(facts)
+    return _record(facts) | ({"plan_memory_bytes": planned} if planned else {})
 
 
 def _every_device() -> list[Device]:

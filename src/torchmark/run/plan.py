@@ -7,6 +7,7 @@ The CLI checks the options against the plan, shows it (``--dry-run``) or runs it
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from torchmark.devices import Device, resolve
 from torchmark.run.config import RunConfig, validate
@@ -56,13 +57,19 @@ def make_plan(
     cfg: RunConfig,
     devices: list[Device] | None = None,
     workloads: dict[str, Workload] | None = None,
+    memory: Mapping[str, int | None] | None = None,
 ) -> Plan:
     """``cfg`` checked and planned: its workloads built, its devices resolved, its cases
     listed. ``devices``/``workloads``: already chosen (tests' fakes); by default ``cfg``
-    chooses them."""
+    chooses them. Each device's available memory is read once and every size comes from
+    that reading (``Device.plan_memory_bytes``; the run keeps it in its environment);
+    ``memory``: the readings of a resumed run's first part, so its parts plan the same."""
     validate(cfg)
     workloads = workloads if workloads is not None else select_workloads(cfg)
     devices = devices if devices is not None else resolve(cfg.devices)
+    stored = memory or {}
+    for d in devices:
+        d.plan_with_memory(stored[d.name] if d.name in stored else d.available_memory_bytes())
     return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
 
 

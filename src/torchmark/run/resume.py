@@ -264,6 +264,16 @@ def end_part(record: RunRecord, before: int) -> None:
     part.results = len(record.results) - before
 
 
+def _readings(memory: Any) -> dict[str, int | None] | None:
+    """The stored readings, where they are what the run wrote (a name -> bytes mapping)."""
+    if not isinstance(memory, dict):
+        return None
+    return {
+        str(k): int(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+        for k, v in memory.items()
+    }
+
+
 def prepare(
     record: RunRecord,
     devices: list[Device] | None = None,
@@ -276,7 +286,9 @@ def prepare(
     from torchmark.run.plan import make_plan
 
     check_resumable(record)
-    p = make_plan(stored_config(record), devices, workloads)
+    # sized from the memory the first part planned with: its stored results match the plan
+    memory = record.environment.get("plan_memory_bytes")
+    p = make_plan(stored_config(record), devices, workloads, memory=_readings(memory))
     p.set_threads()
     now = environment.collect(p.devices)
     check_environment(record, now)

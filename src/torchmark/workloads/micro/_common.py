@@ -18,7 +18,7 @@ def rule_for(suite: Suite) -> str:
 def room_bytes(device: Device) -> int | None:
     """What a case may hold on the device: half the memory, and half of what is available
     now (the smaller); None where neither is known."""
-    room = [m for m in (device.total_memory_bytes(), device.available_memory_bytes()) if m]
+    room = [m for m in (device.total_memory_bytes(), device.plan_memory_bytes()) if m]
     return min(room) // 2 if room else None
 
 

@@ -156,7 +156,7 @@ def size_note(n: int, device: Device, quick: bool = False) -> list[str]:
             f"{QUICK_HELD_BYTES / 2**20:.0f} MiB a run holds besides them (torch's own, its heap)"
         )
     if not fits(device, blog, TENSORS):
-        free = device.available_memory_bytes()
+        free = device.plan_memory_bytes()
         why.append(
             f"the blog's three {_mb(blog)} tensors need more than half the memory available "
             f"({binary_bytes(free) if free else 'unknown'})"

@@ -175,24 +175,31 @@ class Device(ABC):
         return None
 
     # The reading of available memory a plan sized this device's buffers from (a 1-tuple:
-    # its None is "unknown"); None before any plan.
+    # its None is "unknown"); None before one was taken. Taken at the plan's first use only:
+    # reading a GPU's memory starts its CUDA context.
     _planned_memory: tuple[int | None] | None = None
+    _planning = False
 
     def plan_memory_bytes(self) -> int | None:
         """The memory available that sizes this device's buffers: the one reading the plan
         took (``run.plan.make_plan``: every size of one plan, and every note a case gives of
         it, from one figure; a resumed run takes its first part's, so its parts plan the
         same sizes), else the memory available now."""
-        if self._planned_memory is not None:
-            return self._planned_memory[0]
-        return self.available_memory_bytes()
+        if self._planned_memory is None:
+            reading = self.available_memory_bytes()
+            if not self._planning:
+                return reading
+            self._planned_memory = (reading,)
+        return self._planned_memory[0]
 
-    def plan_with_memory(self, nbytes: int | None) -> None:
-        self._planned_memory = (nbytes,)
+    def plan_from(self, reading: tuple[int | None] | None = None) -> None:
+        """A plan starts: the first reading it takes is kept (``reading``: a resumed run's
+        stored one, kept as it is)."""
+        self._planning, self._planned_memory = True, reading
 
     @property
     def planned_memory(self) -> tuple[int | None] | None:
-        """The reading ``plan_with_memory`` set (a 1-tuple), or None before any plan."""
+        """The reading the plan took (a 1-tuple), or None where it took none."""
         return self._planned_memory
 
     def cores(self) -> int | None:

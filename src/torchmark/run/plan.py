@@ -61,15 +61,16 @@ def make_plan(
 ) -> Plan:
     """``cfg`` checked and planned: its workloads built, its devices resolved, its cases
     listed. ``devices``/``workloads``: already chosen (tests' fakes); by default ``cfg``
-    chooses them. Each device's available memory is read once and every size comes from
-    that reading (``Device.plan_memory_bytes``; the run keeps it in its environment);
+    chooses them. Each device's available memory is read once, where a size needs it, and
+    every size comes from that reading (``Device.plan_memory_bytes``; the run keeps it in
+    its environment);
     ``memory``: the readings of a resumed run's first part, so its parts plan the same."""
     validate(cfg)
     workloads = workloads if workloads is not None else select_workloads(cfg)
     devices = devices if devices is not None else resolve(cfg.devices)
     stored = memory or {}
     for d in devices:
-        d.plan_with_memory(stored[d.name] if d.name in stored else d.available_memory_bytes())
+        d.plan_from((stored[d.name],) if d.name in stored else None)
     return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
 
 

@@ -279,16 +279,8 @@ def test_readers_of_runs_without_an_input_workload_start_without_numpy(
     what: str, store: tuple[dict[str, str], Path]
 ) -> None:
     env, _ = store
-    p = subprocess.run(
-        [sys.executable, "-c", DRIVER, *NUMPY_FREE[what]],
-        capture_output=True,
-        text=True,
-        env={**env, "WATCHED": "numpy"},
-        timeout=180,
-    )
+    p, chain = _watched(NUMPY_FREE[what], {**env, "WATCHED": "numpy"})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    line = next(x for x in p.stderr.splitlines() if x.startswith("TORCH="))
-    chain = json.loads(line.removeprefix("TORCH="))
     assert chain is None, (
         f"torchmark {what} imported numpy: {chain[-1]} imported it (through {' -> '.join(chain)})"
     )

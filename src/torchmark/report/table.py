@@ -334,9 +334,12 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
     """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table, and
     among every row the seed chart draws (the committed reference runs too): the chart's
     note gives the same two ranks."""
+    mine = reference.seed_rows(record)
+    if not mine:  # nothing to place: the reference runs are not read (`show`'s start-up)
+        return []
     ref = ref or reference.load("seed-2023")
     lines = []
-    for at in reference.placements(ref, reference.seed_rows(record)):
+    for at in reference.placements(ref, mine):
         row, slower, faster = at.row, at.slower, at.faster
         where = " and ".join(
             f"{n.hardware} ({n.value:g})" for n in (slower, faster) if n is not None

@@ -39,7 +39,7 @@ def _read(path: str) -> str | None:
 
 def _smi_gpus() -> int:
     """NVIDIA GPUs the kernel driver sees, without NVML (nvidia-smi -L, /proc)."""
-    gpus = _try(lambda: len(os.listdir("/proc/driver/nvidia/gpus")), 0)
+    gpus = _try(lambda: len(os.listdir(torchfacts.NVIDIA_PROC / "gpus")), 0)
     if not gpus and shutil.which("nvidia-smi"):
         out = _try(
             lambda: (

@@ -147,8 +147,13 @@ def once(src: Path, argv: list[str], env: dict[str, str], strict: bool) -> tuple
     return wall, cpu
 
 
+def installed_env() -> dict[str, str]:
+    """This environment as an installed tool's: modules' bytecode written and read."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def plain(argv: list[str]) -> float:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = installed_env()
     t = time.perf_counter()
     subprocess.run([sys.executable, *argv], check=True, env=env)
     return time.perf_counter() - t
@@ -183,7 +188,7 @@ def main() -> int:
         for tree in trees:
             shutil.copy(tmp / "runs.db", tmp / f"{tree}.db")
             envs[tree] = {
-                **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                **installed_env(),
                 "TORCHMARK_DB": f"sqlite:///{tmp / f'{tree}.db'}",
                 "COLUMNS": "120",
             }

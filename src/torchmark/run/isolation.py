@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
-from torchmark.run.watchdog import BOUND_WHY, CallTimedOut, Watchdog
+from torchmark.run.watchdog import BOUND_WHY, CallTimedOut, Watchdog, frames_text
 
 if TYPE_CHECKING:
     from torchmark.devices.base import Device
@@ -305,10 +305,7 @@ def _where_stuck(pid: int, where: Any) -> str:
         before = text
     blocks = text.split("\n\n")
     current = [b for b in blocks if b.lstrip().startswith("Current thread")]
-    frames = _FRAME.findall((current or blocks)[-1])[:3]
-    if not frames:
-        return ""
-    return " at " + " < ".join(f"{os.path.basename(f)}:{n} in {fn}" for f, n, fn in frames)
+    return frames_text(_FRAME.findall((current or blocks)[-1])[:3])
 
 
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -210,12 +210,18 @@ def where_main_is(depth: int = 3) -> str:
     """`` at model.py:12 in forward < module.py:1775 in _call_impl``: the main thread's
     innermost frames (a hung call's abandon says where it hung); empty where unknown."""
     frame = sys._current_frames().get(threading.main_thread().ident or 0)
-    out: list[str] = []
-    while frame is not None and len(out) < depth:
-        code = frame.f_code
-        out.append(f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}")
+    frames: list[tuple[str, int, str]] = []
+    while frame is not None and len(frames) < depth:
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
         frame = frame.f_back
-    return " at " + " < ".join(out) if out else ""
+    return frames_text(frames)
+
+
+def frames_text(frames: Sequence[tuple[str, int | str, str]]) -> str:
+    """`` at model.py:12 in forward < ...``: (file, line, function) frames, innermost first,
+    as an error names where something stuck; empty without frames."""
+    said = " < ".join(f"{os.path.basename(f)}:{n} in {fn}" for f, n, fn in frames)
+    return f" at {said}" if said else ""
 
 
 __all__ = ["MIN_CALL_BOUND_S", "CallTimedOut", "Watchdog", "call_bound", "in_main_thread"]

@@ -108,63 +108,46 @@ def preflight(
     host = factory(batch)
     pf.inputs = host.describe()
     errors: list[str] = []
-    own = dog is None  # a watchdog made here is closed here, whatever the calls raise
-    dog = dog or Watchdog()
     start_flop_counter()  # outside the bound below
-    try:
-        _first_calls(model, devices, host, batch, bound_s, dog, pf, errors)
-    finally:
-        if own:
-            dog.close()
+    with contextlib.ExitStack() as stack:
+        if dog is None:  # a watchdog made here is closed here, whatever the calls raise
+            dog = stack.enter_context(contextlib.closing(Watchdog()))
+        for d in devices:
+            try:
+                m = place(model, d)
+                x = host.to(d.torch_device)
+                with dog.armed(bound_s or math.inf, f"the model's first call on {d.name}"):
+                    with torch.no_grad():
+                        if pf.reference is None:
+                            out, flops = count_flops(partial(x.call, m))
+                            pf.flops_per_item = flops / batch
+                        else:
+                            out = x.call(m)
+                    d.synchronize()
+            except CallTimedOut as e:
+                pf.failed[d.name] = str(e)
+                errors.append(str(e))
+                continue
+            except Exception as e:
+                if d.is_out_of_memory(e) or _host_alloc_failed(e):
+                    pf.failed[d.name] = f"out of memory at batch {batch}"
+                else:
+                    pf.failed[d.name] = f"the model does not run on {d.name}: {one_line(e)}"
+                    errors.append(one_line(e))
+                d.empty_cache()
+                continue
+            if not tensors_in(out):
+                raise InputError(
+                    f"the model returned {describe_tree(out)}: no tensor in it (torchmark needs "
+                    "tensors, possibly nested in tuples/lists/dicts, to wait on and check)"
+                )
+            pf.placed[d.name] = m
+            if pf.reference is None:
+                pf.reference = to_device(out, torch.device("cpu"))
+                pf.reference_device = d.name
     if not pf.placed and errors:
         raise InputError(f"the model failed on inputs {pf.inputs}: {errors[0]}")
     return pf
-
-
-def _first_calls(
-    model: nn.Module,
-    devices: Sequence[Device],
-    host: Any,
-    batch: int,
-    bound_s: float | None,
-    dog: Watchdog,
-    pf: Preflight,
-    errors: list[str],
-) -> None:
-    """preflight's call on each device, filling ``pf`` and ``errors``."""
-    for d in devices:
-        try:
-            m = place(model, d)
-            x = host.to(d.torch_device)
-            with dog.armed(bound_s or math.inf, f"the model's first call on {d.name}"):
-                with torch.no_grad():
-                    if pf.reference is None:
-                        out, flops = count_flops(partial(x.call, m))
-                        pf.flops_per_item = flops / batch
-                    else:
-                        out = x.call(m)
-                d.synchronize()
-        except CallTimedOut as e:
-            pf.failed[d.name] = str(e)
-            errors.append(str(e))
-            continue
-        except Exception as e:
-            if d.is_out_of_memory(e) or _host_alloc_failed(e):
-                pf.failed[d.name] = f"out of memory at batch {batch}"
-            else:
-                pf.failed[d.name] = f"the model does not run on {d.name}: {one_line(e)}"
-                errors.append(one_line(e))
-            d.empty_cache()
-            continue
-        if not tensors_in(out):
-            raise InputError(
-                f"the model returned {describe_tree(out)}: no tensor in it (torchmark needs "
-                "tensors, possibly nested in tuples/lists/dicts, to wait on and check)"
-            )
-        pf.placed[d.name] = m
-        if pf.reference is None:
-            pf.reference = to_device(out, torch.device("cpu"))
-            pf.reference_device = d.name
 
 
 def _host_alloc_failed(e: BaseException) -> bool:

@@ -129,12 +129,12 @@ def side_for(device: Device, quick: bool = False) -> int:
     """The blog's side where its three tensors fit (``fits``: half the memory available and
     of the total), else the largest multiple of 1024 that does: a machine with 3.6 GB or
     less to spare is not pushed out of memory by the blog (the result then says so and is
-    not placed in the blog's table, which is of the blog's size only). A quick run on the
-    host also keeps within its 2 GB (``QUICK_CASE_BYTES`` for one case), which the blog's
-    1.81 GB beside what the process holds does not: there the side is the largest that
-    does, 11264."""
+    not placed in the blog's table, which is of the blog's size only). ``quick`` (a case a quick
+    run sizes on the host: ``Case.sized_for``): also within the run's 2 GB
+    (``QUICK_CASE_BYTES`` for one case), which the blog's 1.81 GB beside what the process
+    holds does not keep: there the side is the largest that does, 11264."""
     n, room = BLOG_SIZE, room_bytes(device)  # read once, not once a step
-    if quick and not device.is_accelerator:
+    if quick:
         room = min(room, QUICK_CASE_BYTES) if room is not None else QUICK_CASE_BYTES
     while n > 1024 and room is not None and TENSORS * F32 * n * n > room:
         n -= 1024
@@ -142,14 +142,15 @@ def side_for(device: Device, quick: bool = False) -> int:
 
 
 def size_note(n: int, device: Device, quick: bool = False) -> list[str]:
-    """Why a case is not at the blog's size, where it is not, and how to measure it there."""
+    """Why a case is not at the blog's size, where it is not, and how to measure it there
+    (``quick``: the case was sized for a quick run on the host, as in ``side_for``)."""
     if n == BLOG_SIZE:
         return []
     from torchmark.format import binary_bytes
 
     why = []
     blog = F32 * BLOG_SIZE**2
-    if quick and not device.is_accelerator:
+    if quick:
         why.append(
             f"--quick keeps a run within {QUICK_PEAK_BYTES / 1e9:g} GB, and the blog's three "
             f"{_mb(blog)} tensors ({_gb(TENSORS * blog)}) do not fit beside the "
@@ -163,7 +164,7 @@ def size_note(n: int, device: Device, quick: bool = False) -> list[str]:
         )
     place = (
         "; `torchmark run -w seed-add` measures it at the blog's size"
-        if quick and not device.is_accelerator and len(why) == 1
+        if quick and len(why) == 1
         else ""
     )
     return [

@@ -93,6 +93,24 @@ def test_break_even_ignores_failed_cases() -> None:
     assert breakeven.break_even(rows, "cpu", ["cuda:0"])["cuda:0"]["range"] == [1, 16]
 
 
+def test_results_their_verdict_rejects_are_left_out() -> None:
+    """A loaded machine's invalid GPU result at batch 1 (a scheduler artefact, say) was
+    listed with its speedup, counted as "not faster" (break-even 8 where the valid batches
+    say "always") and called the cheaper device by the cost table."""
+    from torchmark.results import Verdict
+
+    rows = two_device_sweep()
+    for r in rows:
+        if r.device == "cuda:0" and r.params["batch"] == 1:
+            r.verdict = Verdict(level="invalid", reasons=["a scheduler artefact"])
+    be = breakeven.break_even(rows, "cpu", ["cuda:0"])["cuda:0"]
+    assert be["range"] == [2, 16] and be["device"] == "always"
+    assert all(r["batch"] != 1 for r in be["per_batch"])
+    table = cost.cost_table(rows, {"cpu": 0.10, "cuda:0": 0.0001})
+    assert "1" not in table["cheaper"] or table["cheaper"]["1"] == "cpu"
+    assert not any(r["device"] == "cuda:0" and r["batch"] == 1 for r in table["rows"])
+
+
 def test_describe_words() -> None:
     assert breakeven.describe("never") == "never in the range tried"
     assert breakeven.describe(8) == "from batch 8"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from torchmark import verdicts
 from torchmark.results import Result
 
 if TYPE_CHECKING:
@@ -39,11 +40,19 @@ def gpu_verdict(gpu: Result, cpu: Result) -> tuple[Verdict | None, str]:
 
 
 def by_batch(results: Sequence[Result], device: str, variant: str) -> dict[int, Result]:
-    """The successful results of one device and one view of time, by batch size."""
+    """The results of one device and one view of time that their verdict lets be compared
+    and recommended (``verdicts``: not invalid, WRONG or skipped), by batch size. An invalid
+    GPU result was listed with its speedup and counted as "not faster", which moved the
+    break-even, and the cost table called the cheaper device from it."""
     return {
         int(r.params["batch"]): r
         for r in results
-        if r.ok and r.device == device and r.variant == variant and "batch" in r.params
+        if r.ok
+        and verdicts.may(r, "compare")
+        and verdicts.may(r, "recommend")
+        and r.device == device
+        and r.variant == variant
+        and "batch" in r.params
     }
 
 

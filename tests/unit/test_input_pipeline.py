@@ -224,6 +224,17 @@ def test_workers_that_slow_the_step_are_named() -> None:
     assert "num_workers=2" in line and "200 ms vs 50 ms" in line
 
 
+def test_no_contention_is_read_off_an_invalid_resident_step() -> None:
+    """The resident step judged invalid under load still set the bar workers were held
+    against: "the step's compute took 200 ms vs 50 ms", a ratio to a figure its verdict
+    rejects, beside "pipeline cost: can't tell" for the same reason."""
+    rs = sweep()
+    rs[3].extra["input"]["compute_s"] = 0.2
+    rs[0].verdict = Verdict(level="invalid", reasons=["spread 730 % of the median"])
+    text = "\n".join(advise(rs)[0].lines)
+    assert "pipeline cost: can't tell" in text and "contention" not in text
+
+
 def test_advice_never_contradicts_itself() -> None:
     text = "\n".join(advise(sweep())[0].lines)
     assert "no count above 2 measurably beat 2" in text

@@ -48,9 +48,14 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
 
 
 SUBMIT_PATH = "/api/v1/runs"
+RESEND = "the run may not be stored: submit it again"
 
 
-def post(server: str, token: str | None, body: bytes, path: str = SUBMIT_PATH) -> Any:
+def post(
+    server: str, token: str | None, body: bytes, path: str = SUBMIT_PATH, cut_short: str = RESEND
+) -> Any:
+    """The server's JSON answer to ``body``; ``cut_short`` says what to do where the answer
+    was cut short (a run id is stored once, so sending a run again is safe)."""
     url = server.rstrip("/") + path
     if not url.startswith(("http://", "https://")):
         raise InputError(f"--server {server!r}: give an http:// or https:// URL")
@@ -77,14 +82,10 @@ def post(server: str, token: str | None, body: bytes, path: str = SUBMIT_PATH) -
         ) from None
     except (http.client.HTTPException, ValueError) as e:
         # the connection dropped mid-answer (IncompleteRead, RemoteDisconnected) or the answer
-        # is not JSON: the server may or may not have stored the run, and a run id is stored
-        # once, so sending it again is safe
-        then = (
-            "the run may not be stored: submit it again"
-            if path == SUBMIT_PATH
-            else "nothing was stored: run the command again"  # a place asked for, no more
-        )
-        raise ServerError(f"{server} did not answer in full ({type(e).__name__}); {then}") from None
+        # is not JSON: the server may or may not have done what was asked
+        raise ServerError(
+            f"{server} did not answer in full ({type(e).__name__}); {cut_short}"
+        ) from None
 
 
 @app.command()
@@ -208,7 +209,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
         raise InputError("--server places one run; give one run id, latest or a .json file")
     doc, _ = document(specs[0] if specs else "latest", db)
     body = json.dumps(doc, allow_nan=False).encode()
-    rows = post(server, os.environ.get("TORCHMARK_TOKEN"), body, "/api/v1/place")
+    token = os.environ.get("TORCHMARK_TOKEN")
+    # a place asked for, no more: nothing is stored
+    rows = post(server, token, body, "/api/v1/place", "nothing was stored: run the command again")
     if not rows:
         console.print("the run has no measured result to place")
     own = next((row["left_out"] for row in rows if row.get("left_out")), None)

@@ -177,8 +177,8 @@ def _contention(loaders: list[tuple[LoaderConfig, Result]], resident: Result | N
     """Workers that slow the step itself: on a CPU they decode on the cores the step
     computes on (2 loaded cores here: compute per step rose 1.5-2x with 1-2 workers and
     one torch thread, and 35x with torch's 2 OpenMP threads spinning against them)."""
-    if resident is None or resident.median_s is None:
-        return []
+    if resident is None or resident.median_s is None or _unusable(resident):
+        return []  # no ratio to a step its verdict keeps from comparisons (invalid, WRONG)
     slowed = [
         (c, b["compute_s"])
         for c, r in loaders

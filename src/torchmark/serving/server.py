@@ -30,11 +30,9 @@ loop against queueing theory, one step at a time where several instances share a
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
 import operator
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -157,11 +155,13 @@ class _Counter:
 @dataclass(frozen=True)
 class Queue:
     """The index of the next request to serve (``head.value``), moved under ``lock`` by the
-    instance that takes a batch. ``Queue()``: one instance's, no lock; worker processes
-    share one made of ``multiprocessing.RawValue("q")`` and ``Lock()``."""
+    instance that takes a batch. ``Queue()``: one instance's, no lock (None: even a no-op
+    one entered per batch cost the loop a third of its time per request, as
+    serving_generator.py's bookkeeping); worker processes share one made of
+    ``multiprocessing.RawValue("q")`` and ``Lock()``."""
 
     head: Any = field(default_factory=_Counter)
-    lock: AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)
+    lock: Any = None  # acquire() / release(): multiprocessing's Lock
 
 
 # What one step of the loop did
@@ -185,11 +185,7 @@ class Server:
             give_up_s if give_up_s is not None else max(GIVE_UP_BOUNDS * bound_s, GIVE_UP_MIN_S)
         )
         self.queue = queue or Queue()
-        # this instance's own queue takes no lock: entering even a no-op one per batch cost
-        # the loop a third of its time per request (serving_generator.py's bookkeeping)
-        shared = not isinstance(self.queue.lock, contextlib.nullcontext)
-        self._lock: Any = self.queue.lock if shared else None
-        self._head = self.queue.head
+        self._lock, self._head = self.queue.lock, self.queue.head
         self.arrival = np.empty(0)
         self.start = np.empty(0)
         self.finish = np.empty(0)

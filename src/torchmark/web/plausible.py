@@ -132,13 +132,16 @@ def rejudged(run: RunRecord) -> RunRecord:
     the client raised is never lowered, and an older client's words for the same finding
     are not doubled by this server's). The run's verdict is judged again where a result's
     changed. An honest client's verdicts are unchanged: ``judge`` is a pure function of the
-    stored result."""
-    out = run.model_copy(deep=True)
+    stored result. Copied no deeper than what changes (the run's results list and the
+    results judged worse): a deep copy of a 100-case run was 95 % of this function."""
+    results: list[Result] = []
     changed = False
-    for r in out.results:
+    for r in run.results:
         here = judge(r)
         if r.verdict is None or ORDER[here.level] > ORDER[r.verdict.level]:
-            r.verdict, changed = _worse(here, r.verdict), True
+            r, changed = r.model_copy(update={"verdict": _worse(here, r.verdict)}), True
+        results.append(r)
+    out = run.model_copy(update={"results": results})
     if changed or out.verdict is None:
         out.verdict = _worse(judge_run(out), out.verdict)
     return out

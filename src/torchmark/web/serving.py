@@ -249,8 +249,9 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
         g.rows.extend(rows_of(run, machine))
     for g in groups.values():
         ranked = [r for r in g.rows if r.ranked]
-        above = {
-            id(r): [o for o in ranked if change(r.answer, o.answer)[0] == "FASTER"] for r in ranked
+        above = {  # each row's rows whose bracket lies wholly above its own, by id
+            id(r): {id(o) for o in ranked if change(r.answer, o.answer)[0] == "FASTER"}
+            for r in ranked
         }
         number = {id(r): 1 + len(above[id(r)]) for r in ranked}
         shared = Counter(number.values())
@@ -258,19 +259,17 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
         for i, row in enumerate(ranked):
             n = number[id(row)]
             row.rank = f"={n}" if shared[n] > 1 else str(n)
-            row.vs_above = _vs_above(row, ranked[i - 1] if i else None, len(above[id(row)]))
+            faster = above[id(row)]
+            row.vs_above = "" if not i else _vs_above(row, id(ranked[i - 1]) in faster, len(faster))
         g.rows = ranked + [r for r in g.rows if not r.ranked]
     return sorted(groups.values(), key=lambda g: (g.model, g.inputs, g.bound_s))
 
 
-def _vs_above(row: Row, prev: Row | None, faster: int) -> str:
-    """The row against the one listed above it, and the rows that are surely faster."""
-    if prev is None:
-        return ""
-    from torchmark.report.serving import change
-
+def _vs_above(row: Row, below_prev: bool, faster: int) -> str:
+    """The row against the one listed above it (``below_prev``: that one's bracket lies
+    wholly above), and the rows that are surely faster."""
     top = f"{row.answer.top:,.0f}" if row.answer.top is not None else "?"
-    if change(row.answer, prev.answer)[0] == "FASTER":
+    if below_prev:
         return f"slower: over the bound at {top}/s, which the row above serves"
     if not faster:
         return "can't tell: the brackets overlap"

@@ -156,8 +156,9 @@ def import_(
     finally:
         store.close()
     if record.run_id and run_id != record.run_id:
-        err_console.print(
+        err_console.print(  # one line in a log or a pipe: a long store path must not cut it
             f"Run id {record.run_id} is already in {store.url}; both are kept, "
-            f"the imported one as {run_id}"
+            f"the imported one as {run_id}",
+            soft_wrap=not err_console.is_terminal,
         )
     console.print(run_id)

@@ -147,6 +147,17 @@ def test_reference_defaults_to_latest_and_needs_seed_add(
     code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "quick-seed")
     assert code == 2 and "has its seed-add as-published at 11264^2" in err, err
     assert "`torchmark run --workload seed-add` measures it at the blog's size" in err
+    # at the blog's size, but unfolded (other bytes per iteration): not sent to measure it
+    for r in seed:
+        r.params["size"] = 12288
+        r.work = r.work.model_copy(update={"bytes": 8 * 4 * 12288**2})
+    doc.run_id = "unfolded-seed"
+    store = open_store(os.environ["TORCHMARK_DB"])
+    store.save(doc)
+    store.close()
+    code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "unfolded-seed")
+    assert code == 2 and "at the blog's size, but this torch does other work" in err, err
+    assert "measures it at the blog's size" not in err
 
 
 def test_reference_takes_the_newest_run_with_a_seed_result_not_latest(

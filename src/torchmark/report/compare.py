@@ -10,6 +10,7 @@ Over 400 lines: the comparison and the reference-placement tables share one fitt
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -430,26 +431,30 @@ def placement_renderables(
 ) -> list[RenderableType]:
     mine = reference.seed_rows(record)
     if not mine:
-        # one at another size (a quick run on the CPU, --size) does other work per "it"
-        sizes = sorted(
-            {
-                str(r.params.get("size"))
-                for r in record.results
-                if r.workload == reference.SEED_WORKLOAD
-                and r.variant == reference.SEED_VARIANT
-                and r.ok
-            }
-        )
-        has = (
-            f"has its {reference.SEED_WORKLOAD} {reference.SEED_VARIANT} at {', '.join(sizes)}^2, "
-            "other work per iteration than the blog's table counts: nothing to place"
-            if sizes
-            else f"has no {reference.SEED_WORKLOAD} {reference.SEED_VARIANT} result to place"
-        )
-        raise InputError(
-            f"run {record.run_id or '(file)'} {has}; `torchmark run --workload "
-            f"{reference.SEED_WORKLOAD}` measures it at the blog's size"
-        )
+        # one at another size (a quick run on the CPU, --size) does other work per "it"; so
+        # does one at the blog's size under a torch that stops folding foo() (METHOD.md §1)
+        seed, w = reference.SEED_WORKLOAD, reference.SEED_VARIANT
+        blog = math.isqrt(int(ref.tensor_bytes) // 4) if ref.tensor_bytes else None
+        sizes = {
+            r.params.get("size")
+            for r in record.results
+            if r.workload == seed and r.variant == w and r.ok
+        }
+        other = sorted(str(n) for n in sizes if n != blog)
+        if other:
+            has = (
+                f"has its {seed} {w} at {', '.join(other)}^2, other work per iteration than "
+                f"the blog's table counts: nothing to place; `torchmark run --workload {seed}` "
+                "measures it at the blog's size"
+            )
+        elif sizes:
+            has = (
+                f"has its {seed} {w} at the blog's size, but this torch does other work per "
+                "iteration (foo() not constant-folded, METHOD.md §1): nothing to place"
+            )
+        else:
+            has = f"has no {seed} {w} result to place; run `torchmark run --workload {seed}` first"
+        raise InputError(f"run {record.run_id or '(file)'} {has}")
     per_it = (
         f"one iteration = {fmt.si(ref.bytes_per_iteration, 'B')} of memory traffic, so "
         f"implied = it/s × {fmt.si(ref.bytes_per_iteration, 'B')}. "

@@ -135,29 +135,30 @@ def test_reference_defaults_to_latest_and_needs_seed_add(
     code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "no-seed")
     assert code == 2 and "no seed-add as-published result" in err
     # a quick run on the CPU measures seed-add below the blog's size: said so, and the fix
-    doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
-    seed = [r for r in doc.results if r.workload == "seed-add" and r.variant == "as-published"]
-    for r in seed:
-        r.params["size"] = 11264
-        r.work = r.work.model_copy(update={"bytes": 2 * 4 * 11264**2})
-    doc.run_id = "quick-seed"
-    store = open_store(os.environ["TORCHMARK_DB"])
-    store.save(doc)
-    store.close()
-    code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "quick-seed")
-    assert code == 2 and "has its seed-add as-published at 11264^2" in err, err
+    err = _placing_seed(capsys, "quick-seed", 11264, 2 * 4 * 11264**2)
+    assert "has its seed-add as-published at 11264^2" in err, err
     assert "`torchmark run --workload seed-add` measures it at the blog's size" in err
     # at the blog's size, but unfolded (other bytes per iteration): not sent to measure it
-    for r in seed:
-        r.params["size"] = 12288
-        r.work = r.work.model_copy(update={"bytes": 8 * 4 * 12288**2})
-    doc.run_id = "unfolded-seed"
+    err = _placing_seed(capsys, "unfolded-seed", 12288, 8 * 4 * 12288**2)
+    assert "at the blog's size, but this torch does other work" in err, err
+    assert "measures it at the blog's size" not in err
+
+
+def _placing_seed(capsys: pytest.CaptureFixture[str], run_id: str, size: int, per_it: int) -> str:
+    """`compare --reference` on the fixture with its seed-add at ``size``, moving
+    ``per_it`` bytes an iteration: its exit 2 and error line."""
+    doc = RunRecord.model_validate_json(Path(fixture("cpu-only")).read_text())
+    for r in doc.results:
+        if r.workload == "seed-add" and r.variant == "as-published":
+            r.params["size"] = size
+            r.work = r.work.model_copy(update={"bytes": per_it})
+    doc.run_id = run_id
     store = open_store(os.environ["TORCHMARK_DB"])
     store.save(doc)
     store.close()
-    code, _, err = cli(capsys, "compare", "--reference", "seed-2023", "unfolded-seed")
-    assert code == 2 and "at the blog's size, but this torch does other work" in err, err
-    assert "measures it at the blog's size" not in err
+    code, _, err = cli(capsys, "compare", "--reference", "seed-2023", run_id)
+    assert code == 2, err
+    return err
 
 
 def test_reference_takes_the_newest_run_with_a_seed_result_not_latest(

@@ -264,6 +264,21 @@ def test_ceiling_chart_flags_a_bar_above_the_ceiling() -> None:
     assert "triad" not in chart.svg
 
 
+def test_ceiling_chart_marks_a_bar_its_verdict_rejects() -> None:
+    """A loaded machine's invalid result (a spread the verdict calls a scheduler artefact)
+    below 100 % was drawn as a plain bar beside the figures that stand."""
+    from torchmark.results import Verdict
+
+    run = load("cpu-only")
+    plain = charts.ceiling_pct([run]).svg or ""
+    assert "invalid: its verdict rejects it" not in plain
+    for r in run.results:
+        if r.pct_of_ceiling is not None and 22 < r.pct_of_ceiling < 23:
+            r.verdict = Verdict(level="invalid", reasons=["spread 730 % of the median"])
+    svg = charts.ceiling_pct([run]).svg or ""
+    assert "22.4 % of bw  invalid: its verdict rejects it" in svg
+
+
 def test_roofline_places_models_and_seed_add_and_labels_each_point() -> None:
     run = load("cpu-gpu")
     for r in run.results:

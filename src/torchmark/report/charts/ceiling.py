@@ -19,6 +19,9 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
     title = "% of the measured ceiling, per case"
     bars: list[tuple[str, float, float, float, str]] = []  # label, pct, lo, hi, ceiling
     cached: list[bool] = []  # its working set fits the cache: above the DRAM ceiling is no error
+    # the verdict's word where it rejects the figure (invalid, WRONG): drawn marked, never
+    # as a plain bar beside the figures that stand
+    rejected: list[str | None] = []
     for run in runs:
         for r in run.results:
             p = r.pct_of_ceiling
@@ -31,6 +34,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
             bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
             # by its verdict: in the cache but past what a cache moves is still an error
             cached.append(verdicts.kind_of(r) == "in_cache")
+            rejected.append(None if verdicts.may(r, "compare") else verdicts.rule_of(r).word)
     if not bars:
         return Chart("ceiling_pct", title, None, "no result is held against a measured ceiling")
     kinds = list(dict.fromkeys(b[4] for b in bars))
@@ -45,30 +49,39 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
         top = max(100.0, *(b[3] for b in bars))
         ps = [b[1] for b in bars]
         above = [p > 100 and not c for p, c in zip(ps, cached, strict=True)]
+        marked = [a or bool(w) for a, w in zip(above, rejected, strict=True)]
         rects = ax.barh(
             ys,
             ps,
             height=0.7,
-            color=[ABOVE if a else colour[b[4]] for a, b in zip(above, bars, strict=True)],
+            color=[ABOVE if m else colour[b[4]] for m, b in zip(marked, bars, strict=True)],
             xerr=[[b[1] - b[2] for b in bars], [b[3] - b[1] for b in bars]],
             error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#444"},
         )
-        for rect, a in zip(rects, above, strict=True):
-            if a:
+        for rect, m in zip(rects, marked, strict=True):
+            if m:
                 rect.set_hatch("xx")
-        for y, b, a, c in zip(ys, bars, above, cached, strict=True):
-            said = "  ABOVE CEILING: measurement error" if a else "  in cache" if c else ""
+        for y, b, a, c, w in zip(ys, bars, above, cached, rejected, strict=True):
+            said = (
+                "  ABOVE CEILING: measurement error"
+                if a
+                else f"  {w}: its verdict rejects it"
+                if w
+                else "  in cache"
+                if c
+                else ""
+            )
             ax.text(
                 max(b[1], b[3]) + top * 0.01,
                 y,
                 f"{fmt.pct(b[1])} of {b[4]}{said}",
                 fontsize=7.5,
                 va="center",
-                color=ABOVE if a else "black",
+                color=ABOVE if a or w else "black",
             )
         ax.set_yticks(ys, [b[0] for b in bars])
-        for tick, a in zip(ax.get_yticklabels(), above, strict=True):
-            if a:
+        for tick, m in zip(ax.get_yticklabels(), marked, strict=True):
+            if m:
                 tick.set_color(ABOVE)
                 tick.set_fontweight("bold")
         ax.invert_yaxis()

@@ -18,7 +18,7 @@ Give it the folders the two device calls of ``benchmarks/gpu_session5.sh`` retur
   the standard plan's buffer sizes and torchmark's own estimate on the real GPU.
 
 Reads documents of schema 1 (``extra``) and 2 (``payload``); verdict kinds are the rule's
-own (``torchmark.verdicts.kind_of_doc``). Torch is imported only for the estimate.
+own (``torchmark.judge.verdicts.kind_of_doc``). Torch is imported only for the estimate.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from torchmark.verdicts import RULES, kind_of_doc
+from torchmark.judge.verdicts import RULES, kind_of_doc
 
 HERE = Path(__file__).resolve().parent
 NAMES = ("steps.tsv", "tune.json", "standard.json", "standard.log", "seed-add-cpu.json",

@@ -12,7 +12,7 @@ import time
 import torch
 
 from torchmark.devices import resolve
-from torchmark.profile.capture import capture
+from torchmark.kinds.profile.capture import capture
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ issues on time, and its timing error.
 
     python benchmarks/serving_generator.py [--seconds 1.0] [--rates 1000,2000,...]
 
-The serving loop (``torchmark.serving.server``) runs with a device that takes no time, so a
+The serving loop (``torchmark.kinds.serving.server``) runs with a device that takes no time, so a
 request's wait (due -> served) is the loop's own delay, for every arrival: how late it
 woke for the ones it was idle before, and how long it took to catch up on the others. Per
 rate: arrivals, median / p99 / max lateness. Also the loop's cost per request with every
@@ -22,9 +22,9 @@ import os
 import sys
 import time
 
-from torchmark.serving import generator
-from torchmark.serving.clock import RealClock
-from torchmark.serving.fleet import offline
+from torchmark.kinds.serving import generator
+from torchmark.kinds.serving.clock import RealClock
+from torchmark.kinds.serving.fleet import offline
 
 TARGET_RATE = 10_000
 TARGET_MEDIAN_S = 50e-6

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from torchmark.errors import TorchmarkError
 
 if TYPE_CHECKING:
-    from torchmark.kinds.model import benchmark_model
+    from torchmark.kinds.model.kind import benchmark_model
     from torchmark.results import Ceiling, Result, RunRecord, Work
     from torchmark.timing import Measurement
     from torchmark.timing.checked import measure
@@ -39,7 +39,7 @@ _LAZY = {
     "Work": "torchmark.results",
     "Measurement": "torchmark.stats.measurement",
     "measure": "torchmark.timing.checked",  # the loop, with the machine's load read
-    "benchmark_model": "torchmark.kinds.model",
+    "benchmark_model": "torchmark.kinds.model.kind",
 }
 
 

@@ -136,8 +136,8 @@ class MemoryStore:
         return self.runs[run_id].model_copy(deep=True)
 
     def list_runs(self, limit: int | None = None) -> list[Any]:
+        from torchmark.judge.verdicts import counted
         from torchmark.store.base import RunSummary
-        from torchmark.verdicts import counted
 
         return [
             RunSummary(

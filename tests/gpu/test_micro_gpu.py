@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from torchmark import ceilings
-from torchmark.ceilings import bandwidth, datasheet, transfer
+from torchmark.ceilings import bandwidth, transfer
 from torchmark.devices import CUDADevice
+from torchmark.hardware import datasheet
 from torchmark.results import Ceiling, Result
 from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig

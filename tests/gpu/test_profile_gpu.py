@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from torchmark.devices import CUDADevice
-from torchmark.profile import categories as c
-from torchmark.profile.capture import capture
+from torchmark.kinds.profile import categories as c
+from torchmark.kinds.profile.capture import capture
 
 pytestmark = pytest.mark.gpu
 
@@ -30,7 +30,7 @@ def test_a_real_gpu_capture_adds_up_and_sees_kernels_and_launches() -> None:
 
 
 def test_kernels_get_short_names_and_each_step_counts_once() -> None:
-    from torchmark.profile.names import short_name
+    from torchmark.kinds.profile.names import short_name
 
     x = torch.randn(8, 64, 32, 32, device="cuda")
     bn = torch.nn.BatchNorm2d(64).cuda()
@@ -47,8 +47,8 @@ def test_kernels_get_short_names_and_each_step_counts_once() -> None:
 
 
 def test_a_gemm_kernel_takes_its_matmul_flops_and_memory_is_split_by_role() -> None:
-    from torchmark.profile.memory import capture_memory
-    from torchmark.profile.ops import top_ops
+    from torchmark.kinds.profile.memory import capture_memory
+    from torchmark.kinds.profile.ops import top_ops
 
     a = torch.randn(2048, 2048, device="cuda")
     b = torch.randn(2048, 2048, device="cuda")

@@ -110,7 +110,7 @@ def test_help_says_loading_runs_code(capsys: pytest.CaptureFixture[str]) -> None
 def test_tune_command_prints_ranked_table_and_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchmark.kinds import tune as tune_mod
+    from torchmark.kinds.tune import kind as tune_mod
 
     # the table and code, not the noisy-baseline stop (tests/unit/test_tune_verdicts.py)
     monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
@@ -147,7 +147,7 @@ def test_sweep_table_notes_show_the_verdict() -> None:
     import torch
     from rich.console import Console
 
-    from torchmark.kinds.model import benchmark_model
+    from torchmark.kinds.model.kind import benchmark_model
     from torchmark.report.model import sweep_table
     from torchmark.results import Verdict
 

@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset, get_worker_info
 
 from clitest import cli
 from torchmark.errors import InputError
-from torchmark.kinds.loader import benchmark_loader
-from torchmark.kinds.model import benchmark_model
+from torchmark.kinds.loader.kind import benchmark_loader
+from torchmark.kinds.model.kind import benchmark_model
 from torchmark.report.pipeline import advise, pipeline_tables
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -38,7 +38,7 @@ def batches_in_a_list() -> list[Any]:
 
 
 def test_users_loader_as_given_and_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmark.workloads.pipeline import user
+    from torchmark.kinds.loader import workload as user
 
     monkeypatch.setattr(user, "available_cores", lambda: 1)  # workers 0 and 1: a short test
     record = benchmark_loader(
@@ -80,7 +80,7 @@ def open_files(worker_id: int) -> None:
 
 
 def test_rebuilt_loaders_keep_the_users_worker_init(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmark.workloads.pipeline import user
+    from torchmark.kinds.loader import workload as user
 
     monkeypatch.setattr(user, "available_cores", lambda: 1)  # workers 0 and 1
     loader = DataLoader(OpenedPerWorker(), batch_size=16, num_workers=1, worker_init_fn=open_files)

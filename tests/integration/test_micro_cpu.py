@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from torchmark import ceilings, verdicts
+from torchmark import ceilings
 from torchmark.ceilings import base, matmul
 from torchmark.devices import CPUDevice, cache, cpu
 from torchmark.errors import WrongResultError
+from torchmark.judge import verdicts
 from torchmark.results import Ceiling, Result
 from torchmark.run import runner
 from torchmark.run.case import run_case
@@ -121,7 +122,7 @@ def test_elementwise_in_cache_reads_in_cache_as_every_in_cache_result(
     """A working set inside the cache is judged as the seed's in-cache add is: "in cache",
     never ranked among results that measured memory. It had no ceiling, so it read "ok" and
     was ranked beside the same case measured beyond another machine's smaller cache."""
-    from torchmark import verdicts
+    from torchmark.judge import verdicts
 
     r = run(elementwise.Add(), "float32", {"n": 1024}, tiny)
     assert r.status == "ok" and r.ceiling is not None and r.ceiling.key == "bandwidth"

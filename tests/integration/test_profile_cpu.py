@@ -12,9 +12,9 @@ import pytest
 from clitest import cli
 from torchmark.devices import resolve
 from torchmark.errors import CaseSkipped
-from torchmark.profile import capture as cap_mod
-from torchmark.profile import categories as c
-from torchmark.profile.capture import ProfileError, capture
+from torchmark.kinds.profile import capture as cap_mod
+from torchmark.kinds.profile import categories as c
+from torchmark.kinds.profile.capture import ProfileError, capture
 from torchmark.report import html
 from torchmark.results import RunRecord
 from torchmark.workloads.models.mlp import Linear10Workload
@@ -42,7 +42,7 @@ class QuietLoad:
 
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmark.kinds import profile as profile_run
+    from torchmark.kinds.profile import kind as profile_run
 
     monkeypatch.setattr(profile_run, "OtherLoad", QuietLoad)
 
@@ -202,7 +202,7 @@ def test_target_mistakes_are_one_line(
 def test_check_measures_each_suggested_variant_against_the_profiled_case(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchmark.profile import advice
+    from torchmark.kinds.profile import advice
 
     # linear10 reads overhead-bound, which suggests compile (~1 min to compile here): the
     # check itself is what is tested, on a variant measured in seconds
@@ -253,8 +253,8 @@ def test_a_real_profile_keeps_gemm_shapes_and_finds_the_odd_vocabulary(
     """A tiny GPT-2 over a 500-token vocabulary, trained under bf16 autocast: the profile
     keeps each GEMM's shapes and dtype, and the LM head's 500 is the misaligned dimension;
     padded to 512, no dimension is."""
-    from torchmark.profile.advice import misaligned
-    from torchmark.profile.ops import gemm_rows
+    from torchmark.kinds.profile.advice import misaligned
+    from torchmark.kinds.profile.ops import gemm_rows
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 
     load_builtins()
@@ -279,8 +279,8 @@ def test_a_real_profile_keeps_gemm_shapes_and_finds_the_odd_vocabulary(
 def test_check_measures_the_padded_twin_on_the_same_case(monkeypatch: pytest.MonkeyPatch) -> None:
     """The padding advice (a GPU's finding, put here by hand) is checked by measuring the
     very case on gpt2-padded, stored beside it and judged against the unprofiled median."""
-    from torchmark.kinds import profile as run_mod
-    from torchmark.profile.advice import Advice
+    from torchmark.kinds.profile import kind as run_mod
+    from torchmark.kinds.profile.advice import Advice
     from torchmark.run.config import RunConfig
     from torchmark.workloads import WORKLOADS, Case, load_builtins
 

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from boardtest import start_server, stop
 from clitest import cli
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.results import RunRecord
 from torchmark.store.exchange import import_run
 

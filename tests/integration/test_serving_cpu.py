@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from clitest import cli
+from torchmark.kinds.serving.answer import MAX_STORED
 from torchmark.results import RunRecord
-from torchmark.serving.answer import MAX_STORED
-from torchmark.serving.payload import ServingPayload, read
+from torchmark.results.serving import ServingPayload, read
 
 FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 # tiny budgets: points of at most 1 s (4 windows of 0.25 s), 100 requests for a p99, 8 s
@@ -35,7 +35,7 @@ QUICK = [
 
 @pytest.fixture(autouse=True)
 def quick_generator(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmark.serving import generator
+    from torchmark.kinds.serving import generator
 
     monkeypatch.setattr(generator, "PER_RATE_S", 0.05)
     monkeypatch.setattr(generator, "RATES", (1_000, 10_000))
@@ -186,9 +186,9 @@ def test_worker_processes_take_requests_from_one_shared_queue() -> None:
     request each would finish about twice as many)."""
     import numpy as np
 
-    from torchmark.serving.model import builtin
-    from torchmark.serving.server import Batching
-    from torchmark.serving.workers import Processes
+    from torchmark.kinds.serving.model import builtin
+    from torchmark.kinds.serving.server import Batching
+    from torchmark.kinds.serving.workers import Processes
 
     with Processes(builtin("simplenet"), "cpu", 2, 1, 8) as fleet:
         source = fleet.windows(400.0, Batching(8, 0.002), 0.5, 5.0, seed=3)

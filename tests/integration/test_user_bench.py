@@ -10,7 +10,7 @@ import torch
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError, UnknownNameError
-from torchmark.kinds.model import benchmark_model
+from torchmark.kinds.model.kind import benchmark_model
 from torchmark.telemetry import energy as energy_mod
 from torchmark.testing import MemoryStore
 from torchmark.user import spec
@@ -138,7 +138,7 @@ class MetaDevice(CPUDevice):
 
 
 def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchmark.kinds.model as bench
+    import torchmark.kinds.model.kind as bench
 
     devs = [CPUDevice(), MetaDevice()]
     monkeypatch.setattr(bench, "resolve", lambda _: devs)
@@ -168,7 +168,7 @@ class SecondCPU(CPUDevice):
 def test_unseeded_factory_gives_every_device_the_same_inputs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import torchmark.kinds.model as bench
+    import torchmark.kinds.model.kind as bench
 
     monkeypatch.setattr(bench, "resolve", lambda _: [CPUDevice(), SecondCPU()])
     rec = benchmark_model(
@@ -214,7 +214,7 @@ def test_batch_below_one_is_refused() -> None:
 
 
 def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchmark.kinds.model as bench
+    import torchmark.kinds.model.kind as bench
     from torchmark.errors import StoreError
 
     def broken(*_: Any) -> Any:
@@ -282,7 +282,7 @@ def test_a_hung_forward_ends_its_case_as_timed_out(monkeypatch: pytest.MonkeyPat
 
 
 def test_gpu_energy_per_item_comes_from_the_telemetry_trace() -> None:
-    from torchmark.kinds.model import _trace_energy
+    from torchmark.kinds.model.kind import _trace_energy
     from torchmark.results import Result
 
     r = Result(

@@ -9,7 +9,7 @@ import torch
 
 from torchmark import variants
 from torchmark.devices import CPUDevice
-from torchmark.kinds.tune import Candidate, code_lines, tune
+from torchmark.kinds.tune.kind import Candidate, code_lines, tune
 from torchmark.testing import MemoryStore
 from torchmark.user import spec
 
@@ -22,7 +22,7 @@ def any_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
     noisy baseline (tests/unit/test_tune_verdicts.py, on fixed samples): on this loaded
     2-core machine a baseline read 149 % spread with 0.6 other cores busy, and the search
     they check would not run."""
-    from torchmark.kinds import tune as tune_mod
+    from torchmark.kinds.tune import kind as tune_mod
 
     monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
 
@@ -75,7 +75,7 @@ def test_code_lines_apply_the_configuration() -> None:
 def test_tune_on_a_busy_machine_says_its_speedups_are_suspect(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from torchmark.kinds import tune as tune_mod
+    from torchmark.kinds.tune import kind as tune_mod
 
     class Busy:
         cores = 1.6
@@ -161,7 +161,7 @@ class Hangs(torch.nn.Module):
 def test_a_hung_forward_cannot_outlast_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from torchmark.kinds import tune as tune_mod
+    from torchmark.kinds.tune import kind as tune_mod
 
     monkeypatch.setattr(tune_mod.search, "MIN_CALL_BOUND_S", 0.0)
     monkeypatch.setattr(tune_mod.search, "COMPILE_RESERVE_S", 1.0)  # budget 5 s + 1 s: bound ~6 s

@@ -261,7 +261,7 @@ def test_a_run_sent_again_is_stored_once_whatever_the_server_judged(
 
 
 def test_an_honest_verdict_is_stored_as_sent() -> None:
-    from torchmark.telemetry.verdict import judge
+    from torchmark.judge.validity import judge
 
     run = builtin_run()
     r = run.results[0] = run.results[0].model_copy(update={"samples_s": SNAPPED, "telemetry": BUSY})

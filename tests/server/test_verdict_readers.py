@@ -118,7 +118,7 @@ def test_submit_dry_run_says_what_the_server_will_refuse_or_mark(
 
 
 def test_a_result_with_no_samples_is_not_counted_as_ok() -> None:
-    from torchmark import verdicts
+    from torchmark.judge import verdicts
 
     empty = Result(workload="w", variant="v", device="cpu")
     assert verdicts.counted([empty]) == 0

@@ -1,7 +1,9 @@
 """The architecture as checked contracts, not as hopes in a README:
 
-- no import circles in src/torchmark: every import statement counts, function-level and
-  ``if TYPE_CHECKING:`` ones too (the rules of /work/shared/tools/import_circles.py);
+- the rooms (first-level packages and modules of src/torchmark) stand in one order, and
+  each imports only rooms below it: every import statement counts, function-level and
+  ``if TYPE_CHECKING:`` ones too; a kind of run imports no other kind;
+- no import circles between modules (the rules of /work/shared/tools/import_circles.py);
 - the commands that only read stored runs start without torch (~1.3 s to import): each
   runs in a fresh interpreter on real stored runs, and a failure names the torchmark
   module that imported torch and the chain of imports that led there.
@@ -129,6 +131,90 @@ def test_the_circle_finder_sees_function_level_and_type_checking_imports(tmp_pat
     graph = {"torchmark.a": {"torchmark.b"}, "torchmark.b": {"torchmark.c"}}
     graph |= {"torchmark.c": {"torchmark.a"}, "torchmark.d": {"torchmark.a"}}
     assert circles(graph) == [frozenset({"a", "b", "c"})]
+
+
+# The rooms, bottom first: each may import only the rooms before it. What is measured sits
+# above what is judged, which sits above what is stored; the engine above what it runs; the
+# kinds of run above the engine; views, the board and the commands on top.
+LAYERS = (
+    "errors envvars loaders",  # leaves: the error tree, settings, entry points
+    "registry",  # named registries
+    "stats",  # pure statistics of samples
+    "results",  # what is stored: value objects with raw samples, every kind's payload
+    "format",  # numbers in words
+    "hardware",  # datasheets and physical bounds
+    "judge",  # every verdict: validity, what it allows, comparisons, stragglers
+    "store reference",  # where runs are kept; the committed reference runs
+    "telemetry",  # samplers
+    "devices",  # the one Device interface
+    "testing",  # the one set of fakes
+    "timing",  # the measure loop and stopping rules
+    "ceilings",  # the machine's measured limits
+    "variants",  # precisions and optimisations
+    "workloads",  # what is measured, with the work it declares
+    "launch",  # torchrun, Slurm
+    "run",  # the one engine
+    "doctor",  # is this install fit to measure
+    "user",  # your model: loaded, its inputs, its workload, break-even and cost
+    "kinds",  # one room per kind of run
+    "report",  # views of stored runs
+    "web",  # the leaderboard
+    "cli",  # one module per command
+    "__main__ torchmark",  # python -m torchmark; the public API
+)
+# A kind imports no other kind; the exceptions, each with why.
+KIND_EDGES = {("model", "loader")}  # `model --loader` is the loader kind's run
+
+
+def rank_of_rooms(layers: tuple[str, ...] = LAYERS) -> dict[str, int]:
+    return {room: i for i, line in enumerate(layers) for room in line.split()}
+
+
+def against_the_order(graph: dict[str, set[str]], layers: tuple[str, ...] = LAYERS) -> list[str]:
+    """Each import from a room to one at or above it in ``layers`` (a kind to another kind
+    outside ``KIND_EDGES``), as ``importer -> imported``; a room not in ``layers`` too."""
+    rank = rank_of_rooms(layers)
+
+    def room(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "torchmark"
+
+    bad = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            ra, rb = room(a), room(b)
+            if ra not in rank or rb not in rank:
+                bad.append(f"{a} -> {b}: room {ra if ra not in rank else rb} not in LAYERS")
+            elif ra == rb == "kinds":
+                ka, kb = a.split(".")[2], b.split(".")[2]
+                if ka != kb and (ka, kb) not in KIND_EDGES:
+                    bad.append(f"{a} -> {b}: one kind imports another")
+            elif ra != rb and rank[ra] <= rank[rb]:
+                bad.append(f"{a} -> {b}: {ra} may not import {rb}, above it")
+    return bad
+
+
+def test_every_room_imports_only_rooms_below_it() -> None:
+    bad = against_the_order(import_graph())
+    assert not bad, "imports against the order of rooms (move the shared rule down):\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_order_check_fails_on_an_import_against_it() -> None:
+    graph = {
+        "torchmark.stats.measurement": {"torchmark.results.record"},  # stats below results
+        "torchmark.results.record": {"torchmark.stats.measurement"},
+        "torchmark.kinds.serving.kind": {"torchmark.kinds.tune.kind", "torchmark.run.case"},
+        "torchmark.kinds.model.kind": {"torchmark.kinds.loader.kind"},
+        "torchmark.nowhere": {"torchmark.errors"},
+    }
+    assert against_the_order(graph) == [
+        "torchmark.kinds.serving.kind -> torchmark.kinds.tune.kind: one kind imports another",
+        "torchmark.nowhere -> torchmark.errors: room nowhere not in LAYERS",
+        "torchmark.stats.measurement -> torchmark.results.record: stats may not import "
+        "results, above it",
+    ]
 
 
 def test_no_import_circles_beyond_the_ones_other_branches_remove() -> None:

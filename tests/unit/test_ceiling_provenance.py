@@ -14,8 +14,8 @@ from rich.console import Console
 
 from clitest import cli
 from torchmark import reference
-from torchmark.ceilings.raised import PLAUSIBLE_MARGIN, raised, replay
 from torchmark.devices import Device
+from torchmark.judge.raised import PLAUSIBLE_MARGIN, raised, replay
 from torchmark.report.table import run_tables
 from torchmark.results import Ceiling, RunRecord, Work
 from torchmark.run import plan, runner

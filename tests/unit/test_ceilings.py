@@ -6,9 +6,10 @@ from typing import ClassVar
 
 import pytest
 
-from torchmark.ceilings import bandwidth, datasheet, matmul, transfer, with_theoretical
+from torchmark.ceilings import bandwidth, matmul, transfer, with_theoretical
 from torchmark.ceilings.base import MiB
 from torchmark.devices.cache import buffer_bytes
+from torchmark.hardware import datasheet
 from torchmark.results import Ceiling
 from torchmark.testing import FakeClock, FakeDevice
 

@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 
 from torchmark.errors import InputError
+from torchmark.judge.comparison import cannot_judge, paired
 from torchmark.report.compare import compare, comparison_renderables, judge, regressions
 from torchmark.results import Result, RunRecord, Work
-from torchmark.stats.comparison import cannot_judge, paired
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
@@ -249,7 +249,7 @@ def test_few_samples_that_never_overlap_are_told_apart() -> None:
     """A DataLoader's epochs on an H100 host: 5 of ~2.1 s (workers=0) against 14 of ~0.73 s
     (16 persistent workers). Five samples leave a median's 95 % CI unbounded, and "can't
     tell" was printed beside 2.8x; no sample of one came near any of the other."""
-    from torchmark.stats.comparison import independent
+    from torchmark.judge.comparison import independent
     from torchmark.timing import Measurement
 
     slow = Measurement((2.095, 2.799, 2.390, 2.068, 1.895))

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from torchmark.devices.host import available_cores
 from torchmark.errors import InputError
-from torchmark.run.config import RunConfig, available_cores, ignored_options, validate
+from torchmark.run.config import RunConfig, ignored_options, validate
 
 
 @pytest.mark.parametrize("sizes", [(0,), (-5,), (1024, 0)])

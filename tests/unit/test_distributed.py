@@ -10,8 +10,8 @@ import torch
 
 from torchmark.devices import resolve
 from torchmark.errors import InputError, WrongResultError, first_line
+from torchmark.kinds.ranks.rank import merged
 from torchmark.launch.env import first_host, joined
-from torchmark.launch.rank import merged
 from torchmark.launch.torchrun import Launch, failed_ranks, validate
 from torchmark.results import Result
 from torchmark.workloads.base import Case
@@ -133,7 +133,7 @@ def test_a_rank_that_was_wrong_makes_the_case_wrong() -> None:
 
 
 def test_weak_scaling_efficiency_of_fixed_numbers() -> None:
-    from torchmark.launch.ddp import efficiency
+    from torchmark.workloads.models.ddp import efficiency
 
     assert efficiency(900.0, 1000.0) == pytest.approx(0.9)
     with pytest.raises(ValueError, match="> 0"):
@@ -189,13 +189,13 @@ def test_more_gpu_ranks_than_gpus_is_refused_more_cpu_ranks_than_cores_warned(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(InputError, match="--nproc-per-node 2 is more than the 1 GPUs"):
         cli_run.check_ranks(RunConfig(devices=("cuda",)), Launch(nproc_per_node=2))
-    monkeypatch.setattr("torchmark.run.config.available_cores", lambda: 2)
+    monkeypatch.setattr("torchmark.devices.host.available_cores", lambda: 2)
     cli_run.check_ranks(RunConfig(devices=("cpu",)), Launch(nproc_per_node=3))
     assert "--nproc-per-node 3 is more than the 2 cores" in capsys.readouterr().out
 
 
 def test_exposed_communication_of_fixed_numbers() -> None:
-    from torchmark.launch.ddp import explain
+    from torchmark.workloads.models.ddp import explain
 
     t = {"backward_comm_s": 0.004, "overlap_s": 0.001}
     assert explain(t, 0.010) == pytest.approx({"exposed_comm_s": 0.003, "exposed_comm_share": 0.3})
@@ -230,7 +230,7 @@ class StepClock:
 
 
 def test_buckets_are_timed_alone_in_rounds_bounded_by_count_and_budget(one_rank_group: Any) -> None:
-    from torchmark.launch import buckets
+    from torchmark.kinds.ranks import buckets
 
     timings = {"bucket_sizes_bytes": [4096, 1000], "grad_dtype": "float32"}
     cpu = torch.device("cpu")
@@ -269,8 +269,8 @@ def test_a_ladder_rung_does_not_announce_its_json_file(
     import os
 
     from torchmark.cli.output import write_json
+    from torchmark.kinds.ranks.ladder import rung_env
     from torchmark.launch.env import RUNG_ENV
-    from torchmark.launch.ladder import rung_env
     from torchmark.results import RunRecord
 
     rec = RunRecord(tool_version="t", kind="run")

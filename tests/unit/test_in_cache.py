@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from torchmark import verdicts
+from torchmark.judge import verdicts
+from torchmark.judge.comparison import compare
+from torchmark.judge.validity import judge
 from torchmark.report.compare import comparison_renderables
 from torchmark.report.table import Footnotes, flag_words, results_table, verdict_word
 from torchmark.results import Ceiling, Result, RunRecord, Work
-from torchmark.stats.comparison import compare
-from torchmark.telemetry import judge
 from torchmark.web.ranking import check_bounds
 
 MiB = 2**20

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from torchmark import variants
-from torchmark.profile import categories as c
-from torchmark.profile.advice import advise, candidates
+from torchmark.kinds.profile import categories as c
+from torchmark.kinds.profile.advice import advise, candidates
 from torchmark.report.profile import advice_lines, checked_words
 from torchmark.results.payloads import Advice, Checked
 
@@ -177,6 +177,6 @@ def test_suggested_variants_are_named_as_run_names_them() -> None:
 
 
 def test_importing_advice_loads_no_torch() -> None:
-    code = "import sys, torchmark.profile.advice; print('torch' in sys.modules)"
+    code = "import sys, torchmark.kinds.profile.advice; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

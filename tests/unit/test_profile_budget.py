@@ -10,7 +10,7 @@ from rich.console import Console
 from tests.unit.test_profile_report import gpu_profile, record
 
 from torchmark.devices.base import MemoryStats
-from torchmark.profile.capture import (
+from torchmark.kinds.profile.capture import (
     LONG_STEP_S,
     WAIT,
     WARMUP,

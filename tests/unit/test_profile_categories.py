@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from torchmark.profile import categories as c
-from torchmark.profile.ops import gemm_rows, top_ops, verdict
+from torchmark.kinds.profile import categories as c
+from torchmark.kinds.profile.ops import gemm_rows, top_ops, verdict
 from torchmark.results import Ceiling
 from torchmark.results.payloads import Launches, ProfileSummary
 
@@ -225,7 +225,7 @@ def test_verdicts_follow_the_numbers() -> None:
 
 
 def test_host_wait_the_profiler_caused_is_not_called_launch_bound() -> None:
-    from torchmark.profile.ops import device_busy_us
+    from torchmark.kinds.profile.ops import device_busy_us
 
     # 100 µs profiled: kernels 10-40 and 70-80 (40 µs busy), 60 µs host-wait
     events = [step(1, 0, 100), launch(5, 1), k("a", 10, 30, 1), launch(65, 2), k("b", 70, 10, 2)]
@@ -368,7 +368,7 @@ def test_the_gpu_timeline_copy_of_a_step_is_not_a_second_step() -> None:
 
 
 def test_the_step_spread_is_robust_to_one_slow_step() -> None:
-    from torchmark.kinds.profile import rel_iqr_pct
+    from torchmark.kinds.profile.kind import rel_iqr_pct
 
     # the first profiled step 10x the others: IQR / median barely moves
     steps_us = [290.0, 28.9, 28.5, 28.7, 29.1, 28.8, 28.6, 29.0, 28.9, 28.4]
@@ -377,7 +377,7 @@ def test_the_step_spread_is_robust_to_one_slow_step() -> None:
 
 
 def test_gpu_launch_cost_and_queue_wait_per_kernel() -> None:
-    from torchmark.kinds.profile import launch_summary
+    from torchmark.kinds.profile.kind import launch_summary
     from torchmark.report.profile import launch_line
 
     bd = c.gpu_breakdown(GPU_STEP)
@@ -397,7 +397,7 @@ def test_kineto_chatter_is_dropped_and_everything_else_on_stderr_kept(
 ) -> None:
     import os
 
-    from torchmark.profile.capture import kineto_chatter_filtered
+    from torchmark.kinds.profile.capture import kineto_chatter_filtered
 
     with kineto_chatter_filtered():
         os.write(

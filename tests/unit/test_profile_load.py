@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from torchmark.profile import categories as c
-from torchmark.profile.advice import advise
-from torchmark.profile.ops import verdict
+from torchmark.kinds.profile import categories as c
+from torchmark.kinds.profile.advice import advise
+from torchmark.kinds.profile.ops import verdict
 from torchmark.report.profile import overhead_line
 from torchmark.results.payloads import ProfileSummary
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from torchmark.profile import memory as m
+from torchmark.kinds.profile import memory as m
 from torchmark.report.profile import html_context, memory_tables
 from torchmark.results.payloads import MemoryAtPeak
 

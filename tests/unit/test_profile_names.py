@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from torchmark.profile.names import short_name
+from torchmark.kinds.profile.names import short_name
 
 BN_BACKWARD = (
     "void at::native::batch_norm_backward_kernel<c10::BFloat16, float, float, int>("

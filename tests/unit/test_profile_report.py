@@ -17,7 +17,7 @@ from tests.unit.test_profile_names import (
     XMMA_FPROP,
 )
 
-from torchmark.profile import categories as c
+from torchmark.kinds.profile import categories as c
 from torchmark.report.profile import html_context, overhead_line, profile_tables
 from torchmark.results import RunRecord
 from torchmark.results.payloads import ProfileSummary

@@ -69,7 +69,7 @@ def test_flops_that_put_a_kernel_above_the_matmul_peak_are_not_its_own() -> None
     """An H100 GPT-2 profile gave a cuBLAS GEMM 1.38 PFLOP/s, 174 % of the 794 TFLOP/s bf16
     ceiling: the launching op's FLOPs were not all this kernel's. No rate, not a ceiling
     beaten."""
-    from torchmark.profile import ops
+    from torchmark.kinds.profile import ops
     from torchmark.results import Ceiling
 
     peak = Ceiling(device="cuda:0", key="matmul:bfloat16", value=794e12, unit="FLOP/s", method="m")

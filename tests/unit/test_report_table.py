@@ -179,7 +179,7 @@ def test_params_are_compact() -> None:
 
 
 def _judged(samples: list[float], stop: str, variant: str) -> Result:
-    from torchmark.telemetry import judge
+    from torchmark.judge.validity import judge
 
     r = Result(
         workload="gpt2",
@@ -277,7 +277,7 @@ def test_two_to_four_samples_print_no_spread_beside_the_spread_is_not_known() ->
 
 
 def test_compare_says_no_noise_figure_from_a_side_whose_spread_is_not_known() -> None:
-    from torchmark.stats.comparison import independent
+    from torchmark.judge.comparison import independent
     from torchmark.stats.measurement import Measurement
 
     a = Measurement((1.0, 1.5, 0.8, 1.2))  # 4 samples: IQR 31 % of the median, not known

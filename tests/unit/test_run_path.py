@@ -41,13 +41,13 @@ def test_a_session_is_made_by_open_run_or_reopened_by_resume() -> None:
     assert places("Session") == {"run/resume.py"}
     assert places("open_run") == {
         "run/runner.py",
-        "kinds/model.py",
-        "kinds/loader.py",
-        "kinds/tune/__init__.py",
-        "kinds/soak.py",
-        "kinds/profile.py",
-        "kinds/ranks.py",
-        "kinds/serving.py",
+        "kinds/model/kind.py",
+        "kinds/loader/kind.py",
+        "kinds/tune/kind.py",
+        "kinds/soak/kind.py",
+        "kinds/profile/kind.py",
+        "kinds/ranks/kind.py",
+        "kinds/serving/kind.py",
     }
 
 
@@ -67,6 +67,6 @@ def test_one_loop_walks_the_planned_cases() -> None:
 
 
 def test_kinds_with_a_loop_of_their_own_say_why() -> None:
-    for path in ("kinds/tune/__init__.py", "kinds/soak.py", "kinds/serving.py"):
+    for path in ("kinds/tune/kind.py", "kinds/soak/kind.py", "kinds/serving/kind.py"):
         doc = ast.get_docstring(modules()[path]) or ""
         assert "its own loop, not ``run_planned``'s" in doc.replace("\n", " "), path

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
+from torchmark import telemetry
 from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Result, Work
@@ -359,7 +360,7 @@ def loaded_run(monkeypatch: pytest.MonkeyPatch, w: Tiny) -> tuple[Result, Loaded
     def loaded(*args: Any, **kwargs: Any) -> Iterator[LoadedTrace]:
         yield LoadedTrace()
 
-    monkeypatch.setattr(runner.telemetry, "watch", loaded)
+    monkeypatch.setattr(telemetry, "watch", loaded)
     monkeypatch.setattr(gc, "collect", lambda *_: 0)
     clock = FakeClock()
     dev = LoadedCPU(clock)

@@ -13,8 +13,9 @@ from rich.console import Console
 
 from torchmark.devices import resolve
 from torchmark.errors import InputError
-from torchmark.launch import ladder as ladder_mod
-from torchmark.launch import rank as rank_mod
+from torchmark.judge.comparison import compare
+from torchmark.kinds.ranks import ladder as ladder_mod
+from torchmark.kinds.ranks import rank as rank_mod
 from torchmark.launch.env import World
 from torchmark.launch.torchrun import Launch
 from torchmark.report.scaling import (
@@ -27,7 +28,6 @@ from torchmark.report.scaling import (
 )
 from torchmark.results import Result, RunRecord, Work
 from torchmark.run.config import RunConfig
-from torchmark.stats.comparison import compare
 from torchmark.workloads import Case
 
 PARAMS = {"scenario": "train", "precision": "fp32", "batch": 8}
@@ -315,7 +315,7 @@ def test_dataparallel_is_skipped_with_the_reason_on_a_cpu() -> None:
     from torch import nn
 
     from torchmark.errors import CaseSkipped
-    from torchmark.launch.ddp import data_parallel, describe, using
+    from torchmark.workloads.models.ddp import data_parallel, describe, using
 
     cpu = resolve(["cpu"])[0]
     with using("dp", 2), pytest.raises(CaseSkipped, match="DataParallel splits a batch over CUDA"):
@@ -332,7 +332,7 @@ def test_dataparallel_beyond_the_gpus_here_is_skipped(monkeypatch: pytest.Monkey
     from torch import nn
 
     from torchmark.errors import CaseSkipped
-    from torchmark.launch.ddp import data_parallel, using
+    from torchmark.workloads.models.ddp import data_parallel, using
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with using("dp", 2), pytest.raises(CaseSkipped, match="DP x2 needs 2 GPUs; 1 here"):
@@ -381,7 +381,7 @@ def ddp_extra(comm: float, alone: list[float], exposed: float | None = None) -> 
 
 
 def test_ddp_comm_beside_its_buckets_timed_alone() -> None:
-    from torchmark.launch.comm import comm_check, comm_check_text, sizes_text
+    from torchmark.kinds.ranks.comm import comm_check, comm_check_text, sizes_text
 
     assert sizes_text([1_050_624, 26_214_400, 26_214_400, 5]) == "1.05 MB, 26.2 MB x2, 5 B"
     assert sizes_text(list(range(1, 9)), most=3) == "1 B, 2 B, 3 B, ... 5 more"
@@ -401,7 +401,7 @@ def test_ddp_comm_beside_its_buckets_timed_alone() -> None:
 
 
 def test_comm_figures_agree_only_when_the_noise_is_small_else_cant_tell() -> None:
-    from torchmark.launch.comm import comm_check, comm_check_text
+    from torchmark.kinds.ranks.comm import comm_check, comm_check_text
 
     quiet = comm_check(ddp_extra(0.0101, spread(0.010, rel=0.001), exposed=0.002), 0.001)
     assert quiet is not None

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from torchmark.kinds.serving import answer, stats
+from torchmark.kinds.serving.arrivals import Arrivals
+from torchmark.kinds.serving.clock import FakeClock
+from torchmark.kinds.serving.fake import FakeDevice
+from torchmark.kinds.serving.fleet import Local
+from torchmark.kinds.serving.point import PointPlan, run_point
+from torchmark.kinds.serving.search import SearchPlan, search
+from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
-from torchmark.serving import answer, stats
-from torchmark.serving.arrivals import Arrivals
-from torchmark.serving.clock import FakeClock
-from torchmark.serving.fake import FakeDevice
-from torchmark.serving.fleet import Local
-from torchmark.serving.payload import DeviceAnswer, PointDoc, ServingPayload, read, write
-from torchmark.serving.point import PointPlan, run_point
-from torchmark.serving.search import SearchPlan, search
-from torchmark.serving.server import Batching
+from torchmark.results.serving import DeviceAnswer, PointDoc, ServingPayload, read, write
 
 S = 0.010  # the fake device's service time per request
 
@@ -401,7 +401,7 @@ def test_markdown_report_of_a_serving_run() -> None:
 
 
 def test_cpu_splits_use_every_core() -> None:
-    from torchmark.serving.workers import splits
+    from torchmark.kinds.serving.workers import splits
 
     assert splits(2) == [(1, 2), (2, 1)]
     assert splits(16) == [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]
@@ -412,7 +412,7 @@ def test_cpu_splits_use_every_core() -> None:
 
 def test_serving_config_is_checked_before_anything_runs() -> None:
     from torchmark.errors import InputError
-    from torchmark.kinds.serving import ServingConfig, validate
+    from torchmark.kinds.serving.kind import ServingConfig, validate
 
     validate(ServingConfig("simplenet", 50.0, rate=100.0, batches=(1, 8)))
     validate(ServingConfig("simplenet", 50.0, split=False, threads=1))
@@ -434,7 +434,7 @@ def test_serving_config_is_checked_before_anything_runs() -> None:
 
 
 def test_a_fleet_answers_from_the_points_so_far() -> None:
-    from torchmark.serving.payload import FleetDoc
+    from torchmark.results.serving import FleetDoc
 
     def pt(rate: float, outcome: str, batch: int = 8) -> PointDoc:
         return PointDoc(rate=rate, max_batch=batch, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
@@ -481,7 +481,7 @@ def test_a_large_point_stores_a_seeded_sample_of_its_latencies() -> None:
 def _generator_checked_to_100k() -> RunRecord:
     """The README walk's run: every generator check up to 100,000 arrivals/s kept time (p99
     13.9 ms there), while the run's load points went no higher than 35,896/s."""
-    from torchmark.serving.payload import GeneratorDoc
+    from torchmark.results.serving import GeneratorDoc
 
     run = _stored()
     p = stored_payload(run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchmark.serving.search import bracket_of
+from torchmark.kinds.serving.search import bracket_of
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from torchmark.kinds import serving as kind
-from torchmark.serving import answer, generator
-from torchmark.serving.clock import FakeClock
-from torchmark.serving.fake import FakeDevice as ServedDevice
-from torchmark.serving.fleet import Local
-from torchmark.serving.payload import FleetDoc, PointDoc, read
+from torchmark.kinds.serving import answer, generator, kind
+from torchmark.kinds.serving.clock import FakeClock
+from torchmark.kinds.serving.fake import FakeDevice as ServedDevice
+from torchmark.kinds.serving.fleet import Local
+from torchmark.results.serving import FleetDoc, PointDoc, read
 from torchmark.telemetry import energy
 from torchmark.telemetry.base import Source
 from torchmark.testing import FakeClock as HostClock

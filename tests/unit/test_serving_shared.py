@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from torchmark.serving.arrivals import Arrivals
-from torchmark.serving.clock import FakeClock
-from torchmark.serving.fake import FakeDevice, shared_queue
-from torchmark.serving.fleet import LEAD_S
-from torchmark.serving.server import Batching, Requests, Server
+from torchmark.kinds.serving.arrivals import Arrivals
+from torchmark.kinds.serving.clock import FakeClock
+from torchmark.kinds.serving.fake import FakeDevice, shared_queue
+from torchmark.kinds.serving.fleet import LEAD_S
+from torchmark.kinds.serving.server import Batching, Requests, Server
 
 S = 0.010  # the fake device's service time per request
 C = 2  # instances

@@ -460,7 +460,7 @@ def test_a_refused_thread_signal_goes_to_the_process(monkeypatch: pytest.MonkeyP
 def test_a_timer_that_outruns_the_host_clock_makes_its_result_invalid(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from torchmark import verdicts
+    from torchmark.judge import verdicts
 
     honest = FakeDevice.timer
 

@@ -1,5 +1,5 @@
 """A straggling rank is flagged in a distributed result's verdict, by the one rule the
-scaling ladder uses (torchmark.stats.stragglers.find), on results built by hand."""
+scaling ladder uses (torchmark.judge.stragglers.find), on results built by hand."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from torchmark.launch.rank import merged
+from torchmark.judge import stragglers
+from torchmark.judge.validity import judge
+from torchmark.kinds.ranks.rank import merged
 from torchmark.report.flags import pills
 from torchmark.report.scaling import straggler
 from torchmark.results import Result, Work
-from torchmark.stats import stragglers
-from torchmark.telemetry.verdict import judge
 
 
 def spread(median: float, rel: float = 0.01, n: int = 20) -> list[float]:

@@ -11,9 +11,10 @@ import psutil
 import pynvml
 import pytest
 
+from torchmark.hardware.throttle import decode_reasons
 from torchmark.telemetry import NullTrace, Source, SourceUnavailable, watch
 from torchmark.telemetry.host import HostSource, base_clock_mhz
-from torchmark.telemetry.nvml import NVMLSource, decode_reasons
+from torchmark.telemetry.nvml import NVMLSource
 from torchmark.telemetry.trace import Recording, Sampler, SourceState, cpu_load, summarize
 from torchmark.testing import FakeClock, FakeDevice
 

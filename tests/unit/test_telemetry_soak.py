@@ -10,7 +10,7 @@ import pytest
 
 from torchmark.cli.soak import show_soak
 from torchmark.errors import InputError, RunInterrupted
-from torchmark.kinds.soak import parse_duration, soak, trend_reasons
+from torchmark.kinds.soak.kind import parse_duration, soak, trend_reasons
 from torchmark.report.soak import sparkline
 from torchmark.results import RunRecord, Work
 from torchmark.results.payloads import SoakWindow
@@ -222,7 +222,7 @@ def test_a_fall_under_other_load_is_cant_tell_not_the_device() -> None:
 
 
 def test_soak_windows_read_other_processes_load_from_the_host_readings() -> None:
-    from torchmark.kinds.soak import Chunk, windows
+    from torchmark.kinds.soak.kind import Chunk, windows
     from torchmark.results import Result
     from torchmark.telemetry.trace import Recording
 

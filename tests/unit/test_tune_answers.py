@@ -11,7 +11,7 @@ import torch
 from test_tune_verdicts import fake_timing
 from torch import nn
 
-from torchmark.kinds.tune import tune
+from torchmark.kinds.tune.kind import tune
 from torchmark.report import html
 from torchmark.report.tune import tune_view
 from torchmark.variants.flags import matmul_precision

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from torchmark.kinds import tune as tune_mod
-from torchmark.kinds.tune import Tuner, tune
+from torchmark.kinds.tune import kind as tune_mod
+from torchmark.kinds.tune.kind import Tuner, tune
 from torchmark.stats.measurement import Measurement
 
 Timing = Callable[[dict[str, Any]], list[float]]
@@ -116,7 +116,7 @@ def test_nothing_inside_the_budget_says_so(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_each_candidate_is_judged_like_every_other_result(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchmark.telemetry import judge
+    from torchmark.judge.validity import judge
 
     fake_timing(monkeypatch, issue_like)
     rec = run()

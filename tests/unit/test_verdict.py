@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from torchmark.judge.validity import judge, judge_run
 from torchmark.results import Ceiling, Result, RunRecord, Verdict, Work
-from torchmark.telemetry import judge, judge_run
 from torchmark.telemetry.trace import Recording, summarize
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "telemetry"
@@ -209,7 +209,7 @@ SNAPPED = [17e-6] * 6 + [8e-3] * 8 + [16e-3] * 3 + [64e-3] * 3
 
 
 def test_clustered_samples_under_competing_load_are_invalid_with_the_fix() -> None:
-    from torchmark.telemetry.verdict import clusters
+    from torchmark.judge.validity import clusters
 
     fast, slow, share = clusters(SNAPPED) or (0, 0, 0)
     assert fast == pytest.approx(17e-6) and slow == pytest.approx(8e-3) and share == 0.7
@@ -229,7 +229,7 @@ def test_clusters_need_competing_load_and_more_than_one_thread_to_be_invalid() -
 
 
 def test_unimodal_noise_is_not_a_cluster() -> None:
-    from torchmark.telemetry.verdict import clusters
+    from torchmark.judge.validity import clusters
 
     rng = np.random.default_rng(3)
     for spread in (0.02, 0.1, 0.3):
@@ -254,7 +254,7 @@ def stalled(other: float, threads: int, floor: float | None = ADD_FLOOR_S) -> Re
 
 
 def test_a_call_far_above_its_floor_with_more_threads_than_free_cores_is_invalid() -> None:
-    from torchmark.telemetry.verdict import clusters
+    from torchmark.judge.validity import clusters
 
     assert clusters(STALLED) is None  # the cluster rule cannot see it
     v = judge(stalled(other=1.0, threads=2))

@@ -11,10 +11,10 @@ import pytest
 from rich.console import Console
 
 from clitest import cli
-from torchmark import verdicts
+from torchmark.judge import verdicts
+from torchmark.judge.comparison import cannot_judge, compare, judge, regressions
 from torchmark.report.compare import comparison_renderables
 from torchmark.results import Result, RunRecord, Verdict
-from torchmark.stats.comparison import cannot_judge, compare, judge, regressions
 from torchmark.store.exchange import export_run
 
 ARTEFACT = (
@@ -141,6 +141,9 @@ def test_an_incomplete_later_run_leaves_its_missing_cases_unjudged() -> None:
 def test_the_rule_module_imports_neither_torch_nor_numpy() -> None:
     import subprocess
 
-    code = "import sys, torchmark.verdicts; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    code = (
+        "import sys, torchmark.judge.verdicts; "
+        "print('torch' in sys.modules, 'numpy' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

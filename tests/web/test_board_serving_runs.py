@@ -19,9 +19,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from boardtest import body, make_run, serving
+from torchmark.kinds.serving import stats
 from torchmark.results import RunRecord, Verdict
-from torchmark.serving import stats
-from torchmark.serving.payload import FleetDoc, PointDoc, read, write
+from torchmark.results.serving import FleetDoc, PointDoc, read, write
 from torchmark.web.app import create_app
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from torchmark.stats import comparison
+from torchmark.judge import comparison
 from torchmark.stats.measurement import Measurement
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 # datasheet alone at import: it is torch-free, and the leaderboard server checks submitted
 # rates against it without importing torch; the measuring modules load with measure().
-from torchmark.ceilings import datasheet
+from torchmark.hardware import datasheet
 from torchmark.results import Ceiling
 
 if TYPE_CHECKING:

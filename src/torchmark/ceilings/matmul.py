@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from torchmark.ceilings import datasheet
 from torchmark.ceilings.base import time_best
 from torchmark.devices.base import Device
 from torchmark.errors import first_line
+from torchmark.hardware import datasheet
 from torchmark.results import Ceiling
 from torchmark.timing import Measurement
 

@@ -24,7 +24,7 @@ def model_with_loader(
     db: str | None,
 ) -> None:
     """``--loader``: the model fed the user's batches; the input pipeline's view."""
-    from torchmark.kinds.model import benchmark_model
+    from torchmark.kinds.model.kind import benchmark_model
     from torchmark.user import spec as spec_mod
 
     if inputs:

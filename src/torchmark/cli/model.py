@@ -58,7 +58,7 @@ def model(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.kinds.model import benchmark_model
+    from torchmark.kinds.model.kind import benchmark_model
     from torchmark.user.cost import parse_price
 
     preset(stopping)  # an unknown name fails here, naming the valid presets

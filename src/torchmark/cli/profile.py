@@ -71,8 +71,8 @@ def profile(
     db: DbOption = None,
 ) -> None:
     """Where one case's step time goes: categories that add up, top ops against the ceilings."""
-    from torchmark.kinds.profile import profile as run_profile
-    from torchmark.profile.capture import check_active
+    from torchmark.kinds.profile.capture import check_active
+    from torchmark.kinds.profile.kind import profile as run_profile
 
     check_active(steps)
     if (spec is None) == (not workload):
@@ -91,7 +91,7 @@ def profile(
     check_json_path(trace, "--trace")  # written after minutes of profiling: checked first
     target, user_spec = None, None
     if spec is not None:
-        from torchmark.kinds.profile import user_target
+        from torchmark.kinds.profile.kind import user_target
 
         user = load_target(spec, input, inputs)
         target = user_target(user.model, user.factory, user.name, cfg)

@@ -26,7 +26,7 @@ def check_ranks(cfg: RunConfig, opts: Any) -> None:
     share the cores, and the figures say so)."""
     import torch
 
-    from torchmark.run.config import available_cores
+    from torchmark.devices.host import available_cores
 
     gpus = torch.cuda.device_count()
     on_gpu = any(d.startswith("cuda") for d in cfg.devices) or (
@@ -53,7 +53,7 @@ def distributed(
     strategy: str = "ddp",
 ) -> None:
     """This process is one rank of a job (torchrun, Slurm): rank 0 stores and prints."""
-    from torchmark.kinds import ranks
+    from torchmark.kinds.ranks import kind as ranks
 
     if not world.is_main:
         ranks.run(cfg, None, None, world, backend, strategy=strategy)

@@ -16,7 +16,7 @@ from torchmark.errors import InputError, TorchmarkError
 from torchmark.results import RunRecord
 
 if TYPE_CHECKING:
-    from torchmark.stats.comparison import Change, Comparison
+    from torchmark.judge.comparison import Change, Comparison
 
 
 class RegressionFound(TorchmarkError):

@@ -29,7 +29,7 @@ def scaling_ladder(
     from torchmark.cli.output import finish, show_plan, shown_even_if_interrupted
     from torchmark.cli.printers import show_run as show
     from torchmark.cli.progress import ProgressEvents
-    from torchmark.launch import ladder
+    from torchmark.kinds.ranks import ladder
     from torchmark.report.scaling import ladder_renderables
     from torchmark.run import plan, runner
 

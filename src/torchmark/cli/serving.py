@@ -27,9 +27,9 @@ from torchmark.errors import InputError
 from torchmark.run.config import parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
-    from torchmark.serving.model import Recipe, Served
-    from torchmark.serving.payload import FleetDoc
-    from torchmark.serving.point import LoadPoint
+    from torchmark.kinds.serving.model import Recipe, Served
+    from torchmark.kinds.serving.point import LoadPoint
+    from torchmark.results.serving import FleetDoc
 
 MODEL_HELP = (
     "A built-in model (simplenet, resnet50, bert-base, ...: see `torchmark list`) or your "
@@ -38,7 +38,7 @@ MODEL_HELP = (
 
 
 def _seconds(text: str, option: str) -> float:
-    from torchmark.kinds.soak import parse_duration
+    from torchmark.kinds.soak.kind import parse_duration
 
     try:
         return parse_duration(text)
@@ -62,7 +62,7 @@ def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
 def user_recipe(spec: str, shapes: tuple[str, ...], inputs: str | None) -> Served:
     """The user's model and inputs from SPEC, as `torchmark model` loads them (each worker
     process calls this again: the recipe, not the model, crosses to it)."""
-    from torchmark.serving.model import Served
+    from torchmark.kinds.serving.model import Served
 
     user = load_target(spec, list(shapes) or None, inputs)
     return Served(user.model, user.factory, user.name)
@@ -75,7 +75,7 @@ def _recipe(
     sizes: tuple[tuple[str, int], ...],
 ) -> tuple[Recipe, str, str]:
     """(recipe, name, inputs described): a built-in model, or the user's SPEC."""
-    from torchmark.serving.model import builtin
+    from torchmark.kinds.serving.model import builtin
     from torchmark.workloads import WORKLOADS, load_builtins
     from torchmark.workloads.models.base import ModelWorkload
 
@@ -173,7 +173,7 @@ def serving(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.kinds.serving import ServingConfig, serve, validate
+    from torchmark.kinds.serving.kind import ServingConfig, serve, validate
     from torchmark.user.cost import parse_price
 
     check_json_path(json_path)

@@ -165,8 +165,8 @@ def get(server: str, token: str | None, path: str) -> Any:
 def server_lines(doc: dict[str, Any]) -> list[str]:
     """What the server will do with the run: refuse it (its bounds, named), or store it and
     rank, mark or only list each result by its verdict (``verdicts``)."""
-    from torchmark import verdicts
     from torchmark.format import plural, result_label
+    from torchmark.judge import verdicts
     from torchmark.store.exchange import parse_document
     from torchmark.web import plausible, serving
     from torchmark.web.ranking import division_of

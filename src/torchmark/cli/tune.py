@@ -46,7 +46,7 @@ def tune(
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
-    from torchmark.kinds.tune import tune as run_tune
+    from torchmark.kinds.tune.kind import tune as run_tune
 
     check_json_path(json_path)
     measure_target(

@@ -98,9 +98,3 @@ def resolve(specs: Iterable[str] | str | None, found: list[Device] | None = None
                 )
             chosen += [d for d in picks if d not in chosen]
     return chosen
-
-
-def is_host(name: str) -> bool:
-    """Whether a stored device name (``cpu``, ``cuda:0`` in a RunRecord) is the host CPU:
-    reports use it to compute each accelerator's speedup over the CPU."""
-    return name.partition(":")[0] == "cpu"  # CPUDevice.kind, without importing torch

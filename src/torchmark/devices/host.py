@@ -134,3 +134,10 @@ def torch_sees_only_the_host() -> bool:
     if built.get("hip") or built.get("rocm") or built.get("xpu"):
         return False
     return not built["cuda"] or not any(os.path.exists(p) for p in NVIDIA_SIGNS)
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity: a Slurm or taskset limit counts)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

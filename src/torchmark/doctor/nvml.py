@@ -87,7 +87,7 @@ def _text(v: Any) -> str:
 
 
 def _decode(mask: int) -> list[str]:
-    from torchmark.telemetry.nvml import decode_reasons
+    from torchmark.hardware.throttle import decode_reasons
 
     return decode_reasons(int(mask))
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from torchmark import verdicts
 from torchmark.errors import InputError, UnknownNameError
+from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 
 HERE = Path(__file__).parent
@@ -164,7 +164,7 @@ def newest_placeable(store: Any) -> RunRecord:
 
 
 def _is_accelerator(device: str) -> bool:
-    from torchmark.devices import is_host
+    from torchmark.results import is_host
 
     return not is_host(device)
 

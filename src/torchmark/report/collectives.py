@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchmark import format as fmt
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import RunRecord
 

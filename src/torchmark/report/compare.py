@@ -1,4 +1,4 @@
-"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.stats.comparison`.
+"""Render comparisons of runs: the decision itself lives in :mod:`torchmark.judge.comparison`.
 
 The table fits the width it is given (an 80-column terminal, a CI log, a wide screen): the
 essential columns (case, each run's throughput, the speed ratio, the verdict) are never cut;
@@ -20,12 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference, verdicts
+from torchmark import reference
 from torchmark.errors import InputError
-from torchmark.report.pipeline import comparison_parts
-from torchmark.report.table import add_row
-from torchmark.results import Result, RunRecord
-from torchmark.stats.comparison import (
+from torchmark.judge import verdicts
+from torchmark.judge.comparison import (
     INDEPENDENT_RULE,
     Change,
     Comparison,
@@ -37,6 +35,9 @@ from torchmark.stats.comparison import (
     regressions,
     run_name,
 )
+from torchmark.report.pipeline import comparison_parts
+from torchmark.report.table import add_row
+from torchmark.results import Result, RunRecord
 
 RULE = INDEPENDENT_RULE
 __all__ = [
@@ -169,8 +170,8 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     between different world sizes (its speed is per rank: without the reason a DDP x2 run
     read FASTER or SLOWER than DDP x1 as if like for like) or of a working set in the cache
     (its speed is the cache's, not DRAM's)."""
-    from torchmark.launch.worlds import world_difference
-    from torchmark.stats.comparison import cached
+    from torchmark.judge.comparison import cached
+    from torchmark.judge.worlds import world_difference
 
     out = []
     for i, changes in enumerate(cmp.changes, start=1):

@@ -31,7 +31,7 @@ FLAG_HELP = {
     "out_of_memory": "ran out of memory",
     "straggler": "one rank's step p50 slower than the others' by more than the noise",
 }
-# The verdict reason (telemetry/verdict.py's words) that explains each flag.
+# The verdict reason (judge/validity.py's words) that explains each flag.
 FLAG_REASON = {
     "noisy": "spread ",
     "unreliable": "spread ",

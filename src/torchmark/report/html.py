@@ -13,7 +13,6 @@ from markupsafe import Markup
 
 from torchmark import __version__
 from torchmark import format as fmt
-from torchmark.devices import is_host
 from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
@@ -28,7 +27,7 @@ from torchmark.report.table import (
     spread_cell,
     status_cell,
 )
-from torchmark.results import Result, RunRecord
+from torchmark.results import Result, RunRecord, is_host
 from torchmark.results.payloads import BreakEvenFindings, TunePayload
 
 _ENV = jinja2.Environment(

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 from rich.console import RenderableType
 
 from torchmark import format as fmt
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.loaders import INPUT_WORKLOADS, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline_advice import Advice, advise, rate, unit_of
 from torchmark.results import Result, RunRecord
 
 if TYPE_CHECKING:
-    from torchmark.stats.comparison import Change, Comparison
+    from torchmark.judge.comparison import Change, Comparison
 
 
 def config_cell(r: Result) -> Alt:

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.loaders import INPUT_WORKLOADS, LOADER, RESIDENT, YOURS, LoaderConfig, config_of
 from torchmark.results import Ceiling, Result, link_ceiling
 
 if TYPE_CHECKING:
-    from torchmark.stats.comparison import Judgement
+    from torchmark.judge.comparison import Judgement
     from torchmark.stats.measurement import Measurement
 
 __all__ = ["Advice", "advise", "rate", "unit_of"]
@@ -25,7 +25,7 @@ __all__ = ["Advice", "advise", "rate", "unit_of"]
 def _independent(a: Measurement, b: Measurement) -> Judgement | str:
     """``comparison.independent``, imported at the first test: numpy is loaded where an
     input workload ran, not by every reader of a stored run (``show``, ``export``)."""
-    from torchmark.stats.comparison import independent
+    from torchmark.judge.comparison import independent
 
     return independent(a, b)
 

@@ -12,7 +12,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark.profile.names import op_labels
+from torchmark.kinds.profile.names import op_labels
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 from torchmark.results.payloads import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchmark import format as fmt
-from torchmark.devices import is_host
-from torchmark.results import Ceiling, RunRecord
+from torchmark.judge.load import COMPETING_CORES
+from torchmark.results import Ceiling, RunRecord, is_host
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,6 @@ class CeilingRow:
 # A reused ceiling older than this is stale: drivers, BIOS settings and DIMMs change, and a
 # cloud machine of the same fingerprint may be another host.
 STALE_DAYS = 7
-# Other processes' load, in cores, that makes a measurement "under load" (as the runner's
-# COMPETING_CORES and the telemetry's: half a core already slowed a 2-thread add 50x).
-LOADED_CORES = 0.5
 
 
 def reused(c: Ceiling, record: RunRecord) -> bool:
@@ -75,7 +72,7 @@ def stale_reasons(c: Ceiling, record: RunRecord) -> list[str]:
     if p is None or not reused(c, record):
         return []
     out = []
-    if p.other_cores is not None and p.other_cores >= LOADED_CORES:
+    if p.other_cores is not None and p.other_cores >= COMPETING_CORES:
         out.append(f"measured while other processes used {p.other_cores:.1f} cores")
     age = (record.created_utc - p.measured_utc).total_seconds() / 86400
     if age > STALE_DAYS:
@@ -107,7 +104,7 @@ def reuse_notes(record: RunRecord) -> list[str]:
             and isinstance(x := (r.telemetry or {}).get("other_cores"), int | float)
         ]
         then = cs[0].provenance.other_cores if cs[0].provenance else None
-        if loads and max(loads) >= LOADED_CORES and (then or 0.0) < LOADED_CORES:
+        if loads and max(loads) >= COMPETING_CORES and (then or 0.0) < COMPETING_CORES:
             stale.append(
                 f"this run measured under other load (up to {max(loads):.1f} cores), its "
                 "ceilings quiet: its percentages are of the machine's quiet limits"

@@ -26,19 +26,19 @@ import numpy as np
 from rich.console import RenderableType
 
 from torchmark import format as fmt
-from torchmark import verdicts
-from torchmark.launch.comm import CommCheck, comm_check, comm_check_text
-from torchmark.launch.worlds import (
+from torchmark.judge import verdicts
+from torchmark.judge.stragglers import RankTimes, rank_times
+from torchmark.judge.stragglers import find as find_straggler
+from torchmark.judge.worlds import (
     is_training,
     result_world,
     rung_size,
     world_difference,
     world_label,
 )
+from torchmark.kinds.ranks.comm import CommCheck, comm_check, comm_check_text
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
-from torchmark.stats.stragglers import RankTimes, rank_times
-from torchmark.stats.stragglers import find as find_straggler
 
 UNCLEAR_MARK = "?"
 OVER_MARK = "!"  # an exposed-comm share above 100 % of the step
@@ -87,7 +87,7 @@ def efficiency(base: Rung | None, r: Result, per_rank_items: float) -> Efficienc
     """Per-rank (per-GPU) rate over the baseline's (same items per rank), with the verdict
     on the step times: weak scaling keeps the work per rank, so the ratio of median step
     times is the ratio of per-rank rates."""
-    from torchmark.stats.comparison import independent
+    from torchmark.judge.comparison import independent
 
     if base is None or not (verdicts.may(base.result, "compare") and verdicts.may(r, "compare")):
         return None  # a side its verdict keeps from comparisons (invalid under load, ...)

@@ -18,7 +18,7 @@ from rich.text import Text
 from torchmark import format as fmt
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
-from torchmark.serving.payload import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
+from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
 
 KIND = "serving"
 OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}

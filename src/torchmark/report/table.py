@@ -18,13 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from torchmark import format as fmt
-from torchmark import reference, verdicts
-from torchmark.devices import is_host
+from torchmark import reference
+from torchmark.judge import verdicts
+from torchmark.judge.verdicts import TIMED_OUT_OK_PCT
 from torchmark.report.layout import Alt, Col, FitTable, lines
 from torchmark.report.pipeline import pipeline_tables
 from torchmark.report.rows import ceiling_rows, devices_of, reuse_notes
-from torchmark.results import Result, RunRecord
-from torchmark.verdicts import TIMED_OUT_OK_PCT
+from torchmark.results import Result, RunRecord, is_host
 
 __all__ = [
     "Footnotes",
@@ -251,7 +251,7 @@ def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable
     if len(devices) == 1:
         title += f" · {reference.device_label(record, devices[0])}"
     if record.config.get("distributed"):  # "DDP x2 · gloo": never mistaken for a plain run
-        from torchmark.launch.worlds import world_label
+        from torchmark.judge.worlds import world_label
 
         info = record.config["distributed"]
         title += f" · {world_label(info)} · {info.get('backend')}"

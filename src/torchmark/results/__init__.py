@@ -14,6 +14,7 @@ from torchmark.results.record import (
     Throughput,
     Verdict,
     Work,
+    is_host,
     link_ceiling,
     utcnow,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Throughput",
     "Verdict",
     "Work",
+    "is_host",
     "link_ceiling",
     "utcnow",
 ]

@@ -24,7 +24,7 @@ A new kind of run adds its payload in three steps (as ``serving`` did):
 
 1. here, a class ``ServingRunPayload(Payload)`` with ``kind: Literal["serving"] =
    "serving"`` and its typed fields (nested models for what readers depend on; serving's
-   own document lives in ``serving/payload.py``, which imports nothing of ``results``);
+   own document lives in ``results/serving.py``, which imports nothing else of ``results``);
 2. that class added to ``AnyPayload`` below (``PAYLOADS`` and ``KINDS`` follow from it);
 3. its run opened with ``open_run("serving", ...)``: the payload starts empty
    (``ServingRunPayload()``) and the kind's loop fills ``record.payload``.
@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from torchmark.serving.payload import ServingPayload
+from torchmark.results.serving import ServingPayload
 
 
 class Kept(BaseModel):
@@ -386,7 +386,7 @@ class ProfilePayload(Payload):
 
 class ServingRunPayload(Payload):
     """``torchmark serving``: every load point, each fleet's search and the answer per
-    device, as ``serving/payload.py`` defines them (``serving.payload.read``/``write``)."""
+    device, as ``results/serving.py`` defines them (``results.serving.read``/``write``)."""
 
     kind: Literal["serving"] = "serving"
     serving: ServingPayload | None = None  # None: stopped before the first point was stored

@@ -411,3 +411,9 @@ class RunRecord(BaseModel):
 
     def ceiling(self, device: str, key: str) -> Ceiling | None:
         return next((c for c in self.ceilings if c.device == device and c.key == key), None)
+
+
+def is_host(name: str) -> bool:
+    """Whether a stored device name (``cpu``, ``cuda:0`` in a RunRecord) is the host CPU:
+    reports use it to compute each accelerator's speedup over the CPU."""
+    return name.partition(":")[0] == "cpu"  # CPUDevice.kind, without importing torch

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from torchmark import telemetry
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
+from torchmark.judge.validity import oversubscribed
 from torchmark.results import Ceiling, Result, Status, Work
 from torchmark.results.record import sample_fields
 from torchmark.run.config import RunConfig
 from torchmark.run.watchdog import CallTimedOut, call_bound
-from torchmark.telemetry.verdict import oversubscribed
 from torchmark.timing import Measurement, measure, preset
 from torchmark.timing.loop import one_thread_s
 from torchmark.workloads import Case, Prepared, Workload
@@ -85,7 +85,7 @@ def measured(
     telemetry: dict[str, Any] | None = None,
 ) -> Result:
     """The Result of one measured case, judged (ok / warn / invalid with reasons)."""
-    from torchmark.telemetry import judge
+    from torchmark.judge.validity import judge
 
     result = Result(
         workload=case.workload,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from torchmark.devices.host import available_cores
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import PlanOptions, Suite
@@ -75,13 +75,6 @@ def validate(cfg: RunConfig) -> RunConfig:
         except UnknownNameError as e:
             raise InputError(str(e)) from None
     return cfg
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its affinity: a Slurm or taskset limit counts)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 # Options a workload may ignore: (flag, RunConfig field).

@@ -25,9 +25,9 @@ from torchmark.run import environment
 from torchmark.run.session import Session
 
 if TYPE_CHECKING:
+    from torchmark.judge.validity import Level
     from torchmark.run.session import Events
     from torchmark.store.base import ResultStore
-    from torchmark.telemetry.verdict import Level
 
 __all__ = ["KindConfig", "command_line", "new_record", "open_run"]
 

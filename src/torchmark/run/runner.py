@@ -11,9 +11,11 @@ import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from torchmark import __version__, telemetry
+from torchmark import __version__
 from torchmark.devices import Device
 from torchmark.errors import StoreError
+from torchmark.judge.load import COMPETING_CORES
+from torchmark.judge.validity import judge
 from torchmark.results import Ceiling, CeilingSource, Result, RunRecord, utcnow
 from torchmark.run import environment
 from torchmark.run.case import SWEEP_STOPPED, run_case, skipped, sweep_stop
@@ -222,7 +224,7 @@ def second_look(
             ],
         }
     )
-    looked.verdict = telemetry.judge(looked)
+    looked.verdict = judge(looked)
     return looked
 
 
@@ -235,7 +237,7 @@ def raise_ceiling(
     """A result still above its ceiling after the second look: where it is plausible
     (``ceilings.raised``) the device's ceiling is raised to its rate, said in one line on
     the result, and the result judged again; else it stays as judged (invalid)."""
-    from torchmark.ceilings.raised import raised
+    from torchmark.judge.raised import raised
 
     other = (result.telemetry or {}).get("other_cores")
     now = ceiling_source(session.record, other if isinstance(other, int | float) else None)
@@ -246,12 +248,8 @@ def raise_ceiling(
     ceilings[device.name][up.key] = up
     session.set_ceilings([c for cs in ceilings.values() for c in cs.values()])
     out = result.model_copy(update={"ceiling": up, "notes": [*result.notes, line]})
-    out.verdict = telemetry.judge(out)
+    out.verdict = judge(out)
     return out
-
-
-# Other processes using more than half a core while ceilings are measured: they may be low.
-COMPETING_CORES = 0.5
 
 
 def under_load(c: Ceiling, cores: float) -> Ceiling:

@@ -38,9 +38,9 @@ from torchmark.run.watchdog import Watchdog, in_main_thread
 
 if TYPE_CHECKING:
     from torchmark.devices import Device
+    from torchmark.judge.validity import Level
     from torchmark.store.base import ResultStore
     from torchmark.telemetry import Kept, Source
-    from torchmark.telemetry.verdict import Level
     from torchmark.workloads import Case
 
 
@@ -254,7 +254,7 @@ class Session:
             if self._finished:
                 return self.record
             self._finished = True
-        from torchmark.telemetry import judge_run
+        from torchmark.judge.validity import judge_run
 
         rec = self.record
         if rec.status == "running":

@@ -171,7 +171,7 @@ def _csv_row(record: RunRecord, r: Result) -> dict[str, Any]:
 
 def _to_csv(record: RunRecord) -> str:
     out = io.StringIO()
-    from torchmark.serving.payload import POINT_COLUMNS, point_rows, read
+    from torchmark.results.serving import POINT_COLUMNS, point_rows, read
 
     payload = read(record)
     if payload is not None:  # a serving run has no cases: a row per load point

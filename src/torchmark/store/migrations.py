@@ -59,11 +59,11 @@ def _db_v1_to_v2(conn: Connection) -> None:
 
 
 def _db_v2_to_v3(conn: Connection) -> None:
-    """Each result's verdict kind (``torchmark.verdicts``) in a column of its own, so that
+    """Each result's verdict kind (``torchmark.judge.verdicts``) in a column of its own, so that
     ``history`` counts ok results by their verdict without reading every document."""
     import json
 
-    from torchmark.verdicts import kind_of_doc
+    from torchmark.judge.verdicts import kind_of_doc
 
     if "verdict" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}:
         conn.exec_driver_sql("ALTER TABLE results ADD COLUMN verdict TEXT")

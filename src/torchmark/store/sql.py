@@ -6,7 +6,7 @@ Layout (``DB_SCHEMA_VERSION`` 3)::
     runs           one row per run         id, kind, times, status, who/where + header JSON,
                                            stored_seq (local insertion order), writer
     results        one row per result      (run_id, seq) + indexed names + verdict kind
-                                           (torchmark.verdicts) + doc JSON
+                                           (torchmark.judge.verdicts) + doc JSON
     run_ceilings   one row per run         the ceilings the run's percentages used (JSON)
     ceiling_cache  one row per measurement ceilings per (machine fingerprint, device)
 
@@ -56,10 +56,10 @@ from torchmark.errors import (
     StoreUnavailable,
     first_line,
 )
+from torchmark.judge.verdicts import COUNTED, kind_of
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
-from torchmark.verdicts import COUNTED, kind_of
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -875,7 +875,7 @@ def _summary(r: Any) -> RunSummary:
     pid = (header.get("environment") or {}).get("pid") if isinstance(header, dict) else None
     ok, total = int(r.ok or 0), int(r.n or 0)
     if r.kind == "serving" and not total:  # its findings are answers, one per device
-        from torchmark.serving.payload import answers_counted
+        from torchmark.judge.verdicts import answers_counted
 
         ok, total = answers_counted(header) or (ok, total)
     return RunSummary(

@@ -1,25 +1,20 @@
-"""Telemetry: samplers (NVML, host) running during measurements, and validity verdicts.
+"""Telemetry: samplers (NVML, host) running during measurements.
 
 with watch(device) as trace:          # starts a sampler thread (~every 100 ms)
     measure(fn, device, on_sample=trace.mark)
 result.excluded = trace.throttled_samples()
 result.telemetry = trace.summary()    # sources, per-sample tags, timeline
-result.verdict = judge(result)        # ok / warn / invalid, with reasons in words
+result.verdict = judge(result)        # ok / warn / invalid: ``judge.validity``
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from torchmark import _lazy_getattr
 from torchmark.telemetry.base import NullTrace, Source, SourceUnavailable, Trace
 from torchmark.telemetry.trace import Recording, Sampler, summarize
-
-if TYPE_CHECKING:
-    from torchmark.devices.base import Device
-    from torchmark.telemetry.verdict import judge, judge_run
 
 __all__ = [
     "Kept",
@@ -29,16 +24,22 @@ __all__ = [
     "SourceUnavailable",
     "TelemetryTrace",
     "Trace",
-    "judge",
-    "judge_run",
     "sources_for",
     "watch",
 ]
 
 
-# The verdicts pull in the results model (pydantic) and numpy, ~0.15 s: `doctor` reads the
-# machine's load through this package before it needs either.
-__getattr__ = _lazy_getattr(__name__, {"judge": ".verdict", "judge_run": ".verdict"})
+class Device(Protocol):
+    """A ``devices.Device``, typed by what telemetry uses of it: devices choose their own
+    sources here, so this package sits below them and does not import them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_accelerator(self) -> bool: ...
+
+    def telemetry_sources(self) -> list[Any]: ...
 
 
 class Kept(Source):

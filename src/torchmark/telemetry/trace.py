@@ -17,17 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchmark.hardware.throttle import THROTTLE_REASONS
+from torchmark.judge.load import MIN_KEPT_SAMPLES, flags_of
 from torchmark.telemetry.base import Reading, Source, SourceUnavailable
-from torchmark.telemetry.nvml import POWER_REASONS, THERMAL_REASONS, THROTTLE_REASONS
 
 # METHOD.md §2.10: a sample taken below 75 % of the base clock is throttled.
 LOW_CLOCK_FRACTION = 0.75
-# Throttled samples leave the headline median only if this many unthrottled ones remain;
-# a median of fewer would be noisier than the bias it removes.
-MIN_KEPT_SAMPLES = 5
-# Competing CPU load worth a flag: half a core of other work already slowed a 2-thread add
-# on this 2-core machine by more than its 0.5 % noise target (one busy process: 50x).
-COMPETING_CORES = 0.5
 TIMELINE_ROWS = 120
 
 
@@ -381,30 +376,7 @@ def summarize(rec: Recording) -> dict[str, Any]:
     return out
 
 
-def competing(summary: dict[str, Any], accelerator: bool) -> bool:
-    """Other processes' CPU load worth flagging for this kind of device."""
-    other = summary.get("other_cores")
-    if other is None:
-        return False
-    if not accelerator:
-        return bool(other >= COMPETING_CORES)
-    # A GPU result needs one free host core for the thread that launches kernels.
-    cores = summary.get("logical_cores") or 1
-    return bool(other >= max(COMPETING_CORES, cores - 1.5))
-
-
-def flags_of(summary: dict[str, Any], accelerator: bool) -> list[str]:
-    flags = []
-    if summary.get("throttled_samples"):
-        flags.append("throttled")
-    if competing(summary, accelerator):
-        flags.append("competing_load")
-    return flags
-
-
 __all__ = [
-    "POWER_REASONS",
-    "THERMAL_REASONS",
     "Recording",
     "Sampler",
     "SourceState",

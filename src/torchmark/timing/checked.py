@@ -46,8 +46,8 @@ def checked(
     clock: Callable[[], float],
 ) -> Measurement:
     """``m`` with the load's flags and words, as ``telemetry.verdict`` would judge it."""
-    from torchmark.telemetry.trace import competing
-    from torchmark.telemetry.verdict import (
+    from torchmark.judge.load import competing
+    from torchmark.judge.validity import (
         THREAD_STALL_FACTOR,
         _dur,
         _load,

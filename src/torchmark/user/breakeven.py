@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.results import Result
 
 if TYPE_CHECKING:
-    from torchmark.stats.comparison import Verdict
+    from torchmark.judge.comparison import Verdict
 
 MODES = ("e2e", "device")
 # `compare` cannot stand in: it pairs results of the same device, so a CPU-only run set
@@ -33,7 +33,7 @@ def gpu_verdict(gpu: Result, cpu: Result) -> tuple[Verdict | None, str]:
     """The GPU result against the CPU's beyond the noise of both (``comparison.judge``:
     Mann-Whitney plus a practical threshold), and the verdict in words. The test imports
     numpy; the readers of a stored break-even (``show``, ``report``) do not."""
-    from torchmark.stats.comparison import judge
+    from torchmark.judge.comparison import judge
 
     change = judge(cpu, gpu)  # B (the GPU) against A (the CPU)
     return change.verdict, (change.verdict or "n/a").lower()

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
-from torchmark import verdicts
 from torchmark.errors import InputError
+from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.store.exchange import (
     CSV_COLUMNS,

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine
 
-from torchmark import verdicts
 from torchmark.errors import RunNotFoundError
+from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.store import ResultStore
 from torchmark.store.exchange import escape_text

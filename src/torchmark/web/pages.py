@@ -11,7 +11,8 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from torchmark import reference, verdicts
+from torchmark import reference
+from torchmark.judge import verdicts
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, plausible, ranking, serving

@@ -17,8 +17,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from torchmark.ceilings import datasheet
-from torchmark.ceilings.physical import (
+from torchmark.hardware import datasheet
+from torchmark.hardware.physical import (
     ACCELERATOR_BPS,
     ACCELERATOR_FLOPS,
     CPU_BYTES_PER_CYCLE,
@@ -28,8 +28,8 @@ from torchmark.ceilings.physical import (
     CPU_MEMORY_BPS,
     IN_CACHE_FACTOR,
 )
+from torchmark.judge.validity import ORDER, judge, judge_run
 from torchmark.results import Result, RunRecord, Verdict
-from torchmark.telemetry.verdict import ORDER, judge, judge_run
 from torchmark.web import catalogue
 
 # JSON nested deeper than this is refused before it is parsed: a run document is ~6 levels

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
-from torchmark.serving.payload import KIND
+from torchmark.results.serving import KIND
 from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
@@ -290,7 +290,7 @@ def rank(
 
 def rank_groups(groups: list[Group]) -> list[Row]:
     """Rows for the groups of one case (in first-submitted order), fastest first."""
-    from torchmark.stats.comparison import ci_text, independent
+    from torchmark.judge.comparison import ci_text, independent
 
     rows: list[Row] = []
     for g in groups:

@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchmark import verdicts
+from torchmark.judge import verdicts
+from torchmark.kinds.serving import answer, stats
+from torchmark.kinds.serving.answer import MAX_STORED
+from torchmark.kinds.serving.point import MIN_POINT_S, MIN_WINDOW_S
 from torchmark.results import RunRecord
-from torchmark.serving import answer, stats
-from torchmark.serving.answer import MAX_STORED
-from torchmark.serving.payload import DeviceAnswer, PointDoc, ms, read, write
-from torchmark.serving.point import MIN_POINT_S, MIN_WINDOW_S
+from torchmark.results.serving import DeviceAnswer, PointDoc, ms, read, write
 from torchmark.web.ranking import device_model
 
 DIVISION = "serving"

@@ -12,16 +12,17 @@ import numpy as np
 import psutil
 import torch
 
-from torchmark import variants, verdicts
+from torchmark import variants
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, UnknownNameError, WrongResultError
+from torchmark.judge import verdicts
+from torchmark.judge.comparison import MIN_ROUNDS, PRACTICAL, Judgement, paired
 from torchmark.kinds.tune.candidates import PRECISION_ORDER, SINGLE_VARIANTS, Candidate
 from torchmark.kinds.tune.workload import TuneWorkload
 from torchmark.results import Result
 from torchmark.run.case import CALL_TIMED_OUT, measured, skipped
 from torchmark.run.session import Session
 from torchmark.run.watchdog import MIN_CALL_BOUND_S, CallTimedOut
-from torchmark.stats.comparison import MIN_ROUNDS, PRACTICAL, Judgement, paired
 from torchmark.stats.measurement import Measurement
 from torchmark.timing import Fixed, StoppingRule, measure
 from torchmark.user.inputs import one_line

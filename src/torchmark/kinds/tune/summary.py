@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchmark import format as fmt
-from torchmark import variants, verdicts
+from torchmark import variants
+from torchmark.judge import verdicts
 from torchmark.kinds.tune.candidates import code_lines
 from torchmark.kinds.tune.search import Tuner
 from torchmark.results import RunRecord

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from torchmark import format as fmt
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.results import Result, RunRecord
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from torchmark import format as fmt
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.report.charts.base import Chart, _plot, _rc, _svg
 from torchmark.results import RunRecord
 

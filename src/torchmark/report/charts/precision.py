@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchmark import format as fmt
-from torchmark import verdicts
+from torchmark.judge import verdicts
 from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
 

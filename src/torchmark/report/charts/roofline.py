@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchmark import format as fmt
-from torchmark import verdicts
-from torchmark.profile.names import op_labels
+from torchmark.judge import verdicts
+from torchmark.kinds.profile.names import op_labels
 from torchmark.report.charts.base import (
     HEIGHT,
     WIDTH,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from torchmark.report.charts.base import Chart, _log, _plot, _svg
-from torchmark.serving.payload import ServingPayload, ms
+from torchmark.results.serving import ServingPayload, ms
 
 
 def hockey_stick(p: ServingPayload) -> Chart:

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchmark import format as fmt
-from torchmark import verdicts
-from torchmark.devices import is_host
+from torchmark.judge import verdicts
 from torchmark.report.charts.base import Chart, _log, _plot, _rc, _run_prefix, _svg
 from torchmark.report.table import case_key
-from torchmark.results import Result, RunRecord
+from torchmark.results import Result, RunRecord, is_host
 from torchmark.results.payloads import BreakEvenFindings
 
 

@@ -6,7 +6,7 @@ buffer (all_gather: its output, reduce_scatter and all_to_all: their input), alg
 size / time, and busbw = algbw x a factor that makes the figure comparable with the
 link's own speed whatever the rank count n: all_reduce 2(n-1)/n; all_gather,
 reduce_scatter and all_to_all (n-1)/n; broadcast and send/recv 1. The time is the slowest
-rank's (launch/rank.py reads every sample as the all_reduce MAX of the ranks' times).
+rank's (kinds/ranks/rank.py reads every sample as the all_reduce MAX of the ranks' times).
 
 Each case checks its result once before timing (rank-dependent values, every element
 compared): a wrong element makes the case WRONG. Timed calls reduce zeros, so sums do

@@ -190,7 +190,7 @@ class ModelWorkload(Workload):
         dev = device.torch_device
         inputs = self.make_inputs(sizes, g)
         if scenario == "train":
-            from torchmark.launch.ddp import data_parallel
+            from torchmark.workloads.models.ddp import data_parallel
 
             labels = self.make_labels(sizes, g).to(dev)
             return (
@@ -321,7 +321,7 @@ class ModelWorkload(Workload):
         if mode == "train":
             extra["optimizer"] = self.optimizer
             extra.update(self.train_extra(sizes))
-            from torchmark.launch.ddp import describe
+            from torchmark.workloads.models.ddp import describe
 
             extra.update(describe())  # DDP, FSDP or DataParallel: the ladder's rows
         state = {"ref": ref}

@@ -19,10 +19,10 @@ from torch import nn
 
 from torchmark import format as fmt
 from torchmark.devices.base import Device
+from torchmark.devices.host import available_cores
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.loaders import LOADER, RESIDENT, LoaderConfig, config_of, params
 from torchmark.results import Work
-from torchmark.run.config import available_cores
 from torchmark.stats.measurement import Measurement
 from torchmark.timing.stopping import preset
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload, trimmed

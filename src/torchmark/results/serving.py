@@ -1,0 +1,272 @@
+"""What a serving run stores: every load point with its raw latencies, each fleet's search,
+and the answer per device. Pydantic only (no torch, no numpy): ``show``, ``export``,
+``report`` and the board read it without loading either.
+
+The percentiles stored beside ``latency_us`` are derived from it at run time (numpy's
+``inverted_cdf`` order statistic and scipy's binomial interval, ``serving.stats``); a test
+derives them again from the stored latencies and checks they agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SERVING_SCHEMA = 1
+
+
+def ms(seconds: float) -> str:
+    """A latency as said everywhere in serving: ``50 ms``, ``4.92 ms``, ``2,160 ms``."""
+    v = 1e3 * seconds
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.3g} ms"
+
+
+def per_s(rate: float) -> str:
+    """A request rate as said everywhere in serving: ``1,242``, ``38.1``."""
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
+class _Doc(BaseModel):
+    # validators built on first use: the commands that list runs never validate one
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+
+class PointDoc(_Doc):
+    """One load point: a rate x batching x split, measured window by window."""
+
+    rate: float  # offered arrivals per second
+    max_batch: int
+    max_wait_s: float
+    processes: int = 1
+    threads: int | None = None
+    outcome: Literal["within", "over", "generator_behind"]
+    why: str
+    flags: list[str] = Field(default_factory=list)
+    stop_reason: str = ""
+    stable: bool = False
+    window_p99_s: list[float | None] = Field(default_factory=list)  # every window's p99
+    window_rate: list[float | None] = Field(default_factory=list)  # finished per second
+    n: int = 0  # requests kept (the last 3 windows)
+    needed: int = 0  # requests the p99's interval asks for (stats.min_requests)
+    failed: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)  # first error line -> requests
+    over_bound: int = 0
+    late: int = 0  # arrivals the loop woke for late (> max(100 µs, 1 % of the bound))
+    achieved_rate: float | None = None
+    p50_s: float | None = None
+    p90_s: float | None = None
+    p99_s: float | None = None
+    p999_s: float | None = None
+    p99_ci_s: tuple[float | None, float | None] = (None, None)
+    mean_s: float | None = None
+    wait_mean_s: float | None = None
+    lateness_median_s: float | None = None
+    lateness_p99_s: float | None = None
+    utilisation: float | None = None
+    mean_batch: float | None = None
+    energy: dict[str, object] | None = None
+    # raw: every kept request's latency (a seeded uniform sample of 20,000 beyond that: n
+    # says how many there were; the percentiles above are of them all)
+    latency_us: list[int] = Field(default_factory=list)
+
+
+class FleetDoc(_Doc):
+    """One device's search with one split of it (a CPU: processes x threads)."""
+
+    device: str
+    label: str
+    processes: int = 1
+    threads: int | None = None
+    single_n: int = 0
+    single_p50_s: float | None = None
+    single_p99_s: float | None = None
+    offline: dict[str, float] = Field(default_factory=dict)  # max batch -> requests/s
+    points: list[PointDoc] = Field(default_factory=list)
+    stop_reason: str = ""
+    elapsed_s: float = 0.0
+    best: int | None = None  # index into points: the highest rate within the bound
+    top: float | None = None  # the lowest rate above it measured over (None: none)
+    generator_bound: bool = False
+
+    @property
+    def split(self) -> str:
+        if self.threads is None:
+            return ""
+        return f"{self.processes} x {self.threads}"
+
+    @property
+    def best_point(self) -> PointDoc | None:
+        return self.points[self.best] if self.best is not None else None
+
+
+class DeviceAnswer(_Doc):
+    """One device's answer: the best of its fleets, and what it means for the user."""
+
+    device: str
+    label: str
+    max_rate: float | None = None  # None: no rate met the bound
+    top: float | None = None  # the bracket's top (None: not measured)
+    generator_bound: bool = False
+    why_none: str = ""
+    fleet: int | None = None  # index into ServingPayload.fleets
+    batching: str = ""
+    split: str = ""
+    p99_s: float | None = None
+    p99_ci_s: tuple[float | None, float | None] = (None, None)
+    flags: list[str] = Field(default_factory=list)  # the max-rate point's: they travel with it
+    needed: int | None = None  # devices for --rate (at the bracket's bottom)
+    needed_range: tuple[int, int] | None = None  # (at the top, at the bottom)
+    price_per_hour: float | None = None
+    cost_per_million: float | None = None  # at max_rate, the device fully used
+    cost_range: tuple[float, float] | None = None  # (at the top, at the bottom)
+    j_per_request: float | None = None
+    energy_note: str = ""
+    # --energy-price: the energy each request used, at that price per kWh (in cost_per_million)
+    energy_cost_per_million: float | None = None
+    energy_cost_note: str = ""  # why an energy price was given but no energy cost counted
+    sentence: str = ""
+
+
+class GeneratorDoc(_Doc):
+    """The load generator's own limit (``serving.generator``): each rate it was checked at,
+    with the loop's median and p99 lateness there."""
+
+    limit: float = 0.0
+    sentence: str = ""  # as said when the run was measured (runs stored before ``load``)
+    rates: list[dict[str, float]] = Field(default_factory=list)  # per rate tried
+    load: float | None = None  # the 1-minute load average when it was checked
+
+    def said(self) -> str:
+        """The limit in words, from the stored checks. Where every rate checked kept time the
+        limit lies above the highest checked, which is not a rate the run's load points went
+        to: "up to 100,000 arrivals/s (the highest rate tried)" read as the run's highest
+        beside load points that stopped at 35,896/s. Lateness in ms as every serving
+        latency is ("p99 13930 µs" read beside "p99 4.92 ms")."""
+        if not self.rates:
+            return self.sentence
+        load = self.load if self.load is not None else _load_in(self.sentence)
+        tail = f" (load average {load:.2f})" if load is not None else ""
+        at = next((r for r in self.rates if self.limit and r["rate"] == self.limit), None)
+        if at is None:
+            return f"the load generator kept time at none of the rates it was checked at{tail}"
+        how = f"median lateness {ms(at['median_s'])}, p99 {ms(at['p99_s'])}"
+        above = sorted(r["rate"] for r in self.rates if r["rate"] > at["rate"])
+        if not above:
+            return (
+                f"the load generator kept time at every rate it was checked at, up to "
+                f"{per_s(at['rate'])} arrivals/s ({how}): its own limit is higher{tail}"
+            )
+        return (
+            f"the load generator keeps time up to {per_s(at['rate'])} arrivals/s on this host "
+            f"({how}), not at {per_s(above[0])}{tail}"
+        )
+
+
+def _load_in(sentence: str) -> float | None:
+    """The load average a run stored before ``GeneratorDoc.load`` said in its sentence."""
+    import re
+
+    found = re.search(r"\(load average ([0-9.]+)\)", sentence)
+    return float(found.group(1)) if found else None
+
+
+class ServingPayload(_Doc):
+    kind: Literal["serving"] = "serving"
+    schema_version: int = SERVING_SCHEMA
+    model: str
+    inputs: str = ""
+    bound_s: float
+    rate: float | None = None  # --rate: the traffic to size for
+    energy_price: float | None = None  # --energy-price: currency per kWh
+    confidence: float = 0.95
+    margin: float = 0.005
+    min_requests: int = 0
+    generator: GeneratorDoc = Field(default_factory=GeneratorDoc)
+    fleets: list[FleetDoc] = Field(default_factory=list)
+    answers: list[DeviceAnswer] = Field(default_factory=list)
+    verdict: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
+POINT_COLUMNS = (
+    "run_id",
+    "device",
+    "processes",
+    "threads",
+    "rate",
+    "max_batch",
+    "max_wait_s",
+    "outcome",
+    "best",
+    "achieved_rate",
+    "n",
+    "failed",
+    "over_bound",
+    "p50_s",
+    "p90_s",
+    "p99_s",
+    "p99_ci_low_s",
+    "p99_ci_high_s",
+    "p999_s",
+    "flags",
+    "why",
+)
+
+
+def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
+    """One row per load point, in the order measured (``export -f csv`` of a serving run)."""
+    rows: list[dict[str, object]] = []
+    for f in p.fleets:
+        for i, pt in enumerate(f.points):
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "device": f.device,
+                    "processes": f.processes,
+                    "threads": "" if f.threads is None else f.threads,
+                    "rate": pt.rate,
+                    "max_batch": pt.max_batch,
+                    "max_wait_s": pt.max_wait_s,
+                    "outcome": pt.outcome,
+                    "best": int(i == f.best),
+                    "achieved_rate": pt.achieved_rate,
+                    "n": pt.n,
+                    "failed": pt.failed,
+                    "over_bound": pt.over_bound,
+                    "p50_s": pt.p50_s,
+                    "p90_s": pt.p90_s,
+                    "p99_s": pt.p99_s,
+                    "p99_ci_low_s": pt.p99_ci_s[0],
+                    "p99_ci_high_s": pt.p99_ci_s[1],
+                    "p999_s": pt.p999_s,
+                    "flags": ";".join(pt.flags),
+                    "why": pt.why,
+                }
+            )
+    return rows
+
+
+KIND = "serving"
+
+
+class _Run(Protocol):
+    """A ``RunRecord``, by what is used of it: ``results.payloads`` holds this module's
+    documents in its union (``ServingRunPayload.serving``), so this one does not import it."""
+
+    kind: str
+    payload: Any
+
+
+def read(run: _Run) -> ServingPayload | None:
+    """The serving document a run holds (None for another kind of run): the one place it
+    is read from the record, ``run.payload.serving``."""
+    found = getattr(run.payload, KIND, None) if run.kind == KIND else None
+    return found if isinstance(found, ServingPayload) else None
+
+
+def write(run: _Run, payload: ServingPayload) -> None:
+    """The one place the document is written into the record's payload."""
+    if run.kind != KIND:
+        raise ValueError(f"a {run.kind!r} run holds no serving document")
+    run.payload.serving = payload

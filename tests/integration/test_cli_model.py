@@ -36,6 +36,7 @@ def test_model_command_writes_json_and_store(
             "1,2",
             "--stopping",
             "test",
+            "--no-ceilings",
             "--price",
             "cpu=0.1",
             "--device",
@@ -72,6 +73,7 @@ def test_two_inputs_through_inputs_factory(capsys: pytest.CaptureFixture[str]) -
             "2",
             "--stopping",
             "test",
+            "--no-ceilings",
             "--device",
             "cpu",
         ]
@@ -152,7 +154,12 @@ def test_sweep_table_notes_show_the_verdict() -> None:
     from torchmark.results import Verdict
 
     rec = benchmark_model(
-        torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test", measure_energy=False
+        torch.nn.Linear(8, 2),
+        torch.randn(2, 8),
+        devices="cpu",
+        rule="test",
+        ceilings=False,
+        measure_energy=False,
     )
     assert rec.results[0].ok
     rec.results[0].verdict = Verdict(level="invalid", reasons=["clock throttled"])

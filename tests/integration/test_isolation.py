@@ -36,7 +36,7 @@ class HoldsTheGIL(torch.nn.Module):
 
 torch.set_num_threads(2)
 rec = benchmark_model(HoldsTheGIL(), torch.randn(1, 4), devices="cpu", batches=[1, 2, 4],
-                      rule="test", telemetry=False, measure_energy=False)
+                      rule="test", ceilings=False, telemetry=False, measure_energy=False)
 print(json.dumps([[r.params["batch"], r.status, r.flags, r.reason] for r in rec.results]))
 """
 

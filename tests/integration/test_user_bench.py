@@ -32,6 +32,7 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
         devices="cpu",
         batches=[1, 4],
         rule="test",
+        ceilings=False,
         price="cpu=0.10,cuda=2.50",
         store=store,
     )
@@ -58,7 +59,11 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
 
 def test_dict_output_and_example_tensors() -> None:
     rec = benchmark_model(
-        load("dict_model.py:make_model"), torch.randn(3, 8), devices="cpu", rule="test"
+        load("dict_model.py:make_model"),
+        torch.randn(3, 8),
+        devices="cpu",
+        rule="test",
+        ceilings=False,
     )
     assert [r.params["batch"] for r in rec.results] == [3]  # the examples' own batch
     assert rec.results[0].ok
@@ -71,7 +76,12 @@ def two_inputs_module() -> Any:
 
 def test_two_inputs_factory(two_inputs_module: Any) -> None:
     rec = benchmark_model(
-        load("two_inputs.py:make_model"), two_inputs_module, devices="cpu", batches=[2], rule="test"
+        load("two_inputs.py:make_model"),
+        two_inputs_module,
+        devices="cpu",
+        batches=[2],
+        rule="test",
+        ceilings=False,
     )
     assert rec.results[0].ok
     assert "ids=int64[2, 12]" in rec.payload.model.inputs_at_smallest_batch
@@ -110,6 +120,7 @@ def test_oom_skips_the_rest_of_the_sweep_and_keeps_what_was_measured() -> None:
         devices="cpu",
         batches=[2, 8, 16],
         rule="test",
+        ceilings=False,
         store=store,
     )
     got = [(r.params["batch"], r.status) for r in rec.results]
@@ -143,7 +154,11 @@ def test_model_that_runs_on_one_device_only(monkeypatch: pytest.MonkeyPatch) -> 
     devs = [CPUDevice(), MetaDevice()]
     monkeypatch.setattr(bench, "resolve", lambda _: devs)
     rec = benchmark_model(
-        load("broken.py:host_only"), torch.randn(2, 8), rule="test", measure_energy=False
+        load("broken.py:host_only"),
+        torch.randn(2, 8),
+        rule="test",
+        ceilings=False,
+        measure_energy=False,
     )
     by_dev = {(r.device, r.variant): r for r in rec.results}
     assert by_dev[("cpu", "e2e")].ok
@@ -176,6 +191,7 @@ def test_unseeded_factory_gives_every_device_the_same_inputs(
         lambda b: torch.randn(b, 16),  # new values on every call
         batches=[2, 4],
         rule="test",
+        ceilings=False,
         measure_energy=False,
     )
     assert [(r.device, r.params["batch"], r.status) for r in rec.results] == [
@@ -222,7 +238,9 @@ def test_torchmark_errors_are_not_blamed_on_the_model(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(bench, "run_case", broken)
     with pytest.raises(StoreError, match="the store is gone"):
-        benchmark_model(torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test")
+        benchmark_model(
+            torch.nn.Linear(8, 2), torch.randn(2, 8), devices="cpu", rule="test", ceilings=False
+        )
 
 
 class NaNAfterFirst(torch.nn.Module):
@@ -240,7 +258,9 @@ class NaNAfterFirst(torch.nn.Module):
 
 
 def test_a_model_returning_nan_is_wrong_on_the_cpu() -> None:
-    rec = benchmark_model(NaNAfterFirst(), torch.randn(2, 4), devices="cpu", rule="test")
+    rec = benchmark_model(
+        NaNAfterFirst(), torch.randn(2, 4), devices="cpu", rule="test", ceilings=False
+    )
     (r,) = rec.results
     assert r.status == "wrong" and "non-finite" in (r.reason or "") and "cpu" in (r.reason or "")
 
@@ -271,7 +291,12 @@ def test_a_hung_forward_ends_its_case_as_timed_out(monkeypatch: pytest.MonkeyPat
     t0 = time.perf_counter()
     # preflight and the guard's calls are fast; the timed calls then hang for 60 s each
     rec = benchmark_model(
-        Sleepy(60.0, fast=3), torch.randn(2, 4), devices="cpu", batches=[1, 2], rule="test"
+        Sleepy(60.0, fast=3),
+        torch.randn(2, 4),
+        devices="cpu",
+        batches=[1, 2],
+        rule="test",
+        ceilings=False,
     )
     assert time.perf_counter() - t0 < 30
     first, second = rec.results
@@ -308,13 +333,12 @@ def test_the_flop_counters_start_up_is_outside_the_first_calls_bound(
     import contextlib
     from collections.abc import Iterator
 
-    from torch.utils import flop_counter
-
     from torchmark.user import workload as bench
+    from torchmark.workloads import oplist
 
     order: list[str] = []
 
-    class Counter(flop_counter.FlopCounterMode):
+    class Counter(oplist.Recorder):  # the op recorder applies the FLOP counter's formulas
         def __enter__(self) -> Any:
             order.append("counter")
             return super().__enter__()
@@ -326,7 +350,7 @@ def test_the_flop_counters_start_up_is_outside_the_first_calls_bound(
             with super().armed(*args, **kwargs):
                 yield
 
-    monkeypatch.setattr(flop_counter, "FlopCounterMode", Counter)
+    monkeypatch.setattr(oplist, "Recorder", Counter)
     monkeypatch.setattr(bench, "Watchdog", Dog)
     pf = bench.preflight(
         torch.nn.Linear(8, 2), from_specs([parse_input("8")]), [CPUDevice()], 2, bound_s=10.0

@@ -9,6 +9,7 @@ import typer
 
 from torchmark.cli import COMMANDS
 from torchmark.cli.app import (
+    CeilingsOption,
     DbOption,
     DevicesOption,
     EnergyOption,
@@ -55,6 +56,7 @@ def model(
     ] = "quick",
     energy: EnergyOption = True,
     telemetry: TelemetryOption = True,
+    ceilings: CeilingsOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -82,4 +84,5 @@ def model(
         price=prices,
         measure_energy=energy,
         telemetry=telemetry,
+        ceilings=ceilings,
     )

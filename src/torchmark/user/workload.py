@@ -22,6 +22,7 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import Device
 from torchmark.errors import CaseSkipped, InputError, WrongResultError
+from torchmark.hardware import kernels
 from torchmark.results import Work
 from torchmark.run.watchdog import CallTimedOut, Watchdog
 from torchmark.telemetry import energy
@@ -49,6 +50,17 @@ class Preflight:
     reference_device: str | None = None
     flops_per_item: float = 0.0
     inputs: str = ""
+    # (family, dtype, FLOPs) of each op that counted FLOPs at the smallest batch: the peak
+    # the model's MFU reads against (``hardware.kernels.dominant_key``)
+    dense: list[tuple[str, str | None, float]] = field(default_factory=list)
+
+    def peak_key(self, device: Device) -> str | None:
+        """The ``matmul:<dtype>`` ceiling most of the model's FLOPs run against on
+        ``device`` (TF32 on an accelerator as torch's switches now say); None without FLOPs."""
+        from torchmark.run.environment import precision_flags
+
+        flags = precision_flags() if device.is_accelerator else None
+        return kernels.dominant_key(self.dense, device.is_accelerator, flags)[0]
 
 
 def _eval(model: nn.Module) -> nn.Module:
@@ -73,25 +85,32 @@ def place(model: nn.Module, device: Device) -> nn.Module:
 
 def count_flops(call: Callable[[], Any]) -> tuple[Any, float]:
     """Run ``call`` once under torch's FLOP counter; (output, FLOPs) (0 when it cannot count)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    out, flops, _ = count_dense(call)
+    return out, flops
 
-    counter = FlopCounterMode(display=False)
+
+def count_dense(call: Callable[[], Any]) -> tuple[Any, float, list[tuple[str, str | None, float]]]:
+    """Run ``call`` once, its ops recorded (``workloads.oplist``: torch's FLOP formulas, the
+    total FlopCounterMode gives); (output, FLOPs, (family, dtype, FLOPs) per counted op).
+    Nothing counted where the dispatch mode fails (some custom ops): then run plainly."""
+    from torchmark.workloads.oplist import dense_flops, record
+
     try:
-        with counter:
-            out = call()
-    except Exception:  # the counter's dispatch mode fails on some custom ops: run plainly
-        return call(), 0.0
-    return out, float(counter.get_total_flops())
+        out, ops = record(call)
+    except Exception:
+        return call(), 0.0, []
+    dense = dense_flops(ops)
+    return out, sum(f for _, _, f in dense), dense
 
 
 def start_flop_counter() -> None:
     """Pay the FLOP counter's one-time start-up now: its first use imports ~1 s of torch
     (torch._dynamo, measured here on 2 cores), which inside the watchdog's bound counted
     as the model's own first call (a 1 s bound timed out a fast model run alone)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from torchmark.workloads.oplist import record
 
-    with contextlib.suppress(Exception), FlopCounterMode(display=False):
-        torch.zeros(1) + 1
+    with contextlib.suppress(Exception):
+        record(lambda: torch.nn.functional.linear(torch.zeros(1, 2), torch.zeros(3, 2)))
 
 
 def preflight(
@@ -119,7 +138,7 @@ def preflight(
                 with dog.armed(bound_s or math.inf, f"the model's first call on {d.name}"):
                     with torch.no_grad():
                         if pf.reference is None:
-                            out, flops = count_flops(partial(x.call, m))
+                            out, flops, pf.dense = count_dense(partial(x.call, m))
                             pf.flops_per_item = flops / batch
                         else:
                             out = x.call(m)
@@ -225,6 +244,8 @@ class UserModel(Workload):
             fn=timed,
             work=Work(flops=self.pf.flops_per_item * b, items=b, item_unit="item"),
             headline="items",
+            # MFU: against the peak of the dtype most of its FLOPs run in on this device
+            ceiling=self.pf.peak_key(device),
             check=check,
             timing="device" if case.variant == "device" else "e2e",
             rule=self.rule,

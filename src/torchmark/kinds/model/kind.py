@@ -113,6 +113,7 @@ def benchmark_model(
     telemetry: bool = True,
     config: Mapping[str, Any] | None = None,
     loader: Callable[[], Any] | None = None,
+    ceilings: bool = True,
 ) -> RunRecord:
     """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
 
@@ -124,6 +125,9 @@ def benchmark_model(
     dimension is the batch (rows are resampled for other batch sizes), or a callable
     ``batch -> inputs``. ``devices``: names as for ``--device`` (default: all).
     ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
+    ``ceilings``: measure each device's ceilings (quick; reused from the store's cache
+    for this machine, said so), so each result reads as % of the peak its FLOPs run
+    against (MFU).
     Returns the RunRecord; its ``payload`` (``ModelPayload``) holds ``break_even``,
     ``cost`` and the ``model`` facts.
     """
@@ -151,7 +155,10 @@ def benchmark_model(
         devices=tuple(d.name for d in devs),
         batches=tuple(batch_list),
         rule=rule,
-        ceilings=False,
+        # MFU needs the matmul peak: the quick ceilings (~15 s on 2 CPU cores, once per
+        # machine: the store caches them per device fingerprint)
+        ceilings=ceilings,
+        suite="quick",
         telemetry=telemetry,
     )
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
@@ -236,7 +243,8 @@ def _serve(
         names = dict.fromkeys(workload.pf.placed, None)
         return dataclasses.replace(workload.pf, placed=names)  # type: ignore[arg-type]
     cases = [c for d in devices for c in workload.cases(d, PlanOptions())]
-    return _run_one(workload, cases[request], {}, cfg, session)
+    index, ceilings = request  # the parent's ceilings: the child measures none of its own
+    return _run_one(workload, cases[index], ceilings, cfg, session)
 
 
 _SERVED: dict[str, Any] = {}  # the child's state between requests (a fresh fork: empty)
@@ -251,13 +259,19 @@ def _preflight_apart(worker: isolation.Worker, inputs: str) -> Preflight:
 
 
 def _run_apart(
-    worker: isolation.Worker, cases: Sequence[Case], workload: Workload, case: Case, *_: Any
+    worker: isolation.Worker,
+    cases: Sequence[Case],
+    workload: Workload,
+    case: Case,
+    ceilings: dict[str, Ceiling],
+    *_: Any,
 ) -> Result:
-    """One case measured by the child (``run_planned``'s hook, its ceilings, config and
-    session the child's copies): timed out, or the child died, said as the case's."""
+    """One case measured by the child (``run_planned``'s hook: the device's ceilings sent
+    with it, config and session the child's copies): timed out, or the child died, said as
+    the case's."""
     index = next(i for i, c in enumerate(cases) if c is case)
     try:
-        result: Result = worker.ask(index)
+        result: Result = worker.ask((index, ceilings))
     except CallTimedOut as e:
         return skipped(case, str(e), flag=CALL_TIMED_OUT)
     except isolation.ChildDied as e:

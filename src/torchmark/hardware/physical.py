@@ -9,6 +9,9 @@ Torch-free: the server and the verdicts read them.
 
 from __future__ import annotations
 
+from typing import Any
+
+from torchmark.hardware import datasheet
 from torchmark.results import Ceiling
 
 # CPUs: no datasheet row, so a bound from the core count: every core at 6 GHz (above any
@@ -51,3 +54,22 @@ def cache_bound(ceiling: Ceiling, accelerator: bool, cores: int | None) -> tuple
             f"{IN_CACHE_FACTOR:g}x the datasheet's memory bandwidth"
         )
     return ceiling.value * IN_CACHE_FACTOR, f"{IN_CACHE_FACTOR:g}x the measured memory ceiling"
+
+
+def flops_bound(key: str, info: dict[str, Any], accelerator: bool) -> tuple[float, str]:
+    """(FLOP/s, in words) no op placed against the ``matmul:<dtype>`` peak ``key`` can run
+    at on the device ``info`` describes (its environment record): a GPU's datasheet figure
+    for that dtype (the fastest accelerator where it has no row), a CPU's cores at
+    ``CPU_HZ`` (``CPU_FLOP_PER_CYCLE``: fp32, else a low precision's)."""
+    dtype = key.partition(":")[2]
+    if not accelerator:
+        cores = info.get("physical_cores") or info.get("logical_cores") or CPU_CORES_UNKNOWN
+        per = CPU_FLOP_PER_CYCLE["fp32" if dtype in ("float32", "float64") else "low"]
+        return cores * CPU_HZ * per, (
+            f"{cores} cores at {CPU_HZ / 1e9:g} GHz doing {per} FLOP a cycle"
+        )
+    spec = datasheet.lookup(str(info.get("model") or ""), info.get("memory_bytes"))
+    peak = spec.peak(key) if spec is not None else None
+    if spec is not None and peak:
+        return peak, f"{spec.model}'s datasheet {dtype} peak"
+    return ACCELERATOR_FLOPS, "no datasheet row: the fastest accelerator"

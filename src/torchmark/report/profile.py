@@ -267,7 +267,7 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
             f"{o.calls:.3g}",
             fmt.duration(o.self_us / 1e6),
             fmt.pct(o.share),
-            _rate(o),
+            _rate(o, record),
             of,
             o.bound,
         )
@@ -275,6 +275,9 @@ def profile_tables(record: RunRecord, verbose: bool = False) -> list[RenderableT
     n_above = sum(o.above_ceiling for o in p.ops)
     if n_above:
         out.append(Text(f"! {ABOVE_NOTE.format(n=n_above)}"))
+    n_over = sum(over_peak(o, record) and not o.above_ceiling for o in p.ops)
+    if n_over:
+        out.append(Text(f"! {OVER_PEAK_NOTE.format(n=n_over)}"))
     out.append(Text.assemble(("verdict: ", "bold"), p.verdict))
     if p.advice:
         checked = any(a.checked for a in p.advice)
@@ -347,7 +350,7 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
             "calls": f"{o.calls:.3g}",
             "time": fmt.duration(o.self_us / 1e6),
             "share": fmt.pct(o.share),
-            "rate": _rate(o),
+            "rate": _rate(o, record),
             "of": f"{fmt.pct(o.pct_ceiling)} {o.ceiling_key}" + (" !" if o.above_ceiling else "")
             if o.pct_ceiling is not None
             else "",
@@ -399,6 +402,21 @@ def html_context(record: RunRecord) -> dict[str, Any] | None:
     }
 
 
+def over_peak(o: OpRow, record: RunRecord) -> bool:
+    """The op's FLOP/s beat the measured peak of its dtype (the FLOPs it was credited with
+    are not all its own, or the peak measured low)."""
+    p = record.payload.profile if isinstance(record.payload, ProfilePayload) else None
+    peak = record.ceiling(p.device or "", o.peak_key) if p is not None and o.peak_key else None
+    return peak is not None and (o.flop_rate or 0.0) > peak.value
+
+
+OVER_PEAK_NOTE = (
+    "{n} op(s) with a FLOP rate above the measured peak of its dtype (!): the FLOPs it was "
+    "credited with are not all its own (one kernel of an op that launches several), or the peak "
+    "measured low"
+)
+
+
 def _reduced(sched: Schedule) -> str:
     asked = sched.requested
     if asked is None or asked <= sched.active:
@@ -406,7 +424,7 @@ def _reduced(sched: Schedule) -> str:
     return f" ({asked} asked; fewer for a long step, see the notes)"
 
 
-def _rate(o: OpRow) -> str:
+def _rate(o: OpRow, record: RunRecord) -> str:
     if o.flop_rate:
-        return fmt.si(o.flop_rate, "FLOP/s")
+        return fmt.si(o.flop_rate, "FLOP/s") + (" !" if over_peak(o, record) else "")
     return fmt.si(o.byte_rate, "B/s") if o.byte_rate else ""

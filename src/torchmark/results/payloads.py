@@ -267,6 +267,7 @@ class OpRow(Kept):
     pct_ceiling: float | None = None
     ceiling_key: str | None = None
     bound: str = ""
+    peak_key: str | None = None  # the matmul peak its FLOPs are placed against (its dtype's)
 
     @property
     def above_ceiling(self) -> bool:

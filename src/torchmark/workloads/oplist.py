@@ -145,9 +145,9 @@ def accelerator_optimizers() -> Iterator[None]:
         return __init__
 
     for cls, init in saved.items():
-        setattr(cls, "__init__", patched(init))
+        cls.__init__ = patched(init)  # type: ignore[misc]
     try:
         yield
     finally:
         for cls, init in saved.items():
-            setattr(cls, "__init__", init)
+            cls.__init__ = init  # type: ignore[misc]

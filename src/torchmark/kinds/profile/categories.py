@@ -28,6 +28,7 @@ from torchmark.kinds.profile.events import (
     Span,
     call_key,
     gemm_key,
+    input_dtype,
     spans,
     steps,
     tensor_bytes,
@@ -211,6 +212,9 @@ class OpTime:
     # innermost first), with how many of its calls it was the longest kernel of that
     # launch, i.e. the one doing the op's work
     work_of: dict[tuple[str, ...], int] = field(default_factory=dict)
+    # its (CPU) or its launching op's (GPU) first tensor input's type, as record_shapes
+    # names it: the peak a matmul or convolution is placed against is its dtype's
+    dtype: str | None = None
 
 
 def _gemm(gemms: dict[str, GemmTime], span: Span) -> GemmTime | None:
@@ -259,6 +263,7 @@ def cpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 read = tensor_bytes(s.args)
                 if read is not None:
                     op.bytes_read = (op.bytes_read or 0.0) + read
+                op.dtype = op.dtype or input_dtype(s.args)
                 if s.name in GEMM_OPERANDS and (g := _gemm(gemms, s)) is not None:
                     g.calls += 1
             stack.append(s)
@@ -320,6 +325,7 @@ def gpu_breakdown(events: Iterable[Event]) -> Breakdown:
                 read = tensor_bytes(host.args[ext])
                 if read is not None:
                     op.bytes_read = (op.bytes_read or 0.0) + read
+                op.dtype = op.dtype or input_dtype(host.args[ext])
     wall = sum(w.dur for w in windows)
     steps_us = [w.dur for w in windows]
     return Breakdown("gpu", len(windows), wall, cats, ops, steps_us, launch_us, queue_us, gemms)

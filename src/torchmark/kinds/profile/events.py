@@ -146,6 +146,15 @@ ITEMSIZE = {
 }
 
 
+def input_dtype(args: Mapping[str, Any]) -> str | None:
+    """The first tensor input's type as record_shapes names it (``float``, ``c10::Half``):
+    the dtype a GEMM's or convolution's FLOPs run in; None where shapes were not recorded."""
+    for t in args.get("Input type") or []:
+        if t in ITEMSIZE:
+            return str(t)
+    return None
+
+
 def tensor_bytes(args: Mapping[str, Any]) -> float | None:
     """Bytes of an op's tensor inputs (record_shapes): what it must at least read."""
     dims, types = args.get("Input Dims"), args.get("Input type")

@@ -181,7 +181,10 @@ def profile(
             if prepared.teardown:
                 prepared.teardown()
         matmul = result.ceiling.key if result.ceiling and result.ceiling.unit == "FLOP/s" else None
-        p = summary(case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts())
+        p = summary(
+            case, result, cap, ceilings, matmul, notes, max_events, budget_s, load.facts(),
+            session.record.environment.get("precision"),
+        )  # fmt: skip
         p["memory"] = mem
         p["advice"] = [
             a.as_dict()
@@ -330,10 +333,12 @@ def summary(
     max_events: int = MAX_EVENTS,
     budget_s: float = ACTIVE_BUDGET_S,
     load: dict[str, Any] | None = None,
+    precision: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What is stored with the run: plain JSON, enough to render without the trace.
     ``load``: other processes' load while the case was measured and profiled
-    (``OtherLoad.facts``): under load the verdict is "can't tell", and nothing is advised."""
+    (``OtherLoad.facts``): under load the verdict is "can't tell", and nothing is advised;
+    ``precision``: the run's precision switches (each op's peak is its dtype's)."""
     bd = cap.breakdown
     # the overhead compares medians (one slow step on a busy machine moved a mean 14x here);
     # the breakdown's step is the mean, so that its categories add up to it
@@ -366,7 +371,14 @@ def summary(
         "rules": c.rules_text(bd.kind),
         "ops": [
             r.as_dict()
-            for r in top_ops(bd, cap.flops, ceilings, matmul_key, flops_by_call=cap.flops_by_call)
+            for r in top_ops(
+                bd,
+                cap.flops,
+                ceilings,
+                matmul_key,
+                flops_by_call=cap.flops_by_call,
+                precision=precision,
+            )
         ],
         "gemms": gemm_rows(bd),
         "verdict": verdict(bd, unprofiled_s, load),

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from torchmark import format as fmt
+from torchmark.hardware import kernels
 from torchmark.kinds.profile import categories as c
 from torchmark.kinds.profile.events import call_name
 from torchmark.results import Ceiling
@@ -36,6 +37,7 @@ class OpRow:
     pct_ceiling: float | None  # of the measured ceiling its bound names
     ceiling_key: str | None
     bound: str  # compute | memory | overhead | "" (not known)
+    peak_key: str | None = None  # the matmul peak its FLOPs are placed against (its dtype's)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,20 +50,26 @@ def top_ops(
     matmul_key: str | None,
     n: int = 10,
     flops_by_call: Mapping[str, float] | None = None,
+    precision: Mapping[str, Any] | None = None,
 ) -> list[OpRow]:
     """The ``n`` ops with the most self time per step. ``flops``: per step, by op name;
-    ``flops_by_call``: per call, by ``categories.call_key`` (GPU kernels take theirs)."""
+    ``flops_by_call``: per call, by ``categories.call_key`` (GPU kernels take theirs);
+    ``matmul_key``: the case's peak, for an op whose dtype was not recorded; ``precision``:
+    the run's precision switches (an fp32 convolution's peak on a GPU is TF32's)."""
     steps = max(bd.steps, 1)
     per_step_wall = bd.wall_us / steps
-    peak = ceilings.get(matmul_key) if matmul_key else None
     bw, floor = ceilings.get("bandwidth"), ceilings.get("dispatch")
     rows = []
     ranked = sorted(bd.ops.items(), key=lambda kv: -kv[1].self_us)
     for name, op in ranked[:n]:
         self_us, calls = op.self_us / steps, op.calls / steps
-        # a view or a wrapper's own time touches no data: its shapes are not its work
+        peak = op_peak(name, op, ceilings, matmul_key, bd.kind == "gpu", precision)
+        # a view or a wrapper's own time touches no data: its shapes are not its work; only
+        # a matmul or convolution runs its caller's FLOPs (a copy_ inside addmm does not)
         works = op.category in WORK_CATEGORIES
-        f = (flops.get(name) or inherited(name, bd, flops)) if works else None
+        f = flops.get(name) if works else None
+        if works and not f and op.category == c.MATMUL:
+            f = inherited(name, bd, flops)
         b = op.bytes_read / steps if op.bytes_read and works else None
         if op.work_of and works:
             f, b = kernel_work(name, bd, flops_by_call or {})
@@ -78,9 +86,55 @@ def top_ops(
         )
         share = 100 * self_us / per_step_wall if per_step_wall else 0.0
         rows.append(
-            OpRow(name, op.category, calls, self_us, share, f, b, f_rate, b_rate, pct, key, bound)
+            OpRow(
+                name,
+                op.category,
+                calls,
+                self_us,
+                share,
+                f,
+                b,
+                f_rate,
+                b_rate,
+                pct,
+                key,
+                bound,
+                peak.key if peak is not None and f_rate else None,
+            )
         )
     return rows
+
+
+def dense_family(name: str, op: c.OpTime) -> str | None:
+    """``gemm``, ``conv`` or ``attention`` for an op doing dense math: by its name (a host
+    op), or by the op that launched it (a GPU kernel, ``work_of``); else None."""
+    fam = kernels.family(name)
+    if fam in kernels.DENSE:
+        return fam
+    for chain in op.work_of:
+        for key in chain:
+            fam = kernels.family(call_name(key))
+            if fam in kernels.DENSE:
+                return fam
+    return "gemm" if op.category == c.MATMUL else None
+
+
+def op_peak(
+    name: str,
+    op: c.OpTime,
+    ceilings: Mapping[str, Ceiling],
+    matmul_key: str | None,
+    accelerator: bool,
+    precision: Mapping[str, Any] | None,
+) -> Ceiling | None:
+    """The measured peak an op's FLOPs are placed against: its own dtype's (a user model's
+    result names none; a bf16 model's fp32 softmax is not bf16), TF32 where the switches
+    make an fp32 GEMM or convolution one; the case's where the dtype is not known."""
+    fam = dense_family(name, op) or "elementwise"
+    key = kernels.peak_key(fam, op.dtype, accelerator, precision)
+    if key is not None and key in ceilings:
+        return ceilings[key]
+    return ceilings.get(matmul_key) if matmul_key else None
 
 
 # GEMM shapes kept with a profile: a GPT-2 train step has 15 (4 linears and the LM head,

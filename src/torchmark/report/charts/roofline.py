@@ -23,7 +23,7 @@ from torchmark.report.charts.base import (
 )
 from torchmark.report.table import devices_of
 from torchmark.results import Ceiling, Result, RunRecord
-from torchmark.results.payloads import ProfilePayload
+from torchmark.results.payloads import OpRow, ProfilePayload, ProfileSummary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -188,22 +188,28 @@ def ops_roofline(run: RunRecord) -> Chart:
     ops = p.ops if p is not None else []
     device = (p.device if p is not None else None) or ""
     bw = run.ceiling(device, "bandwidth")
-    named = {o.ceiling_key for o in ops}
+    named = {o.ceiling_key for o in ops} | {o.peak_key for o in ops}
     peaks = [c for c in run.ceilings if c.device == device and c.key.startswith("matmul:")]
     peaks = [c for c in peaks if c.key in named] or peaks[:1]
     labels = op_labels([o.name for o in ops])
-    placed = [
+    counted = [
         (label, o)
         for label, o in zip(labels, ops, strict=True)
         if o.flops and o.bytes and o.flop_rate
     ]
-    missing = [label for label, o in zip(labels, ops, strict=True) if (label, o) not in placed]
+    impossible = [(label, o) for label, o in counted if _above_physical(run, device, p, o)]
+    placed = [x for x in counted if x not in impossible]
+    missing = [label for label, o in zip(labels, ops, strict=True) if (label, o) not in counted]
     if not ops:
         return Chart("ops_roofline", title, None, "this profile has no top ops")
     if bw is None and not peaks:
         return Chart(
             "ops_roofline", title, None, "no ceiling was measured in this run (--no-ceilings)"
         )
+    never = _not_drawn(
+        "above the device's physical peak (FLOPs counted on an op that did not run them all)",
+        [f"{label} ({fmt.si(o.flop_rate, 'FLOP/s')})" for label, o in impossible],
+    )
     if not placed:
         return Chart(
             "ops_roofline",
@@ -211,7 +217,7 @@ def ops_roofline(run: RunRecord) -> Chart:
             None,
             "no top op has both a FLOP count and bytes (torch counts FLOPs of matmul, "
             "convolution, add and mul; GPU kernels inherit them from the op that launched "
-            "them where one kernel does its work)",
+            "them where one kernel does its work)" + never,
         )
     xs = [(o.flops or 0.0) / (o.bytes or 1.0) for _, o in placed]
     ys = [o.flop_rate or 0.0 for _, o in placed]
@@ -222,7 +228,13 @@ def ops_roofline(run: RunRecord) -> Chart:
         _labelled(
             ax,
             [
-                (x, y, f"{label} ({fmt.pct(o.share)})", "#4e79a7", 10 + 90 * o.share / 100)
+                (
+                    x,
+                    y,
+                    f"{label} ({fmt.pct(o.share)})" + _over_peak(run, device, o),
+                    "#b3261e" if _over_peak(run, device, o) else "#4e79a7",
+                    10 + 90 * o.share / 100,
+                )
                 for (label, o), x, y in zip(placed, xs, ys, strict=True)
             ],
             lo,
@@ -234,11 +246,49 @@ def ops_roofline(run: RunRecord) -> Chart:
         ax.set_xlabel("arithmetic intensity (FLOP/byte; bytes: the op's tensor inputs)")
         ax.set_ylabel("achieved FLOP/s (over its self time)")
     note = (
-        "grey lines: the measured bandwidth × intensity, capped by the measured matmul peak; "
-        "a dot's size is its share of the step. Bytes count the op's inputs only (a lower "
-        "bound), so an intensity is an upper bound"
-    ) + _not_drawn("no FLOP or byte count", missing)
+        (
+            "grey lines: the measured bandwidth × intensity, capped by the measured matmul peak; "
+            "a dot's size is its share of the step. Bytes count the op's inputs only (a lower "
+            "bound), so an intensity is an upper bound"
+            + (
+                "; red, marked '!': above the measured peak of its dtype (the peak measured "
+                "low, or FLOPs not all its own)"
+                if any(_over_peak(run, device, o) for _, o in placed)
+                else ""
+            )
+        )
+        + _not_drawn("no FLOP or byte count", missing)
+        + never
+    )
     return Chart("ops_roofline", title, _svg(fig), note)
+
+
+def _op_peak(run: RunRecord, device: str, o: OpRow) -> Ceiling | None:
+    key = o.peak_key or (o.ceiling_key if (o.ceiling_key or "").startswith("matmul:") else None)
+    return run.ceiling(device, key) if key else None
+
+
+def _over_peak(run: RunRecord, device: str, o: OpRow) -> str:
+    """ " ! above the fp32 peak" where the op's FLOP/s beat the measured peak of its dtype."""
+    peak = _op_peak(run, device, o)
+    if peak is None or not o.flop_rate or o.flop_rate <= peak.value:
+        return ""
+    return f" ! above the {fmt.ceiling_label(peak)}"
+
+
+def _above_physical(run: RunRecord, device: str, p: ProfileSummary | None, o: OpRow) -> bool:
+    """Whether the op's FLOP/s are more than the device could physically do at its dtype
+    (``physical.flops_bound``): a FLOP count that is not the op's own, never a point."""
+    from torchmark.hardware.physical import flops_bound
+
+    peak = _op_peak(run, device, o)
+    key = peak.key if peak is not None else "matmul:float32"
+    info = run.environment.get("devices", {}).get(device, {})
+    gpu = p is not None and p.kind == "gpu"
+    limit, _ = flops_bound(key, info if isinstance(info, dict) else {}, gpu)
+    if peak is not None and peak.theoretical:
+        limit = max(limit, peak.theoretical)
+    return (o.flop_rate or 0.0) > limit
 
 
 def _roof(

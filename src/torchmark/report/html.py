@@ -28,7 +28,7 @@ from torchmark.report.table import (
     status_cell,
 )
 from torchmark.results import Result, RunRecord, is_host
-from torchmark.results.payloads import BreakEvenFindings, TunePayload
+from torchmark.results.payloads import BreakEvenFindings, ModelPayload, TunePayload
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("torchmark.report", "templates"),
@@ -205,6 +205,49 @@ def _serving(run: RunRecord) -> dict[str, Any] | None:
     return {**ctx, "chart": _chart(hockey_stick(p))}
 
 
+def _model(run: RunRecord) -> dict[str, Any] | None:
+    """A ``model`` run as ``torchmark model`` printed it: the sweep with MFU, energy and cost
+    per item, the notes under it, the break-even per GPU and the cheaper device per batch,
+    from the same pure functions as the terminal view (``report.model``)."""
+    from dataclasses import asdict
+
+    from torchmark.report.model import (
+        BREAKEVEN_TITLE,
+        breakeven_lines,
+        cost_line,
+        sweep_notes,
+        sweep_rows,
+    )
+    from torchmark.report.table import flag_words
+
+    p = run.payload
+    if run.kind != "model" or "loader" in run.config:  # a --loader run: its own view
+        return None
+    rows = sweep_rows(run)
+    named = p.model.name if isinstance(p, ModelPayload) and p.model is not None else None
+    return {
+        "name": named or str(run.config.get("model") or "batch sweep"),
+        "columns": {
+            "device": len({r.device for r in rows}) > 1,
+            "mfu": any(r.mfu for r in rows),
+            "energy": any(r.j_per_item for r in rows),
+            "cost": any(r.cost for r in rows),
+        },
+        "rows": [
+            {
+                **{k: v for k, v in asdict(r).items() if k != "result"},
+                "flags": ", ".join(flag_words(r.result)),
+                "level": _level(r.result),
+            }
+            for r in rows
+        ],
+        "notes": sweep_notes(run),
+        "breakeven_title": BREAKEVEN_TITLE,
+        "breakeven": [asdict(line) for line in breakeven_lines(run)],
+        "cost_line": cost_line(run),
+    }
+
+
 def profile_section(run: RunRecord) -> dict[str, Any] | None:
     from torchmark.report.profile import html_context
 
@@ -261,6 +304,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "tune": _tune(run),
                 "serving": _serving(run),
                 "profile": profile_section(run),
+                "model": _model(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
                 "parts": parts_note(run),  # a resumed run: measured in N parts, the gaps

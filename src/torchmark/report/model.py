@@ -201,12 +201,40 @@ def sweep_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
     return t
 
 
-def breakeven_table(record: RunRecord) -> FitTable | None:
+@dataclass(frozen=True)
+class BreakEvenLine:
+    """One accelerator's break-even as both views print it."""
+
+    gpu: str
+    label: str
+    e2e: str
+    device: str
+    batches: str
+    notes: str
+
+
+def breakeven_lines(record: RunRecord) -> list[BreakEvenLine]:
+    """Per accelerator: the batch from which it beats the CPU, per view of time."""
     from torchmark.user import breakeven
 
     payload = record.payload
     be = payload.break_even if isinstance(payload, ModelPayload) else None
-    if not be:
+    return [
+        BreakEvenLine(
+            gpu,
+            e.label or gpu,
+            breakeven.describe(e.e2e),
+            breakeven.describe(e.device),
+            f"{e.range[0]}..{e.range[1]}" if e.range else fmt.DASH,
+            "; ".join(e.notes),
+        )
+        for gpu, e in (be or {}).items()
+    ]
+
+
+def breakeven_table(record: RunRecord) -> FitTable | None:
+    found = breakeven_lines(record)
+    if not found:
         return None
     t = FitTable(
         Col("GPU", shorten=1),
@@ -214,18 +242,20 @@ def breakeven_table(record: RunRecord) -> FitTable | None:
         Col("device-only", wrap=10),
         Col("batches tried", short_header="batches", justify="right", shorten=1),
         Col("notes", wrap=12, drop=1),
-        title="Break-even: batch from which the GPU beats the CPU",
+        title=BREAKEVEN_TITLE,
     )
-    for gpu, e in be.items():
-        rng = e.range
+    for line in found:
         t.row(
-            Alt(f"{gpu} ({e.label or gpu})", gpu),
-            breakeven.describe(e.e2e),
-            breakeven.describe(e.device),
-            f"{rng[0]}..{rng[1]}" if rng else fmt.DASH,
-            "; ".join(e.notes),
+            Alt(f"{line.gpu} ({line.label})", line.gpu),
+            line.e2e,
+            line.device,
+            line.batches,
+            line.notes,
         )
     return t
+
+
+BREAKEVEN_TITLE = "Break-even: batch from which the GPU beats the CPU"
 
 
 def model_view(record: RunRecord) -> list[RenderableType]:

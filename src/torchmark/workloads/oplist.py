@@ -99,7 +99,8 @@ class Recorder(TorchDispatchMode):
                 flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
             except Exception:  # a formula that does not fit the call counts nothing
                 flops = 0.0
-        fam = family(name)
+        # an op of another namespace (a custom or library op) is no family a run teaches
+        fam = family(name) if getattr(func, "namespace", "aten") in ("aten", "prims") else "custom"
         ref = ins if ins and fam in ("gemm", "conv", "attention") else (outs or ins)
         kernel = not (getattr(func, "is_view", False) or name in NO_KERNEL)
         self.ops.append(

@@ -1,0 +1,144 @@
+"""A model's step as this machine runs it, op by op (``workloads.oplist``), for the side a
+prediction is for: on the CPU as the CPU runs it; for a GPU with the optimizers a CUDA run
+gets (foreach), so the op list is the one a GPU would launch. Built-in workloads step
+exactly as ``torchmark run`` times them; your model as ``torchmark model`` does (eval,
+``torch.no_grad()``, fp32), its inputs copied in and its outputs back for the end-to-end
+view."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from torchmark.devices.cpu import CPUDevice
+from torchmark.errors import CaseSkipped, InputError
+from torchmark.kinds.predict.machine import CaseKey, case_key
+from torchmark.kinds.predict.work import Side, Work, from_ops
+from torchmark.user.inputs import InputFactory, tensors_in
+from torchmark.workloads.oplist import Op, accelerator_optimizers, record
+
+# Calls before the recorded one: lazy initialisation (an optimizer's state, cuDNN-like
+# plans on the CPU) is not the steady step's work.
+WARM_CALLS = 2
+
+
+@dataclass
+class Profiled:
+    """One case's step recorded here."""
+
+    label: str
+    workload: str
+    side: Side
+    params: dict[str, Any]
+    ops: list[Op]
+    h2d_bytes: float = 0.0  # inputs copied in per call (end-to-end view)
+    d2h_bytes: float = 0.0  # outputs copied back
+    memory_bytes: float = 0.0  # at least: parameters, buffers, inputs (train: grads, state)
+    notes: list[str] = field(default_factory=list)
+
+    def work(self, view: str = "device") -> Work:
+        """Its Work: ``device`` (inputs resident) or ``e2e`` (copied in and out)."""
+        rows = [asdict(o) for o in self.ops]
+        e2e = view == "e2e" and self.side == "gpu"
+        return from_ops(
+            rows, self.label, self.workload, self.side,
+            h2d_bytes=self.h2d_bytes if e2e else 0.0, d2h_bytes=self.d2h_bytes if e2e else 0.0,
+        )  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        k = [o for o in self.ops if o.kernel]
+        fam: dict[str, int] = {}
+        for o in k:
+            fam[o.family] = fam.get(o.family, 0) + 1
+        return {
+            "launches": len(k),
+            "flops": sum(o.flops for o in k),
+            "bytes": sum(o.bytes for o in k),
+            "families": fam,
+            "dtypes": sorted({o.dtype for o in k if o.flops and o.dtype}),
+        }
+
+
+@contextlib.contextmanager
+def _for(side: Side) -> Iterator[None]:
+    with accelerator_optimizers() if side == "gpu" else contextlib.nullcontext():
+        yield
+
+
+def _recorded(step: Callable[[], Any]) -> tuple[Any, list[Op]]:
+    for _ in range(WARM_CALLS):
+        step()
+    return record(step)
+
+
+def _nbytes(x: Any) -> float:
+    return float(sum(t.numel() * t.element_size() for t in tensors_in(x)))
+
+
+def _state_bytes(module: torch.nn.Module) -> float:
+    return float(
+        sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
+    )
+
+
+def builtin(workload: str, params: dict[str, Any], side: Side) -> Profiled:
+    """A built-in model case (``torchmark run``'s step at these params) recorded here."""
+    from torchmark.workloads import load_builtins
+    from torchmark.workloads.base import WORKLOADS, Case
+
+    load_builtins()
+    w = WORKLOADS.get(workload)()
+    scenario = str(params.get("scenario", "infer"))
+    case = Case(workload, scenario, CPUDevice(), tuple(params.items()))
+    with _for(side):
+        prepared = w.prepare(case)  # CaseSkipped: the variant does not run here
+    try:
+        _, ops = _recorded(prepared.fn)
+    finally:
+        if prepared.teardown:
+            prepared.teardown()
+    label = f"{workload}/{scenario} b={params.get('batch')}"
+    return Profiled(label, workload, side, dict(params), ops)
+
+
+def user(
+    model: torch.nn.Module, factory: InputFactory, batch: int, name: str, side: Side
+) -> Profiled:
+    """Your model at ``batch`` as ``torchmark model`` steps it: eval, no_grad, fp32."""
+    host = factory(batch)
+
+    def step() -> Any:
+        with torch.no_grad():
+            return host.call(model)
+
+    try:
+        out, ops = _recorded(step)
+    except Exception as e:
+        raise InputError(f"the model failed at batch {batch} here: {type(e).__name__}: {e}") from e
+    inputs = _nbytes(host.args) + _nbytes(host.kwargs)
+    return Profiled(
+        f"{name} b={batch}", name, side, {"batch": batch}, ops,
+        h2d_bytes=inputs, d2h_bytes=_nbytes(out), memory_bytes=_state_bytes(model) + inputs,
+    )  # fmt: skip
+
+
+def reference_works(
+    cases: list[tuple[CaseKey, str, dict[str, Any]]],
+) -> tuple[dict[CaseKey, Work], list[str]]:
+    """The Work of a target run's built-in model cases ((key, workload, params) each),
+    recorded here; and why a case could not be (the run then learns nothing from it)."""
+    out: dict[CaseKey, Work] = {}
+    said: list[str] = []
+    for key, workload, params in cases:
+        try:
+            out[key] = builtin(workload, params, key[0]).work()  # type: ignore[arg-type]
+        except (CaseSkipped, InputError, KeyError, RuntimeError) as e:
+            said.append(f"{workload} {params}: not profiled here ({type(e).__name__}: {e})")
+    return out, said
+
+
+__all__ = ["Profiled", "builtin", "case_key", "reference_works", "user"]

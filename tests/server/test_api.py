@@ -268,3 +268,21 @@ def test_a_submitted_run_is_placed_among_the_others_never_against_itself(
     # the board itself still ranks both, and a run not submitted is placed among all
     (again,) = client.post("/api/v1/place", content=body(make_run("new", 1.5))).json()
     assert (again["rank"], again["machines"], "left_out" in again) == (2, 2, False)
+
+
+def test_a_prediction_is_refused_and_nothing_is_stored(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """A prediction holds no measurement: the board refuses it in one line, naming why."""
+    from torchmark.results.payloads import PredictPayload, PredictTarget
+
+    client, token, _ = server
+    run = make_run().model_copy(update={"kind": "predict", "results": []})
+    run.payload = PredictPayload(
+        target=PredictTarget(name="h100-quick", source="committed reference run", side="gpu",
+                             device="cuda:0", model="NVIDIA H100 80GB HBM3")
+    )  # fmt: skip
+    r = client.post("/api/v1/runs", content=body(run), headers=auth(token))
+    assert r.status_code == 422
+    assert "is a prediction of h100-quick, not a measurement" in r.json()["detail"]
+    assert stored(client) == []

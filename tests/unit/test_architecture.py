@@ -302,6 +302,10 @@ READ_ONLY = {
     "compare": ["compare", ONE, ONE],
     "compare (model)": ["compare", str(RUNS / "v1-model.json"), str(RUNS / "v1-model.json")],
     "compare --reference": ["compare", "--reference", "seed-2023", str(RUNS / "cpu-gpu.json")],
+    # a prediction (torchmark predict) beside the run of the machine it predicts
+    "show (a prediction)": ["show", str(RUNS / "predict-h100.json")],
+    "compare (a prediction)": ["compare", str(RUNS / "predict-h100.json"), "{h100}"],
+    "report (a prediction)": ["report", "--html", "{tmp}/p.html", str(RUNS / "predict-h100.json")],
     "report --markdown (every kind)": ["report", "--markdown", "-", *ALL],
     "report --html (every kind)": ["report", "--html", "{tmp}/r.html", *ALL],
     "submit --dry-run": ["submit", "--dry-run", ONE],
@@ -333,7 +337,8 @@ def test_read_only_commands_start_without_torch(
     what: str, store: tuple[dict[str, str], Path]
 ) -> None:
     env, tmp = store
-    argv = [a.format(tmp=tmp) for a in READ_ONLY[what]]
+    h100 = SRC / "reference" / "h100-quick.json"  # a reference file: its run, wrapped
+    argv = [a.format(tmp=tmp, h100=h100) for a in READ_ONLY[what]]
     p = subprocess.run(
         [sys.executable, "-c", DRIVER, *argv],
         capture_output=True,

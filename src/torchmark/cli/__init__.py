@@ -87,6 +87,12 @@ COMMANDS: dict[str, CommandEntry] = {
         "bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
         + RUNS_CODE,
     ),
+    "predict": CommandEntry(
+        "predict",
+        "Your model on a machine you don't have (an H100, an H200): its step time predicted "
+        "from its op profile here and a measured run of that machine, with an interval and "
+        "the term that sets it; --here measures this CPU beside it. " + RUNS_CODE,
+    ),
     "tune": CommandEntry(
         "tune",
         "Find the settings that make your model faster on each device, each one checked "

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from torchmark.cli.app import console
 from torchmark.report.model import model_view
+from torchmark.report.predict import predict_view
 from torchmark.report.serving import serving_view
 from torchmark.report.soak import soak_view
 from torchmark.report.tune import tune_view
@@ -23,6 +24,7 @@ __all__ = [
     "printer",
     "show_distributed",
     "show_model",
+    "show_predict",
     "show_profile",
     "show_run",
     "show_serving",
@@ -62,6 +64,7 @@ def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunR
 
 
 show_model = printer(model_view)
+show_predict = printer(predict_view)
 show_tune = printer(tune_view)
 show_serving = printer(serving_view)
 show_soak = printer(soak_view)

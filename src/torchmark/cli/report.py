@@ -13,6 +13,7 @@ from torchmark import format as fmt
 from torchmark import reference
 from torchmark.cli.app import DbOption, app, console, err_console, one_line, open_store
 from torchmark.errors import InputError, TorchmarkError
+from torchmark.judge import verdicts
 from torchmark.results import RunRecord
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ def compare(
         records = load_runs(specs, db)
     if any(r.kind == "serving" for r in records):
         return _compare_serving(records, fail_on_regression)
+    if any(verdicts.is_prediction(r.kind) for r in records):
+        return _compare_predicted(records, fail_on_regression)
     result = cmp_mod.compare(records)
     for part in cmp_mod.comparison_renderables(result, console.width):
         console.print(part)
@@ -163,6 +166,23 @@ def _compare_serving(records: list[RunRecord], pct: float | None) -> None:
             f"{len(unsure)} device(s) cannot be judged: the searches' brackets overlap "
             "(a longer --budget narrows them)"
         )
+
+
+def _compare_predicted(records: list[RunRecord], pct: float | None) -> None:
+    """A prediction beside measured runs: a column marked predicted, whose one verdict is
+    whether each measured median falls inside its interval; never FASTER or SLOWER, and
+    never the side of a regression gate."""
+    from torchmark.report.predict import compare_view
+
+    if pct is not None:
+        pred = next(r for r in records if verdicts.is_prediction(r.kind))
+        raise InputError(verdicts.prediction_refusal(pred, "compare") or "a prediction")
+    if all(verdicts.is_prediction(r.kind) for r in records):
+        raise InputError(
+            "compare a prediction with a run measured on the machine it predicts (give both)"
+        )
+    for part in compare_view(records):
+        console.print(part)
 
 
 def _newest_placeable(db: str | None) -> RunRecord:

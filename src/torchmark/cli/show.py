@@ -33,6 +33,8 @@ def printer_for(record: RunRecord, verbose: bool = False) -> Callable[[RunRecord
         return printers.show_tune
     if record.kind == "serving":
         return printers.show_serving
+    if record.kind == "predict":
+        return printers.show_predict
     if record.kind == "model" and "loader" not in record.config:  # --loader: the input view
         return printers.show_model
     if record.config.get("distributed"):

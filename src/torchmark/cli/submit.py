@@ -47,6 +47,16 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
     return prepare(json.loads(export_run(record)), _identity())
 
 
+def predicted(doc: dict[str, Any]) -> str | None:
+    """Why a prediction is not submitted (``verdicts.prediction_refusal``), else None."""
+    from torchmark.judge.verdicts import is_prediction, prediction_refusal
+    from torchmark.store.exchange import parse_document
+
+    if not is_prediction(str(doc.get("kind"))):
+        return None
+    return prediction_refusal(parse_document(doc, "the run"), "submit")
+
+
 SUBMIT_PATH = "/api/v1/runs"
 RESEND = "the run may not be stored: submit it again"
 
@@ -105,6 +115,9 @@ def submit(
 ) -> None:
     """Send a run to a shared leaderboard, without host or user identifiers (--dry-run shows it)."""
     doc, removed = document(run, db)
+    refused = predicted(doc)
+    if refused:  # before anything is printed or sent, --dry-run too
+        raise InputError(refused)
     body = json.dumps(doc, indent=2, allow_nan=False)
     if dry_run:
         sys.stdout.write(body + "\n")

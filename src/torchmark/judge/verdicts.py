@@ -15,6 +15,7 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
     invalid     no    no       no       no        no         lists it, never ranks it
     WRONG       no    no       no       no        no         lists it, never ranks it
     skipped     no    no       no       no        no         lists it (nothing measured)
+    predicted   no    no       no       no        no         refuses it (not a measurement)
 
 - *rank*: placed among other results (the board, the seed table, a "best" row);
 - *compare*: called FASTER / SLOWER / SAME / UNCLEAR against another result; the test
@@ -30,6 +31,13 @@ ranks, compares, counts, averages or recommends a number its own verdict rejects
 cache``) measured the cache, not memory: above the memory's ceiling is expected, so never
 invalid for that (only above what a cache could move), and never ranked or averaged among
 results that measured memory; the same case in two runs still compares.
+
+*Predicted*: a figure ``torchmark predict`` worked out for a machine it did not run on
+(METHOD.md §5). Its run (kind ``predict``) holds no result at all, a Result being a
+measurement with samples, so nothing that reads results finds one; the rule is said here
+once for the readers that meet the run itself: ``submit`` and the board refuse it,
+``compare`` shows it beside a measured run as a column marked predicted, whose one verdict is
+whether the measured time falls inside its interval (``prediction_refusal``).
 
 An *incomplete run* (stopped by Ctrl-C or a time limit) is read result by result under the
 same rule; the cases it never reached are "not measured", which a regression gate cannot
@@ -93,6 +101,9 @@ RULES: dict[Kind, Rule] = {
     "wrong": Rule("WRONG", _NONE, "listed, never ranked"),
     "skipped": Rule("skipped", _NONE, "listed as skipped (nothing measured)"),
 }
+# A predicted figure (a run of kind "predict"): allows nothing a measurement allows.
+PREDICTED = Rule("predicted", _NONE, "refused: a prediction, not a measurement")
+PREDICTION_KINDS = frozenset({"predict"})
 # The kinds ``history`` counts as ok (its SQL reads the stored kind of each result).
 COUNTED: tuple[Kind, ...] = tuple(k for k, rule in RULES.items() if rule.allows("count_ok"))
 # What a kind that may not be used for something is called when a reader says so.
@@ -252,3 +263,24 @@ def answers_counted(header: Any) -> tuple[int, int] | None:
         if isinstance(a, dict)
     ]
     return sum(k in COUNTED for k in kinds), len(kinds)
+
+
+def is_prediction(kind: str) -> bool:
+    """Whether a run of this kind holds predicted figures (``PREDICTED``), not measured."""
+    return kind in PREDICTION_KINDS
+
+
+def prediction_refusal(record: RunRecord, use: Use | Literal["submit"]) -> str | None:
+    """None for a run of measurements; for a prediction, why it may not be ``use``d (or
+    submitted to a leaderboard), in one line naming what may: the run measured on the
+    machine it predicts."""
+    if not is_prediction(record.kind) or (use != "submit" and PREDICTED.allows(use)):
+        return None
+    said = "submitted to a leaderboard" if use == "submit" else USE_WORDS[use]
+    payload = record.payload
+    target = getattr(getattr(payload, "target", None), "name", None)
+    of = f" of {target}" if target else ""
+    return (
+        f"run {record.run_id or '(file)'} is a prediction{of}, not a measurement: it is never "
+        f"{said}; measure the model on that machine and use that run"
+    )

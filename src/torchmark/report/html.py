@@ -248,6 +248,12 @@ def _model(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
+def _predict(run: RunRecord) -> dict[str, Any] | None:
+    from torchmark.report.predict import html_context
+
+    return html_context(run)
+
+
 def profile_section(run: RunRecord) -> dict[str, Any] | None:
     from torchmark.report.profile import html_context
 
@@ -305,6 +311,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "serving": _serving(run),
                 "profile": profile_section(run),
                 "model": _model(run),
+                "predict": _predict(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
                 "parts": parts_note(run),  # a resumed run: measured in N parts, the gaps

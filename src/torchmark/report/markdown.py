@@ -64,6 +64,11 @@ def render(runs: Sequence[RunRecord]) -> str:
             "",
             *([_text(split), ""] if (split := parts_note(run)) else []),  # a resumed run
         ]
+        if run.kind == "predict":  # no results: its predicted cases, marked so
+            from torchmark.report.predict import markdown_lines as predicted_lines
+
+            lines += [*predicted_lines(run, _cell, _text), ""]
+            continue
         if run.kind == "serving":  # no cases: its answer per device instead
             from torchmark.report.serving import markdown_lines as serving_lines
 

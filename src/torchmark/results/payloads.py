@@ -9,6 +9,9 @@ by ``kind``, stored as ``RunRecord.payload``.
     soak     SoakPayload     throughput per time window beside the telemetry
     profile  ProfilePayload  where the step's time goes: categories, top ops, advice, memory
     serving  ServingRunPayload  load points, each fleet's search, the answer per device
+    predict  PredictPayload  your model's cases predicted on another machine: no results
+                             (a Result is a measurement with samples), each case's time,
+                             interval, dominant term and basis; predicted vs measured
 
 Every payload also carries ``notes`` (said under the run's tables) and ``not_stored`` (why
 the store failed, when it did). Two kinds of run are variants stored under another kind, as
@@ -393,8 +396,98 @@ class ServingRunPayload(Payload):
     serving: ServingPayload | None = None  # None: stopped before the first point was stored
 
 
+# -- predict -----------------------------------------------------------------------------
+
+
+class PredictTarget(Kept):
+    """The machine a prediction is for, as the run that describes it teaches it."""
+
+    name: str  # as given: "h100-quick", a run id, a file
+    source: str  # committed reference run / stored run / file / server
+    run_id: str | None = None
+    fingerprint: str | None = None
+    side: str  # "gpu" (its first accelerator) or "cpu" (its host)
+    device: str  # the device's name in its run: "cuda:0"
+    model: str  # "NVIDIA H100 80GB HBM3"
+    host: str | None = None  # its host CPU's model
+    threads: int | None = None  # its torch threads
+    memory_bytes: int | None = None
+    calibration: dict[str, Any] = Field(default_factory=dict)  # e_c, e_m, h, h_cases
+
+
+class PredictedCase(Kept):
+    """One case predicted on the target: its time per call, with the interval the measured
+    time should fall in and the term that sets it; or why it cannot be predicted."""
+
+    case: str
+    workload: str
+    variant: str  # a user model's view ("device" / "e2e"); a built-in's scenario
+    params: dict[str, Any] = Field(default_factory=dict)
+    side: str = "gpu"
+    items: float = 1.0  # items per call (the batch)
+    seconds: float | None = None
+    low: float | None = None
+    high: float | None = None
+    dominant: str | None = None  # compute / memory / launch / transfer
+    terms: dict[str, float] = Field(default_factory=dict)
+    floor_s: float | None = None  # the roofline device time: no call is faster
+    basis: str = ""
+    interval_basis: str = ""
+    refused: str | None = None
+    profile: dict[str, Any] = Field(default_factory=dict)  # launches, FLOPs, bytes, families
+
+    @property
+    def predicted(self) -> bool:
+        return self.refused is None and self.seconds is not None and self.low is not None
+
+
+class Measured(Kept):
+    """A predicted case against a measurement of the same case on the target's machine."""
+
+    case: str
+    measured_s: float
+    source: str  # where the measurement is: the target's run, a stored run, a file
+    run_id: str | None = None
+    inside: bool
+    error_pct: float  # predicted / measured - 1, in %
+
+
+class HereRow(Kept):
+    """Your model at one batch: measured on this CPU, predicted on the target."""
+
+    batch: int
+    view: str  # the target's view of time compared ("e2e": inputs copied in and out)
+    cpu_s: float | None = None
+    cpu_low: float | None = None  # the median's 95 % confidence interval
+    cpu_high: float | None = None
+    target_s: float | None = None
+    target_low: float | None = None
+    target_high: float | None = None
+    verdict: str = "n/a"  # target faster / CPU faster / can't tell / not measured
+
+
+class PredictPayload(Payload):
+    """``torchmark predict``: predicted, never measured; its run holds no results."""
+
+    kind: Literal["predict"] = "predict"
+    model: str | None = None
+    target: PredictTarget | None = None
+    cases: list[PredictedCase] = Field(default_factory=list)
+    measured: list[Measured] = Field(default_factory=list)  # predicted vs measured
+    here: list[HereRow] = Field(default_factory=list)
+    here_run: str | None = None  # the model run that measured this CPU (--here)
+    break_even: str | None = None  # in words: the batch from which the target wins
+    refused: str | None = None  # the whole prediction refused, in one line
+
+
 AnyPayload = Annotated[
-    RunPayload | ModelPayload | TunePayload | SoakPayload | ProfilePayload | ServingRunPayload,
+    RunPayload
+    | ModelPayload
+    | TunePayload
+    | SoakPayload
+    | ProfilePayload
+    | ServingRunPayload
+    | PredictPayload,
     Field(discriminator="kind"),
 ]
 

@@ -43,16 +43,19 @@ P99_ROUNDING_S = 1.5e-6  # stored latencies are whole microseconds
 
 
 def refusal(run: RunRecord) -> str | None:
-    """Why the board refuses a run, in one line, or None: an environment of the wrong types
+    """Why the board refuses a run, in one line, or None: a prediction (``verdicts``: a
+    predicted figure is never ranked), an environment of the wrong types
     (``plausible.environment_shape``: the server tests the document for it first; the
     checks after it read the environment), out of its bounds (``ranking.check_bounds``), a
     figure no hardware reaches (``plausible.check``), or a serving run whose answers cannot
     be made again from its points (``check``). The server's rule (``web/api.py``) and
     ``submit --dry-run``'s preview of it, one function."""
+    from torchmark.judge.verdicts import prediction_refusal
     from torchmark.web import plausible, ranking
 
     return (
-        plausible.environment_shape({"environment": run.environment})
+        prediction_refusal(run, "rank")  # a prediction holds no measurement to rank
+        or plausible.environment_shape({"environment": run.environment})
         or ranking.check_bounds(run)
         or plausible.check(run)
         or check(run)

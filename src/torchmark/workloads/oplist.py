@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
@@ -78,18 +79,49 @@ class Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[Op] = []
+        self.fused: list[list[Any]] = []  # the ops of each attention call under way
+
+    def attention(self, name: str, call: Callable[[], Any], inputs: Any) -> Any:
+        """An attention call as one op of family ``attention``: a GPU runs it as one fused
+        kernel (flash, memory-efficient), the CPU as the math it decomposes into here."""
+        self.fused.append([])
+        try:
+            out = call()
+        finally:
+            parts = self.fused.pop()
+        flops = 0.0
+        for func, args, kwargs, result in parts:
+            formula = flop_registry.get(func.overloadpacket)
+            if formula is not None:
+                with contextlib.suppress(Exception):
+                    flops += float(formula(*args, **kwargs, out_val=result))
+        ins = _tensors(inputs)
+        self.ops.append(
+            Op(name, "attention", dtype_name(ins[0].dtype) if ins else None, flops,
+               _nbytes(ins + _tensors(out)), True)
+        )  # fmt: skip
+        return out
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         # a composite op that reaches the mode whole (aten.linear under inference_mode) is
         # decomposed as FlopCounterMode does, so its GEMM is seen and counted
         composite = torch._C.DispatchKey.CompositeImplicitAutograd
-        if func.overloadpacket not in flop_registry and func.has_kernel_for_dispatch_key(composite):
+        attention = family(func.overloadpacket.__name__) == "attention"
+        # ... but never attention: a GPU runs it as one fused kernel, not as the CPU's math
+        if (
+            not attention
+            and func.overloadpacket not in flop_registry
+            and func.has_kernel_for_dispatch_key(composite)
+        ):
             with self:
                 r = func.decompose(*args, **kwargs)
             if r is not NotImplemented:
                 return r
         out = func(*args, **kwargs)
+        if self.fused:  # inside an attention call: its pieces are one fused kernel there
+            self.fused[-1].append((func, args, kwargs, out))
+            return out
         packet = func.overloadpacket
         name = packet.__name__
         ins, outs = _tensors((args, kwargs)), _tensors(out)
@@ -116,10 +148,25 @@ class Recorder(TorchDispatchMode):
         return out
 
 
+class _Attention(TorchFunctionMode):
+    """Sees ``scaled_dot_product_attention`` before it is decomposed (below autograd only
+    its math is left) and has the recorder keep it as one op."""
+
+    def __init__(self, rec: Recorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") == "scaled_dot_product_attention":
+            return self.rec.attention(func.__name__, lambda: func(*args, **kwargs), (args, kwargs))
+        return func(*args, **kwargs)
+
+
 def record(call: Callable[[], Any]) -> tuple[Any, list[Op]]:
     """``call()`` once, its ops recorded: (its output, the ops in order)."""
     rec = Recorder()
-    with rec:
+    with _Attention(rec), rec:
         out = call()
     return out, rec.ops
 

@@ -8,6 +8,7 @@ view."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -135,10 +136,17 @@ def reference_works(
     said: list[str] = []
     for key, workload, params in cases:
         try:
-            out[key] = builtin(workload, params, key[0]).work()  # type: ignore[arg-type]
+            out[key] = _builtin_work(workload, tuple(sorted(params.items())), key[0])
         except (CaseSkipped, InputError, KeyError, RuntimeError) as e:
             said.append(f"{workload} {params}: not profiled here ({type(e).__name__}: {e})")
     return out, said
+
+
+@functools.cache
+def _builtin_work(workload: str, params: tuple[tuple[str, Any], ...], side: Any) -> Work:
+    """A built-in case's Work, recorded once per process: the same op list every time (a
+    reference run's resnet50 takes seconds to build and record on 2 cores)."""
+    return builtin(workload, dict(params), side).work()
 
 
 __all__ = ["Profiled", "builtin", "case_key", "reference_works", "user"]

@@ -318,17 +318,21 @@ class Interval:
 
 
 def interval(p: Prediction, found: list[Residual]) -> Interval | None:
-    """Where the measured time should fall: the prediction scaled by the measured/predicted
-    ratios of the held-out cases with the same dominant term (all of them where fewer than
-    two share it), never below the roofline floor; None with no held-out case to learn it
-    from."""
+    """Where the measured time should fall: the prediction (but its copies over the link)
+    scaled by the measured/predicted ratios of the held-out cases with the same dominant
+    term (all of them where fewer than two share it), never below the roofline floor; None
+    with no held-out case to learn it from."""
     same = [r for r in found if r.dominant == p.dominant]
     use = same if len(same) >= 2 else found
     if not use:
         return None
     ratios = [r.ratio for r in use]
-    low = max(p.seconds * min([*ratios, 1.0]), p.floor_s)
-    high = max(p.seconds * max([*ratios, 1.0]), low)
+    # the held-out cases hold no copy over the link: its term (the measured link rate) is
+    # added as predicted, the rest scaled by their ratios
+    copy = p.terms.transfer if math.isfinite(p.terms.transfer) else 0.0
+    rest = p.seconds - copy
+    low = max(rest * min([*ratios, 1.0]), p.floor_s) + copy
+    high = max(rest * max([*ratios, 1.0]) + copy, low)
     which = f"the {p.dominant}-bound ones" if use is same else "all of them"
     return Interval(
         low, high,

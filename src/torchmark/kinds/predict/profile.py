@@ -8,9 +8,15 @@ view."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import hashlib
+import inspect
+import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,7 +24,7 @@ import torch
 from torchmark.devices.cpu import CPUDevice
 from torchmark.errors import CaseSkipped, InputError
 from torchmark.kinds.predict.machine import CaseKey, case_key
-from torchmark.kinds.predict.work import Side, Work, from_ops
+from torchmark.kinds.predict.work import Kernel, Side, Work, from_ops
 from torchmark.user.inputs import InputFactory, tensors_in
 from torchmark.workloads.oplist import Op, accelerator_optimizers, record
 
@@ -144,9 +150,47 @@ def reference_works(
 
 @functools.cache
 def _builtin_work(workload: str, params: tuple[tuple[str, Any], ...], side: Any) -> Work:
-    """A built-in case's Work, recorded once per process: the same op list every time (a
-    reference run's resnet50 takes seconds to build and record on 2 cores)."""
-    return builtin(workload, dict(params), side).work()
+    """A built-in case's Work, recorded once per install (kept in the user cache directory,
+    keyed by the code that records it): the same op list every time, and a reference run's
+    resnet50 takes seconds to build and record on 2 cores."""
+    key = f"{workload}|{side}|{json.dumps(params)}"
+    path = _cache_file(workload)
+    kept: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        kept = json.loads(path.read_text())
+    if isinstance(kept.get(key), dict):
+        with contextlib.suppress(TypeError, KeyError):
+            w = kept[key]
+            return Work(**{**w, "kernels": tuple(Kernel(**k) for k in w["kernels"])})
+    work = builtin(workload, dict(params), side).work()
+    kept[key] = dataclasses.asdict(work)
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next call
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept))
+        tmp.replace(path)
+    return work
+
+
+def _cache_file(workload: str) -> Path:
+    """Per install: torch's and torchmark's versions, and the recorder's and the workload's
+    code (their files' change times)."""
+    import platformdirs
+
+    from torchmark import __version__
+    from torchmark.workloads import oplist
+    from torchmark.workloads.base import WORKLOADS
+
+    files = [Path(oplist.__file__), Path(__file__)]
+    with contextlib.suppress(KeyError, TypeError, OSError):
+        files.append(Path(inspect.getfile(WORKLOADS.get(workload))))
+    h = hashlib.sha1(f"{torch.__version__}|{__version__}".encode())
+    for f in files:
+        with contextlib.suppress(OSError):
+            h.update(f"{f}:{f.stat().st_mtime_ns}".encode())
+    return (
+        Path(platformdirs.user_cache_dir("torchmark")) / f"predict-works-{h.hexdigest()[:16]}.json"
+    )
 
 
 __all__ = ["Profiled", "builtin", "case_key", "reference_works", "user"]

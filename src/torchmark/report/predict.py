@@ -26,7 +26,7 @@ TERM_WORDS = {
 SHORT = {"launch": "launch/host"}
 FOOTER = (
     "Predicted, not measured (METHOD.md §5): never ranked, compared as faster or slower, "
-    "averaged or submitted. How close predictions come: docs/predict.md (leave-one-out on "
+    "averaged or submitted. How close predictions come: docs/your-model.md (leave-one-out on "
     "the committed H100/H200 runs)."
 )
 
@@ -274,7 +274,7 @@ def notes(record: RunRecord) -> list[str]:
 
 HOST_NOTE = (
     "launch/host-bound: such a call runs at the speed of the target machine's host CPU, not "
-    "its GPU; the same GPU behind a slower host runs it slower (docs/predict.md)"
+    "its GPU; the same GPU behind a slower host runs it slower (docs/your-model.md)"
 )
 
 

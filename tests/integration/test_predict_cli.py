@@ -158,3 +158,28 @@ def test_here_measures_this_cpu_and_says_the_break_even(
     assert p.break_even is not None and p.break_even.startswith("break-even:")
     code, hist, _ = cli(capsys, "history", "--db", db)
     assert "predict" in hist and "model" in hist
+
+
+def test_a_run_of_the_same_gpu_on_another_machine_closes_the_loop(
+    target: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # another machine with the same GPU measured simplenet at batch 8, which the target's
+    # run never did (made from the target's own b=64 result, relabelled: a test fixture)
+    run = _stored(target)
+    [b64] = [r for r in run.results if r.workload == "simplenet" and r.variant == "infer"
+             and r.device == "cuda:0"]  # fmt: skip
+    b8 = b64.model_copy(update={"params": {**b64.params, "batch": 8}})
+    other = run.model_copy(update={"run_id": "other-h100", "fingerprint": "another",
+                                   "results": [b8]})  # fmt: skip
+    path = tmp_path / "other-h100.json"
+    path.write_text(other.model_dump_json())
+    out = tmp_path / "pred.json"
+    code, text, err = cli(capsys, "predict", "simplenet", "--on", str(target), "--batch", "8",
+                          "--measured", str(path), "--json", str(out))  # fmt: skip
+    assert code == 0, err
+    (m,) = _stored(out).payload.measured
+    assert m.run_id == "other-h100" and m.measured_s == b8.median_s
+    assert "another machine with a NVIDIA H100 80GB HBM3" in m.source
+    assert "measured there: " in " ".join(text.split())
+    code, hist, _ = cli(capsys, "history")
+    assert "predicted" in hist and "0/0" not in hist  # never "0 ok"

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from torchmark.cli.app import DbOption, app, console, err_console, open_store
 from torchmark.errors import InputError, UnknownNameError
+from torchmark.judge import verdicts
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.store.base import RunSummary
 from torchmark.store.exchange import FORMATS, export_run, import_run
@@ -76,11 +77,19 @@ def history_table(runs: list[RunSummary], where: str) -> FitTable:
             r.kind,
             Text(status, style="" if status == "complete" else "yellow"),
             ", ".join(r.devices),
-            f"{r.n_ok}/{r.n_results}",
+            # a prediction holds no result to count: it is never "0 ok"
+            verdicts.PREDICTED.word
+            if verdicts.is_prediction(r.kind)
+            else f"{r.n_ok}/{r.n_results}",
             r.host,
             short_command(r.command),
         )
     return table
+
+
+def counted(r: RunSummary) -> str:
+    """``3/4``; a prediction holds no result to count, and is never "0 ok" (``predicted``)."""
+    return verdicts.PREDICTED.word if verdicts.is_prediction(r.kind) else f"{r.n_ok}/{r.n_results}"
 
 
 def short_command(command: str) -> str:

@@ -5,6 +5,7 @@ of a prediction."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,14 @@ def test_what_no_reference_covers_is_refused_plainly(
     # the host CPU of the H100 run measured a bf16 peak: predicted; no fp16 peak there
     code, text, err = cli(capsys, "predict", f"{half}:make_model", "--input", "16",
                           "--on", str(target), "-d", "cpu", "--batch", "2")  # fmt: skip
-    assert code == 0, err and "not predicted" not in text
+    assert code == 0, err
+    assert "not predicted" not in text
+    fp16 = tmp_path / "fp16.py"
+    fp16.write_text(half.read_text().replace("bfloat16", "float16"))
+    code, text, err = cli(capsys, "predict", f"{fp16}:make_model", "--input", "16",
+                          "--on", str(target), "-d", "cpu", "--batch", "2")  # fmt: skip
+    assert code == 0, err
+    assert "no matmul:float16 ceiling on h100-small.json's cpu" in " ".join(text.split())
     code, text, err = cli(capsys, "predict", "linear10", "--on", str(target), "-d", "cpu",
                           "--threads", "2")  # fmt: skip
     assert code == 0, err
@@ -183,3 +191,23 @@ def test_a_run_of_the_same_gpu_on_another_machine_closes_the_loop(
     assert "measured there: " in " ".join(text.split())
     code, hist, _ = cli(capsys, "history")
     assert "predicted" in hist and "0/0" not in hist  # never "0 ok"
+
+
+def test_a_boards_run_is_a_target(
+    target: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from torchmark.cli import submit
+
+    asked: list[str] = []
+
+    def get(server: str, token: str | None, path: str) -> dict:
+        asked.append(server + path)
+        return json.loads(target.read_text()) if path.endswith("/r1") else {}
+
+    monkeypatch.setattr(submit, "get", get)
+    code, text, err = cli(capsys, "predict", "linear10", "--on", "r1", "--server", "http://b")
+    assert code == 0, err
+    assert asked == ["http://b/api/v1/runs/r1"]
+    assert "a run on http://b" in " ".join(text.split())
+    code, _, err = cli(capsys, "predict", "linear10", "--on", "nope", "--server", "http://b")
+    assert code == 2 and "no run 'nope' could be read there" in err

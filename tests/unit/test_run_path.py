@@ -48,6 +48,7 @@ def test_a_session_is_made_by_open_run_or_reopened_by_resume() -> None:
         "kinds/profile/kind.py",
         "kinds/ranks/kind.py",
         "kinds/serving/kind.py",
+        "kinds/predict/kind.py",
     }
 
 

@@ -24,7 +24,7 @@ from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
-from torchmark.run.config import parse_float_list, parse_int_list
+from torchmark.run.config import parse_duration, parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.kinds.serving.model import Recipe, Served
@@ -35,15 +35,6 @@ MODEL_HELP = (
     "A built-in model (simplenet, resnet50, bert-base, ...: see `torchmark list`) or your "
     "own SPEC with --input / --inputs, as for `torchmark model`."
 )
-
-
-def _seconds(text: str, option: str) -> float:
-    from torchmark.kinds.soak.kind import parse_duration
-
-    try:
-        return parse_duration(text)
-    except InputError:
-        raise InputError(f"{option} takes a time such as 30s, 2m or 1h; got {text!r}") from None
 
 
 def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -160,7 +151,10 @@ def serving(
     ] = None,
     size: Annotated[
         str | None,
-        typer.Option(help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16."),
+        typer.Option(
+            metavar="NAME=N,...",
+            help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16.",
+        ),
     ] = None,
     min_requests: Annotated[
         int,
@@ -185,8 +179,8 @@ def serving(
         devices=tuple(device or ()),
         batches=parse_int_list(batch, "--batch"),
         max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
-        budget_s=_seconds(budget, "--budget"),
-        point_s=_seconds(point, "--point"),
+        budget_s=parse_duration(budget, "--budget"),
+        point_s=parse_duration(point, "--point"),
         split=split,
         max_procs=max_procs,
         threads=threads,

@@ -28,8 +28,8 @@ SUITE: tuple[Bench, ...] = (
     Bench(
         "startup",
         "How long does each command take to start (fresh processes)?",
-        "--help, history, show latest, list, env, compare, doctor's first check <= 0.4 s "
-        "wall (or 3x python -c pass)",
+        "every read-only command (--help, --version, history, export, compare, report "
+        "--markdown, show latest, list, env, doctor's first line) <= 0.4 s wall",
         quick=("--runs", "3"),
     ),
     Bench(

@@ -192,7 +192,8 @@ def test_failing_doctor_exits_1(
 
 
 def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """click turns a KeyboardInterrupt into Exit(130), which main() used to swallow (exit 0)."""
+    """click turns a KeyboardInterrupt into Exit(130), which main() must pass on: never
+    swallowed (exit 0)."""
     import torchmark.cli.history as history
 
     def interrupted(*_: object, **__: object) -> None:

@@ -1,4 +1,4 @@
-"""The seam between the measuring core and every reader of its results (issue 21).
+"""The seam between the measuring core and every reader of its results.
 
 One stored run holds every verdict kind (ok, warn, noisy, unreliable, timed out, in cache,
 invalid, WRONG, skipped; the run itself incomplete), judged by the measuring code's own ``judge``,

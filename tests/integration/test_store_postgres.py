@@ -297,7 +297,7 @@ def test_a_store_that_stays_away_raises_store_unavailable(
 
     store._sleep, store._clock, store.retry_s = sleep, lambda: clock[0], 60.0
 
-    # a lock that stays held (a full disk no longer waits: issue 23, test_store_full.py)
+    # a lock that stays held (a full disk does not wait: test_store_full.py)
     def away(self, conn, rid, res):  # type: ignore[no-untyped-def]
         raise sa_exc.OperationalError("INSERT", {}, Exception("database is locked"))
 

@@ -91,7 +91,7 @@ def test_statistics_match_numpy_on_seeded_data() -> None:
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 64, 255, 1000])
 def test_statistics_equal_numpys_bit_for_bit_without_numpy(n: int) -> None:
     """A stored run's figures are computed in pure Python (``show`` and ``export`` start
-    without numpy, issue 23) and equal numpy's exactly: odd and even counts, ties, set-aside
+    without numpy) and equal numpy's exactly: odd and even counts, ties, set-aside
     samples, any quantile."""
     rng = np.random.default_rng(n)
     x = seeded(n, seed=n) * 10 ** rng.uniform(-6, 2)

@@ -37,8 +37,6 @@ A new kind of run adds its payload in three steps (as ``serving`` did):
 
 No schema bump is needed: no older document holds the new kind, and an older torchmark
 refuses a run of a kind it does not know with one line saying to upgrade.
-
-Over 400 lines: one discriminated union of every kind's payload, read and written as one.
 """
 
 from __future__ import annotations

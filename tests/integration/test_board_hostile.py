@@ -177,7 +177,7 @@ CORPUS: dict[str, tuple[Callable[[], bytes], str]] = {
         edit(put("command", "torchmark run --db postgresql://tm:S3cret@db/x")),
         STORED,
     ),
-    "10**400 in an extra field": (edit(put("r.extra", {"huge": 10**400})), STORED),
+    "10**400 in an extra field": (edit(put("r.extra", {"huge": 10**400})), REFUSED),
     "a device id with a path": (
         edit(
             lambda d, r: (

@@ -76,7 +76,7 @@ def test_bad_submissions_get_one_clear_reason_and_store_nothing(
         # NaN is no JSON: python's json writes it, the server's parser must refuse it
         body(make_run()).replace(b'"samples_s": [\n', b'"samples_s": [\nNaN, '): (
             422,
-            "sample 0 is nan",
+            "NaN is no number a run holds",
         ),
         body(make_run(pct_of_bw=120)): (422, "120 % of its run's measured ceiling"),
     }

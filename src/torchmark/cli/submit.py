@@ -181,14 +181,15 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     from torchmark.format import plural, result_label
     from torchmark.judge import verdicts
     from torchmark.store.exchange import parse_document
-    from torchmark.web import plausible, serving
+    from torchmark.web import admission, plausible, serving
     from torchmark.web.ranking import division_of
 
     run = parse_document(doc, "the run")  # read once already: not written and read again
-    refused = serving.refusal(run)  # the server's own rule
+    refused = admission.refusal(run)  # the server's own rule
     if refused:
         return [f"the server will refuse this run: {refused}"]
-    run = plausible.rejudged(serving.rederive(run))  # every verdict as the server judges it
+    # every verdict as the server judges it
+    run = plausible.rejudged(admission.bounded_errors(serving.rederive(run)))
     rows = serving.rows_of(run, "")  # a serving run: its devices' answers
     if rows:
         return [f"the server will store it in the {division_of(run)} division"] + [

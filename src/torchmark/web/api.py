@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
-from torchmark.errors import InputError
 from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.store.exchange import (
@@ -22,12 +21,10 @@ from torchmark.store.exchange import (
     _csv_row,
     export_run,
     finite_json,
-    parse_document,
 )
-from torchmark.web import cases, plausible, ranking, serving
+from torchmark.web import admission, cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader, Writer, caller
 from torchmark.web.state import Board
-from torchmark.web.strip import prepare
 
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
 
@@ -56,29 +53,13 @@ async def submit(request: Request, state: BoardDep, token_name: Writer) -> JSONR
 
 
 def checked(body: bytes, what: str) -> RunRecord:
-    """The run in a request's ``body`` as the server takes it (stripped again, strictly
-    typed, every bound and plausibility check passed); 422 naming the first violation."""
-    deep = plausible.too_deep(body)
-    if deep:
-        raise HTTPException(422, f"{what} is refused: {deep}")
+    """The run in a request's ``body`` as the server takes it (``admission.checked``:
+    stripped again, strictly typed, every bound and plausibility check passed); 422 naming
+    the first violation."""
     try:
-        doc = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HTTPException(422, f"{what} is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise HTTPException(422, f"{what} is not a torchmark run: not a JSON object")
-    doc, _ = prepare(doc)  # never trust the client's stripping
-    shape = plausible.environment_shape(doc)
-    if shape:
-        raise HTTPException(422, f"{what} is not a torchmark run: {shape}")
-    try:
-        run = parse_document(doc, what, strict=True)
-    except InputError as e:
+        return admission.checked(admission.parse(body, what), what)
+    except admission.Refused as e:
         raise HTTPException(422, str(e)) from None
-    bad = serving.refusal(run)
-    if bad:
-        raise HTTPException(422, f"{what} is refused: {bad}")
-    return serving.rederive(run)  # a serving run's answers: the server's, from its points
 
 
 def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:

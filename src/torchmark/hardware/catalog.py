@@ -144,6 +144,40 @@ def cpu(model: str | None) -> Cpu | None:
     return next((r for r in cpus() if re.search(r.pattern, model, re.IGNORECASE)), None)
 
 
+# A result this much faster than torchmark measured on the same catalogued model (its
+# reference run) waits for another submitter's: the runs' own ceilings scatter ~2 % between
+# machines of one model; 15 % leaves room for a newer torch or driver.
+MEASURED_SLACK = 1.15
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What torchmark measured on one catalogued model: ceilings by key (``bandwidth``,
+    ``matmul:<dtype>``) and the cache a working set must pass to be read from memory."""
+
+    model: str
+    ceilings: dict[str, float]
+    cache_bytes: float
+
+
+@functools.cache
+def _measured_gpus() -> dict[str, Measured]:
+    raw = tomllib.loads((HERE / "catalog.toml").read_text(encoding="utf-8")).get("gpu", [])
+    return {d["model"]: Measured(d["model"], dict(d["measured"]), d["l2_mb"] * 2**20) for d in raw}
+
+
+def measured(model: str | None, accelerator: bool) -> Measured | None:
+    """The measured ceilings of a catalogued model (None: none measured, or a masked CPU
+    name whose family spans machines 10x apart)."""
+    if accelerator:
+        spec = datasheet.lookup(model)
+        return _measured_gpus().get(spec.model) if spec else None
+    row = cpu(model)
+    if row is None or row.stands_for or not row.measured:
+        return None
+    return Measured(row.model, row.measured, row.cache_total)
+
+
 def known(info: dict[str, Any], accelerator: bool) -> bool:
     """Whether the catalogue knows the device an environment record describes."""
     model = str(info.get("model") or "")

@@ -245,7 +245,7 @@ def placement(state: Board, body: bytes) -> JSONResponse:
         if i in why:
             out.append({**_where(r), "machines": None, "rank": None, "why": why[i]})
             continue
-        rows = board[case]
+        rows = [row for row in board[case] if not row.held]  # held rows rank no one
         t = r.measurement.median
         faster = sum(1 for row in rows if row.result.measurement.median < t)
         slower = sum(1 for row in rows if row.result.measurement.median > t)

@@ -11,12 +11,13 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.results.serving import KIND
+from torchmark.web import population
 from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
@@ -240,6 +241,10 @@ class Row:
     vs_above: str = ""  # how this row compares with the one above
     speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
     speedup_x: float | None = None  # the same speed, for sorting
+    # population.standing: "provisional: ..." (ranked) or "unconfirmed: ..." (held: never
+    # ranked, listed after the ranked rows with its reason)
+    standing: str = ""
+    held: bool = False
 
 
 @dataclass
@@ -252,6 +257,7 @@ class Group:
     runs: list[str]
     samples: list[float]  # every member's kept samples, pooled
     first: Result  # the first member: work, headline and unit of the pooled result
+    submitters: set[str] = field(default_factory=set)  # tokens that sent its runs
 
 
 def _pooled(first: Result, samples: list[float]) -> Result:
@@ -289,7 +295,9 @@ def rank(
 
 
 def rank_groups(groups: list[Group]) -> list[Row]:
-    """Rows for the groups of one case (in first-submitted order), fastest first."""
+    """Rows for the groups of one case (in first-submitted order), fastest first; then the
+    rows held out against their model's population or the catalogue (``population``),
+    unranked, with why."""
     from torchmark.judge.comparison import ci_text, independent
 
     rows: list[Row] = []
@@ -312,7 +320,24 @@ def rank_groups(groups: list[Group]) -> list[Row]:
                 rate_ci=ci,
             )
         )
+    entries = [
+        population.Entry(
+            g.machine,
+            g.device,
+            g.model,
+            row.result.measurement.median,
+            frozenset(g.submitters),
+            g.first.variant,
+            g.first.work.flops or 0.0,
+            g.first.work.bytes or 0.0,
+        )
+        for g, row in zip(groups, rows, strict=True)
+    ]
+    for i, (held, why) in population.standing(entries).items():
+        rows[i].held, rows[i].standing = held, why
     rows.sort(key=lambda row: row.result.measurement.median)
+    held_rows = [row for row in rows if row.held]
+    rows = [row for row in rows if not row.held]
     cpu = {row.machine: row for row in rows if row.device == "cpu"}
     for row in rows:
         base = cpu.get(row.machine)
@@ -339,7 +364,7 @@ def rank_groups(groups: list[Group]) -> list[Row]:
             current = i + 1
             row.rank = str(current)
             row.vs_above = f"{j.verdict.lower()} ({j.why})"
-    return rows
+    return rows + held_rows
 
 
 def cases(runs: Iterable[RunRecord]) -> list[Case]:
@@ -362,4 +387,6 @@ def row_json(row: Row) -> dict[str, Any]:
         "unit": row.unit,
         "vs_above": row.vs_above,
         "speedup": row.speedup,
+        "standing": row.standing,
+        "held": row.held,
     }

@@ -39,9 +39,12 @@ def test_another_submitters_reproduction_confirms_it() -> None:
 
 
 def test_a_close_population_is_not_split_by_noise() -> None:
-    """Identical times make a MAD of 0: the floor keeps a 1.5x machine ranked."""
-    rows = [entry(f"m{i}", "X", 1e-3) for i in range(5)] + [entry("m5", "X", 1e-3 / 1.5)]
+    """Identical times make a MAD of 0: the floor keeps a machine 1.5x slower ranked (a
+    first place 1.5x ahead waits for a reproduction: its own rule)."""
+    rows = [entry(f"m{i}", "X", 1e-3) for i in range(5)] + [entry("m5", "X", 1e-3 * 1.5)]
     assert standing(rows) == {}
+    rows[-1] = entry("m5", "X", 1e-3 / 1.5)
+    assert standing(rows)[5][1].startswith("unconfirmed: would take first place 1.5x faster")
 
 
 def test_a_model_no_one_else_has_is_provisional() -> None:

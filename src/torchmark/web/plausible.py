@@ -267,7 +267,7 @@ def peaks(info: dict[str, Any], r: Result, accelerator: bool) -> tuple[float, fl
         flops = spec.peak(f"matmul:{r.variant}") or 0.0
     else:
         flops = max(x for x in dense if x)
-    l2 = info.get("l2_bytes")
+    l2 = datasheet.L2_MIB.get(spec.model, 0) * 2**20  # the catalogue's, not the document's
     in_cache = not l2 or working_set < 8 * l2
     nbytes = spec.bandwidth * (IN_CACHE_FACTOR if in_cache else 1.0)
     return flops, nbytes, f"{spec.model}: {spec.source}"

@@ -12,7 +12,10 @@ reproduces it (MLPerf's review).
                   the modified z-score. The deviation is at least FLOOR: machines of one
                   model differ by their memory, clocks and neighbours, so a tight
                   population must not make a 1.5x difference an outlier. Needs PEERS
-                  other machines of the model; held out of the ranking, shown with why.
+                  other machines of the model; with one, the faster of two machines more
+                  than exp(THRESHOLD x FLOOR) = 2.2x apart is held (an error or a forgery
+                  makes a figure faster; an idle-less VM or a throttled chip, slower).
+                  Held out of the ranking, shown with why.
     uncatalogued  a device the catalogue does not know is never ranked above every
                   catalogued one on its own claim: held out until confirmed.
     measured      a rate more than catalog.MEASURED_SLACK above what torchmark measured on
@@ -20,7 +23,12 @@ reproduces it (MLPerf's review).
                   confirmed (a forged figure under the datasheet's peak is still above it).
     confirmed     another submitter (another token, another machine) has a time of the
                   same model within CONFIRM of it: the figure is ranked.
-    provisional   no other machine of its model has this case: ranked, marked.
+    provisional   no other machine of its model has this case: ranked, marked; but never
+                  above a row that another machine of its model or the catalogue's
+                  measurement of its model vouches for (held out until confirmed).
+    first place   the fastest row, where it is faster than every other machine of its
+                  model by more than CONFIRM, waits for another submitter's reproduction
+                  (and the next fastest is asked the same).
 """
 
 from __future__ import annotations
@@ -61,63 +69,90 @@ def standing(entries: Sequence[Entry]) -> dict[int, tuple[bool, str]]:
     """For each entry (by place) that is not simply ranked: (held out, why)."""
     out: dict[int, tuple[bool, str]] = {}
     logs = [math.log(e.seconds) if e.seconds > 0 else -math.inf for e in entries]
+    peers = [
+        [j for j, o in enumerate(entries) if o.model == e.model and o.machine != e.machine]
+        for e in entries
+    ]
+    until = "ranked once another submitter's result confirms it"
 
     def confirmed(i: int) -> bool:
         e = entries[i]
         return any(
-            o.model == e.model
-            and o.machine != e.machine
-            and not (o.submitters & e.submitters)
-            and abs(logs[j] - logs[i]) <= CONFIRM
-            for j, o in enumerate(entries)
+            not (entries[j].submitters & e.submitters) and abs(logs[j] - logs[i]) <= CONFIRM
+            for j in peers[i]
         )
 
+    def hold(i: int, why: str) -> None:
+        if not confirmed(i):
+            out[i] = (True, f"unconfirmed: {why}; {until}")
+
     for i, e in enumerate(entries):
-        peers = [
-            logs[j] for j, o in enumerate(entries) if o.model == e.model and o.machine != e.machine
-        ]
-        if not peers:
+        mine = [logs[j] for j in peers[i]]
+        if not mine:
             out[i] = (False, f"provisional: no other machine with a {e.model} has this case yet")
-            continue
-        if len(peers) < PEERS:
-            continue
-        mid = statistics.median(peers)
-        scale = max(MAD_SIGMA * statistics.median(abs(x - mid) for x in peers), FLOOR)
-        z = (logs[i] - mid) / scale
-        if abs(z) > THRESHOLD and not confirmed(i):
-            factor = math.exp(abs(logs[i] - mid))
-            way = "faster" if z < 0 else "slower"
-            out[i] = (
-                True,
-                f"unconfirmed: {factor:.3g}x {way} than the median of {len(peers)} other "
-                f"{e.model} machines (past {THRESHOLD:g} robust deviations); ranked once "
-                "another submitter's result confirms it",
-            )
+        elif len(mine) < PEERS:  # one other machine: the faster claim is the one to confirm
+            factor = math.exp(min(mine) - logs[i])
+            if factor > math.exp(THRESHOLD * FLOOR):
+                hold(i, f"{factor:.3g}x faster than the one other {e.model} machine")
+        else:
+            mid = statistics.median(mine)
+            scale = max(MAD_SIGMA * statistics.median(abs(x - mid) for x in mine), FLOOR)
+            z = (logs[i] - mid) / scale
+            if abs(z) > THRESHOLD:
+                factor = math.exp(abs(logs[i] - mid))
+                way = "faster" if z < 0 else "slower"
+                hold(
+                    i,
+                    f"{factor:.3g}x {way} than the median of {len(mine)} other {e.model} "
+                    f"machines (past {THRESHOLD:g} robust deviations)",
+                )
     for i, e in enumerate(entries):
-        if i in out and out[i][0]:
-            continue
-        above = _above_measured(e)
-        if above and not confirmed(i):
-            out[i] = (
-                True,
-                f"unconfirmed: {above}; ranked once another submitter's result confirms it",
-            )
+        above = None if _held(out, i) else _above_measured(e)
+        if above:
+            hold(i, above)
+    # first place is earned: a row nothing vouches for (no other machine of its model, no
+    # measurement of the model in the catalogue) never ranks above one something does
+    vouched = [
+        i
+        for i, e in enumerate(entries)
+        if not _held(out, i)
+        and (peers[i] or catalog.measured(e.model, _accelerator(e.device)) is not None)
+    ]
+    best = min((entries[i].seconds for i in vouched), default=None)
     known = [catalog.known({"model": e.model}, _accelerator(e.device)) for e in entries]
-    best = min(
-        (e.seconds for i, e in enumerate(entries) if known[i] and not out.get(i, (False,))[0]),
+    best_known = min(
+        (e.seconds for i, e in enumerate(entries) if known[i] and not _held(out, i)),
         default=None,
     )
-    if best is None:
-        return out
     for i, e in enumerate(entries):
-        if known[i] or out.get(i, (False,))[0] or e.seconds >= best or confirmed(i):
+        if _held(out, i):
             continue
-        out[i] = (
-            True,
-            f"unconfirmed: {e.model} is not in the hardware catalogue and would rank above "
-            "every catalogued device; ranked once another submitter's result confirms it",
+        if not known[i] and best_known is not None and e.seconds < best_known:
+            hold(
+                i,
+                f"{e.model} is not in the hardware catalogue and would rank above every "
+                "catalogued device",
+            )
+        elif not peers[i] and best is not None and e.seconds < best and i not in vouched:
+            hold(i, f"would take first place with no other {e.model} machine to vouch for it")
+    # and a first place faster than every other machine of its model by more than CONFIRM
+    # waits for another submitter's reproduction: the next fastest is then asked the same
+    for i in sorted(range(len(entries)), key=lambda k: entries[k].seconds):
+        if _held(out, i):
+            continue
+        ahead = min((logs[j] for j in peers[i]), default=logs[i]) - logs[i]
+        if ahead <= CONFIRM or confirmed(i):
+            break
+        hold(
+            i,
+            f"would take first place {math.exp(ahead):.3g}x faster than every other "
+            f"{entries[i].model} machine",
         )
     return out
+
+
+def _held(out: dict[int, tuple[bool, str]], i: int) -> bool:
+    return out.get(i, (False, ""))[0]
 
 
 def _above_measured(e: Entry) -> str | None:

@@ -170,7 +170,11 @@ def check_bounds(run: RunRecord) -> str | None:
         pct = r.pct_of_ceiling
         # a working set in the cache beats the memory's ceiling by right: its verdict says
         # "in cache" (never ranked) and plausible.check bounds its rate by the cores' own
-        if pct is not None and pct > 100 * CEILING_SLACK and r.in_cache is None:
+        # A result its own verdict already keeps off rankings (the client judged it a
+        # measurement error, as it does past 100 %) is stored with that verdict: refusing
+        # the run lost its other results (a loaded VM's quick run, its ceiling measured low)
+        rankable = r.verdict is None or verdicts.may(r, "rank")
+        if pct is not None and pct > 100 * CEILING_SLACK and r.in_cache is None and rankable:
             return (
                 f"{where}: {pct:.0f} % of its run's measured ceiling "
                 f"({r.ceiling.key if r.ceiling else '?'}); at most {100 * CEILING_SLACK:.0f} %"

@@ -1,4 +1,4 @@
-"""A corpus of hostile submissions against `torchmark serve`'s app on uvicorn (loopback), on
+"""A corpus of hostile submissions against `torchmark board`'s app on uvicorn (loopback), on
 SQLite and on a throw-away PostgreSQL cluster: each shape is refused (4xx, one line, nothing
 stored) or stored safely (every reader of it answers, its text escaped), and the server
 answers every request after each. Before: lone surrogates and NULs made every reader 500,

@@ -60,7 +60,7 @@ def test_serve_keeps_its_own_store_and_says_where_the_token_went(
     `history` then listed the server's copies."""
     results = tmp_path / "mine.db"
     monkeypatch.setenv("TORCHMARK_DB", f"sqlite:///{results}")
-    code, out, err = cli(capsys, "serve", "token", "create", "me")
+    code, out, err = cli(capsys, "board", "token", "create", "me")
     assert code == 0, err
     board = default_board_path()
     assert board.exists() and board.name == "board.db" and board.parent == default_path().parent

@@ -1,4 +1,4 @@
-"""`torchmark serve --private`: every path needs a token to read, the static files and the
+"""`torchmark board --private`: every path needs a token to read, the static files and the
 OpenAPI document included; a public server serves both to anyone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``torchmark submit``: send a stored run to a shared leaderboard (``torchmark serve``)."""
+"""``torchmark submit``: send a stored run to a shared leaderboard (``torchmark board``)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def post(
 def submit(
     run: Annotated[str, typer.Argument(help="Run id, latest, or an exported .json file.")],
     server: Annotated[
-        str | None, typer.Option(help="The leaderboard's URL (torchmark serve).")
+        str | None, typer.Option(help="The leaderboard's URL (torchmark board).")
     ] = None,
     token: Annotated[
         str | None, typer.Option(help="Submit token; default $TORCHMARK_TOKEN.")
@@ -132,7 +132,7 @@ def submit(
         raise InputError("give --server URL (or --dry-run to see what would be sent)")
     token = token or os.environ.get("TORCHMARK_TOKEN")
     if not token:
-        raise InputError("give --token or set TORCHMARK_TOKEN (torchmark serve token create NAME)")
+        raise InputError("give --token or set TORCHMARK_TOKEN (torchmark board token create NAME)")
     answer = post(server, token, body.encode())
     run_id = answer.get("run_id")
     if answer.get("duplicate"):

@@ -185,3 +185,16 @@ def test_serving_p99_bound_past_an_hour_is_refused_locally() -> None:
 
     with pytest.raises(InputError, match="at most 3600000"):
         validate(ServingConfig(model="m.py:make", p99_ms=1e9))
+
+
+def test_a_run_keeps_its_local_id_on_the_board(server: Server) -> None:
+    run = make_run()
+    run.run_id = "20261206-101010-abcd"
+    assert post(server, json.dumps(doc(run)).encode()).json()["run_id"] == run.run_id
+    # taken (another machine's run, the same id): a new one; any other text: a new one
+    again = make_run(scale=2.0)
+    again.run_id = "20261206-101010-abcd"
+    assert post(server, json.dumps(doc(again)).encode()).json()["run_id"] != run.run_id
+    odd = make_run(scale=3.0)
+    odd.run_id = "../<x>"
+    assert post(server, json.dumps(doc(odd)).encode()).json()["run_id"] != "../<x>"

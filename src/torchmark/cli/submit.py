@@ -234,6 +234,12 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
             f"this run is on {server} as {own}: placed among the other runs, not against itself",
             soft_wrap=one_line(console),
         )
+    elif any(row.get("machine_left_out") for row in rows):  # nor its machine's other runs
+        console.print(
+            f"this machine has runs on {server}: placed among the other machines, not "
+            "against its own",
+            soft_wrap=one_line(console),
+        )
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         division = row.get("division", "standard")  # an older server places in standard
@@ -242,6 +248,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
             continue
         if not row["machines"]:
             who = "other run" if own else "machine"
+            who = (
+                "other machine" if not own and any(r.get("machine_left_out") for r in rows) else who
+            )
             console.print(
                 f"{label}: no {who} in the {division} division of {server} has this case yet",
                 soft_wrap=one_line(console),

@@ -259,11 +259,10 @@ def rank(engine: Engine, division: str, case: ranking.Case) -> list[ranking.Row]
 
 
 def rank_many(
-    engine: Engine, division: str, wanted: Iterable[ranking.Case], leave_out: str | None = None
+    engine: Engine, division: str, wanted: Iterable[ranking.Case]
 ) -> dict[ranking.Case, list[ranking.Row]]:
     """``rank(engine, division, case)`` of every case in ``wanted``, in one statement per
-    CASES_PER_QUERY cases; ``leave_out``: a submitted run's id, ranked as if it were not
-    there (a run placed against the board that holds it)."""
+    CASES_PER_QUERY cases."""
     t, s = results_t, submissions_t
     # the submitter of each row (its token's name, by a correlated scalar subquery on the
     # submissions' run id index): a figure is confirmed only by another submitter's
@@ -274,8 +273,7 @@ def rank_many(
     ]  # fmt: skip
     groups: dict[ranking.Case, dict[tuple[str, str], ranking.Group]] = {}
     with engine.connect() as conn:
-        # the run left out is left out of the query: its rows (and samples) are never read
-        where = [t.c.ok, sa.not_(t.c.invalid)] + ([t.c.run_id != leave_out] if leave_out else [])
+        where = [t.c.ok, sa.not_(t.c.invalid)]
         for chunk, query in _per_case(division, wanted, columns, *where):
             by_case: list[dict[tuple[str, str], ranking.Group]] = [{} for _ in chunk]
             groups.update(zip(chunk, by_case, strict=True))

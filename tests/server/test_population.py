@@ -101,6 +101,10 @@ def test_held_rows_are_listed_unranked_with_why(
     assert all(not r["held"] for r in rows[:3])
     page = client.get("/?case=add/seed/n=1000").text
     assert "unconfirmed: 10.1x faster" in page
+    # each run's page says where its results rank, or why not
+    first = rows[0]["runs"][0]
+    assert f">{rows[0]['rank']} of 3</a>" in client.get(f"/runs/{first}").text
+    assert ">not ranked: unconfirmed: 10.1x faster" in client.get(f"/runs/{stored}").text
     # /place ranks a run among the ranked machines only
     newcomer = make_run(scale=0.5)
     newcomer.environment["software"]["torch"] = "8.0"

@@ -1,5 +1,5 @@
 """`torchmark serving MODEL --p99-ms L [--rate R]`: load-test a model as a service (not the
-leaderboard server, which is `torchmark serve`). MODEL is a built-in model or the user's
+leaderboard server, which is `torchmark board`). MODEL is a built-in model or the user's
 SPEC, whose file is run (as for `torchmark model`)."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _recipe(
 
 @app.command(
     help="Load-test a model as a service: the most requests/s each device answers within a "
-    "p99 bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+    "p99 bound, the devices your traffic needs, the cost (`board` is the leaderboard server). "
     + RUNS_CODE
 )
 def serving(

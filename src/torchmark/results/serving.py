@@ -258,6 +258,27 @@ class _Run(Protocol):
     payload: Any
 
 
+# The longest latency a stored run holds, and so the loosest p99 bound: an hour (the board
+# refuses more; `serving --p99-ms` takes no more).
+MAX_LATENCY_S = 3600.0
+# Distinct error messages a point keeps: a model whose error text varies (an id, a shape in
+# the message) made 8,328 entries, 3.19 MB, in one 29 s search; the first few say what
+# failed, the count says how often.
+MAX_ERRORS = 20
+OTHER_ERRORS = "(other messages)"
+
+
+def bound_errors(errors: dict[str, int], keep: int = MAX_ERRORS) -> dict[str, int]:
+    """``errors`` (message -> requests) cut to its first ``keep`` distinct messages, the
+    requests of the rest counted under OTHER_ERRORS."""
+    if len(errors) <= keep:
+        return errors
+    items = list(errors.items())
+    out = dict(items[:keep])
+    out[OTHER_ERRORS] = out.get(OTHER_ERRORS, 0) + sum(n for _, n in items[keep:])
+    return out
+
+
 def read(run: _Run) -> ServingPayload | None:
     """The serving document a run holds (None for another kind of run): the one place it
     is read from the record, ``run.payload.serving``."""

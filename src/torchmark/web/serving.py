@@ -27,14 +27,13 @@ from torchmark.kinds.serving import answer, stats
 from torchmark.kinds.serving.answer import MAX_STORED
 from torchmark.kinds.serving.point import MIN_POINT_S, MIN_WINDOW_S
 from torchmark.results import RunRecord
-from torchmark.results.serving import DeviceAnswer, PointDoc, ms, read, write
+from torchmark.results.serving import MAX_LATENCY_S, DeviceAnswer, PointDoc, ms, read, write
 from torchmark.web.ranking import device_model
 
 DIVISION = "serving"
 MAX_FLEETS = 64
 MAX_POINTS = 1_000  # per fleet: a 2-minute search measures a few dozen
 MAX_RATE = 1e7  # requests/s: 100x what the Python load generator issued on time here
-MAX_LATENCY_S = 3600.0
 MAX_J_PER_REQUEST = 1e6
 # Poisson counts: a window of the kept span at rate R holds R x span requests, give or take
 # a few sqrt(R x span); a factor 2 only refuses what no real point produces.

@@ -84,8 +84,12 @@ class ServingConfig:
 
 def validate(cfg: ServingConfig) -> None:
     """One clear line per bad value, before anything is built or measured."""
-    if not (math.isfinite(cfg.p99_ms) and cfg.p99_ms > 0):
-        raise InputError(f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, e.g. 50")
+    if not (math.isfinite(cfg.p99_ms) and 0 < cfg.p99_ms <= stored.MAX_LATENCY_S * 1e3):
+        # the board refuses a bound past an hour: a run made here must be one it takes
+        raise InputError(
+            f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, > 0 and at most "
+            f"{stored.MAX_LATENCY_S * 1e3:.0f} (an hour), e.g. 50"
+        )
     if cfg.rate is not None and not (math.isfinite(cfg.rate) and cfg.rate > 0):
         raise InputError(f"--rate {cfg.rate:g}: give requests per second > 0, e.g. 1000")
     if not cfg.budget_s > 0 or not cfg.point_s >= MIN_POINT_S:

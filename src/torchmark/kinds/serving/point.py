@@ -29,7 +29,7 @@ import numpy as np
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.fleet import Fleet, WindowData
 from torchmark.kinds.serving.server import Batching, Requests
-from torchmark.results.serving import ms
+from torchmark.results.serving import bound_errors, ms
 
 Outcome = Literal["within", "over", "generator_behind"]
 
@@ -267,7 +267,7 @@ def run_point(
         stable=stable,
         bound_s=plan.bound_s,
         needed=plan.needed,
-        errors=dict(data[-1].errors) if data else {},
+        errors=bound_errors(dict(data[-1].errors)) if data else {},
         gave_up=data[-1].gave_up if data else None,
         busy_s=sum(x.busy_s for x in last),
         idle_s=sum(x.idle_s for x in last),

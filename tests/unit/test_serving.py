@@ -22,6 +22,7 @@ from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import DeviceAnswer, PointDoc, ServingPayload, read, write
+from torchmark.stats import early_stopping, order
 
 S = 0.010  # the fake device's service time per request
 
@@ -225,8 +226,8 @@ def test_max_wait_holds_a_lone_request_until_the_deadline() -> None:
 
 
 def test_min_requests_from_the_binomial_against_the_normal_approximation() -> None:
-    # LoadGen's server rule (p99, 99 % confidence, +-0.05 percentile) by its normal
-    # approximation: z^2 q (1 - q) / m^2 = 262,742; the exact binomial asks a little more
+    # p99 at 99 % confidence within +-0.05 percentile, by the normal approximation:
+    # z^2 q (1 - q) / m^2 = 262,742; the exact binomial asks a little more
     z = sps.norm.isf(0.005)
     normal = z * z * 0.99 * 0.01 / 0.0005**2
     assert normal == pytest.approx(262_742, abs=1)
@@ -236,6 +237,16 @@ def test_min_requests_from_the_binomial_against_the_normal_approximation() -> No
     lo, hi = stats._ranks(np.array([n - 1, n]), 0.99, 0.95)
     assert hi[1] <= n * 0.995 and lo[1] >= n * 0.985  # holds at n
     assert not (hi[0] <= (n - 1) * 0.995 and lo[0] >= (n - 1) * 0.985)  # not at n - 1
+    for k in (n - 1, n, 5 * n):  # the scan's ranks are the one order-statistics module's
+        low, high = stats._ranks(np.array([k]), 0.99, 0.95)
+        assert (int(low[0]) - 1, int(high[0]) - 1) == order.quantile_ranks(k, 0.99, 0.95)
+
+
+def test_the_module_claims_no_loadgen_count_loadgen_does_not_have() -> None:
+    # LoadGen's Server settings have no 270,336-query rule (600 s and early stopping):
+    # what the module says of LoadGen is its early-stopping count, checked against it
+    assert "270,336" not in (stats.__doc__ or "")
+    assert "459" in (stats.__doc__ or "") and early_stopping.min_queries(0) == 459
 
 
 def test_tail_interval_needs_368_requests_at_95_percent() -> None:

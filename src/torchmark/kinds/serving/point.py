@@ -288,7 +288,7 @@ def _window(d: WindowData) -> Window:
     lat = d.requests.latency
     p99 = stats.percentile(lat, stats.TAIL)
     # the lower bound alone, from the binomial: cheap enough to run between windows
-    low = _p99_low(lat)
+    low = stats.tail_low(lat)
     span = d.t1 - d.t0
     return Window(
         d.t0,
@@ -299,14 +299,3 @@ def _window(d: WindowData) -> Window:
         p99,
         low,
     )
-
-
-def _p99_low(lat: np.ndarray) -> float:
-    if lat.size == 0:
-        return math.nan
-    from scipy import stats as sps
-
-    rank = int(sps.binom.ppf((1 - stats.CONFIDENCE) / 2, lat.size, stats.TAIL))
-    if rank < 1:
-        return math.nan
-    return float(np.partition(lat, rank - 1)[rank - 1])

@@ -95,8 +95,11 @@ def test_search_finds_the_md1_max_rate() -> None:
     plan = SearchPlan(PointPlan(bound, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
     lo, hi = s.bracket
-    assert lo == pytest.approx(truth, rel=0.10)
-    assert hi > lo and hi / lo - 1 <= plan.tolerance + 1e-9
+    # the answer held for its re-confirmation: never above the true limit by more than the
+    # search's tolerance, and at most one step of 10 % under the bracket found below it
+    assert 0.85 * truth <= lo <= (1 + plan.tolerance) * truth
+    assert s.confirmed and s.best is not None and s.best.confirm
+    assert hi > lo and (hi / lo - 1 <= plan.tolerance + 1e-9 or "re-confirmed" in s.stop_reason)
     assert s.best is not None and s.best.batching == Batching(1, 0.0)
     assert s.offline[1] == pytest.approx(1 / S)
     assert s.single_p99_s == pytest.approx(S)

@@ -3,8 +3,14 @@ and the answer per device. Pydantic only (no torch, no numpy): ``show``, ``expor
 ``report`` and the board read it without loading either.
 
 The percentiles stored beside ``latency_us`` are derived from it at run time (numpy's
-``inverted_cdf`` order statistic and scipy's binomial interval, ``serving.stats``); a test
+``inverted_cdf`` order statistic and the binomial interval of ``stats.order``); a test
 derives them again from the stored latencies and checks they agree.
+
+Schema 2 stores, per point, its duration, its VALID/INVALID in MLPerf LoadGen's sense (and
+why), LoadGen's early-stopping estimate of the p99, the p99 of each third of the point,
+and whether it re-confirmed the answer; per fleet and answer, what the re-confirmation
+found. A schema-1 run is migrated as it is read: those fields stay None ("not judged"),
+and a note says the run was stored before points were judged so.
 """
 
 from __future__ import annotations
@@ -13,7 +19,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SERVING_SCHEMA = 1
+SERVING_SCHEMA = 2
+MIGRATED_NOTE = (
+    "stored by an earlier torchmark (serving schema 1): its points were judged on their "
+    "last three windows, with no minimum duration, no VALID/INVALID in LoadGen's sense "
+    "and no re-confirmation of the answer"
+)
 
 
 def ms(seconds: float) -> str:
@@ -66,9 +77,25 @@ class PointDoc(_Doc):
     utilisation: float | None = None
     mean_batch: float | None = None
     energy: dict[str, object] | None = None
+    # schema 2 (None: a schema-1 run's point, not judged so)
+    duration_s: float | None = None  # the point's schedule span
+    min_duration_s: float | None = None
+    valid: bool | None = None  # MLPerf LoadGen's VALID (Server scenario rules)
+    invalid_why: list[str] = Field(default_factory=list)
+    loadgen_p99_s: float | None = None  # LoadGen's percentile: sorted[floor(0.99 n)]
+    early_p99_s: float | None = None  # LoadGen's early-stopping estimate of the p99
+    early_needed: int | None = None  # requests early stopping asks, with over_bound over
+    parts_p99_s: list[float | None] = Field(default_factory=list)  # each third's p99
+    holds: bool | None = None  # no third surely over the bound
+    confirm: bool = False  # the answer's re-confirmation
     # raw: every kept request's latency (a seeded uniform sample of 20,000 beyond that: n
     # says how many there were; the percentiles above are of them all)
     latency_us: list[int] = Field(default_factory=list)
+
+    @property
+    def loadgen(self) -> str:
+        """VALID / INVALID as LoadGen would say it; '' for a point not judged so."""
+        return "" if self.valid is None else ("VALID" if self.valid else "INVALID")
 
 
 class FleetDoc(_Doc):
@@ -88,6 +115,7 @@ class FleetDoc(_Doc):
     best: int | None = None  # index into points: the highest rate within the bound
     top: float | None = None  # the lowest rate above it measured over (None: none)
     generator_bound: bool = False
+    confirmation: str = ""  # what the answer's re-confirmation found, in words
 
     @property
     def split(self) -> str:
@@ -115,6 +143,10 @@ class DeviceAnswer(_Doc):
     p99_s: float | None = None
     p99_ci_s: tuple[float | None, float | None] = (None, None)
     flags: list[str] = Field(default_factory=list)  # the max-rate point's: they travel with it
+    confirmed: bool | None = None  # the rate held its re-confirmation (None: schema 1)
+    valid: bool | None = None  # its point VALID in LoadGen's sense (None: schema 1)
+    duration_s: float | None = None  # how long that point ran
+    confirmation: str = ""
     needed: int | None = None  # devices for --rate (at the bracket's bottom)
     needed_range: tuple[int, int] | None = None  # (at the top, at the bottom)
     price_per_hour: float | None = None
@@ -182,6 +214,7 @@ class ServingPayload(_Doc):
     confidence: float = 0.95
     margin: float = 0.005
     min_requests: int = 0
+    min_duration_s: float | None = None  # schema 2: the shortest point judged within
     generator: GeneratorDoc = Field(default_factory=GeneratorDoc)
     fleets: list[FleetDoc] = Field(default_factory=list)
     answers: list[DeviceAnswer] = Field(default_factory=list)
@@ -209,6 +242,10 @@ POINT_COLUMNS = (
     "p99_ci_low_s",
     "p99_ci_high_s",
     "p999_s",
+    "duration_s",
+    "loadgen",
+    "early_p99_s",
+    "confirm",
     "flags",
     "why",
 )
@@ -240,6 +277,10 @@ def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
                     "p99_ci_low_s": pt.p99_ci_s[0],
                     "p99_ci_high_s": pt.p99_ci_s[1],
                     "p999_s": pt.p999_s,
+                    "duration_s": pt.duration_s,
+                    "loadgen": pt.loadgen,
+                    "early_p99_s": pt.early_p99_s,
+                    "confirm": int(pt.confirm),
                     "flags": ";".join(pt.flags),
                     "why": pt.why,
                 }
@@ -262,7 +303,19 @@ def read(run: _Run) -> ServingPayload | None:
     """The serving document a run holds (None for another kind of run): the one place it
     is read from the record, ``run.payload.serving``."""
     found = getattr(run.payload, KIND, None) if run.kind == KIND else None
-    return found if isinstance(found, ServingPayload) else None
+    if not isinstance(found, ServingPayload):
+        return None
+    return migrate(found)
+
+
+def migrate(p: ServingPayload) -> ServingPayload:
+    """A schema-1 document as schema 2 (the module docstring): a copy, the stored run
+    untouched."""
+    if p.schema_version >= SERVING_SCHEMA:
+        return p
+    return p.model_copy(
+        update={"schema_version": SERVING_SCHEMA, "notes": [*p.notes, MIGRATED_NOTE]}
+    )
 
 
 def write(run: _Run, payload: ServingPayload) -> None:

@@ -65,6 +65,16 @@ def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> P
         utilisation=_f(p.utilisation),
         mean_batch=_f(float(batch.mean())) if batch.size else None,
         energy=p.energy,
+        duration_s=p.span_s,
+        min_duration_s=p.min_duration_s,
+        valid=p.valid,
+        invalid_why=p.invalid_why,
+        loadgen_p99_s=_f(p.loadgen_p99_s),
+        early_p99_s=_f(p.early_p99_s),
+        early_needed=p.early_needed,
+        parts_p99_s=[_f(x) for x in p.parts_p99_s],
+        holds=p.holds,
+        confirm=p.confirm,
         latency_us=_kept_latencies(lat_s),
     )
 
@@ -110,6 +120,7 @@ def fleet_doc(
         points=[point_doc(p, processes, threads) for p in s.points],
         stop_reason=s.stop_reason,
         elapsed_s=s.elapsed_s,
+        confirmation=s.confirmation,
     )
     return refresh(doc)
 
@@ -146,7 +157,12 @@ def device_answer(
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,
-        flags=[f for f in p.flags if f != "generator_behind"],
+        flags=[f for f in p.flags if f != "generator_behind"]
+        + (["unconfirmed"] if p.valid is not None and not p.confirm else []),
+        confirmed=p.confirm if p.valid is not None else None,
+        valid=p.valid,
+        duration_s=p.duration_s,
+        confirmation=f.confirmation,
         price_per_hour=price_per_hour,
     )
     top = f.top if f.top is not None and not f.generator_bound else None
@@ -211,12 +227,17 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
         text += "; above that the load generator fell behind, not the device"
     if a.flags:  # the max rate's point, as measured: a flag travels with its number
         text += f"; that point: {', '.join(FLAG_WORDS.get(f, f) for f in a.flags)}"
+    if a.confirmed:
+        text += f"; held for its re-confirmation ({a.duration_s or 0:.3g} s)"
+    elif a.confirmed is False and a.confirmation:
+        text += f" ({a.confirmation})"
     return text
 
 
 FLAG_WORDS = {
     "unstable": "its p99 moved over 10 % across its last windows (unstable)",
     "few_requests": "fewer requests than its p99's interval asks (few_requests)",
+    "unconfirmed": "not re-confirmed by a long point (unconfirmed)",
 }
 
 

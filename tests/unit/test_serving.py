@@ -520,17 +520,38 @@ def test_the_generator_line_names_its_own_checks_and_the_run_its_highest_rate() 
     gen = next(x for x in said if x.startswith("the load generator"))
     assert "highest rate tried" not in gen and "its own limit is higher" in gen, gen
     assert "up to 100,000 arrivals/s" in gen and "(load average 4.10)" in gen, gen
-    # one unit for every serving latency: "p99 13.9 ms", never "p99 13930 µs"
-    assert "p99 13.9 ms" in gen and "µs" not in text, text
+    # one unit for every serving latency: "p99 lateness 13.9 ms", never "p99 13930 µs"
+    assert "p99 lateness 13.9 ms" in gen and "µs" not in text, text
+
+
+def test_the_generators_limit_is_judged_on_its_p99_lateness_against_the_bound() -> None:
+    # the run: median lateness 2.1 µs, p99 13.9 ms at every rate to 100,000/s, a
+    # 50 ms bound: past the 12.5 ms at which a load point is marked generator-limited, so
+    # the loop kept time at none of them (the median said "up to 100,000")
+    from torchmark.report.serving import lines
+
+    p = stored_payload(_generator_checked_to_100k())
+    p.bound_s = 0.050
+    gen = next(x for x in lines(p) if x.startswith("the load generator"))
+    assert "kept time (p99 lateness within 12.5 ms) at none of the rates" in gen, gen
+    assert "up to 100,000" not in gen
+    from torchmark.kinds.serving import generator
+
+    check = generator.RateCheck(100_000, 25_000, 2.1e-6, 0.0139, 0.02, p99_max_s=0.0125)
+    assert not check.on_time  # the median alone said on time
+    assert generator.RateCheck(100_000, 25_000, 2.1e-6, 0.0139, 0.02).on_time
 
 
 def test_a_generator_that_fell_behind_says_where() -> None:
     from torchmark.report.serving import lines
 
-    p = stored_payload(_stored())  # the fixture: on time to 5,000/s, late at 10,000/s
+    p = stored_payload(_stored())  # the fixture: p99 lateness 7.2 ms at 20,000/s
     gen = next(x for x in lines(p) if x.startswith("the load generator"))
-    assert gen.startswith("the load generator keeps time up to 5,000 arrivals/s"), gen
-    assert "p99 7.76 ms), not at 10,000 (load average 6.80)" in gen, gen
+    assert "up to 20,000 arrivals/s" in gen and "its own limit is higher" in gen, gen
+    p.bound_s = 0.020  # a quarter of it is 5 ms: 7.2 ms late at its p99 is the host's tail
+    gen = next(x for x in lines(p) if x.startswith("the load generator"))
+    assert gen.startswith("the load generator keeps time up to "), gen
+    assert "<= 5 ms, a quarter of the bound" in gen and "(load average 6.80)" in gen, gen
 
 
 @pytest.mark.parametrize(

@@ -155,9 +155,8 @@ def test_budget_is_the_devices_and_a_split_that_ends_early_leaves_its_time(
 
     monkeypatch.setattr(kind.Serving, "_search", searched)
     monkeypatch.setattr(kind.Serving, "_splits", lambda self, d: [(1, 2), (2, 1)])
-    monkeypatch.setattr(
-        kind.generator, "measure", lambda seconds=None: kind.generator.GeneratorLimit((), None)
-    )
+    quiet = kind.generator.GeneratorLimit((), None)
+    monkeypatch.setattr(kind.generator, "measure", lambda *a, **k: quiet)
     cfg = kind.ServingConfig(model="simplenet", p99_ms=50, budget_s=60.0, energy=False)
     kind.Serving(cfg, lambda: None, resolve(["cpu"]), model_name="simplenet").run()  # type: ignore[arg-type]
     assert given == [30.0, 50.0]  # 60 s for the device: 30 each, the first used 10

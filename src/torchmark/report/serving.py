@@ -152,7 +152,7 @@ def lines(p: ServingPayload) -> list[str]:
     tried = [pt.rate for f in p.fleets for pt in f.points]
     if tried:  # the run's own, said apart from the generator's checks
         out.append(f"the highest rate tried: {_rate(max(tried))} req/s")
-    gen = p.generator.said()
+    gen = p.generator.said(p.bound_s)
     if gen:
         out.append(gen)
     out.append(

@@ -145,7 +145,7 @@ class Serving:
 
     def run(self) -> RunRecord:
         validate(self.cfg)
-        gen = generator.measure(seconds=self.cfg.generator_s)
+        gen = generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
         payload = ServingPayload(
             model=self.model_name or self.cfg.model,
             inputs=self.inputs,

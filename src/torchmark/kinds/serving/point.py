@@ -42,14 +42,11 @@ import numpy as np
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.fleet import Fleet, WindowData
 from torchmark.kinds.serving.server import Batching, Requests
-from torchmark.results.serving import ms
+from torchmark.results.serving import BEHIND_SHARE, ms
 from torchmark.stats import early_stopping
 
 Outcome = Literal["within", "over", "generator_behind"]
 
-# The loop woke late by more than this share of the bound at its p99: the host's timing,
-# not the device, decides the tail there.
-BEHIND_SHARE = 0.25
 # The loop's own bookkeeping (neither serving nor asleep) above this share of its time: the
 # generator, not the device, sets the pace (~3 µs a batch here, so at 20,000 batches/s).
 LOOP_SHARE_MAX = 0.25

@@ -133,7 +133,12 @@ def fleet_heading(f: FleetDoc) -> str:
     split = f" as {f.processes} x {f.threads} (processes x threads)" if f.threads else ""
     parts = []
     if f.single_n:
-        parts.append(f"single-stream p50 {_ms(f.single_p50_s)} ms, p99 {_ms(f.single_p99_s)} ms")
+        mean = ""
+        if f.single_mean_s:  # what a rate one at a time follows: the mean, not the median
+            mean = f", mean {_ms(f.single_mean_s)} ms ({_rate(1 / f.single_mean_s)}/s)"
+        parts.append(
+            f"single-stream p50 {_ms(f.single_p50_s)} ms{mean}, p99 {_ms(f.single_p99_s)} ms"
+        )
     if f.offline:
         rates = ", ".join(f"{b}: {_rate(r)}/s" for b, r in f.offline.items())
         parts.append(f"offline by max batch {rates}")
@@ -146,9 +151,10 @@ def lines(p: ServingPayload) -> list[str]:
     if p.verdict:
         out.append(f"verdict: {p.verdict}")
     for f in p.fleets:
+        split = f" {f.split}" if f.split else ""
         if f.stop_reason:
-            split = f" {f.split}" if f.split else ""
             out.append(f"{f.device}{split}: search ended: {f.stop_reason}")
+        out.extend(f"{f.device}{split}: {note}" for note in f.notes)
     tried = [pt.rate for f in p.fleets for pt in f.points]
     if tried:  # the run's own, said apart from the generator's checks
         out.append(f"the highest rate tried: {_rate(max(tried))} req/s")

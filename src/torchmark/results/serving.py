@@ -108,6 +108,7 @@ class FleetDoc(_Doc):
     single_n: int = 0
     single_p50_s: float | None = None
     single_p99_s: float | None = None
+    single_mean_s: float | None = None  # schema 2: what one-at-a-time's rate follows
     offline: dict[str, float] = Field(default_factory=dict)  # max batch -> requests/s
     points: list[PointDoc] = Field(default_factory=list)
     stop_reason: str = ""
@@ -116,6 +117,9 @@ class FleetDoc(_Doc):
     top: float | None = None  # the lowest rate above it measured over (None: none)
     generator_bound: bool = False
     confirmation: str = ""  # what the answer's re-confirmation found, in words
+    # where its figures disagree with each other, in words (``answer.consistency``)
+    notes: list[str] = Field(default_factory=list)
+    load_changed: bool = False  # p99 fell as the rate rose, beyond both intervals
 
     @property
     def split(self) -> str:

@@ -125,9 +125,18 @@ def serving(
     point: Annotated[
         str,
         typer.Option(
-            help="Longest load point (0.4s at least): it ends sooner once its p99 is stable."
+            help="Longest load point (>= --min-duration): a point short of the requests "
+            "its p99 needs by then is INVALID."
         ),
-    ] = "10s",
+    ] = "30s",
+    min_duration: Annotated[
+        str,
+        typer.Option(
+            "--min-duration",
+            help="Shortest load point judged within: 5s shows a 1 % overload as 50 ms of "
+            "queue; the answer is re-confirmed for 3x it.",
+        ),
+    ] = "5s",
     batch: Annotated[
         str | None,
         typer.Option(help="Max batch sizes to try (default: CPU 1,8,32; GPU 1,16,64,256)."),
@@ -181,6 +190,7 @@ def serving(
         max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
         budget_s=parse_duration(budget, "--budget"),
         point_s=parse_duration(point, "--point"),
+        min_duration_s=parse_duration(min_duration, "--min-duration"),
         split=split,
         max_procs=max_procs,
         threads=threads,

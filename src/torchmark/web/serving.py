@@ -135,6 +135,10 @@ def _point(pt: PointDoc, bound_s: float, window_s: float) -> str | None:
         return None
     if pt.failed or pt.p99_s is None or pt.p99_s > bound_s:
         return f"within the bound with p99 {pt.p99_s!r} s > {bound_s:g} s or failures"
+    if pt.valid is False or pt.holds is False:
+        return "within the bound, but INVALID by LoadGen's rules or surely over in a third"
+    if pt.duration_s is not None and pt.duration_s + 1e-6 < (pt.min_duration_s or 0.0):
+        return f"within the bound after {pt.duration_s:.3g} s < its minimum duration"
     if len(pt.window_p99_s) < stats.STABLE_WINDOWS:
         n = len(pt.window_p99_s)
         return f"within the bound after {n} window(s); it takes {stats.STABLE_WINDOWS}"

@@ -30,7 +30,7 @@ from torchmark.kinds.serving import answer, generator, stats
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe
-from torchmark.kinds.serving.point import MIN_POINT_S, LoadPoint, PointPlan
+from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
 from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
@@ -58,7 +58,8 @@ class ServingConfig:
     batches: tuple[int, ...] = ()  # max batch sizes tried; () = per device kind
     max_wait_ms: tuple[float, ...] = ()  # () = 0 and a tenth of the bound
     budget_s: float = 120.0  # per device
-    point_s: float = 10.0  # per load point, at most
+    point_s: float = 30.0  # per load point, at most
+    min_duration_s: float = MIN_DURATION_S  # per load point judged within, at least
     split: bool = True  # a CPU: also try processes x threads
     max_procs: int | None = None
     threads: int | None = None  # without the split: the one process's threads (None: all)
@@ -96,6 +97,11 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(
             f"--budget takes a time > 0 and --point one >= {MIN_POINT_S:g}s (4 windows), "
             "e.g. --budget 2m --point 10s"
+        )
+    if not cfg.min_duration_s >= MIN_POINT_S or cfg.min_duration_s > cfg.point_s:
+        raise InputError(
+            f"--min-duration takes a time >= {MIN_POINT_S:g}s and <= --point, e.g. "
+            "--min-duration 5s --point 30s"
         )
     if any(b < 1 for b in cfg.batches):
         raise InputError(f"--batch {cfg.batches}: max batch sizes are >= 1, e.g. 1,8,32")
@@ -143,7 +149,7 @@ class Serving:
 
     def run(self) -> RunRecord:
         validate(self.cfg)
-        gen = generator.measure(seconds=self.cfg.generator_s)
+        gen = generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
         payload = ServingPayload(
             model=self.model_name or self.cfg.model,
             inputs=self.inputs,
@@ -153,6 +159,7 @@ class Serving:
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
+            min_duration_s=self.cfg.min_duration_s,
             generator=gen.doc(),
         )
         busy = _other_load()
@@ -162,9 +169,17 @@ class Serving:
         session, live = self._open(payload, prices)
         plan = self._fleets()
         session.planned([case for case, _, _ in plan])
+        spent: dict[str, float] = {}  # per device: the search time its splits took
         with session:
             for case, device, (procs, threads) in plan:
-                self._search(live, case, (procs, threads), len(_splits_of(plan, device)))
+                # --budget is the device's: each split gets an equal share of what is left,
+                # so a split that finishes early leaves its time to the next
+                todo = [x for x in _splits_of(plan, device) if x[0] == case]
+                splits = _splits_of(plan, device)
+                left = len(splits) - splits.index(todo[0])
+                budget = max(0.0, self.cfg.budget_s - spent.get(device.name, 0.0)) / left
+                took = self._search(live, case, (procs, threads), budget)
+                spent[device.name] = spent.get(device.name, 0.0) + took
         return session.record
 
     def _open(self, payload: ServingPayload, prices: dict[str, float]) -> tuple[Session, _Live]:
@@ -201,8 +216,8 @@ class Serving:
         return list(splits(cores, self.cfg.max_procs))
 
     def _search(
-        self, live: _Live, case: Case, split: tuple[int, int | None], n_splits: int
-    ) -> None:
+        self, live: _Live, case: Case, split: tuple[int, int | None], budget_s: float
+    ) -> float:
         """One fleet (a device, or one split of a CPU) searched; each point stored."""
         assert live.session is not None
         live.session.case_started(case)
@@ -210,10 +225,15 @@ class Serving:
         batches = cfg.batches or (GPU_BATCHES if device.is_accelerator else CPU_BATCHES)
         waits = tuple(w / cfg.p99_ms for w in cfg.max_wait_ms) or WAIT_SHARES
         plan = SearchPlan(
-            PointPlan(cfg.bound_s, max_point_s=cfg.point_s, min_requests=cfg.min_requests),
+            PointPlan(
+                cfg.bound_s,
+                max_point_s=cfg.point_s,
+                min_requests=cfg.min_requests,
+                min_duration_s=cfg.min_duration_s,
+            ),
             batches=tuple(batches),
             wait_shares=waits,
-            budget_s=cfg.budget_s / n_splits,
+            budget_s=budget_s,
         )
         label = device.label()
         doc = FleetDoc(device=device.name, label=label, processes=procs, threads=threads)
@@ -239,6 +259,7 @@ class Serving:
             )
         live.payload.fleets[index] = answer.fleet_doc(s, device.name, label, procs, threads)
         live.save()
+        return s.elapsed_s
 
     @contextlib.contextmanager
     def _fleet(

@@ -19,18 +19,22 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
+from clitest import cli
 from torchmark.errors import InputError
 from torchmark.kinds.serving import client, oip
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.served import Endpoint, OwnServer
 from torchmark.kinds.serving.server import Batching
+from torchmark.results import RunRecord
+from torchmark.results.serving import DeviceAnswer, read
 
 D = 0.020  # the fake device's time per batch
 BOUND = 0.5
@@ -346,3 +350,77 @@ def test_an_endpoint_that_is_not_there_is_one_line_naming_the_fix() -> None:
         Endpoint("ftp://x", "m", 0.05)
     with SpecServer("ok") as srv, pytest.raises(InputError, match="--model-name"):
         Endpoint(srv.url, "nope", 0.05)
+
+
+# -- the command: `torchmark serving MODEL --endpoint URL` -----------------------------------
+
+ENDPOINT_QUICK = ["--p99-ms", "500", "--budget", "8s", "--point", "2s", "--min-requests", "40"]
+
+
+def _answer(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> DeviceAnswer:
+    out = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+    code, printed, err = cli(capsys, "serving", *argv, "--json", str(out), "--db", _db(tmp_path))
+    assert code == 0, printed + err
+    p = read(RunRecord.model_validate(json.loads(out.read_text())))
+    assert p is not None and p.endpoint and not p.capacity
+    (f,) = p.fleets
+    assert f.served == "endpoint" and all(pt.max_batch == 1 for pt in f.points)
+    (a,) = p.answers
+    assert a.device == "endpoint" and a.batching == "the server's own batching"
+    assert "endpoint at http://127.0.0.1:" in printed
+    return a
+
+
+def _db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'r.db'}"
+
+
+def test_endpoint_gives_the_same_answer_from_torchmarks_server_and_a_spec_server(
+    own: OwnServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One device of D a request behind each (torchmark's at batch 1, the spec server's
+    behind a lock): the same capacity, 1 / D, which neither answer may pass."""
+    _post(own.url + "/torchmark/batching", {"max_batch": 1, "max_wait_s": 0.0})
+    a = _answer(capsys, tmp_path, "fake", "--endpoint", own.url, *ENDPOINT_QUICK)
+    with SpecServer("ok") as srv:
+        b = _answer(capsys, tmp_path, "x", "--endpoint", srv.url, "--model-name", "m",
+                    *ENDPOINT_QUICK)  # fmt: skip
+    assert a.max_rate is not None and b.max_rate is not None
+    for r in (a.max_rate, b.max_rate):
+        assert r <= 1 / D * 1.05  # the search's first top is 5 % above the offline rate
+    # the same answer within the spread of two short searches on a shared host
+    assert abs(a.max_rate - b.max_rate) <= 0.3 * max(a.max_rate, b.max_rate), (a, b)
+
+
+def test_endpoint_failing_every_request_says_why_and_bad_urls_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with SpecServer("error") as srv:
+        code, printed, err = cli(
+            capsys, "serving", "m", "--endpoint", srv.url, *ENDPOINT_QUICK, "--db", _db(tmp_path)
+        )
+    assert code == 0, err
+    text = " ".join(printed.split())
+    assert "no arrival rate met p99 <= 500 ms" in text
+    assert "every request failed one at a time: HTTP 500: model crashed (x" in text
+    sock = oip.bind()
+    port = sock.getsockname()[1]
+    sock.close()
+    for url, said in [
+        (f"http://127.0.0.1:{port}", "cannot reach it"),
+        ("localhost:80", "give http://HOST:PORT"),
+    ]:
+        code, _, err = cli(
+            capsys, "serving", "m", "--endpoint", url, "--p99-ms", "50", "--db", _db(tmp_path)
+        )
+        assert code == 2 and said in err and len(err.strip().splitlines()) <= 2, err
+    code, _, err = cli(capsys, "serving", "m", "--endpoint", "http://h:1", "--p99-ms", "50",
+                       "--input", "4", "--db", _db(tmp_path))  # fmt: skip
+    assert code == 2 and "--endpoint serves its own model" in err
+
+
+def _post(url: str, doc: dict[str, Any]) -> None:
+    import urllib.request
+
+    req = urllib.request.Request(url, json.dumps(doc).encode(), method="POST")
+    urllib.request.urlopen(req, timeout=5).close()

@@ -421,11 +421,15 @@ async def _windows(pool: _Pool, conn: Connection, rate: float, window_s: float, 
     stop = asyncio.Event()
 
     def poll() -> None:
-        if conn.poll():
-            conn.recv()
+        try:
+            if conn.poll():
+                conn.recv()
+                stop.set()
+                return
+        except (EOFError, OSError):  # the parent is gone
             stop.set()
-        else:
-            loop.call_later(CHECK_S, poll)
+            return
+        loop.call_later(CHECK_S, poll)
 
     poll()
 
@@ -537,6 +541,7 @@ class Client:
         self.proc.start()
         child.close()
         self.target = target
+        self.errors: dict[str, int] = {}
         self._expect("ready", START_TIMEOUT_S)
 
     def _expect(self, what: str, timeout: float) -> Any:
@@ -554,21 +559,35 @@ class Client:
 
     def single_stream(self, n: int, max_s: float) -> Requests:
         self.conn.send(("single", (n, max_s)))
-        wait = max_s + self.target.timeout_s + GRACE_S
-        return self._expect("single", wait)["requests"]
+        out = self._expect("single", max_s + self.target.timeout_s + GRACE_S)
+        self._count(out["errors"])
+        return out["requests"]
 
     def offline(self, n: int, max_s: float, concurrency: int) -> tuple[Requests, float]:
         self.conn.send(("offline", (n, max_s, concurrency)))
         out = self._expect("offline", max_s + self.target.timeout_s + GRACE_S)
+        self._count(out["errors"])
         return out["requests"], out["took"]
 
     def windows(self, rate: float, window_s: float, seed: int) -> Iterator[WindowData]:
         self.conn.send(("windows", (rate, window_s, seed)))
+        last: dict[str, int] = {}
         try:
             while True:
-                yield self._expect("window", window_s + self.target.timeout_s + GRACE_S)
+                w: WindowData = self._expect("window", window_s + self.target.timeout_s + GRACE_S)
+                last = w.errors
+                yield w
         finally:
+            self._count(last)
             self._stop()
+
+    def _count(self, errors: dict[str, int]) -> None:
+        """Every error the endpoint's answers had, over every command (bounded as each)."""
+        for k, v in errors.items():
+            if k in self.errors or len(self.errors) < MAX_ERRORS:
+                self.errors[k] = self.errors.get(k, 0) + v
+            else:
+                self.errors[OTHER_ERRORS] = self.errors.get(OTHER_ERRORS, 0) + v
 
     def _stop(self) -> None:
         if not self.proc.is_alive():

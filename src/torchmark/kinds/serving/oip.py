@@ -589,6 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-wait-ms", type=float, default=0.0)
     ap.add_argument("--model-workers", type=int, default=0, help="0: the model in-process")
     ap.add_argument("--threads", type=int, default=1, help="the model's threads (each worker)")
+    ap.add_argument("--device", default="cpu", help="the model's device, e.g. cuda:0")
     ap.add_argument("--recipe", default=None, help=argparse.SUPPRESS)  # a pickled recipe file
     a = ap.parse_args(argv)
     name = a.name or a.model
@@ -605,7 +606,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             sizes = dict(s.split("=", 1) for s in a.size)
             recipe = builtin(a.model, {k: int(v) for k, v in sizes.items()})
-        model = torch_model(recipe, name, a.model_workers, a.threads)
+        device = None
+        if a.device != "cpu":
+            from torchmark.devices import resolve
+
+            device = resolve([a.device])[0]
+        model = torch_model(recipe, name, a.model_workers, a.threads, device)
     app = OipApp(model, a.max_batch, a.max_wait_ms / 1e3)
     serve_forever(app, bind(a.host, a.port))
     return 0

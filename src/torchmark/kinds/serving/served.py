@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,9 @@ class Endpoint:
     def __init__(
         self, url: str, model: str, bound_s: float, own: bool = False, seed: int = 0
     ) -> None:
+        absent = missing()
+        if absent:
+            raise InputError(f"serving over HTTP is not available: {absent}")
         parts = urlsplit(url if "//" in url else f"http://{url}")
         if parts.scheme != "http" or not parts.hostname or not parts.port:
             raise InputError(
@@ -144,6 +148,18 @@ class Endpoint:
     def close(self) -> None:
         self.client.close()
 
+    @property
+    def errors(self) -> dict[str, int]:
+        """What the endpoint's failed answers said, over everything sent so far."""
+        return self.client.errors
+
+    def said(self) -> str:
+        """The first errors, as a clause for a search that ended on them ("" if none)."""
+        if not self.errors:
+            return ""
+        top = sorted(self.errors.items(), key=lambda kv: -kv[1])[:2]
+        return "; ".join(f"{k} (x{v})" for k, v in top)
+
     def _batch(self, batching: Batching) -> None:
         """torchmark's own server takes each setting; another's batches as configured."""
         if self.own and batching != self.batching:
@@ -173,6 +189,27 @@ class Endpoint:
 _FIELDS = ("arrival", "start", "finish", "lateness", "failed", "batch")
 
 
+def missing() -> str | None:
+    """Why serving over HTTP is not available here (None: it is): the server needs uvicorn,
+    the client httptools (both in the ``server`` extra)."""
+    import importlib.util
+
+    absent = [m for m in ("uvicorn", "httptools") if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return f"{' and '.join(absent)} not installed (pip install 'torchmark[server]')"
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: SIGTERM when the parent dies (even by
+    SIGKILL), so no server outlives the run that started it."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class OwnServer:
     """torchmark's OIP server in a subprocess, on a free loopback port: ``url`` once up."""
 
@@ -184,10 +221,12 @@ class OwnServer:
         threads: int = 1,
         fake_ms: float | None = None,
         env: dict[str, str] | None = None,
+        device: str = "cpu",
     ) -> None:
         self.name = name
         args = [sys.executable, "-m", "torchmark.kinds.serving.oip", "--name", name]
         args += ["--model-workers", str(model_workers), "--threads", str(threads)]
+        args += ["--device", device]
         self._recipe_file: str | None = None
         if fake_ms is not None:
             args += ["--fake-ms", str(fake_ms)]
@@ -203,6 +242,7 @@ class OwnServer:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, **(env or {})},
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         self.url = self._wait_ready()
 
@@ -251,13 +291,24 @@ class OwnServer:
                 os.unlink(self._recipe_file)
 
 
+def url_name(name: str) -> str:
+    """A model's name as a URL path segment: a SPEC (``models.py:make``) is ``model``."""
+    return name if re.fullmatch(r"[A-Za-z0-9_.-]+", name) else "model"
+
+
 @contextlib.contextmanager
 def as_served(
-    recipe: Any, name: str, bound_s: float, model_workers: int = 0, threads: int = 1
+    recipe: Any,
+    name: str,
+    bound_s: float,
+    model_workers: int = 0,
+    threads: int = 1,
+    device: str = "cpu",
 ) -> Iterator[Endpoint]:
     """The model behind torchmark's own server, and the fleet that drives it."""
+    name = url_name(name)
     with (
-        OwnServer(recipe, name, model_workers, threads) as srv,
+        OwnServer(recipe, name, model_workers, threads, device=device) as srv,
         Endpoint(srv.url, name, bound_s, own=True) as fleet,
     ):
         yield fleet

@@ -1,0 +1,106 @@
+"""The two answers of a serving run, from stored documents: the model's capacity in
+process and the model as served over HTTP; the verdict, count and cost from as served, the
+front end's share between them, and how a run stored before as served reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchmark.kinds.serving import answer
+from torchmark.kinds.serving.kind import _answers, front_end
+from torchmark.kinds.serving.served import served_splits, url_name
+from torchmark.report.serving import lines
+from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload
+
+
+def _fleet(within: float, over: float, **where: object) -> FleetDoc:
+    def pt(rate: float, outcome: str) -> PointDoc:
+        return PointDoc(rate=rate, max_batch=8, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
+
+    doc = FleetDoc(device="cpu", label="cpu", points=[pt(within, "within"), pt(over, "over")])
+    return answer.refresh(doc).model_copy(update=where)
+
+
+def _analysed(p: ServingPayload) -> ServingPayload:
+    prices = {"cpu": 0.36}
+    capacity, served = _answers(p, prices, served=False), _answers(p, prices, served=True)
+    if served:
+        p.answers, p.capacity, p.front_end = served, capacity, front_end(served, capacity)
+    else:
+        p.answers = capacity
+    p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
+    return p
+
+
+def test_the_verdict_count_and_cost_come_from_as_served_and_the_gap_is_said() -> None:
+    p = ServingPayload(model="m", bound_s=0.05, rate=1000.0)
+    p.fleets = [
+        _fleet(10_000, 11_000),
+        _fleet(100, 110, served="oip", model_workers=1, model_threads=1),
+    ]
+    p = _analysed(p)
+    (a,) = p.answers
+    (c,) = p.capacity
+    assert (a.max_rate, a.fleet, a.needed) == (100, 1, 10)
+    assert (c.max_rate, c.fleet, c.needed) == (10_000, 0, 1)
+    assert a.cost_per_million == pytest.approx(0.36 / 3600 / 100 * 1e6)
+    assert p.front_end == {"cpu": pytest.approx(0.99)}
+    assert a.sentence.startswith("cpu as served (front end + 1 model worker x 1 thread): 100")
+    assert c.sentence.startswith("cpu model capacity (in process): 10,000 req/s")
+    said = lines(p)
+    assert "cpu: the front end takes 99 % (100 req/s as served, 10,000 in process)" in said
+    assert "verdict: at 1,000 req/s within 50 ms: cpu x 10 (3.60 an hour) (as served)" in said
+
+
+def test_as_served_above_the_capacity_says_the_share_cannot_be_told() -> None:
+    p = ServingPayload(model="m", bound_s=0.05)
+    p.fleets = [_fleet(100, 110), _fleet(105, 120, served="oip", model_workers=0)]
+    p = _analysed(p)
+    assert p.front_end["cpu"] == pytest.approx(-0.05)
+    assert any("the front end's share can't be told" in x for x in lines(p))
+
+
+def test_a_run_stored_before_as_served_reads_as_it_did() -> None:
+    p = ServingPayload.model_validate(
+        {"model": "m", "bound_s": 0.05, "fleets": [_fleet(500, 550).model_dump()]}
+    )
+    assert p.fleets[0].served == "" and p.capacity == [] and p.front_end == {}
+    p = _analysed(p)
+    (a,) = p.answers
+    assert a.sentence.startswith("cpu: 500 req/s")  # no "as served" / "capacity" said
+    assert not any("front end" in x for x in lines(p))
+
+
+def test_an_endpoints_answer_says_the_batching_is_the_servers() -> None:
+    p = ServingPayload(model="m", bound_s=0.05, endpoint="http://h:1")
+    f = _fleet(40, 45, served="endpoint", endpoint="http://h:1")
+    p.fleets = [f.model_copy(update={"device": "endpoint", "label": "http://h:1"})]
+    p = _analysed(p)
+    (a,) = p.answers
+    assert a.batching == "the server's own batching" and p.capacity == []
+    assert a.sentence.startswith("endpoint at http://h:1: 40 req/s")
+
+
+def test_the_cores_are_split_between_the_front_end_and_model_workers() -> None:
+    assert served_splits(1) == [(0, 1)]
+    assert served_splits(2) == [(0, 2), (1, 1)]
+    assert served_splits(8) == [(0, 8), (1, 7), (2, 3), (4, 1)]
+    assert url_name("resnet50") == "resnet50" and url_name("models.py:make") == "model"
+
+
+def test_without_the_server_extra_serving_over_http_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from torchmark.errors import InputError
+    from torchmark.kinds.serving import served
+
+    assert served.missing() is None  # the test extra has them
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda m, *a: None if m == "httptools" else real(m, *a)
+    )
+    assert served.missing() == "httptools not installed (pip install 'torchmark[server]')"
+    with pytest.raises(InputError, match=r"not available: httptools not installed"):
+        served.Endpoint("http://127.0.0.1:1", "m", 0.05)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchmark.kinds.serving import answer
-from torchmark.kinds.serving.kind import _answers, front_end
+from torchmark.kinds.serving import deployed
 from torchmark.kinds.serving.served import served_splits, url_name
 from torchmark.report.serving import lines
 from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload
@@ -18,18 +17,11 @@ def _fleet(within: float, over: float, **where: object) -> FleetDoc:
         return PointDoc(rate=rate, max_batch=8, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
 
     doc = FleetDoc(device="cpu", label="cpu", points=[pt(within, "within"), pt(over, "over")])
-    return answer.refresh(doc).model_copy(update=where)
+    return deployed.answer.refresh(doc).model_copy(update=where)
 
 
 def _analysed(p: ServingPayload) -> ServingPayload:
-    prices = {"cpu": 0.36}
-    capacity, served = _answers(p, prices, served=False), _answers(p, prices, served=True)
-    if served:
-        p.answers, p.capacity, p.front_end = served, capacity, front_end(served, capacity)
-    else:
-        p.answers = capacity
-    p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
-    return p
+    return deployed.analyse(p, {"cpu": 0.36})
 
 
 def test_the_verdict_count_and_cost_come_from_as_served_and_the_gap_is_said() -> None:
@@ -104,3 +96,25 @@ def test_without_the_server_extra_serving_over_http_says_what_to_install(
     assert served.missing() == "httptools not installed (pip install 'torchmark[server]')"
     with pytest.raises(InputError, match=r"not available: httptools not installed"):
         served.Endpoint("http://127.0.0.1:1", "m", 0.05)
+
+
+def test_compare_sets_like_beside_like_in_process_when_one_run_has_no_as_served() -> None:
+    from pathlib import Path
+
+    from torchmark.report.serving import compare_table
+    from torchmark.results import RunRecord
+    from torchmark.results.serving import read, write
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
+    old = RunRecord.model_validate_json(fixture.read_text())
+    new = old.model_copy(deep=True)
+    p = read(new)
+    assert p is not None
+    capacity = p.answers[0]  # in process: 38.1-76.3
+    served = capacity.model_copy(update={"max_rate": 5.0, "top": 6.0})
+    p.answers, p.capacity = [served], [capacity]
+    write(new, p)
+    t, changes = compare_table([old, new])
+    assert t.title == "in process" and [c[1] for c in changes] == ["UNCLEAR"]  # the same run
+    t, changes = compare_table([new, new])
+    assert t.title == "as served"

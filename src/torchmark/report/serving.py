@@ -328,15 +328,21 @@ def compare_table(
     (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
     ps = comparable(runs)
     letters = [chr(ord("A") + i) for i in range(len(ps))]
+    # like with like: as served where every run served the model over HTTP, else each
+    # run's in-process answer (runs stored before as served have only that)
+    served = all(p.capacity for p in ps)
+    answers = [p.answers if served or not p.capacity else p.capacity for p in ps]
+    title = "as served" if served else ("in process" if any(p.capacity for p in ps) else None)
     t = FitTable(
         Col("device"),
         *(Col(f"{x} req/s", justify="right") for x in letters),
         Col("vs A", wrap=24),
+        title=title,
     )
     changes: list[tuple[str, str, str, float]] = []
-    devices = list(dict.fromkeys(a.device for p in ps for a in p.answers))
+    devices = list(dict.fromkeys(a.device for ans in answers for a in ans))
     for dev in devices:
-        found = [next((a for a in p.answers if a.device == dev), None) for p in ps]
+        found = [next((a for a in ans if a.device == dev), None) for ans in answers]
         cells = []
         for a in found:
             b = _bracket(a) if a is not None else None

@@ -26,7 +26,7 @@ from typing import Any
 
 from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
-from torchmark.kinds.serving import answer, generator, stats
+from torchmark.kinds.serving import answer, deployed, generator, stats
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe
@@ -193,15 +193,7 @@ class Serving:
         (the answers and the verdict) runs at the end, complete or not."""
 
         def analyse(rec: RunRecord) -> None:
-            p = live.payload
-            capacity = _answers(p, prices, served=False)
-            served = _answers(p, prices, served=True)
-            if served:
-                p.answers, p.capacity = served, capacity
-                p.front_end = front_end(served, capacity)
-            else:
-                p.answers = capacity
-            p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
+            p = deployed.analyse(live.payload, prices)
             stored.write(rec, p)
 
         session = open_run(KIND, self.cfg, self.devices, self.store, self.events, analyse=analyse)
@@ -386,44 +378,6 @@ def _where(planned: _Planned, cfg: ServingConfig) -> dict[str, Any]:
         workers, threads = planned.split
         return {"served": "oip", "model_workers": workers, "model_threads": threads}
     return {}
-
-
-def _answers(
-    p: ServingPayload, prices: dict[str, float], served: bool
-) -> list[answer.DeviceAnswer]:
-    """One answer per device from its fleets served one way: in process (the model's
-    capacity) or over HTTP (as served); indices stay those of ``p.fleets``."""
-    by_device: dict[str, list[tuple[int, FleetDoc]]] = {}
-    for i, f in enumerate(p.fleets):
-        if bool(f.served) == served:
-            by_device.setdefault(f.device, []).append((i, f))
-    out = []
-    for dev, fs in by_device.items():
-        a = answer.device_answer(
-            dev, fs[0][1].label, fs, p.bound_s, p.rate, prices.get(dev), p.energy_price
-        )
-        chosen = p.fleets[a.fleet] if a.fleet is not None else fs[0][1]
-        if chosen.served == "endpoint":
-            a.batching = "the server's own batching"
-        how = chosen.served_as or "model capacity (in process)"
-        if any(f.served for f in p.fleets) and a.sentence.startswith(f"{dev}: "):
-            a.sentence = f"{dev} {how}: {a.sentence[len(dev) + 2 :]}"
-        out.append(a)
-    return out
-
-
-def front_end(
-    served: Sequence[answer.DeviceAnswer], capacity: Sequence[answer.DeviceAnswer]
-) -> dict[str, float]:
-    """Per device, the share of the model's capacity the front end takes: 1 - the rate
-    within the bound as served / the rate within it in process."""
-    cap = {a.device: a.max_rate for a in capacity}
-    out = {}
-    for a in served:
-        c = cap.get(a.device)
-        if a.max_rate is not None and c:
-            out[a.device] = 1 - a.max_rate / c
-    return out
 
 
 def _picklable(recipe: Recipe) -> bool:

@@ -118,3 +118,44 @@ def test_compare_sets_like_beside_like_in_process_when_one_run_has_no_as_served(
     assert t.title == "in process" and [c[1] for c in changes] == ["UNCLEAR"]  # the same run
     t, changes = compare_table([new, new])
     assert t.title == "as served"
+
+
+def test_a_server_that_does_not_start_is_said_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextlib
+    from collections.abc import Iterator
+    from typing import Any
+
+    from torchmark.devices import resolve
+    from torchmark.kinds.serving import generator, kind
+    from torchmark.kinds.serving.clock import FakeClock
+    from torchmark.kinds.serving.fake import FakeDevice
+    from torchmark.kinds.serving.fleet import Local
+    from torchmark.kinds.serving.model import builtin
+    from torchmark.kinds.serving.served import ServerError
+    from torchmark.results.serving import read
+    from torchmark.testing import MemoryStore
+
+    monkeypatch.setattr(generator, "PER_RATE_S", 0.01)
+    monkeypatch.setattr(generator, "RATES", (1_000,))
+    clock = FakeClock()
+
+    @contextlib.contextmanager
+    def fleet(self: kind.Serving, device: Any, planned: Any, max_batch: int) -> Iterator[Local]:
+        if planned.served:
+            raise ServerError("torchmark's OIP server did not start: InputError: no tensors")
+        yield Local(FakeDevice(clock, 0.01), clock)
+
+    monkeypatch.setattr(kind.Serving, "_fleet", fleet)
+    cfg = kind.ServingConfig(
+        "simplenet", 100, batches=(1,), budget_s=60, point_s=20, split=False, energy=False
+    )
+    run = kind.Serving(cfg, builtin("simplenet"), resolve(["cpu"]), MemoryStore(), clock=clock)
+    p = read(run.run())
+    assert p is not None
+    assert [f.served for f in p.fleets] == ["", "oip"]
+    assert p.fleets[1].stop_reason.startswith("not served: torchmark's OIP server did not")
+    (a,) = p.answers  # as served: none, said why; the capacity kept beside it
+    assert a.max_rate is None and "not served" in a.why_none
+    assert p.capacity[0].max_rate is not None and p.front_end == {}

@@ -27,12 +27,19 @@ from typing import Any
 from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
 from torchmark.kinds.serving import answer, deployed, generator, stats
+from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe
 from torchmark.kinds.serving.point import MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
-from torchmark.kinds.serving.served import Endpoint, as_served, missing, served_splits
+from torchmark.kinds.serving.served import (
+    Endpoint,
+    ServerError,
+    as_served,
+    missing,
+    served_splits,
+)
 from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
@@ -281,19 +288,28 @@ class Serving:
             if self.on_point is not None:
                 self.on_point(doc, p)
 
-        with self._fleet(device, planned, max(batches)) as fleet:
-            s: Search = search(
-                fleet,
-                plan,
-                self.clock,
-                label=doc.split,
-                seed=cfg.seed,
-                on_point=landed,
-                energy=self._energy(device) if cfg.energy else None,
-            )
-            said = fleet.said() if isinstance(fleet, Endpoint) else ""
-            if s.best is None and said:  # what the endpoint answered, word for word
-                s.stop_reason += f": {said}"
+        try:
+            with self._fleet(device, planned, max(batches)) as fleet:
+                s: Search = search(
+                    fleet,
+                    plan,
+                    self.clock,
+                    label=doc.split,
+                    seed=cfg.seed,
+                    on_point=landed,
+                    energy=self._energy(device) if cfg.energy else None,
+                )
+                said = fleet.said() if isinstance(fleet, Endpoint) else ""
+                if s.best is None and said:  # what the endpoint answered, word for word
+                    s.stop_reason += f": {said}"
+        except (ServerError, ClientError) as e:
+            if served != "oip":  # the user's endpoint or the in-process run: the run's error
+                raise
+            # torchmark's server or client failed for this split: said, the run goes on
+            doc.stop_reason = f"not served: {e}"
+            answer.refresh(doc)
+            live.save()
+            return
         done = answer.fleet_doc(s, name, label, procs, threads)
         live.payload.fleets[index] = done.model_copy(update=where)
         live.save()

@@ -28,9 +28,10 @@ FIX = Path(__file__).parents[1] / "fixtures" / "user_models"
 # (two threads of one process stall each other behind other jobs: SimpleNet's p99 one
 # request at a time went from 0.2 to 50 ms here), the generator's limit measured in 0.05 s
 # a rate (the fixture below)
+# (the model in process only: as served is tested on its own, below)
 QUICK = [
     "--budget", "8s", "--point", "2s", "--min-duration", "0.5s", "--min-requests", "100",
-    "--no-split", "--threads", "1",
+    "--no-split", "--threads", "1", "--no-as-served",
 ]  # fmt: skip
 
 
@@ -224,3 +225,61 @@ def test_worker_processes_take_requests_from_one_shared_queue() -> None:
         # a batch straddling a window's edge has requests in both windows
         assert np.all(counts[1:-1] == r.batch[at][1:-1])
     assert 0 < first.completed <= len(first.requests)
+
+
+@pytest.mark.slow
+def test_as_served_answers_beside_the_models_capacity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SimpleNet in process and behind torchmark's OIP server (the client in its own
+    process): the verdict and count come from as served, the capacity is kept beside it,
+    and the front end's share is said."""
+    out, db = tmp_path / "run.json", f"sqlite:///{tmp_path / 'r.db'}"
+    argv = ["serving", "simplenet", "--p99-ms", "1000", "--rate", "20", "--batch", "1,8"]
+    argv += ["--budget", "30s", "--point", "1s", "--min-requests", "100", "--no-split"]
+    code, printed, err = cli(capsys, *argv, "--threads", "1", "--json", str(out), "--db", db)
+    assert code == 0, printed + err
+    _, p = served(out)
+    assert [f.served for f in p.fleets] == ["", "oip"]
+    assert p.fleets[1].model_workers == 0 and p.fleets[1].model_threads == 1
+    (a,) = p.answers
+    (c,) = p.capacity
+    assert a.max_rate is not None and c.max_rate is not None, p.fleets[1].stop_reason
+    assert a.fleet == 1 and c.fleet == 0  # each from its own fleet
+    assert p.front_end["cpu"] == pytest.approx(1 - a.max_rate / c.max_rate)
+    text = " ".join(printed.split())
+    assert "cpu as served (model in the front end's process, 1 thread):" in text
+    assert "cpu model capacity (in process):" in text
+    assert "the front end takes" in text or "the front end's share can't be told" in text
+    assert "(as served)" in text and "[cpu as served" in text
+
+
+@pytest.mark.slow
+def test_sigterm_while_served_leaves_no_server_or_client_behind(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    argv = [
+        sys.executable, "-m", "torchmark", "serving", "simplenet", "--p99-ms", "1000",
+        "--budget", "40s", "--point", "1s", "--min-requests", "100", "--no-split",
+        "--threads", "1", "--batch", "1", "--json", str(out),
+        "--db", f"sqlite:///{tmp_path / 'r.db'}",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    kids: set[int] = set()
+    lines: list[str] = []
+    deadline = time.monotonic() + 240
+    for raw in proc.stdout:  # pragma: no branch
+        lines.append(raw.decode())
+        kids |= {k.pid for k in psutil.Process(proc.pid).children(recursive=True)}
+        if lines[-1].startswith("[cpu as served") or time.monotonic() > deadline:
+            break
+    assert any(x.startswith("[cpu as served") for x in lines), "".join(lines)
+    assert len(kids) >= 2, "the server and the client each in a process of their own"
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, "".join(lines) + rest.decode()
+    record, p = served(out)
+    assert record.status == "incomplete" and p.fleets[-1].served == "oip"
+    time.sleep(1.0)
+    alive = [pid for pid in kids if psutil.pid_exists(pid) and _running(pid)]
+    assert not alive, f"left behind: {alive}"

@@ -172,6 +172,24 @@ def serving(
             "interval within p98.5-p99.5)."
         ),
     ] = 0,
+    as_served: Annotated[
+        bool,
+        typer.Option(
+            help="Also serve the model behind torchmark's Open Inference Protocol server "
+            "and drive it over HTTP: the answer as deployed (its verdict and cost are used)."
+        ),
+    ] = True,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Drive your own running Open Inference Protocol (KServe v2) server instead, "
+            "e.g. http://127.0.0.1:8000 (Triton, KServe, TorchServe, MLServer, torchmark)."
+        ),
+    ] = None,
+    model_name: Annotated[
+        str | None,
+        typer.Option(help="With --endpoint: the model's name on it (default: MODEL)."),
+    ] = None,
     energy: EnergyOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
@@ -200,12 +218,23 @@ def serving(
         min_requests=min_requests,
         inputs=tuple(input) if input else inputs,
         sizes=_sizes(size),
+        as_served=as_served,
+        endpoint=endpoint,
+        model_name=model_name,
     )
     validate(cfg)  # every option checked before the model is built
-    recipe, name, described = _recipe(model, input, inputs, cfg.sizes)
+    recipe: Recipe | None
+    if endpoint:  # the user's server has the model: nothing is built here
+        if input or inputs or cfg.sizes:
+            raise InputError("--endpoint serves its own model: drop --input/--inputs/--size")
+        recipe, name, described = None, model_name or model, ""
+    else:
+        recipe, name, described = _recipe(model, input, inputs, cfg.sizes)
 
     def said(fleet: FleetDoc, p: LoadPoint) -> None:
         split = f" {fleet.processes}x{fleet.threads}" if fleet.threads else ""
+        if fleet.served:
+            split = " " + fleet.served_as
         lat = p.latencies
         console.print(
             Text(

@@ -120,6 +120,28 @@ class FleetDoc(_Doc):
     # where its figures disagree with each other, in words (``answer.consistency``)
     notes: list[str] = Field(default_factory=list)
     load_changed: bool = False  # p99 fell as the rate rose, beyond both intervals
+    # where the model was served: "" in this process (its capacity, no front end), "oip"
+    # behind torchmark's Open Inference Protocol server, "endpoint" the user's server
+    served: str = ""
+    endpoint: str = ""  # "endpoint": the URL driven
+    model_workers: int | None = None  # "oip" on a CPU: model processes (0: in the server's)
+    model_threads: int | None = None  # ... and each one's threads
+
+    @property
+    def served_as(self) -> str:
+        """How this fleet was served, in words (empty for the in-process capacity)."""
+        if self.served == "endpoint":
+            return f"at {self.endpoint}"
+        if self.served != "oip":
+            return ""
+        if self.model_workers is None:
+            return "as served"
+        t = self.model_threads or 1
+        threads = f"{t} thread{'s' if t != 1 else ''}"
+        if not self.model_workers:
+            return f"as served (model in the front end's process, {threads})"
+        w = self.model_workers
+        return f"as served (front end + {w} model worker{'s' if w != 1 else ''} x {threads})"
 
     @property
     def split(self) -> str:
@@ -251,8 +273,14 @@ class ServingPayload(_Doc):
     min_duration_s: float | None = None  # schema 2: the shortest point judged within
     generator: GeneratorDoc = Field(default_factory=GeneratorDoc)
     fleets: list[FleetDoc] = Field(default_factory=list)
+    # the answer per device: as served where the run served the model over HTTP (then the
+    # verdict, counts and costs are from it), else in process (runs that served no other way)
     answers: list[DeviceAnswer] = Field(default_factory=list)
     verdict: str = ""
+    # model capacity (in process, no front end) per device, where ``answers`` are as served
+    capacity: list[DeviceAnswer] = Field(default_factory=list)
+    front_end: dict[str, float] = Field(default_factory=dict)  # device -> 1 - served/capacity
+    endpoint: str = ""  # --endpoint: the user's server, the only fleet
     notes: list[str] = Field(default_factory=list)
 
 

@@ -236,7 +236,8 @@ def test_as_served_answers_beside_the_models_capacity(
     and the front end's share is said."""
     out, db = tmp_path / "run.json", f"sqlite:///{tmp_path / 'r.db'}"
     argv = ["serving", "simplenet", "--p99-ms", "1000", "--rate", "20", "--batch", "1,8"]
-    argv += ["--budget", "30s", "--point", "1s", "--min-requests", "100", "--no-split"]
+    argv += ["--budget", "60s", "--point", "3s", "--min-duration", "0.5s", "--min-requests", "100"]
+    argv += ["--no-split"]
     code, printed, err = cli(capsys, *argv, "--threads", "1", "--json", str(out), "--db", db)
     assert code == 0, printed + err
     _, p = served(out)
@@ -259,7 +260,8 @@ def test_sigterm_while_served_leaves_no_server_or_client_behind(tmp_path: Path) 
     out = tmp_path / "run.json"
     argv = [
         sys.executable, "-m", "torchmark", "serving", "simplenet", "--p99-ms", "1000",
-        "--budget", "40s", "--point", "1s", "--min-requests", "100", "--no-split",
+        "--budget", "40s", "--point", "1s", "--min-duration", "0.5s", "--min-requests", "100",
+        "--no-split",
         "--threads", "1", "--batch", "1", "--json", str(out),
         "--db", f"sqlite:///{tmp_path / 'r.db'}",
     ]  # fmt: skip

@@ -76,7 +76,10 @@ class PointPlan:
 
     @property
     def needed(self) -> int:
-        return self.min_requests or stats.min_requests()
+        """Requests a point runs for: the interval's count, and never fewer than LoadGen's
+        early stopping needs to call it VALID (459 with none over the bound): a point
+        shorter than that is INVALID whatever its latencies."""
+        return max(self.min_requests or stats.min_requests(), early_stopping.min_queries(0))
 
     def longer(self, duration_s: float) -> PointPlan:
         """The same plan for one long point (a re-confirmation): at least ``duration_s``."""

@@ -310,7 +310,7 @@ READ_ONLY = {
     "report --html (every kind)": ["report", "--html", "{tmp}/r.html", *ALL],
     "submit --dry-run": ["submit", "--dry-run", ONE],
     "doctor --help": ["doctor", "--help"],
-    "serve --help": ["serve", "--help"],
+    "board --help": ["board", "--help"],
     "--help": ["--help"],
 }
 

@@ -327,3 +327,34 @@ def test_the_serving_board_reads_the_submissions_only_when_one_came(board: Any) 
         assert "Beta CPU" in client.get("/serving").text  # a new submission: read again
     finally:
         sa.event.remove(engine, "before_cursor_execute", watch)
+
+
+def test_as_served_runs_are_ranked_apart_and_their_answer_derived_as_served() -> None:
+    """A run that served its model over HTTP answers as served (the server derives it so
+    from the points, not the in-process fleet beside it) and is never ranked with runs
+    that answered in process."""
+    from torchmark.web.serving import board as groups
+    from torchmark.web.serving import rederive
+
+    old = serving_run(best=1000.0, top=1100.0)
+    new = serving_run(best=5000.0, top=5500.0)
+    p = read(new)
+    assert p is not None
+    served = FleetDoc(
+        device="cpu", label="cpu", served="oip", model_workers=1, model_threads=1,
+        points=[point(400.0, 0.05, True), point(440.0, 0.05, False)],
+    )  # fmt: skip
+    p.fleets.append(served)
+    write(new, p)
+    derived = read(rederive(new))
+    assert derived is not None
+    (a,) = derived.answers
+    (c,) = derived.capacity
+    assert (a.max_rate, a.top, a.fleet) == (400.0, 440.0, 1)
+    assert (c.max_rate, c.fleet) == (5000.0, 0)
+    assert derived.front_end["cpu"] == pytest.approx(1 - 400 / 5000)
+    found = groups([(rederive(old), "m1"), (rederive(new), "m2")])
+    assert [(g.label, [r.answer.max_rate for r in g.rows]) for g in found] == [
+        ("simplenet (float32[1, 1000]) within p99 <= 50 ms", [1000.0]),
+        ("simplenet (float32[1, 1000]) within p99 <= 50 ms, as served", [400.0]),
+    ]

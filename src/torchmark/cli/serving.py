@@ -1,5 +1,5 @@
 """`torchmark serving MODEL --p99-ms L [--rate R]`: load-test a model as a service (not the
-leaderboard server, which is `torchmark serve`). MODEL is a built-in model or the user's
+leaderboard server, which is `torchmark board`). MODEL is a built-in model or the user's
 SPEC, whose file is run (as for `torchmark model`)."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _recipe(
 
 @app.command(
     help="Load-test a model as a service: the most requests/s each device answers within a "
-    "p99 bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+    "p99 bound, the devices your traffic needs, the cost (`board` is the leaderboard server). "
     + RUNS_CODE
 )
 def serving(
@@ -125,9 +125,18 @@ def serving(
     point: Annotated[
         str,
         typer.Option(
-            help="Longest load point (0.4s at least): it ends sooner once its p99 is stable."
+            help="Longest load point (>= --min-duration): a point short of the requests "
+            "its p99 needs by then is INVALID."
         ),
-    ] = "10s",
+    ] = "30s",
+    min_duration: Annotated[
+        str,
+        typer.Option(
+            "--min-duration",
+            help="Shortest load point judged within: 5s shows a 1 % overload as 50 ms of "
+            "queue; the answer is re-confirmed for 3x it.",
+        ),
+    ] = "5s",
     batch: Annotated[
         str | None,
         typer.Option(help="Max batch sizes to try (default: CPU 1,8,32; GPU 1,16,64,256)."),
@@ -163,6 +172,24 @@ def serving(
             "interval within p98.5-p99.5)."
         ),
     ] = 0,
+    as_served: Annotated[
+        bool,
+        typer.Option(
+            help="Also serve the model behind torchmark's Open Inference Protocol server "
+            "and drive it over HTTP: the answer as deployed (its verdict and cost are used)."
+        ),
+    ] = True,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Drive your own running Open Inference Protocol (KServe v2) server instead, "
+            "e.g. http://127.0.0.1:8000 (Triton, KServe, TorchServe, MLServer, torchmark)."
+        ),
+    ] = None,
+    model_name: Annotated[
+        str | None,
+        typer.Option(help="With --endpoint: the model's name on it (default: MODEL)."),
+    ] = None,
     energy: EnergyOption = True,
     json_path: JsonOutOption = None,
     db: DbOption = None,
@@ -181,6 +208,7 @@ def serving(
         max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
         budget_s=parse_duration(budget, "--budget"),
         point_s=parse_duration(point, "--point"),
+        min_duration_s=parse_duration(min_duration, "--min-duration"),
         split=split,
         max_procs=max_procs,
         threads=threads,
@@ -190,12 +218,23 @@ def serving(
         min_requests=min_requests,
         inputs=tuple(input) if input else inputs,
         sizes=_sizes(size),
+        as_served=as_served,
+        endpoint=endpoint,
+        model_name=model_name,
     )
     validate(cfg)  # every option checked before the model is built
-    recipe, name, described = _recipe(model, input, inputs, cfg.sizes)
+    recipe: Recipe | None
+    if endpoint:  # the user's server has the model: nothing is built here
+        if input or inputs or cfg.sizes:
+            raise InputError("--endpoint serves its own model: drop --input/--inputs/--size")
+        recipe, name, described = None, model_name or model, ""
+    else:
+        recipe, name, described = _recipe(model, input, inputs, cfg.sizes)
 
     def said(fleet: FleetDoc, p: LoadPoint) -> None:
         split = f" {fleet.processes}x{fleet.threads}" if fleet.threads else ""
+        if fleet.served:
+            split = " " + fleet.served_as
         lat = p.latencies
         console.print(
             Text(

@@ -44,11 +44,18 @@ def _ci(ci: tuple[float | None, float | None]) -> str:
 def title(p: ServingPayload) -> str:
     inputs = f" (inputs {p.inputs})" if p.inputs else ""
     rate = f", sized for {_rate(p.rate)} req/s" if p.rate else ""
+    if p.endpoint:
+        inputs += f" at {p.endpoint}"
     return f"Serving {p.model}{inputs} within p99 <= {ms(p.bound_s)}{rate}"
 
 
-def answer_table(p: ServingPayload) -> FitTable:
-    """The answer per device, in 80 columns (the bracket's top and the CI give way last)."""
+def answer_table(p: ServingPayload, capacity: bool = False) -> FitTable:
+    """The answer per device, in 80 columns (the bracket's top and the CI give way last);
+    ``capacity``: the model's in-process capacity beside an as-served answer."""
+    answers = p.capacity if capacity else p.answers
+    title = None
+    if p.capacity:
+        title = "model capacity (in process, no front end)" if capacity else "as served"
     t = FitTable(
         Col("device"),
         Col("split", short_header="p x t", drop=3),
@@ -59,8 +66,9 @@ def answer_table(p: ServingPayload) -> FitTable:
         Col("cost/M", justify="right", drop=5),
         Col("J/req", justify="right", drop=1),
         Col("count", justify="right", keep_empty=False),
+        title=title,
     )
-    for a in p.answers:
+    for a in answers:
         if a.max_rate is None:
             t.row(a.device, "", "none", "", "", "", "", "", "")
             continue
@@ -94,18 +102,23 @@ def points_table(f: FleetDoc) -> FitTable:
         Col("p99 ms", justify="right"),
         Col("done/s", justify="right", drop=2),
         Col("n", justify="right", drop=1),
+        Col("s", justify="right", drop=5, keep_empty=False),
+        Col("LoadGen", drop=6, keep_empty=False),
         Col("flags", wrap=12, drop=4),
     )
     for i, pt in enumerate(f.points):
         best = " *" if i == f.best else ""
+        again = " R" if pt.confirm else ""  # the answer's re-confirmation
         t.row(
-            _rate(pt.rate) + best,
+            _rate(pt.rate) + best + again,
             _batching(pt),
             OUTCOME_WORD[pt.outcome],
             _ms(pt.p50_s),
             _ms(pt.p99_s),
             _rate(pt.achieved_rate),
             str(pt.n),
+            "" if pt.duration_s is None else fmt.sig(pt.duration_s, 2),
+            pt.loadgen,
             ", ".join(f for f in pt.flags if f != "generator_behind"),  # the outcome says it
         )
     return t
@@ -126,9 +139,16 @@ def fleet_heading(f: FleetDoc) -> str:
     """``cpu as 2 x 1 (processes x threads): single-stream p50 0.28 ms, p99 8.7 ms;
     offline 1: 870/s, 8: 4,981/s``: the two scenarios the search starts from."""
     split = f" as {f.processes} x {f.threads} (processes x threads)" if f.threads else ""
+    if f.served:
+        split = f" {f.served_as}"
     parts = []
     if f.single_n:
-        parts.append(f"single-stream p50 {_ms(f.single_p50_s)} ms, p99 {_ms(f.single_p99_s)} ms")
+        mean = ""
+        if f.single_mean_s:  # what a rate one at a time follows: the mean, not the median
+            mean = f", mean {_ms(f.single_mean_s)} ms ({_rate(1 / f.single_mean_s)}/s)"
+        parts.append(
+            f"single-stream p50 {_ms(f.single_p50_s)} ms{mean}, p99 {_ms(f.single_p99_s)} ms"
+        )
     if f.offline:
         rates = ", ".join(f"{b}: {_rate(r)}/s" for b, r in f.offline.items())
         parts.append(f"offline by max batch {rates}")
@@ -138,22 +158,33 @@ def fleet_heading(f: FleetDoc) -> str:
 def lines(p: ServingPayload) -> list[str]:
     """What the answer means, in sentences: per device, then the verdict, then honesty."""
     out = [a.sentence for a in p.answers]
+    out += [a.sentence for a in p.capacity]
+    for device, share in p.front_end.items():
+        out.append(front_end_sentence(p, device, share))
     if p.verdict:
-        out.append(f"verdict: {p.verdict}")
+        out.append(f"verdict: {p.verdict}" + (" (as served)" if p.capacity else ""))
     for f in p.fleets:
+        split = f" {f.served_as}" if f.served else (f" {f.split}" if f.split else "")
         if f.stop_reason:
-            split = f" {f.split}" if f.split else ""
             out.append(f"{f.device}{split}: search ended: {f.stop_reason}")
+        out.extend(f"{f.device}{split}: {note}" for note in f.notes)
     tried = [pt.rate for f in p.fleets for pt in f.points]
     if tried:  # the run's own, said apart from the generator's checks
         out.append(f"the highest rate tried: {_rate(max(tried))} req/s")
-    gen = p.generator.said()
+    gen = p.generator.said(p.bound_s)
     if gen:
         out.append(gen)
     out.append(
         f"p99's 95 % interval from the binomial; within p98.5-p99.5 it needs "
         f"{p.min_requests:,} requests (a point short of that is flagged few_requests)"
     )
+    if p.min_duration_s is not None:
+        out.append(
+            f"a rate is within only if it held: {p.min_duration_s:g} s at least, no third of "
+            "the point surely over the bound, VALID by MLPerf LoadGen's Server rules (its "
+            "p99, its early stopping: 459 requests with none over); the answer is run "
+            "again for 3x that (R), 10 % lower where it fails"
+        )
     energy = {a.energy_note for a in p.answers if a.energy_note}
     for note in sorted(energy):
         out.append(f"energy: {note}")
@@ -167,6 +198,20 @@ def lines(p: ServingPayload) -> list[str]:
     return out
 
 
+def front_end_sentence(p: ServingPayload, device: str, share: float) -> str:
+    """``cpu: the front end takes 99 % (1,718 req/s as served, 356,438 in process)``."""
+    served = next((a.max_rate for a in p.answers if a.device == device), None)
+    cap = next((a.max_rate for a in p.capacity if a.device == device), None)
+    rates = f" ({_rate(served)} req/s as served, {_rate(cap)} in process)" if served and cap else ""
+    if share < 0:  # served above the in-process capacity: each a bracket, neither exact
+        return (
+            f"{device}: as served reached {-100 * share:.0f} % more than in process{rates}: "
+            "the two "
+            "brackets overlap, the front end's share can't be told"
+        )
+    return f"{device}: the front end takes {100 * share:.0f} %{rates}"
+
+
 def serving_view(run: RunRecord) -> list[RenderableType]:
     """`torchmark serving` (and `show` of its run): the answer table, then each fleet's
     points, then the sentences."""
@@ -174,11 +219,18 @@ def serving_view(run: RunRecord) -> list[RenderableType]:
     if p is None:
         return [Text("no serving result stored in this run")]
     out: list[RenderableType] = [Text(title(p), style="bold"), answer_table(p)]
+    if p.capacity:
+        out.append(answer_table(p, capacity=True))
     for f in p.fleets:
         out.append(Text(fleet_heading(f)))
         if f.points:
             out.append(points_table(f))
-    out.append(Text("* the highest rate within the bound; done/s: requests finished per s"))
+    out.append(
+        Text(
+            "* the highest rate within the bound; R: a re-confirmation; done/s: requests "
+            "finished per s"
+        )
+    )
     out.extend(Text(line) for line in lines(p))
     v = run.verdict
     if v is not None and v.reasons:
@@ -262,6 +314,9 @@ def change(first: Any, later: Any) -> tuple[str, str]:
     """FASTER / SLOWER when the later run's bracket lies wholly above / below the first's;
     UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer)."""
     a, b = _bracket(first), _bracket(later)
+    for name, x in (("A", first), ("this run", later)):
+        if a is not None and b is not None and getattr(x, "confirmed", None) is False:
+            return "UNCLEAR", f"{name}'s rate was not re-confirmed: can't tell"
     if a is None or b is None:
         return "UNCLEAR", "no rate met the bound in " + ("A" if a is None else "this run")
     if b[0] > a[1]:
@@ -297,15 +352,21 @@ def compare_table(
     (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
     ps = comparable(runs)
     letters = [chr(ord("A") + i) for i in range(len(ps))]
+    # like with like: as served where every run served the model over HTTP, else each
+    # run's in-process answer (runs stored before as served have only that)
+    served = all(p.capacity for p in ps)
+    answers = [p.answers if served or not p.capacity else p.capacity for p in ps]
+    title = "as served" if served else ("in process" if any(p.capacity for p in ps) else None)
     t = FitTable(
         Col("device"),
         *(Col(f"{x} req/s", justify="right") for x in letters),
         Col("vs A", wrap=24),
+        title=title,
     )
     changes: list[tuple[str, str, str, float]] = []
-    devices = list(dict.fromkeys(a.device for p in ps for a in p.answers))
+    devices = list(dict.fromkeys(a.device for ans in answers for a in ans))
     for dev in devices:
-        found = [next((a for a in p.answers if a.device == dev), None) for p in ps]
+        found = [next((a for a in ans if a.device == dev), None) for ans in answers]
         cells = []
         for a in found:
             b = _bracket(a) if a is not None else None

@@ -23,18 +23,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchmark.judge import verdicts
-from torchmark.kinds.serving import answer, stats
+from torchmark.kinds.serving import answer, deployed, stats
 from torchmark.kinds.serving.answer import MAX_STORED
 from torchmark.kinds.serving.point import MIN_POINT_S, MIN_WINDOW_S
 from torchmark.results import RunRecord
-from torchmark.results.serving import DeviceAnswer, PointDoc, ms, read, write
+from torchmark.results.serving import MAX_LATENCY_S, DeviceAnswer, PointDoc, ms, read, write
 from torchmark.web.ranking import device_model
 
 DIVISION = "serving"
 MAX_FLEETS = 64
 MAX_POINTS = 1_000  # per fleet: a 2-minute search measures a few dozen
 MAX_RATE = 1e7  # requests/s: 100x what the Python load generator issued on time here
-MAX_LATENCY_S = 3600.0
 MAX_J_PER_REQUEST = 1e6
 # Poisson counts: a window of the kept span at rate R holds R x span requests, give or take
 # a few sqrt(R x span); a factor 2 only refuses what no real point produces.
@@ -136,6 +135,10 @@ def _point(pt: PointDoc, bound_s: float, window_s: float) -> str | None:
         return None
     if pt.failed or pt.p99_s is None or pt.p99_s > bound_s:
         return f"within the bound with p99 {pt.p99_s!r} s > {bound_s:g} s or failures"
+    if pt.valid is False or pt.holds is False:
+        return "within the bound, but INVALID by LoadGen's rules or surely over in a third"
+    if pt.duration_s is not None and pt.duration_s + 1e-6 < (pt.min_duration_s or 0.0):
+        return f"within the bound after {pt.duration_s:.3g} s < its minimum duration"
     if len(pt.window_p99_s) < stats.STABLE_WINDOWS:
         n = len(pt.window_p99_s)
         return f"within the bound after {n} window(s); it takes {stats.STABLE_WINDOWS}"
@@ -155,9 +158,10 @@ def rederive(run: RunRecord) -> RunRecord:
     for f in p.fleets:
         answer.refresh(f)
     # prices are the user's to give (not measured): kept where they are prices at all
-    prices = {a.device: x for a in p.answers if (x := _price(a.price_per_hour)) is not None}
-    p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices, _price(p.energy_price))
-    p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
+    given = [*p.answers, *p.capacity]
+    prices = {a.device: x for a in given if (x := _price(a.price_per_hour)) is not None}
+    p.energy_price = _price(p.energy_price)
+    deployed.analyse(p, prices)  # as served where the run served it, else in process
     out = run.model_copy(deep=True)
     write(out, p)
     return out
@@ -205,12 +209,14 @@ class Group:
     model: str
     inputs: str
     bound_s: float
+    served: str = ""  # "as served": the runs' answers are over HTTP, not in process
     rows: list[Row] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         inputs = f" ({self.inputs})" if self.inputs else ""
-        return f"{self.model}{inputs} within p99 <= {ms(self.bound_s)}"
+        served = f", {self.served}" if self.served else ""
+        return f"{self.model}{inputs} within p99 <= {ms(self.bound_s)}{served}"
 
 
 def rows_of(run: RunRecord, machine: str) -> list[Row]:
@@ -243,12 +249,15 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
     only read B 1, C =2, A =2: A below B with no row surely faster than A."""
     from torchmark.report.serving import change
 
-    groups: dict[tuple[str, str, float], Group] = {}
+    groups: dict[tuple[str, str, float, str], Group] = {}
     for run, machine in runs:
         p = read(run)
         if p is None:
             continue
-        g = groups.setdefault((p.model, p.inputs, p.bound_s), Group(p.model, p.inputs, p.bound_s))
+        # as served and in process are two questions: never ranked together
+        how = "as served" if p.capacity else ""
+        key = (p.model, p.inputs, p.bound_s, how)
+        g = groups.setdefault(key, Group(p.model, p.inputs, p.bound_s, how))
         g.rows.extend(rows_of(run, machine))
     for g in groups.values():
         ranked = [r for r in g.rows if r.ranked]
@@ -265,7 +274,7 @@ def board(runs: Iterable[tuple[RunRecord, str]]) -> list[Group]:
             faster = above[id(row)]
             row.vs_above = "" if not i else _vs_above(row, id(ranked[i - 1]) in faster, len(faster))
         g.rows = ranked + [r for r in g.rows if not r.ranked]
-    return sorted(groups.values(), key=lambda g: (g.model, g.inputs, g.bound_s))
+    return sorted(groups.values(), key=lambda g: (g.model, g.inputs, g.bound_s, g.served))
 
 
 def _vs_above(row: Row, below_prev: bool, faster: int) -> str:
@@ -289,6 +298,7 @@ def group_json(g: Group) -> dict[str, Any]:
         "model": g.model,
         "inputs": g.inputs,
         "p99_bound_s": g.bound_s,
+        "as_served": bool(g.served),
         "rows": [
             {
                 "rank": r.rank or None,

@@ -26,12 +26,20 @@ from typing import Any
 
 from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
-from torchmark.kinds.serving import answer, generator, stats
+from torchmark.kinds.serving import answer, deployed, generator, stats
+from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe
-from torchmark.kinds.serving.point import MIN_POINT_S, LoadPoint, PointPlan
+from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
+from torchmark.kinds.serving.served import (
+    Endpoint,
+    ServerError,
+    as_served,
+    missing,
+    served_splits,
+)
 from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
@@ -58,7 +66,8 @@ class ServingConfig:
     batches: tuple[int, ...] = ()  # max batch sizes tried; () = per device kind
     max_wait_ms: tuple[float, ...] = ()  # () = 0 and a tenth of the bound
     budget_s: float = 120.0  # per device
-    point_s: float = 10.0  # per load point, at most
+    point_s: float = 30.0  # per load point, at most
+    min_duration_s: float = MIN_DURATION_S  # per load point judged within, at least
     split: bool = True  # a CPU: also try processes x threads
     max_procs: int | None = None
     threads: int | None = None  # without the split: the one process's threads (None: all)
@@ -70,6 +79,10 @@ class ServingConfig:
     sizes: tuple[tuple[str, int], ...] = ()  # a built-in model's sizes (tests: tiny ones)
     seed: int = 0
     generator_s: float | None = None  # per rate measuring the generator (None: its default)
+    # as served: each device's model also behind torchmark's OIP server, driven over HTTP
+    as_served: bool = True
+    endpoint: str | None = None  # the user's OIP server: it alone is driven
+    model_name: str | None = None  # the model's name on the endpoint (None: ``model``)
 
     @property
     def bound_s(self) -> float:
@@ -84,14 +97,23 @@ class ServingConfig:
 
 def validate(cfg: ServingConfig) -> None:
     """One clear line per bad value, before anything is built or measured."""
-    if not (math.isfinite(cfg.p99_ms) and cfg.p99_ms > 0):
-        raise InputError(f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, e.g. 50")
+    if not (math.isfinite(cfg.p99_ms) and 0 < cfg.p99_ms <= stored.MAX_LATENCY_S * 1e3):
+        # the board refuses a bound past an hour: a run made here must be one it takes
+        raise InputError(
+            f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, > 0 and at most "
+            f"{stored.MAX_LATENCY_S * 1e3:.0f} (an hour), e.g. 50"
+        )
     if cfg.rate is not None and not (math.isfinite(cfg.rate) and cfg.rate > 0):
         raise InputError(f"--rate {cfg.rate:g}: give requests per second > 0, e.g. 1000")
     if not cfg.budget_s > 0 or not cfg.point_s >= MIN_POINT_S:
         raise InputError(
             f"--budget takes a time > 0 and --point one >= {MIN_POINT_S:g}s (4 windows), "
             "e.g. --budget 2m --point 10s"
+        )
+    if not cfg.min_duration_s >= MIN_POINT_S or cfg.min_duration_s > cfg.point_s:
+        raise InputError(
+            f"--min-duration takes a time >= {MIN_POINT_S:g}s and <= --point, e.g. "
+            "--min-duration 5s --point 30s"
         )
     if any(b < 1 for b in cfg.batches):
         raise InputError(f"--batch {cfg.batches}: max batch sizes are >= 1, e.g. 1,8,32")
@@ -107,6 +129,19 @@ def validate(cfg: ServingConfig) -> None:
         raise InputError(f"--energy-price {cfg.energy_price:g}: give currency per kWh, e.g. 0.25")
     if cfg.min_requests < 0:
         raise InputError(f"--min-requests {cfg.min_requests}: give 0 (the default) or more")
+    if cfg.endpoint is not None:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(cfg.endpoint)
+        try:
+            port = u.port
+        except ValueError:
+            port = None
+        if u.scheme != "http" or not u.hostname or not port:
+            raise InputError(
+                f"--endpoint {cfg.endpoint!r}: give http://HOST:PORT of an Open Inference "
+                "Protocol server, e.g. http://127.0.0.1:8000"
+            )
 
 
 @dataclass
@@ -128,7 +163,7 @@ class Serving:
     """The kind's run: its config, model and devices, ready to ``run()``."""
 
     cfg: ServingConfig
-    recipe: Recipe
+    recipe: Recipe | None  # None: the user's endpoint serves the model
     devices: list[Device]
     store: ResultStore | None = None
     events: Events | None = None
@@ -139,7 +174,13 @@ class Serving:
 
     def run(self) -> RunRecord:
         validate(self.cfg)
-        gen = generator.measure(seconds=self.cfg.generator_s)
+        # the in-process loop's own limit (an endpoint's points judge the HTTP client's
+        # lateness, per point)
+        gen = (
+            generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
+            if not self.cfg.endpoint
+            else None
+        )
         payload = ServingPayload(
             model=self.model_name or self.cfg.model,
             inputs=self.inputs,
@@ -149,18 +190,31 @@ class Serving:
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
-            generator=gen.doc(),
+            min_duration_s=self.cfg.min_duration_s,
+            endpoint=self.cfg.endpoint or "",
         )
+        if gen is not None:
+            payload.generator = gen.doc()
         busy = _other_load()
         if busy:
             payload.notes.append(busy)
+        absent = missing() if self.cfg.as_served and not self.cfg.endpoint else None
+        if absent:
+            payload.notes.append(f"as served: not available, {absent}: in process only")
         prices = _prices(self.cfg, self.devices)
         session, live = self._open(payload, prices)
         plan = self._fleets()
-        session.planned([case for case, _, _ in plan])
+        session.planned([f.case for f in plan])
+        spent: dict[str, float] = {}  # per device: the search time its fleets took
         with session:
-            for case, device, (procs, threads) in plan:
-                self._search(live, case, (procs, threads), len(_splits_of(plan, device)))
+            for f in plan:
+                # --budget is the device's: each fleet gets an equal share of what is left,
+                # so one that finishes early leaves its time to the next
+                fleets = _splits_of(plan, f.device)
+                left = len(fleets) - fleets.index(f)
+                budget = max(0.0, self.cfg.budget_s - spent.get(f.device.name, 0.0)) / left
+                took = self._search(live, f, budget)
+                spent[f.device.name] = spent.get(f.device.name, 0.0) + took
         return session.record
 
     def _open(self, payload: ServingPayload, prices: dict[str, float]) -> tuple[Session, _Live]:
@@ -168,9 +222,7 @@ class Serving:
         (the answers and the verdict) runs at the end, complete or not."""
 
         def analyse(rec: RunRecord) -> None:
-            p = live.payload
-            p.answers = answer.answers(p.fleets, p.bound_s, p.rate, prices, p.energy_price)
-            p.verdict = answer.verdict(p.answers, p.rate, p.bound_s)
+            p = deployed.analyse(live.payload, prices)
             stored.write(rec, p)
 
         session = open_run(KIND, self.cfg, self.devices, self.store, self.events, analyse=analyse)
@@ -178,41 +230,81 @@ class Serving:
         live.save()
         return session, live
 
-    def _fleets(self) -> list[tuple[Case, Device, tuple[int, int | None]]]:
+    def _fleets(self) -> list[_Planned]:
+        """Per device: its capacity in process, one fleet per split of its cores, then
+        (``as_served``) the model behind torchmark's server, per split of the cores
+        between front end and model workers; or the user's endpoint alone."""
         out = []
+        bound: tuple[tuple[str, Any], ...] = (("p99_ms", self.cfg.p99_ms),)
+        if self.cfg.endpoint:
+            d = self.devices[0]  # the host driving it
+            params = (*bound, ("endpoint", self.cfg.endpoint))
+            return [
+                _Planned(Case(self.model_name, "endpoint", d, params), d, (1, None), "endpoint")
+            ]
         for d in self.devices:
             for procs, threads in self._splits(d):
-                params: tuple[tuple[str, Any], ...] = (("p99_ms", self.cfg.p99_ms),)
+                params = bound
                 if threads is not None:
                     params += (("split", f"{procs}x{threads}"),)
-                out.append((Case(self.model_name, "server", d, params), d, (procs, threads)))
+                out.append(
+                    _Planned(Case(self.model_name, "server", d, params), d, (procs, threads))
+                )
+            if not self.cfg.as_served or self.recipe is None or missing():
+                continue
+            if not _picklable(self.recipe):  # the server's process rebuilds the model
+                continue
+            for workers, threads in self._served_splits(d):
+                params = (*bound, ("served", f"{workers}x{threads}"))
+                case = Case(self.model_name, "as-served", d, params)
+                out.append(_Planned(case, d, (workers, threads), "oip"))
         return out
+
+    def _served_splits(self, device: Device) -> list[tuple[int, int]]:
+        if device.is_accelerator:
+            return [(0, 1)]
+        if not self.cfg.split:
+            return [(0, self.cfg.threads or usable_cores())]
+        return served_splits(usable_cores())[: (self.cfg.max_procs or usable_cores()) + 1]
 
     def _splits(self, device: Device) -> list[tuple[int, int | None]]:
         if device.is_accelerator:
             return [(1, None)]
         cores = usable_cores()
-        if not self.cfg.split or not _picklable(self.recipe):
+        if not self.cfg.split or self.recipe is None or not _picklable(self.recipe):
             return [(1, self.cfg.threads or cores)]
         return list(splits(cores, self.cfg.max_procs))
 
-    def _search(
-        self, live: _Live, case: Case, split: tuple[int, int | None], n_splits: int
-    ) -> None:
+    def _search(self, live: _Live, planned: _Planned, budget_s: float) -> float:
         """One fleet (a device, or one split of a CPU) searched; each point stored."""
         assert live.session is not None
+        case, served = planned.case, planned.served
         live.session.case_started(case)
-        device, (procs, threads), cfg = case.device, split, self.cfg
+        device, (procs, threads), cfg = case.device, planned.split, self.cfg
         batches = cfg.batches or (GPU_BATCHES if device.is_accelerator else CPU_BATCHES)
         waits = tuple(w / cfg.p99_ms for w in cfg.max_wait_ms) or WAIT_SHARES
+        if served == "endpoint":  # the server batches as it is configured: one setting
+            batches, waits = (1,), (0.0,)
         plan = SearchPlan(
-            PointPlan(cfg.bound_s, max_point_s=cfg.point_s, min_requests=cfg.min_requests),
+            PointPlan(
+                cfg.bound_s,
+                max_point_s=cfg.point_s,
+                min_requests=cfg.min_requests,
+                min_duration_s=cfg.min_duration_s,
+            ),
             batches=tuple(batches),
             wait_shares=waits,
-            budget_s=cfg.budget_s / n_splits,
+            budget_s=budget_s,
         )
         label = device.label()
-        doc = FleetDoc(device=device.name, label=label, processes=procs, threads=threads)
+        name = device.name
+        if served:  # one front end over the model's processes: no processes x threads
+            procs, threads = 1, None
+        if served == "endpoint":
+            name, label = "endpoint", cfg.endpoint or ""
+        doc = FleetDoc(device=name, label=label, processes=procs, threads=threads)
+        where = _where(planned, cfg)
+        doc = doc.model_copy(update=where)
         live.payload.fleets.append(doc)
         index = len(live.payload.fleets) - 1
 
@@ -223,23 +315,49 @@ class Serving:
             if self.on_point is not None:
                 self.on_point(doc, p)
 
-        with self._fleet(device, procs, threads, max(batches)) as fleet:
-            s: Search = search(
-                fleet,
-                plan,
-                self.clock,
-                label=doc.split,
-                seed=cfg.seed,
-                on_point=landed,
-                energy=self._energy(device) if cfg.energy else None,
-            )
-        live.payload.fleets[index] = answer.fleet_doc(s, device.name, label, procs, threads)
+        try:
+            with self._fleet(device, planned, max(batches)) as fleet:
+                s: Search = search(
+                    fleet,
+                    plan,
+                    self.clock,
+                    label=doc.split,
+                    seed=cfg.seed,
+                    on_point=landed,
+                    energy=self._energy(device) if cfg.energy else None,
+                )
+                said = fleet.said() if isinstance(fleet, Endpoint) else ""
+                if s.best is None and said:  # what the endpoint answered, word for word
+                    s.stop_reason += f": {said}"
+        except (ServerError, ClientError) as e:
+            if served != "oip":  # the user's endpoint or the in-process run: the run's error
+                raise
+            # torchmark's server or client failed for this split: said, the run goes on
+            doc.stop_reason = f"not served: {e}"
+            answer.refresh(doc)
+            live.save()
+            return 0.0
+        done = answer.fleet_doc(s, name, label, procs, threads)
+        live.payload.fleets[index] = done.model_copy(update=where)
         live.save()
+        return s.elapsed_s
 
     @contextlib.contextmanager
-    def _fleet(
-        self, device: Device, procs: int, threads: int | None, max_batch: int
-    ) -> Iterator[Fleet]:
+    def _fleet(self, device: Device, planned: _Planned, max_batch: int) -> Iterator[Fleet]:
+        procs, threads = planned.split
+        if planned.served == "endpoint":
+            assert self.cfg.endpoint
+            model = self.cfg.model_name or self.cfg.model
+            with Endpoint(self.cfg.endpoint, model, self.cfg.bound_s) as ep:
+                yield ep
+            return
+        assert self.recipe is not None
+        if planned.served == "oip":
+            with as_served(
+                self.recipe, self.model_name, self.cfg.bound_s, procs, threads or 1, device.name
+            ) as ep:
+                yield ep
+            return
         if procs > 1:
             assert threads is not None
             with Processes(self.recipe, device.name, procs, threads, max_batch) as fleet:
@@ -281,8 +399,29 @@ def _other_load() -> str | None:
     )
 
 
-def _splits_of(plan: Sequence[tuple[Case, Device, Any]], device: Device) -> list[Any]:
-    return [x for x in plan if x[1] == device]
+@dataclass(frozen=True)
+class _Planned:
+    """One fleet to search: its case, device, split and where the model is served ("" in
+    this process, "oip" behind torchmark's server, "endpoint" the user's)."""
+
+    case: Case
+    device: Device
+    split: tuple[int, int | None]
+    served: str = ""
+
+
+def _splits_of(plan: Sequence[_Planned], device: Device) -> list[_Planned]:
+    return [x for x in plan if x.device == device]
+
+
+def _where(planned: _Planned, cfg: ServingConfig) -> dict[str, Any]:
+    """The fleet document's fields that say where its model was served."""
+    if planned.served == "endpoint":
+        return {"served": "endpoint", "endpoint": cfg.endpoint or ""}
+    if planned.served == "oip":
+        workers, threads = planned.split
+        return {"served": "oip", "model_workers": workers, "model_threads": threads}
+    return {}
 
 
 def _picklable(recipe: Recipe) -> bool:
@@ -302,7 +441,7 @@ def _prices(cfg: ServingConfig, devices: Sequence[Device]) -> dict[str, float]:
 
 def serve(
     cfg: ServingConfig,
-    recipe: Recipe,
+    recipe: Recipe | None,
     *,
     devices: Sequence[Device] | None = None,
     store: ResultStore | None = None,
@@ -314,7 +453,10 @@ def serve(
     """Run the serving search for ``recipe``'s model on ``devices`` (default: the config's).
     Ctrl-C / SIGTERM keep every finished point: ``RunInterrupted`` carries the run."""
     validate(cfg)
-    devs = list(devices) if devices is not None else resolve(list(cfg.devices) or None)
+    if devices is not None:
+        devs = list(devices)
+    else:  # an endpoint is driven from this host: its CPU runs the client
+        devs = resolve(["cpu"] if cfg.endpoint else (list(cfg.devices) or None))
     return Serving(
         cfg, recipe, devs, store, events, on_point, model_name=name or cfg.model, inputs=inputs
     ).run()

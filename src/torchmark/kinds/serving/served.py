@@ -1,0 +1,326 @@
+"""A fleet served over the network: the open loop (``client``) in its own process driving an
+Open Inference Protocol v2 endpoint, so the search and the point judge measure the model as
+its users reach it.
+
+    OwnServer(recipe, ...)     torchmark's server (``oip``) started as a subprocess: "as
+                               served"; its batcher is set per search setting
+    Endpoint(url, name, ...)   the Fleet: the model's tensors read from /v2/models/{name},
+                               one request pre-encoded (binary tensor data), the client
+                               process started; the user's server (``--endpoint``)
+                               batches as it is configured: one setting, the server's
+
+What is timed: from each request's scheduled arrival to its answer decoded and checked at
+the client, over loopback; what a front end costs (HTTP, JSON, copies, the event loop) is
+in every latency, as it is in every user's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from torchmark.errors import InputError, TorchmarkError
+from torchmark.kinds.serving.client import Client, Target, infer_request
+from torchmark.kinds.serving.fleet import WindowData
+from torchmark.kinds.serving.oip import READY_LINE
+from torchmark.kinds.serving.server import GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
+
+START_TIMEOUT_S = 180.0  # importing torch and building the model on a loaded host
+HTTP_TIMEOUT_S = 5.0
+
+
+class ServerError(TorchmarkError):
+    """torchmark's own server did not start."""
+
+
+def _get(url: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read() or b"{}")
+        except ValueError:
+            return e.code, {}
+
+
+def _post(url: str, doc: dict[str, Any], timeout: float = HTTP_TIMEOUT_S) -> Any:
+    req = urllib.request.Request(
+        url, json.dumps(doc).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def _input(spec: dict[str, Any], seed: int) -> np.ndarray:
+    """Random data of the tensor's datatype and shape (batch 1), never zeros."""
+    from torchmark.kinds.serving.oip import DATATYPES
+
+    name, dt, shape = spec.get("name"), spec.get("datatype"), spec.get("shape")
+    dtype = DATATYPES.get(str(dt))
+    if dtype is None or not isinstance(shape, list):
+        raise InputError(f"the endpoint's input {name!r} is {dt} {shape}: not one served here")
+    dims = [1 if (i == 0 and d == -1) else int(d) for i, d in enumerate(shape)]
+    if any(d < 0 for d in dims):
+        raise InputError(
+            f"the endpoint's input {name!r} has shape {shape}: only the first (batch) "
+            "dimension may vary for this load test"
+        )
+    rng = np.random.default_rng(seed)
+    if dtype.kind == "f":
+        return rng.standard_normal(dims).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, dims).astype(dtype)
+    return rng.integers(1, 100, dims).astype(dtype)
+
+
+class Endpoint:
+    """The Fleet of the module docstring over ``url`` (``http://host:port``)."""
+
+    instances = 1
+
+    def __init__(
+        self, url: str, model: str, bound_s: float, own: bool = False, seed: int = 0
+    ) -> None:
+        absent = missing()
+        if absent:
+            raise InputError(f"serving over HTTP is not available: {absent}")
+        parts = urlsplit(url if "//" in url else f"http://{url}")
+        if parts.scheme != "http" or not parts.hostname or not parts.port:
+            raise InputError(
+                f"--endpoint {url!r}: give http://HOST:PORT, e.g. http://127.0.0.1:8000"
+            )
+        self.url, self.model, self.own = f"http://{parts.hostname}:{parts.port}", model, own
+        try:
+            status, _ = _get(f"{self.url}/v2/health/ready")
+        except (OSError, ValueError) as e:
+            raise InputError(f"--endpoint {self.url}: cannot reach it ({e}); is it running?") from e
+        if status != 200:
+            raise InputError(f"--endpoint {self.url}: /v2/health/ready answered {status}")
+        status, meta = _get(f"{self.url}/v2/models/{model}")
+        if status != 200 or not isinstance(meta, dict):
+            err = meta.get("error") if isinstance(meta, dict) else ""
+            raise InputError(
+                f"--endpoint {self.url} has no model {model!r} ({status}: {err}); "
+                "give its name with --model-name"
+            )
+        self.meta = meta
+        inputs = [
+            (s["name"], s["datatype"], _input(s, seed + i))
+            for i, s in enumerate(meta.get("inputs") or [])
+        ]
+        outputs = meta.get("outputs") or []
+        if not inputs or not outputs:
+            raise InputError(f"--endpoint {self.url}: model {model!r} lists no inputs or outputs")
+        self.described = ", ".join(f"{n} {dt}{list(a.shape)}" for n, dt, a in inputs)
+        self.timeout_s = max(GIVE_UP_BOUNDS * bound_s, GIVE_UP_MIN_S)
+        host, port = parts.hostname, parts.port
+        self.target = Target(
+            host,
+            port,
+            infer_request(host, port, model, inputs, [o["name"] for o in outputs]),
+            tuple((o["name"], o["datatype"], tuple(o["shape"])) for o in outputs),
+            self.timeout_s,
+        )
+        self.batching: Batching | None = None
+        self.client = Client(self.target)
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """What the endpoint's failed answers said, over everything sent so far."""
+        return self.client.errors
+
+    def said(self) -> str:
+        """The first errors, as a clause for a search that ended on them ("" if none)."""
+        if not self.errors:
+            return ""
+        top = sorted(self.errors.items(), key=lambda kv: -kv[1])[:2]
+        return "; ".join(f"{k} (x{v})" for k, v in top)
+
+    def _batch(self, batching: Batching) -> None:
+        """torchmark's own server takes each setting; another's batches as configured."""
+        if self.own and batching != self.batching:
+            _post(
+                f"{self.url}/torchmark/batching",
+                {"max_batch": batching.max_batch, "max_wait_s": batching.max_wait_s},
+            )
+            self.batching = batching
+
+    def single_stream(self, n: int, max_s: float) -> Requests:
+        self._batch(Batching(1, 0.0))
+        return self.client.single_stream(n, max_s)
+
+    def offline(self, batch: int, n: int, max_s: float) -> tuple[Requests, float]:
+        self._batch(Batching(batch, 0.0))
+        reqs, took = self.client.offline(n, max_s, max(64, 4 * batch))
+        ok = reqs.served & ~reqs.failed
+        return Requests(*(getattr(reqs, k)[ok] for k in _FIELDS)), took
+
+    def windows(
+        self, rate: float, batching: Batching, window_s: float, bound_s: float, seed: int
+    ) -> Iterator[WindowData]:
+        self._batch(batching)
+        return self.client.windows(rate, window_s, seed)
+
+
+_FIELDS = ("arrival", "start", "finish", "lateness", "failed", "batch")
+
+
+def missing() -> str | None:
+    """Why serving over HTTP is not available here (None: it is): the server needs uvicorn,
+    the client httptools (both in the ``server`` extra)."""
+    import importlib.util
+
+    absent = [m for m in ("uvicorn", "httptools") if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return f"{' and '.join(absent)} not installed (pip install 'torchmark[server]')"
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: SIGTERM when the parent dies (even by
+    SIGKILL), so no server outlives the run that started it."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class OwnServer:
+    """torchmark's OIP server in a subprocess, on a free loopback port: ``url`` once up."""
+
+    def __init__(
+        self,
+        recipe: Any | None = None,
+        name: str = "model",
+        model_workers: int = 0,
+        threads: int = 1,
+        fake_ms: float | None = None,
+        env: dict[str, str] | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self.name = name
+        args = [sys.executable, "-m", "torchmark.kinds.serving.oip", "--name", name]
+        args += ["--model-workers", str(model_workers), "--threads", str(threads)]
+        args += ["--device", device]
+        self._recipe_file: str | None = None
+        if fake_ms is not None:
+            args += ["--fake-ms", str(fake_ms)]
+        else:
+            fd, path = tempfile.mkstemp(prefix="torchmark-recipe-", suffix=".pkl")
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(recipe, f)
+            self._recipe_file = path
+            args += ["--recipe", path]
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        self.url = self._wait_ready()
+
+    def _wait_ready(self) -> str:
+        import selectors
+
+        assert self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=min(1.0, deadline - time.monotonic())):
+                if self.proc.poll() is not None:
+                    break
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith(READY_LINE):
+                return "http://" + line[len(READY_LINE) :].split()[0]
+        self.close()
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        last = err.strip().splitlines()[-1] if err.strip() else "no message"
+        raise ServerError(f"torchmark's OIP server did not start: {last}")
+
+    def __enter__(self) -> OwnServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        for s in (self.proc.stdout, self.proc.stderr):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.close()
+        if self._recipe_file:
+            with contextlib.suppress(OSError):
+                os.unlink(self._recipe_file)
+
+
+def url_name(name: str) -> str:
+    """A model's name as a URL path segment: a SPEC (``models.py:make``) is ``model``."""
+    return name if re.fullmatch(r"[A-Za-z0-9_.-]+", name) else "model"
+
+
+@contextlib.contextmanager
+def as_served(
+    recipe: Any,
+    name: str,
+    bound_s: float,
+    model_workers: int = 0,
+    threads: int = 1,
+    device: str = "cpu",
+) -> Iterator[Endpoint]:
+    """The model behind torchmark's own server, and the fleet that drives it."""
+    name = url_name(name)
+    with (
+        OwnServer(recipe, name, model_workers, threads, device=device) as srv,
+        Endpoint(srv.url, name, bound_s, own=True) as fleet,
+    ):
+        yield fleet
+
+
+def served_splits(cores: int) -> list[tuple[int, int]]:
+    """(model worker processes, threads each) on ``cores``: the model in the front end's
+    process with every core (0, N), then 1, 2, 4... workers on the cores the front end
+    leaves (at least one thread each)."""
+    out = [(0, cores)]
+    w = 1
+    while w < cores:
+        out.append((w, max(1, (cores - 1) // w)))
+        w *= 2
+    return out

@@ -1,0 +1,161 @@
+"""The two answers of a serving run, from stored documents: the model's capacity in
+process and the model as served over HTTP; the verdict, count and cost from as served, the
+front end's share between them, and how a run stored before as served reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchmark.kinds.serving import deployed
+from torchmark.kinds.serving.served import served_splits, url_name
+from torchmark.report.serving import lines
+from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload
+
+
+def _fleet(within: float, over: float, **where: object) -> FleetDoc:
+    def pt(rate: float, outcome: str) -> PointDoc:
+        return PointDoc(rate=rate, max_batch=8, max_wait_s=0.0, outcome=outcome, why="")  # type: ignore[arg-type]
+
+    doc = FleetDoc(device="cpu", label="cpu", points=[pt(within, "within"), pt(over, "over")])
+    return deployed.answer.refresh(doc).model_copy(update=where)
+
+
+def _analysed(p: ServingPayload) -> ServingPayload:
+    return deployed.analyse(p, {"cpu": 0.36})
+
+
+def test_the_verdict_count_and_cost_come_from_as_served_and_the_gap_is_said() -> None:
+    p = ServingPayload(model="m", bound_s=0.05, rate=1000.0)
+    p.fleets = [
+        _fleet(10_000, 11_000),
+        _fleet(100, 110, served="oip", model_workers=1, model_threads=1),
+    ]
+    p = _analysed(p)
+    (a,) = p.answers
+    (c,) = p.capacity
+    assert (a.max_rate, a.fleet, a.needed) == (100, 1, 10)
+    assert (c.max_rate, c.fleet, c.needed) == (10_000, 0, 1)
+    assert a.cost_per_million == pytest.approx(0.36 / 3600 / 100 * 1e6)
+    assert p.front_end == {"cpu": pytest.approx(0.99)}
+    assert a.sentence.startswith("cpu as served (front end + 1 model worker x 1 thread): 100")
+    assert c.sentence.startswith("cpu model capacity (in process): 10,000 req/s")
+    said = lines(p)
+    assert "cpu: the front end takes 99 % (100 req/s as served, 10,000 in process)" in said
+    assert "verdict: at 1,000 req/s within 50 ms: cpu x 10 (3.60 an hour) (as served)" in said
+
+
+def test_as_served_above_the_capacity_says_the_share_cannot_be_told() -> None:
+    p = ServingPayload(model="m", bound_s=0.05)
+    p.fleets = [_fleet(100, 110), _fleet(105, 120, served="oip", model_workers=0)]
+    p = _analysed(p)
+    assert p.front_end["cpu"] == pytest.approx(-0.05)
+    assert any("the front end's share can't be told" in x for x in lines(p))
+
+
+def test_a_run_stored_before_as_served_reads_as_it_did() -> None:
+    p = ServingPayload.model_validate(
+        {"model": "m", "bound_s": 0.05, "fleets": [_fleet(500, 550).model_dump()]}
+    )
+    assert p.fleets[0].served == "" and p.capacity == [] and p.front_end == {}
+    p = _analysed(p)
+    (a,) = p.answers
+    assert a.sentence.startswith("cpu: 500 req/s")  # no "as served" / "capacity" said
+    assert not any("front end" in x for x in lines(p))
+
+
+def test_an_endpoints_answer_says_the_batching_is_the_servers() -> None:
+    p = ServingPayload(model="m", bound_s=0.05, endpoint="http://h:1")
+    f = _fleet(40, 45, served="endpoint", endpoint="http://h:1")
+    p.fleets = [f.model_copy(update={"device": "endpoint", "label": "http://h:1"})]
+    p = _analysed(p)
+    (a,) = p.answers
+    assert a.batching == "the server's own batching" and p.capacity == []
+    assert a.sentence.startswith("endpoint at http://h:1: 40 req/s")
+
+
+def test_the_cores_are_split_between_the_front_end_and_model_workers() -> None:
+    assert served_splits(1) == [(0, 1)]
+    assert served_splits(2) == [(0, 2), (1, 1)]
+    assert served_splits(8) == [(0, 8), (1, 7), (2, 3), (4, 1)]
+    assert url_name("resnet50") == "resnet50" and url_name("models.py:make") == "model"
+
+
+def test_without_the_server_extra_serving_over_http_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from torchmark.errors import InputError
+    from torchmark.kinds.serving import served
+
+    assert served.missing() is None  # the test extra has them
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda m, *a: None if m == "httptools" else real(m, *a)
+    )
+    assert served.missing() == "httptools not installed (pip install 'torchmark[server]')"
+    with pytest.raises(InputError, match=r"not available: httptools not installed"):
+        served.Endpoint("http://127.0.0.1:1", "m", 0.05)
+
+
+def test_compare_sets_like_beside_like_in_process_when_one_run_has_no_as_served() -> None:
+    from pathlib import Path
+
+    from torchmark.report.serving import compare_table
+    from torchmark.results import RunRecord
+    from torchmark.results.serving import read, write
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
+    old = RunRecord.model_validate_json(fixture.read_text())
+    new = old.model_copy(deep=True)
+    p = read(new)
+    assert p is not None
+    capacity = p.answers[0]  # in process: 38.1-76.3
+    served = capacity.model_copy(update={"max_rate": 5.0, "top": 6.0})
+    p.answers, p.capacity = [served], [capacity]
+    write(new, p)
+    t, changes = compare_table([old, new])
+    assert t.title == "in process" and [c[1] for c in changes] == ["UNCLEAR"]  # the same run
+    t, changes = compare_table([new, new])
+    assert t.title == "as served"
+
+
+def test_a_server_that_does_not_start_is_said_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextlib
+    from collections.abc import Iterator
+    from typing import Any
+
+    from torchmark.devices import resolve
+    from torchmark.kinds.serving import generator, kind
+    from torchmark.kinds.serving.clock import FakeClock
+    from torchmark.kinds.serving.fake import FakeDevice
+    from torchmark.kinds.serving.fleet import Local
+    from torchmark.kinds.serving.model import builtin
+    from torchmark.kinds.serving.served import ServerError
+    from torchmark.results.serving import read
+    from torchmark.testing import MemoryStore
+
+    monkeypatch.setattr(generator, "PER_RATE_S", 0.01)
+    monkeypatch.setattr(generator, "RATES", (1_000,))
+    clock = FakeClock()
+
+    @contextlib.contextmanager
+    def fleet(self: kind.Serving, device: Any, planned: Any, max_batch: int) -> Iterator[Local]:
+        if planned.served:
+            raise ServerError("torchmark's OIP server did not start: InputError: no tensors")
+        yield Local(FakeDevice(clock, 0.01), clock)
+
+    monkeypatch.setattr(kind.Serving, "_fleet", fleet)
+    cfg = kind.ServingConfig(
+        "simplenet", 100, batches=(1,), budget_s=60, point_s=20, split=False, energy=False
+    )
+    run = kind.Serving(cfg, builtin("simplenet"), resolve(["cpu"]), MemoryStore(), clock=clock)
+    p = read(run.run())
+    assert p is not None
+    assert [f.served for f in p.fleets] == ["", "oip"]
+    assert p.fleets[1].stop_reason.startswith("not served: torchmark's OIP server did not")
+    (a,) = p.answers  # as served: none, said why; the capacity kept beside it
+    assert a.max_rate is None and "not served" in a.why_none
+    assert p.capacity[0].max_rate is not None and p.front_end == {}

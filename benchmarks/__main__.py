@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.no_store:
         run_id = store_run(outcomes, args.quick, args.db, argv)
-        print(f"stored as run {run_id}; what moved: torchmark compare OTHER {run_id}")
+        print(f"stored as run {run_id}\nwhat moved: torchmark compare OTHER {run_id}")
     return 1 if any(o.outcome in ("missed", "failed") for o in outcomes) else 0
 
 

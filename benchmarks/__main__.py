@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -164,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.names == ["list"]:
         for b in SUITE:
             size = "" if b.quick is not None else "  (not in --quick)"
-            print(f"{b.name}{size}\n  {b.question}\n  goal: {b.goal or 'none: compare runs'}")
+            print(f"{b.name}{size}")
+            for line in (b.question, f"goal: {b.goal or 'none: compare runs'}"):
+                print(textwrap.fill(line, 78, initial_indent="  ", subsequent_indent="    "))
         return 0
     unknown = [n for n in args.names if n != "all" and n not in BY_NAME]
     if unknown:
@@ -185,10 +188,17 @@ def main(argv: list[str] | None = None) -> int:
             f"  {o.bench.name:<22} {o.outcome:<14} {o.wall_s:>6.1f} s  {len(o.figures)} figure(s)"
         )
     if skipped:
-        print(f"  not in --quick: {', '.join(b.name for b in skipped)}")
+        print(
+            textwrap.fill(
+                "not in --quick: " + ", ".join(b.name for b in skipped),
+                78,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+        )
     if not args.no_store:
         run_id = store_run(outcomes, args.quick, args.db, argv)
-        print(f"stored as run {run_id}: `torchmark compare OTHER {run_id}` says what moved")
+        print(f"stored as run {run_id}\nwhat moved: torchmark compare OTHER {run_id}")
     return 1 if any(o.outcome in ("missed", "failed") for o in outcomes) else 0
 
 

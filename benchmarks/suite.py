@@ -63,6 +63,18 @@ SUITE: tuple[Bench, ...] = (
         quick=("--seconds", "0.3", "--rates", "1000,10000"),
     ),
     Bench(
+        "loadgen_early_stopping",
+        "Does torchmark's port of LoadGen's early stopping ask for LoadGen's query counts?",
+        "every count equal",
+        quick=("--over", "0,1"),
+    ),
+    Bench(
+        "serving_loadgen",
+        "Does MLPerf LoadGen's Server scenario agree with serving's as-served answer?",
+        "LoadGen VALID at the answer, INVALID at the bracket's top, within 10 %",
+        quick=None,  # a serving search, then LoadGen for a minute at each of two rates
+    ),
+    Bench(
         "predict_loo",
         "How close does `torchmark predict` come on the committed reference runs?",
         "every model case within 15 %, the median within 5 %, no micro case worse than naive",

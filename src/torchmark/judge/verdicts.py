@@ -228,18 +228,6 @@ def counted(results: list[Result]) -> int:
     return sum(1 for r in results if may(r, "count_ok"))
 
 
-def run_note(record: RunRecord) -> str | None:
-    """The run-level word: an incomplete run's results are read one by one; what it never
-    reached was not measured."""
-    if record.status != "incomplete":
-        return None
-    n = len(record.results)
-    return (
-        f"run incomplete: {n} result{'' if n == 1 else 's'} measured before it stopped; each "
-        "is read by its own verdict, the cases it never reached were not measured"
-    )
-
-
 def answers_counted(header: Any) -> tuple[int, int] | None:
     """(ok, total) of a stored serving run's answers, one per device, each counted as ok by
     the verdict rule (``kind_of_answer``): what ``history`` says of a run whose

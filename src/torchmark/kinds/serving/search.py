@@ -312,7 +312,7 @@ def _reconfirm(
 
 def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
     lo, hi = s.bracket
-    spent = f"time budget ({plan.budget_s:g} s) spent" if left < 0 else ""
+    spent = f"time budget ({plan.budget_s:.3g} s) spent" if left < 0 else ""
     if s.best is None:
         if s.confirmation:  # rates met the bound, none held for its re-confirmation
             return spent

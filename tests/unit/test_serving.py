@@ -14,8 +14,6 @@ from scipy import stats as sps
 
 from torchmark.kinds.serving import answer, stats
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice
 from torchmark.kinds.serving.fleet import Local
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
@@ -23,13 +21,14 @@ from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import DeviceAnswer, PointDoc, ServingPayload, read, write
 from torchmark.stats import early_stopping, order
+from torchmark.testing import FakeClock, FakeExecutor
 
 S = 0.010  # the fake device's service time per request
 
 
 def fake(fixed_s: float = S, per_item_s: float = 0.0, **kw: object) -> tuple[Local, FakeClock]:
-    clock = FakeClock(**kw)  # type: ignore[arg-type]
-    return Local(FakeDevice(clock, fixed_s, per_item_s), clock), clock
+    clock = FakeClock(0.0, **kw)  # type: ignore[arg-type]
+    return Local(FakeExecutor(clock, fixed_s, per_item_s), clock), clock
 
 
 # -- queueing theory --------------------------------------------------------------------------
@@ -139,8 +138,8 @@ def test_search_stops_at_its_budget_keeping_every_point() -> None:
 
 
 def test_a_failing_request_is_counted_with_its_first_error_line() -> None:
-    clock = FakeClock()
-    device = FakeDevice(clock, S, failing={5})
+    clock = FakeClock(0.0)
+    device = FakeExecutor(clock, S, failing={5})
     p = run_point(Local(device, clock), 20.0, Batching(1, 0.0), PointPlan(1.0), seed=0)
     assert p.errors == {"ValueError: request 5 is malformed": 1}
     assert p.outcome == "over" and "failed_requests" in p.flags
@@ -150,8 +149,8 @@ def test_a_failing_request_is_counted_with_its_first_error_line() -> None:
 
 
 def test_a_failing_batch_fails_every_request_in_it() -> None:
-    clock = FakeClock()
-    device = FakeDevice(clock, S, failing={0})
+    clock = FakeClock(0.0)
+    device = FakeExecutor(clock, S, failing={0})
     fleet = Local(device, clock)
     reqs, _ = fleet.offline(4, 8, 10.0)
     assert reqs.failed.tolist() == [True] * 4 + [False] * 4

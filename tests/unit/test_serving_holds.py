@@ -12,22 +12,21 @@ import pytest
 
 from torchmark.kinds.serving import answer
 from torchmark.kinds.serving import search as search_mod
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice
 from torchmark.kinds.serving.fleet import Local
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import MIGRATED_NOTE, SERVING_SCHEMA, FleetDoc, read
+from torchmark.testing import FakeClock, FakeExecutor
 
 S = 0.010
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
 
 
 def fake(service_s: float = S) -> tuple[Local, FakeClock]:
-    clock = FakeClock()
-    return Local(FakeDevice(clock, service_s), clock), clock
+    clock = FakeClock(0.0)
+    return Local(FakeExecutor(clock, service_s), clock), clock
 
 
 def test_a_queue_that_grows_is_over_though_its_first_windows_looked_stable() -> None:
@@ -77,7 +76,7 @@ def test_a_rate_that_fails_its_reconfirmation_is_not_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    slow = Local(FakeDevice(clock, 0.0105), clock)  # 5 % slower: ~53/s within 50 ms
+    slow = Local(FakeExecutor(clock, 0.0105), clock)  # 5 % slower: ~53/s within 50 ms
     _confirm_on(monkeypatch, slow)
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
@@ -97,7 +96,7 @@ def test_when_no_rate_holds_its_reconfirmation_the_answer_is_flagged_unconfirmed
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    slow = Local(FakeDevice(clock, 0.030), clock)  # 3x slower: under 20/s within 50 ms
+    slow = Local(FakeExecutor(clock, 0.030), clock)  # 3x slower: under 20/s within 50 ms
     _confirm_on(monkeypatch, slow)
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
@@ -118,7 +117,7 @@ def test_a_stored_fleets_bracket_prefers_the_rate_that_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    _confirm_on(monkeypatch, Local(FakeDevice(clock, 0.0105), clock))
+    _confirm_on(monkeypatch, Local(FakeExecutor(clock, 0.0105), clock))
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
     doc = answer.fleet_doc(s, "cpu", "fake")

@@ -373,6 +373,9 @@ def test_stored_run_prints_in_80_columns() -> None:
         ({"max_rate": 50.0, "top": 90.0}, "UNCLEAR"),
         ({"max_rate": 100.0, "top": None}, "FASTER"),  # >= 100: still above A's 76.3
         ({"max_rate": 50.0, "top": 200.0, "generator_bound": True}, "UNCLEAR"),
+        # a bracket wholly above A's, but its rate failed (or never had) a re-confirmation
+        ({"max_rate": 100.0, "top": 110.0, "confirmed": False}, "UNCLEAR"),
+        ({"max_rate": 100.0, "top": 110.0, "confirmed": True}, "FASTER"),
     ],
 )
 def test_compare_serving_runs_by_their_brackets(change: dict[str, object], verdict: str) -> None:
@@ -408,9 +411,34 @@ def test_markdown_report_of_a_serving_run() -> None:
     from torchmark.report.markdown import render
 
     text = render([_stored()])
-    assert "| Device | Max req/s | Over at |" in text
+    assert "| Device | Max req/s | Over at |" in text and "| Re-confirmed |" in text
     assert "| 38.1 | 76.3 | 1 x 2 |" in text
     assert "verdict: at 1,000 req/s within 100 ms: cpu x 14-27" in text
+    assert "stored by an earlier torchmark (serving schema 1)" in text  # migrated on read
+    held = render([_stored(confirmed=True, duration_s=15.0)])
+    assert "| yes, 15 s |" in held
+    assert "| NO |" in render([_stored(confirmed=False)])
+
+
+def test_the_html_report_and_the_points_table_read_schema_2s_fields() -> None:
+    from rich.console import Console
+
+    from torchmark.report.serving import html_context, serving_view
+
+    run = _stored(confirmed=True, duration_s=15.0)
+    p = stored_payload(run)
+    f = p.fleets[0]
+    f.points[0] = f.points[0].model_copy(
+        update={"valid": False, "duration_s": 5.0, "invalid_why": ["p99 over"], "confirm": True}
+    )
+    write(run, p)
+    ctx = html_context(run)
+    assert ctx is not None and ctx["answers"][0]["held"] == "yes, 15 s"
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    for part in serving_view(run):
+        console.print(part)
+    text = console.export_text()
+    assert "INVALID" in text and " R " in text and "R: a re-confirmation" in text
 
 
 def test_cpu_splits_use_every_core() -> None:

@@ -189,6 +189,9 @@ def test_a_loop_busy_with_itself_is_the_generator_and_the_answer_is_at_least() -
     assert behind and all(p.loop_share > 0.25 for p in behind)
     assert "bookkeeping took" in (behind[0].generator_behind or "")
     assert "generator fell behind" in s.stop_reason
+    # the climb stops where the generator fell behind: no rate measured again and again
+    tried = [(p.rate, p.batching) for p in s.points if not p.confirm]
+    assert len(tried) == len(set(tried))
     doc = answer.fleet_doc(s, "cpu", "fake")
     a = answer.device_answer("cpu", "fake", [(0, doc)], 0.050, rate=100.0)
     assert "at least" in a.sentence and "load generator fell behind" in a.sentence

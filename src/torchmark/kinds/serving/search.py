@@ -268,6 +268,8 @@ def search(
                 if r == hi:  # the capacity guess was low: look higher
                     hi = min(hi * 1.5, behind_at)
                     verified = False
+                    if hi <= lo:  # where the generator fell behind: no higher rate to try
+                        break
             else:
                 hi, verified = r, True
                 if p.outcome == "generator_behind":

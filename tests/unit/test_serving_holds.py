@@ -171,3 +171,20 @@ def test_a_schema_1_run_reads_as_schema_2_with_its_points_not_judged() -> None:
     assert all(a.confirmed is None for a in p.answers)
     assert read(run) == p  # the same each time; the stored run untouched
     assert run.payload.serving.schema_version == 1  # type: ignore[union-attr]
+
+
+def test_a_reconfirmation_the_generator_ended_says_at_which_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the one re-confirmation runs on a host that wakes 45 ms late: the generator, not the
+    # device, fails it, and ends the climb above the answer; the stop reason names the rate
+    # it fell behind at (it said "inf/s")
+    fleet, clock = fake()
+    late = FakeClock(0.0, wake_late_s=0.045)
+    _confirm_on(monkeypatch, Local(FakeExecutor(late, S), late))
+    monkeypatch.setattr(search_mod, "CONFIRM_TRIES", 1)
+    plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
+    s = search(fleet, plan, clock, seed=1)
+    assert s.generator_bound and s.over_above is not None and s.over_above.confirm
+    assert f"fell behind at {s.over_above.rate:.3g}/s" in s.stop_reason, s.stop_reason
+    assert "inf/s" not in s.stop_reason

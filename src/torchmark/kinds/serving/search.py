@@ -320,9 +320,11 @@ def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
             return spent
         return f"{spent} before any rate met the bound" if spent else "no rate met the bound"
     if s.generator_bound:
+        over = s.over_above  # the point that ended the climb: a re-confirmation, maybe
+        at = behind_at if math.isfinite(behind_at) or over is None else over.rate
         return (
             (f"{spent}; " if spent else "")
-            + f"the generator fell behind at {per_s(behind_at)}/s: the limit is at least "
+            + f"the generator fell behind at {per_s(at)}/s: the limit is at least "
             f"{per_s(lo)}/s (a faster or quieter host would say more)"
         )
     if spent:

@@ -188,3 +188,14 @@ def test_a_reconfirmation_the_generator_ended_says_at_which_rate(
     assert s.generator_bound and s.over_above is not None and s.over_above.confirm
     assert f"fell behind at {s.over_above.rate:.3g}/s" in s.stop_reason, s.stop_reason
     assert "inf/s" not in s.stop_reason
+
+
+def test_a_plan_whose_longest_point_is_under_its_minimum_duration_is_held_to_that_length() -> None:
+    # points of at most 2 s with the 5 s default minimum: the search had no time at all
+    # ("budget spent before any rate") and every point was INVALID for its duration
+    fleet, clock = fake(0.001)
+    point = PointPlan(0.050, max_point_s=2.0, min_requests=100)
+    p = run_point(fleet, 400.0, Batching(1, 0.0), point, seed=5)
+    assert p.valid and p.outcome == "within" and p.min_duration_s <= 2.0
+    s = search(fleet, SearchPlan(point, batches=(1,), budget_s=10.0), clock, seed=5)
+    assert s.points and s.best is not None, s.stop_reason

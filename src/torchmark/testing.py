@@ -1,26 +1,82 @@
-"""Fakes for deterministic tests of the harness: a fake clock and a fake device.
+"""Fakes for deterministic tests of the harness: one fake clock, a fake device and a fake
+serving executor.
 
 ``FakeClock`` only moves when told; ``FakeDevice`` times samples on that clock, so a
-callable that advances the clock by a known schedule yields known samples.
+callable that advances the clock by a known schedule yields known samples; the serving
+loop runs on the same clock, and ``FakeExecutor`` serves a batch in a known time on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any, ClassVar, Protocol
 
 from torchmark.devices.base import Device, HostTimer, SampleTimer, TimingMode
 
 
 class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
+    """Time that moves only when told: by ``advance``, or by ``sleep_until`` (the serving
+    loop's clock). The timing loop reads it as a callable, the serving loop by ``now()``:
+    the same time. ``wake_late_s``: every sleep wakes this much after its target (a host
+    whose timer cannot keep up); ``read_s``: every ``now()`` costs this much (a loop whose
+    own work takes time)."""
+
+    def __init__(
+        self, start: float = 1000.0, wake_late_s: float = 0.0, read_s: float = 0.0
+    ) -> None:
         self.t = start
+        self.wake_late_s, self.read_s = wake_late_s, read_s
 
     def __call__(self) -> float:
         return self.t
 
+    def now(self) -> float:
+        self.t += self.read_s
+        return self.t
+
+    def sleep_until(self, t: float) -> None:
+        self.t = max(self.t, t + self.wake_late_s)
+
     def advance(self, seconds: float) -> None:
         self.t += seconds
+
+
+class _ServingClock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep_until(self, t: float) -> None: ...
+
+
+class FakeExecutor:
+    """A serving executor of known service time: a batch of n takes ``fixed_s +
+    per_item_s * n`` on its clock (on a FakeClock, simulated time: a queue's behaviour is
+    exact and repeatable); a batch holding a request in ``failing`` raises after its time
+    (as a model that raises on one input)."""
+
+    def __init__(
+        self,
+        clock: _ServingClock,
+        fixed_s: float,
+        per_item_s: float = 0.0,
+        failing: Collection[int] = (),
+    ) -> None:
+        self.clock, self.fixed_s, self.per_item_s = clock, fixed_s, per_item_s
+        self.failing = frozenset(failing)
+        self.batches: list[int] = []
+
+    def service_s(self, n: int) -> float:
+        return self.fixed_s + self.per_item_s * n
+
+    def __call__(self, first: int, n: int) -> None:
+        self.batches.append(n)
+        advance = getattr(self.clock, "advance", None)
+        if advance is not None:  # simulated time: exactly the service time, never late
+            advance(self.service_s(n))
+        else:
+            self.clock.sleep_until(self.clock.now() + self.service_s(n))
+        bad = [i for i in range(first, first + n) if i in self.failing]
+        if bad:
+            raise ValueError(f"request {bad[0]} is malformed\n(a second line never shown)")
 
 
 class FakeDevice(Device):

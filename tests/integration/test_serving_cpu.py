@@ -228,6 +228,28 @@ def test_worker_processes_take_requests_from_one_shared_queue() -> None:
 
 
 @pytest.mark.slow
+def test_a_point_longer_than_the_workers_window_cap_ends_there_without_a_hang() -> None:
+    """Workers end a point at their window cap and say "end": the point ends there (it
+    waited 30 s for a second "end" and failed the run, a re-confirmation being longer than
+    64 windows of 0.2 s), and the next point is served."""
+    import time
+
+    from torchmark.kinds.serving.model import builtin
+    from torchmark.kinds.serving.server import Batching
+    from torchmark.kinds.serving.workers import Processes
+
+    with Processes(builtin("simplenet"), "cpu", 2, 1, 8, max_windows=2) as fleet:
+        t0 = time.monotonic()
+        source = fleet.windows(200.0, Batching(8, 0.002), 0.2, 5.0, seed=3)
+        windows = list(zip(range(5), source, strict=False))
+        source.close()
+        assert len(windows) == 2 and time.monotonic() - t0 < 20
+        again = fleet.windows(200.0, Batching(8, 0.002), 0.2, 5.0, seed=4)
+        assert next(again).requests.served.all()
+        again.close()
+
+
+@pytest.mark.slow
 def test_as_served_answers_beside_the_models_capacity(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,8 +14,6 @@ from scipy import stats as sps
 
 from torchmark.kinds.serving import answer, stats
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice
 from torchmark.kinds.serving.fleet import Local
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
@@ -23,13 +21,14 @@ from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import DeviceAnswer, PointDoc, ServingPayload, read, write
 from torchmark.stats import early_stopping, order
+from torchmark.testing import FakeClock, FakeExecutor
 
 S = 0.010  # the fake device's service time per request
 
 
 def fake(fixed_s: float = S, per_item_s: float = 0.0, **kw: object) -> tuple[Local, FakeClock]:
-    clock = FakeClock(**kw)  # type: ignore[arg-type]
-    return Local(FakeDevice(clock, fixed_s, per_item_s), clock), clock
+    clock = FakeClock(0.0, **kw)  # type: ignore[arg-type]
+    return Local(FakeExecutor(clock, fixed_s, per_item_s), clock), clock
 
 
 # -- queueing theory --------------------------------------------------------------------------
@@ -139,8 +138,8 @@ def test_search_stops_at_its_budget_keeping_every_point() -> None:
 
 
 def test_a_failing_request_is_counted_with_its_first_error_line() -> None:
-    clock = FakeClock()
-    device = FakeDevice(clock, S, failing={5})
+    clock = FakeClock(0.0)
+    device = FakeExecutor(clock, S, failing={5})
     p = run_point(Local(device, clock), 20.0, Batching(1, 0.0), PointPlan(1.0), seed=0)
     assert p.errors == {"ValueError: request 5 is malformed": 1}
     assert p.outcome == "over" and "failed_requests" in p.flags
@@ -150,8 +149,8 @@ def test_a_failing_request_is_counted_with_its_first_error_line() -> None:
 
 
 def test_a_failing_batch_fails_every_request_in_it() -> None:
-    clock = FakeClock()
-    device = FakeDevice(clock, S, failing={0})
+    clock = FakeClock(0.0)
+    device = FakeExecutor(clock, S, failing={0})
     fleet = Local(device, clock)
     reqs, _ = fleet.offline(4, 8, 10.0)
     assert reqs.failed.tolist() == [True] * 4 + [False] * 4
@@ -190,6 +189,9 @@ def test_a_loop_busy_with_itself_is_the_generator_and_the_answer_is_at_least() -
     assert behind and all(p.loop_share > 0.25 for p in behind)
     assert "bookkeeping took" in (behind[0].generator_behind or "")
     assert "generator fell behind" in s.stop_reason
+    # the climb stops where the generator fell behind: no rate measured again and again
+    tried = [(p.rate, p.batching) for p in s.points if not p.confirm]
+    assert len(tried) == len(set(tried))
     doc = answer.fleet_doc(s, "cpu", "fake")
     a = answer.device_answer("cpu", "fake", [(0, doc)], 0.050, rate=100.0)
     assert "at least" in a.sentence and "load generator fell behind" in a.sentence
@@ -374,6 +376,9 @@ def test_stored_run_prints_in_80_columns() -> None:
         ({"max_rate": 50.0, "top": 90.0}, "UNCLEAR"),
         ({"max_rate": 100.0, "top": None}, "FASTER"),  # >= 100: still above A's 76.3
         ({"max_rate": 50.0, "top": 200.0, "generator_bound": True}, "UNCLEAR"),
+        # a bracket wholly above A's, but its rate failed (or never had) a re-confirmation
+        ({"max_rate": 100.0, "top": 110.0, "confirmed": False}, "UNCLEAR"),
+        ({"max_rate": 100.0, "top": 110.0, "confirmed": True}, "FASTER"),
     ],
 )
 def test_compare_serving_runs_by_their_brackets(change: dict[str, object], verdict: str) -> None:
@@ -409,9 +414,34 @@ def test_markdown_report_of_a_serving_run() -> None:
     from torchmark.report.markdown import render
 
     text = render([_stored()])
-    assert "| Device | Max req/s | Over at |" in text
+    assert "| Device | Max req/s | Over at |" in text and "| Re-confirmed |" in text
     assert "| 38.1 | 76.3 | 1 x 2 |" in text
     assert "verdict: at 1,000 req/s within 100 ms: cpu x 14-27" in text
+    assert "stored by an earlier torchmark (serving schema 1)" in text  # migrated on read
+    held = render([_stored(confirmed=True, duration_s=15.0)])
+    assert "| yes, 15 s |" in held
+    assert "| NO |" in render([_stored(confirmed=False)])
+
+
+def test_the_html_report_and_the_points_table_read_schema_2s_fields() -> None:
+    from rich.console import Console
+
+    from torchmark.report.serving import html_context, serving_view
+
+    run = _stored(confirmed=True, duration_s=15.0)
+    p = stored_payload(run)
+    f = p.fleets[0]
+    f.points[0] = f.points[0].model_copy(
+        update={"valid": False, "duration_s": 5.0, "invalid_why": ["p99 over"], "confirm": True}
+    )
+    write(run, p)
+    ctx = html_context(run)
+    assert ctx is not None and ctx["answers"][0]["held"] == "yes, 15 s"
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    for part in serving_view(run):
+        console.print(part)
+    text = console.export_text()
+    assert "INVALID" in text and " R " in text and "R: a re-confirmation" in text
 
 
 def test_cpu_splits_use_every_core() -> None:

@@ -71,7 +71,9 @@ def test_a_p99_that_falls_as_the_rate_rises_flags_the_answer() -> None:
     assert any("p99 13.7 ms at 95,587 req/s but 7.55 ms at 102,414" in n for n in f.notes)
     a = answer.device_answer("cpu", "x", [(0, f)], 0.050)
     assert "load_changed" in a.flags and "the load changed" in a.sentence
-    # a p99 that rises with the rate, or falls within the intervals, is one curve
-    f.points[1] = point(102_414, 0.0137, (0.0130, 0.0145), confirm=True)
-    answer.refresh(f)
-    assert not f.load_changed and not any("beyond both" in n for n in f.notes)
+    # a p99 that rises with the rate, falls within the intervals, or falls by little (bigger
+    # batches at a higher rate) is one curve
+    for p99, ci in [(0.0137, (0.0130, 0.0145)), (0.0120, (0.0118, 0.0122))]:
+        f.points[1] = point(102_414, p99, ci, confirm=True)
+        answer.refresh(f)
+        assert not f.load_changed and not any("beyond both" in n for n in f.notes)

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from torchmark.kinds.serving import answer, generator, kind
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice as ServedDevice
 from torchmark.kinds.serving.fleet import Local
 from torchmark.results.serving import FleetDoc, PointDoc, read
 from torchmark.telemetry import energy
 from torchmark.telemetry.base import Source
+from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.testing import FakeClock as HostClock
-from torchmark.testing import FakeDevice, MemoryStore
+from torchmark.testing import FakeExecutor as ServedDevice
 
 S = 0.010  # the fake device's service time per request
 WATTS = 300.0  # the fake board's constant draw
@@ -82,7 +81,7 @@ def serve(
 def test_a_gpu_point_reports_joules_per_request_and_the_cost_uses_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     p, board = serve(Board(clock), clock, monkeypatch, rate=100.0, energy_price=0.25)
     (a,) = p.answers
     assert a.max_rate is not None and a.j_per_request is not None
@@ -102,7 +101,7 @@ def test_a_gpu_point_reports_joules_per_request_and_the_cost_uses_them(
 
 
 def test_a_device_price_and_the_energy_add_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     p, _ = serve(Board(clock), clock, monkeypatch, prices=(("fake", 3.6),), energy_price=1.0)
     (a,) = p.answers
     assert a.max_rate is not None and a.j_per_request is not None
@@ -111,7 +110,7 @@ def test_a_device_price_and_the_energy_add_up(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_board_without_the_counter_says_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     p, board = serve(Board(clock, counts=False), clock, monkeypatch, energy_price=0.25)
     (a,) = p.answers
     assert a.j_per_request is None and a.energy_cost_per_million is None

@@ -12,22 +12,21 @@ import pytest
 
 from torchmark.kinds.serving import answer
 from torchmark.kinds.serving import search as search_mod
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice
 from torchmark.kinds.serving.fleet import Local
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import MIGRATED_NOTE, SERVING_SCHEMA, FleetDoc, read
+from torchmark.testing import FakeClock, FakeExecutor
 
 S = 0.010
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
 
 
 def fake(service_s: float = S) -> tuple[Local, FakeClock]:
-    clock = FakeClock()
-    return Local(FakeDevice(clock, service_s), clock), clock
+    clock = FakeClock(0.0)
+    return Local(FakeExecutor(clock, service_s), clock), clock
 
 
 def test_a_queue_that_grows_is_over_though_its_first_windows_looked_stable() -> None:
@@ -77,7 +76,7 @@ def test_a_rate_that_fails_its_reconfirmation_is_not_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    slow = Local(FakeDevice(clock, 0.0105), clock)  # 5 % slower: ~53/s within 50 ms
+    slow = Local(FakeExecutor(clock, 0.0105), clock)  # 5 % slower: ~53/s within 50 ms
     _confirm_on(monkeypatch, slow)
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
@@ -97,7 +96,7 @@ def test_when_no_rate_holds_its_reconfirmation_the_answer_is_flagged_unconfirmed
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    slow = Local(FakeDevice(clock, 0.030), clock)  # 3x slower: under 20/s within 50 ms
+    slow = Local(FakeExecutor(clock, 0.030), clock)  # 3x slower: under 20/s within 50 ms
     _confirm_on(monkeypatch, slow)
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
@@ -118,7 +117,7 @@ def test_a_stored_fleets_bracket_prefers_the_rate_that_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fleet, clock = fake()
-    _confirm_on(monkeypatch, Local(FakeDevice(clock, 0.0105), clock))
+    _confirm_on(monkeypatch, Local(FakeExecutor(clock, 0.0105), clock))
     plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
     s = search(fleet, plan, clock, seed=1)
     doc = answer.fleet_doc(s, "cpu", "fake")
@@ -172,3 +171,31 @@ def test_a_schema_1_run_reads_as_schema_2_with_its_points_not_judged() -> None:
     assert all(a.confirmed is None for a in p.answers)
     assert read(run) == p  # the same each time; the stored run untouched
     assert run.payload.serving.schema_version == 1  # type: ignore[union-attr]
+
+
+def test_a_reconfirmation_the_generator_ended_says_at_which_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the one re-confirmation runs on a host that wakes 45 ms late: the generator, not the
+    # device, fails it, and ends the climb above the answer; the stop reason names the rate
+    # it fell behind at (it said "inf/s")
+    fleet, clock = fake()
+    late = FakeClock(0.0, wake_late_s=0.045)
+    _confirm_on(monkeypatch, Local(FakeExecutor(late, S), late))
+    monkeypatch.setattr(search_mod, "CONFIRM_TRIES", 1)
+    plan = SearchPlan(PointPlan(0.050, max_point_s=600), batches=(1,), budget_s=1e5)
+    s = search(fleet, plan, clock, seed=1)
+    assert s.generator_bound and s.over_above is not None and s.over_above.confirm
+    assert f"fell behind at {s.over_above.rate:.3g}/s" in s.stop_reason, s.stop_reason
+    assert "inf/s" not in s.stop_reason
+
+
+def test_a_plan_whose_longest_point_is_under_its_minimum_duration_is_held_to_that_length() -> None:
+    # points of at most 2 s with the 5 s default minimum: the search had no time at all
+    # ("budget spent before any rate") and every point was INVALID for its duration
+    fleet, clock = fake(0.001)
+    point = PointPlan(0.050, max_point_s=2.0, min_requests=100)
+    p = run_point(fleet, 400.0, Batching(1, 0.0), point, seed=5)
+    assert p.valid and p.outcome == "within" and p.min_duration_s <= 2.0
+    s = search(fleet, SearchPlan(point, batches=(1,), budget_s=10.0), clock, seed=5)
+    assert s.points and s.best is not None, s.stop_reason

@@ -10,10 +10,10 @@ import pytest
 from scipy import stats as sps
 
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.clock import FakeClock
-from torchmark.kinds.serving.fake import FakeDevice, shared_queue
+from torchmark.kinds.serving.fake import shared_queue
 from torchmark.kinds.serving.fleet import LEAD_S
 from torchmark.kinds.serving.server import Batching, Requests, Server
+from torchmark.testing import FakeClock, FakeExecutor
 
 S = 0.010  # the fake device's service time per request
 C = 2  # instances
@@ -70,8 +70,8 @@ def random_routing(rho: float, seed: int = 1) -> Requests:
     to = np.random.default_rng(seed).integers(C, size=times.size)
     parts = []
     for i in range(C):
-        clock = FakeClock()
-        server = Server(FakeDevice(clock, S), Batching(), clock)
+        clock = FakeClock(0.0)
+        server = Server(FakeExecutor(clock, S), Batching(), clock)
         server.extend(times[to == i])
         assert server.serve_until(int(np.sum(to == i)))
         parts.append(server.requests(0, int(np.sum(to == i))))

@@ -263,6 +263,14 @@ REFUSED = {
         lambda pt, d: pt.__setitem__("rate", 1e9),
         "is not in (0, 1e+07] requests/s",
     ),
+    "within the bound but INVALID by LoadGen's rules": (
+        lambda pt, d: pt.update({"valid": False, "invalid_why": ["early stopping not met"]}),
+        "INVALID by LoadGen's rules",
+    ),
+    "within the bound after less than its minimum duration": (
+        lambda pt, d: pt.update({"duration_s": 1.0, "min_duration_s": 5.0}),
+        "< its minimum duration",
+    ),
     "energy beyond belief": (
         lambda pt, d: pt.__setitem__("energy", {"available": True, "j_per_item": 1e9}),
         "energy.j_per_item",

@@ -238,6 +238,14 @@ def serving_view(run: RunRecord) -> list[RenderableType]:
     return out
 
 
+def held(a: Any) -> str:
+    """Whether the answer held its re-confirmation, in a word ('' for a run stored before
+    answers were re-confirmed)."""
+    if a.max_rate is None or a.confirmed is None:
+        return ""
+    return f"yes, {a.duration_s or 0:.3g} s" if a.confirmed else "NO"
+
+
 def html_context(run: RunRecord) -> dict[str, Any] | None:
     """The serving section of the HTML report (None for another kind of run)."""
     p = payload(run)
@@ -259,6 +267,7 @@ def html_context(run: RunRecord) -> dict[str, Any] | None:
                 "cost": "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
                 "energy": "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
                 "needed": "" if a.needed is None else str(a.needed),
+                "held": held(a),
             }
             for a in p.answers
         ],
@@ -277,8 +286,9 @@ def markdown_lines(
     out = [
         text(title(p)),
         "",
-        "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req |",
-        "|---|---:|---:|---|---|---:|---:|---:|",
+        "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req "
+        "| Re-confirmed |",
+        "|---|---:|---:|---|---|---:|---:|---:|---|",
     ]
     for a in p.answers:
         least = ">= " if a.generator_bound or a.top is None else ""
@@ -292,6 +302,7 @@ def markdown_lines(
             f"{_ms(a.p99_s)} ms ({_ci(a.p99_ci_s)})" if a.max_rate is not None else "",
             "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
             "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
+            held(a),
         )
         out.append("| " + " | ".join(cell(x) for x in row) + " |")
     out += ["", *(text(line) for line in lines(p))]

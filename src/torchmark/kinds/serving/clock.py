@@ -1,5 +1,5 @@
-"""Clocks the serving loop runs on: the host's, and a fake one whose time only moves when
-told to (tests and simulations: a queue of known service time, no real waiting).
+"""The clock the serving loop runs on: the host's (tests and simulations run it on
+``torchmark.testing.FakeClock``, whose time only moves when told to).
 
 The real clock wakes on time by sleeping until shortly before the target and spinning the
 rest: Linux's default timer slack (50 µs) made a plain ``time.sleep`` wake 70 µs late at
@@ -56,21 +56,11 @@ class RealClock:
             pass
 
 
-class FakeClock:
-    """Time that moves only by ``advance`` or ``sleep_until``. ``wake_late_s``: every sleep
-    wakes this much after its target (a host whose timer cannot keep up); ``read_s``: every
-    reading costs this much (a loop whose own work takes time)."""
+def __getattr__(name: str) -> object:
+    """``FakeClock`` here is ``torchmark.testing``'s (the one fake clock), imported only when
+    asked for: the serving loop itself never needs it."""
+    if name == "FakeClock":
+        from torchmark.testing import FakeClock
 
-    def __init__(self, t: float = 0.0, wake_late_s: float = 0.0, read_s: float = 0.0) -> None:
-        self.t = t
-        self.wake_late_s, self.read_s = wake_late_s, read_s
-
-    def now(self) -> float:
-        self.t += self.read_s
-        return self.t
-
-    def sleep_until(self, t: float) -> None:
-        self.t = max(self.t, t + self.wake_late_s)
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
+        return FakeClock
+    raise AttributeError(name)

@@ -81,6 +81,13 @@ class PointPlan:
         shorter than that is INVALID whatever its latencies."""
         return max(self.min_requests or stats.min_requests(), early_stopping.min_queries(0))
 
+    @property
+    def shortest_s(self) -> float:
+        """The minimum duration a point of this plan is held to: a plan whose longest point
+        is shorter than its minimum duration is judged by that length (the CLI refuses
+        such a pair; a caller's own plan says what it wants)."""
+        return min(self.min_duration_s, self.max_point_s)
+
     def longer(self, duration_s: float) -> PointPlan:
         """The same plan for one long point (a re-confirmation): at least ``duration_s``."""
         return dataclasses.replace(
@@ -312,7 +319,8 @@ def run_point(
     """The load point of the module docstring."""
     window_s = plan.window_s(rate)
     max_windows = max(PARTS, math.floor(plan.max_point_s / window_s))
-    min_windows = max(PARTS, math.ceil(plan.min_duration_s / window_s - 1e-9))
+    min_duration_s = min(plan.min_duration_s, max_windows * window_s)
+    min_windows = max(PARTS, math.ceil(min_duration_s / window_s - 1e-9))
     windows: list[Window] = []
     data: list[WindowData] = []
     reason = "time limit"
@@ -379,7 +387,7 @@ def run_point(
         served=sum(int(x.requests.served.sum()) for x in data),
         batches=sum(_batches(x.requests) for x in data),
         failed_all=sum(int(x.requests.failed.sum()) for x in data),
-        min_duration_s=plan.min_duration_s,
+        min_duration_s=min_duration_s,
         parts_p99_s=parts_p99,
         parts_low_s=parts_low,
     )

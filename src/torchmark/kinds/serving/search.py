@@ -200,10 +200,10 @@ def search(
     def left() -> float:
         return plan.budget_s - (clock.now() - t0)
 
-    confirm_s = CONFIRM_TIMES * plan.point.min_duration_s
+    confirm_s = CONFIRM_TIMES * plan.point.shortest_s
     # the search keeps the re-confirmation's time aside (and one shorter try 10 % lower),
     # never more than half its budget
-    aside = min(confirm_s + plan.point.min_duration_s, plan.budget_s / 2)
+    aside = min(confirm_s + plan.point.shortest_s, plan.budget_s / 2)
 
     n_probe = 0
 
@@ -214,7 +214,7 @@ def search(
         if region is not None:
             region.start()
         if point is None:  # a search point ends where the re-confirmation's time begins
-            room = max(plan.point.min_duration_s, left() - aside)
+            room = max(plan.point.shortest_s, left() - aside)
             point = dataclasses.replace(plan.point, max_point_s=min(plan.point.max_point_s, room))
             confirm = False
         else:
@@ -230,7 +230,7 @@ def search(
         return p
 
     def over_time() -> bool:
-        short = left() - aside < plan.point.min_duration_s
+        short = left() - aside < plan.point.shortest_s
         return short or (stop is not None and stop())
 
     behind_at = math.inf  # the lowest rate where the generator fell behind
@@ -268,13 +268,15 @@ def search(
                 if r == hi:  # the capacity guess was low: look higher
                     hi = min(hi * 1.5, behind_at)
                     verified = False
+                    if hi <= lo:  # where the generator fell behind: no higher rate to try
+                        break
             else:
                 hi, verified = r, True
                 if p.outcome == "generator_behind":
                     behind_at = min(behind_at, r)
         if over_time():
             break
-    spent = left() - aside < plan.point.min_duration_s
+    spent = left() - aside < plan.point.shortest_s
     s.confirmation = _reconfirm(s, plan, left, probe, stop)
     why = _why(s, plan, -1.0 if spent else left(), behind_at)
     s.stop_reason = "; ".join(x for x in (why, s.confirmation) if x)
@@ -293,11 +295,11 @@ def _reconfirm(
     best = s.best
     if best is None:
         return ""
-    want = CONFIRM_TIMES * plan.point.min_duration_s
+    want = CONFIRM_TIMES * plan.point.shortest_s
     rate, failed = best.rate, list[str]()
     for _ in range(CONFIRM_TRIES):
         seconds = min(want, left())
-        if seconds < plan.point.min_duration_s or (stop is not None and stop()):
+        if seconds < plan.point.shortest_s or (stop is not None and stop()):
             why = "the time budget was spent" if not failed else "the time budget ran out"
             tried = f" ({'; '.join(failed)})" if failed else ""
             return f"not re-confirmed: {why}{tried}"
@@ -312,15 +314,17 @@ def _reconfirm(
 
 def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
     lo, hi = s.bracket
-    spent = f"time budget ({plan.budget_s:g} s) spent" if left < 0 else ""
+    spent = f"time budget ({plan.budget_s:.3g} s) spent" if left < 0 else ""
     if s.best is None:
         if s.confirmation:  # rates met the bound, none held for its re-confirmation
             return spent
         return f"{spent} before any rate met the bound" if spent else "no rate met the bound"
     if s.generator_bound:
+        over = s.over_above  # the point that ended the climb: a re-confirmation, maybe
+        at = behind_at if math.isfinite(behind_at) or over is None else over.rate
         return (
             (f"{spent}; " if spent else "")
-            + f"the generator fell behind at {per_s(behind_at)}/s: the limit is at least "
+            + f"the generator fell behind at {per_s(at)}/s: the limit is at least "
             f"{per_s(lo)}/s (a faster or quieter host would say more)"
         )
     if spent:

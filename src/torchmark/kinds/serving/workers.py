@@ -143,7 +143,7 @@ class Processes:
         procs: int,
         threads: int,
         max_batch: int,
-        max_windows: int = 64,
+        max_windows: int = 100_000,
     ) -> None:
         self.recipe, self.device_name = recipe, device_name
         self.instances, self.threads, self.max_batch = procs, threads, max_batch
@@ -194,7 +194,8 @@ class Processes:
             conn.close()
         self.conns, self.procs = [], []
 
-    def _expect(self, conn: Connection, what: str, timeout: float) -> Any:
+    def _expect(self, conn: Connection, what: str | tuple[str, ...], timeout: float) -> Any:
+        """The value of the next message tagged ``what`` (a tuple of tags: (tag, value))."""
         if not conn.poll(timeout):
             raise WorkerError(f"a serving worker did not answer within {timeout:g} s")
         try:
@@ -203,6 +204,10 @@ class Processes:
             raise WorkerError("a serving worker died (its pipe closed)") from None
         if tag == "error":
             raise WorkerError(f"a serving worker failed: {value}")
+        if isinstance(what, tuple):
+            if tag not in what:
+                raise WorkerError(f"a serving worker said {tag!r} where {what} was expected")
+            return tag, value
         if tag != what:
             raise WorkerError(f"a serving worker said {tag!r} where {what!r} was expected")
         return value
@@ -232,24 +237,32 @@ class Processes:
         for conn in self.conns:
             args = (t0, rate, batching, window_s, bound_s, seed, self.max_windows)
             conn.send(("point", args))
+        ended: set[int] = set()  # workers that ended the point at their window cap
         try:
             while True:
-                parts = [
-                    self._expect(c, "window", window_s * 20 + REPLY_GRACE_S) for c in self.conns
-                ]
+                parts = []
+                for i, c in enumerate(self.conns):
+                    tag, value = self._expect(c, ("window", "end"), window_s * 20 + REPLY_GRACE_S)
+                    if tag == "end":
+                        ended.add(i)
+                    else:
+                        parts.append(value)
+                if ended:  # a point longer than the workers' cap ends there, not in a hang
+                    return
                 yield _merge(parts)
                 if any(p.gave_up for p in parts):
                     return
         finally:
-            self._finish_point()
+            self._finish_point(ended)
 
-    def _finish_point(self) -> None:
-        """Tell every worker to stop and read what it still sends until its "end"."""
+    def _finish_point(self, ended: set[int] | frozenset[int] = frozenset()) -> None:
+        """Tell every worker to stop and read what it still sends until its "end" (those in
+        ``ended`` said it already)."""
         for conn in self.conns:
             with contextlib.suppress(OSError):
                 conn.send("stop")
-        for conn in self.conns:
-            while True:
+        for i, conn in enumerate(self.conns):
+            while i not in ended:
                 if not conn.poll(REPLY_GRACE_S):
                     raise WorkerError("a serving worker did not end its load point")
                 tag, _ = conn.recv()

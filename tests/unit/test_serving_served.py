@@ -129,23 +129,21 @@ def test_a_server_that_does_not_start_is_said_and_the_run_goes_on(
 
     from torchmark.devices import resolve
     from torchmark.kinds.serving import generator, kind
-    from torchmark.kinds.serving.clock import FakeClock
-    from torchmark.kinds.serving.fake import FakeDevice
     from torchmark.kinds.serving.fleet import Local
     from torchmark.kinds.serving.model import builtin
     from torchmark.kinds.serving.served import ServerError
     from torchmark.results.serving import read
-    from torchmark.testing import MemoryStore
+    from torchmark.testing import FakeClock, FakeExecutor, MemoryStore
 
     monkeypatch.setattr(generator, "PER_RATE_S", 0.01)
     monkeypatch.setattr(generator, "RATES", (1_000,))
-    clock = FakeClock()
+    clock = FakeClock(0.0)
 
     @contextlib.contextmanager
     def fleet(self: kind.Serving, device: Any, planned: Any, max_batch: int) -> Iterator[Local]:
         if planned.served:
             raise ServerError("torchmark's OIP server did not start: InputError: no tensors")
-        yield Local(FakeDevice(clock, 0.01), clock)
+        yield Local(FakeExecutor(clock, 0.01), clock)
 
     monkeypatch.setattr(kind.Serving, "_fleet", fleet)
     cfg = kind.ServingConfig(

@@ -1,9 +1,9 @@
-"""Does `/runs/ID/report` starve the rest of `torchmark serve`?
+"""Does `/runs/ID/report` starve the rest of `torchmark board`?
 
     python benchmarks/board_reports.py [--runs 12] [--clients 6] [--db URL] [--workers 1]
                                        [--warm 1]
 
-Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db),
+Starts `torchmark board` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db),
 submits --runs distinct copies of tests/fixtures/runs/cpu-gpu.json (19 results, 4 charts:
 ~1 s of matplotlib each on a quiet core), then prints:
 

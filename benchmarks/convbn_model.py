@@ -1,10 +1,10 @@
-"""A conv + BatchNorm CNN for `torchmark tune` on a GPU (benchmarks/gpu_session5.sh).
+"""A conv + BatchNorm CNN for `torchmark tune` on a GPU (benchmarks/gpu_plan.sh, step 3).
 
 ResNet-18's stem (7x7 conv, BatchNorm, ReLU, max-pool) and three of its basic blocks (64,
 128 and 256 channels, each two 3x3 convs with BatchNorm and a shortcut), then a pooled
 linear head: 1.49 M parameters, 1.42 GFLOP per 224 px image. torch.nn only, weights seeded.
-It is the kind of model whose fp32 baseline cuDNN ran in TF32 by default (issue 25: tune on
-the H200 read 1.49e-4 from its own reference and called the baseline WRONG).
+It is the kind of model whose fp32 baseline cuDNN runs in TF32 by default: a tune whose own
+reference does the same reads an error of ~1.5e-4 and calls the baseline WRONG.
 
     torchmark tune benchmarks/convbn_model.py:make_model --input 3x224x224 -d cuda
 """

@@ -136,8 +136,7 @@ def case_s(case: Case, overhead: float) -> float:
 
 
 def part_of(workload: str) -> str:
-    """The part of the suite a workload's cases belong to (gpu_session5_check.py times the
-    same parts from a run's log)."""
+    """The part of the suite a workload's cases belong to."""
     if workload in ("simplenet", "linear10", "resnet50", "bert-base", "gpt2", "gpt2-padded"):
         return workload
     if workload in ("input", "input-tokens"):

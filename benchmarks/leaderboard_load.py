@@ -1,4 +1,4 @@
-"""Submissions/s and p95 latency of `torchmark serve` at 1, 50 and 200 concurrent clients;
+"""Submissions/s and p95 latency of `torchmark board` at 1, 50 and 200 concurrent clients;
 page latency of `/` over a large store.
 
     python benchmarks/leaderboard_load.py [--db URL] [--per-level 200] [--levels 1,50,200]
@@ -9,13 +9,13 @@ page latency of `/` over a large store.
 
 The second form fills the store (in process, through the submission endpoint; skipped when
 --db already holds that many) with runs of --cases results each from --machines machines,
-and --empty result-less runs, then starts `torchmark serve` on it and times `/` (the default
+and --empty result-less runs, then starts `torchmark board` on it and times `/` (the default
 case, then every case once: each a different ranking), `/api/v1/leaderboard` and
 `/api/v1/place` of a run of --cases results (first with its rankings not computed yet, then
 again). Target: p95 < 200 ms at 100,000 results. Run it twice on one --db: the second run's
 "app opened" line times a start on a store already indexed.
 
-Starts `torchmark serve` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
+Starts `torchmark board` on 127.0.0.1 (a free port) over a fresh SQLite file (or --db, e.g. a
 throw-away PostgreSQL database), sends --per-level distinct runs at each concurrency with an
 async client (bounded: a fixed count, a 60 s time-out per request), then checks that every
 acknowledged run is readable and none is stored twice; then (--kill-writers) SIGKILLs the
@@ -255,7 +255,7 @@ def main() -> int:
 
 
 def killed(args: argparse.Namespace, db: str, token: str, tmp: Path, extra: list[str]) -> bool:
-    """`torchmark serve` SIGKILLed under --kill-writers concurrent writers once half of
+    """`torchmark board` SIGKILLed under --kill-writers concurrent writers once half of
     --per-level runs are acknowledged; restarted: every acknowledged run must be readable,
     none stored twice. True on a loss or a duplicate."""
     proc, url = serve(db, tmp / "serve.log", extra)

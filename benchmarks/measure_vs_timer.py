@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import figures
 import torch
 from torch.utils.benchmark import Timer
 
@@ -134,6 +135,8 @@ def main() -> int:
         ratio = statistics.median(ratios)
         ok = abs(ratio - 1) <= TARGET
         failed |= not ok
+        figures.figure(f"{name}: torchmark / Timer", ratio, "x", f"within {TARGET:.0%}", ok)
+        figures.timed(f"{name}: torchmark's median", [a.median for a in tm])
         print(
             f"{name:22} {fmt(statistics.median(a.median for a in tm)):>10} "
             f"{fmt(statistics.median(b.median for b in tt)):>10} {ratio:6.3f} "

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+import figures
 import numpy as np
 from scipy import stats as sps
 
@@ -133,6 +134,7 @@ def main() -> int:
     _, timed, _ = cycle(noop, 1, args.samples)
     inside = statistics.median(timed) - bare_noop_s()
     ok &= inside < 0.001 * CPU_SAMPLE_S
+    figures.figure("inside the timed region", inside * 1e6, "us", "< 10 us", inside < 10e-6)
     print("inside the timed region (timer start/stop, synchronize), biases every sample:")
     print(f"  {inside * 1e6:.2f} us = {inside / CPU_SAMPLE_S:.4%} of a 10 ms sample\n")
 
@@ -145,6 +147,9 @@ def main() -> int:
             kk, _, rest = cycle(fn, k, args.samples)
             mean, median = statistics.fmean(rest), statistics.median(rest)
             ok &= median < 0.01 * CPU_SAMPLE_S
+            figures.timed(
+                f"outside, {name}, {'1 call' if k else 'k calls'}", rest, "median < 100 us"
+            )
             print(
                 f"{name:12} {kk:>12} {median * 1e6:7.2f}us "
                 f"{mean * 1e6:7.2f}us {mean / CPU_SAMPLE_S:16.4%}"
@@ -159,6 +164,9 @@ def main() -> int:
     for n_max in (100, 1000, 10_000):
         cost = min(amortised_decide(n_max) for _ in range(3))
         ok &= cost < 10e-6
+        figures.figure(
+            f"decide() over {n_max} samples", cost * 1e6, "us/sample", "< 10 us", cost < 10e-6
+        )
         print(f"  run of {n_max:>6} samples: {cost * 1e6:6.2f} us per sample")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     verdict = "PASS" if ok else "FAIL"

@@ -32,6 +32,7 @@ from torchmark.kinds.predict.machine import CaseKey, machine
 from torchmark.kinds.predict.profile import reference_works
 from torchmark.kinds.predict.work import Side, Work
 from torchmark.results import RunRecord
+from torchmark.workloads import load_builtins
 
 # The issue's "Done when", as printed and checked here.
 MODEL_TARGET_PCT = 15.0  # every model case within 15 % of the measured median
@@ -148,6 +149,7 @@ def main() -> int:
     ap.add_argument("--cpu", type=Path, help="a quick run of this CPU (JSON)")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()}")
+    load_builtins()  # the reference cases' workloads, profiled by name
     refs = {n: reference.load(f"{n}-quick").run for n in ("h100", "h200")}
     runs = {n: r for n, r in refs.items() if r is not None}
     print("profiling the reference model cases here (CPU as run; GPU with foreach optimizers)")

@@ -114,7 +114,7 @@ def serve(
     port = free_port()
     with log.open("ab") as sink:  # a file, not a pipe: uvicorn's log cannot fill and block it
         proc = subprocess.Popen(
-            [sys.executable, "-m", "torchmark", "serve", "--db", db, "--port", str(port), *extra],
+            [sys.executable, "-m", "torchmark", "board", "--db", db, "--port", str(port), *extra],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=os.environ.copy(),
@@ -138,7 +138,7 @@ def cli_token(db: str, name: str) -> str:
     """A new token ``name`` on ``db`` made by `torchmark serve token create` (a benchmark
     serves the store from another process, so it makes its token the user's way)."""
     out = subprocess.run(
-        [sys.executable, "-m", "torchmark", "serve", "token", "create", name, "--db", db],
+        [sys.executable, "-m", "torchmark", "board", "token", "create", name, "--db", db],
         capture_output=True,
         text=True,
         check=True,

@@ -1,4 +1,4 @@
-"""A corpus of hostile submissions against `torchmark serve`'s app on uvicorn (loopback), on
+"""A corpus of hostile submissions against `torchmark board`'s app on uvicorn (loopback), on
 SQLite and on a throw-away PostgreSQL cluster: each shape is refused (4xx, one line, nothing
 stored) or stored safely (every reader of it answers, its text escaped), and the server
 answers every request after each. Before: lone surrogates and NULs made every reader 500,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -168,6 +169,48 @@ CORPUS: dict[str, tuple[Callable[[], bytes], str]] = {
         ),
         REFUSED,
     ),
+    # read before any field is: a 422, never a 500 (a 5001-digit integer was one)
+    "a 5001-digit integer": (
+        lambda: edit(put("r.extra", {"huge": 7}))().replace(
+            b'"huge": 7', b'"huge": ' + b"9" * 5001
+        ),
+        REFUSED,
+    ),
+    "a NaN load average": (
+        lambda: edit(put("environment.loadavg", [0.25, 1]))().replace(b"0.25", b"NaN"),
+        REFUSED,
+    ),
+    # the catalogue's bounds, never the document's
+    "100,000 cores claimed": (edit(put("environment.devices.cpu.physical_cores", 100000)), REFUSED),
+    "a Ryzen with 64 cores": (
+        edit(
+            put(
+                "environment.devices.cpu",
+                {"kind": "cpu", "model": "AMD Ryzen 9 7950X", "logical_cores": 64},
+            )
+        ),
+        REFUSED,
+    ),
+    "samples past the run's duration": (
+        edit(
+            lambda d, r: (
+                put("r.samples_s", [1e6] * 10)(d, r),
+                put("finished_utc", d["created_utc"].replace("Z", "").split("+")[0] + "Z")(d, r),
+            )
+        ),
+        REFUSED,
+    ),
+    "a Cyrillic а in add": (edit(put("r.workload", "\u0430dd")), REFUSED),
+    "a full-width matmul": (edit(put("r.workload", "ｍａｔｍｕｌ")), REFUSED),
+    "verdict ok beside an invalid result": (
+        edit(
+            lambda d, r: (
+                put("r.verdict", {"level": "invalid", "reasons": ["x"]})(d, r),
+                put("verdict", {"level": "ok", "reasons": []})(d, r),
+            )
+        ),
+        STORED,
+    ),
     # identities and scripts: stored, shown as text
     "a hostile run id": (edit(put("run_id", "../../<script>?x")), STORED),
     "script in a model name": (edit(put("environment.devices.cpu.model", XSS)), STORED),
@@ -177,7 +220,7 @@ CORPUS: dict[str, tuple[Callable[[], bytes], str]] = {
         edit(put("command", "torchmark run --db postgresql://tm:S3cret@db/x")),
         STORED,
     ),
-    "10**400 in an extra field": (edit(put("r.extra", {"huge": 10**400})), STORED),
+    "10**400 in an extra field": (edit(put("r.extra", {"huge": 10**400})), REFUSED),
     "a device id with a path": (
         edit(
             lambda d, r: (
@@ -260,8 +303,17 @@ def test_the_corpus_is_refused_or_stored_safely(board: tuple[str, str]) -> None:
     _, board_json = call(url, f"/api/v1/leaderboard?{case}")
     unverified = stored["10x the case's FLOPs (stored, never ranked)"]
     assert all(unverified not in row["runs"] for row in json.loads(board_json))
+    # the run's verdict is the server's, from its results
+    mismatch = stored["verdict ok beside an invalid result"]
+    assert json.loads(call(url, f"/api/v1/runs/{mismatch}")[1])["verdict"]["level"] == "invalid"
     # /place takes the same door
-    for name in ("500-level nesting", "lone surrogate in a note", "environment.devices a string"):
+    for name in (
+        "500-level nesting",
+        "lone surrogate in a note",
+        "environment.devices a string",
+        "a 5001-digit integer",
+        "samples past the run's duration",
+    ):
         code, _ = call(url, "/api/v1/place", CORPUS[name][0]())
         assert code == 422, name
 
@@ -302,3 +354,105 @@ def test_postgres_down_is_503_with_retry_after_then_back(
         assert call(url, "/api/v1/runs", payload, token)[0] == 201
     app.state.reports.close()
     app.state.store.close()
+
+
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+
+
+def reference_doc(name: str) -> Doc:
+    from torchmark import reference
+
+    path = Path(reference.__file__).parent / f"{name}.json"
+    return dict(json.loads(path.read_text())["run"])
+
+
+def forged(d: Doc, factor: float, devices: tuple[str, ...], torch: str, **env: Any) -> bytes:
+    """``d`` claimed ``factor`` x faster on ``devices`` by another machine (its torch), its
+    measured ceilings forged to match."""
+    d = json.loads(json.dumps(d))
+    for c in d["ceilings"]:
+        if c["device"] in devices and c["unit"] != "s":
+            c["value"] *= factor
+            c["theoretical"] = None  # left out: no datasheet figure to pass
+    for r in d["results"]:
+        if r["device"] in devices and r.get("ceiling"):
+            r["ceiling"]["value"] *= factor
+    for r in d["results"]:
+        if r["device"] in devices and r.get("samples_s"):
+            r["samples_s"] = [x / factor for x in r["samples_s"]]
+            r.pop("median_s", None)
+            for rank in r.get("extra", {}).get("per_rank") or []:
+                rank["samples_s"] = [x / factor for x in rank["samples_s"]]
+    d.pop("verdict", None)
+    d["environment"]["software"]["torch"] = torch
+    for name, info in env.items():
+        d["environment"]["devices"][name] = info
+    return json.dumps(d).encode()
+
+
+def test_first_place_of_every_case_is_a_real_measurement(board: tuple[str, str]) -> None:
+    """A board seeded with the reference runs (H100 and H200 hosts) and this machine's
+    quick run, then sent forgeries that pass every physical bound: each forgery is stored,
+    held out of the ranking with its reason, and every case's first place is one of the
+    real runs."""
+    url, token = board
+    real = []
+    here = json.loads((RUNS / "here-quick.json").read_text())
+    h100, h200 = reference_doc("h100-quick"), reference_doc("h200-quick")
+    for d in (h100, h200, here):
+        code, answer = call(url, "/api/v1/runs", json.dumps(d).encode(), token)
+        assert code == 201, answer[:300]
+        real.append(json.loads(answer)["run_id"])
+    gpu = dict(h100["environment"]["devices"]["cuda:0"])
+    shapes = {
+        # this machine's run, 20x faster: under the catalogue's bounds for an 'AMD EPYC'
+        "this VM 20x": forged(here, 20, ("cpu",), "9.0"),
+        # the H100 host 1.4x on its GPU: under 1.5x its datasheet
+        "an H100 1.4x": forged(h100, 1.4, ("cuda:0",), "9.1"),
+        # the H200 run said to be an H100's: faster than torchmark measured an H100
+        "an H200 claimed as an H100": forged(
+            h200, 1, (), "9.2", **{"cuda:0": gpu | {"model": "NVIDIA H100 80GB HBM3"}}
+        ),
+        # a device no catalogue knows, 2x the H200
+        "an uncatalogued GPU": forged(
+            h200, 2, ("cuda:0",), "9.3", **{"cuda:0": gpu | {"model": "Hyper GPU 9000"}}
+        ),
+        # a catalogued CPU no one else has, 3x the Xeon hosts
+        "a lone EPYC 9654": forged(
+            h100,
+            3,
+            ("cpu",),
+            "9.4",
+            cpu=h100["environment"]["devices"]["cpu"] | {"model": "AMD EPYC 9654"},
+        ),
+    }
+    stored = []
+    for name, payload in shapes.items():
+        code, answer = call(url, "/api/v1/runs", payload, token)
+        stored.append(code == 201)
+        assert code in (201, 422), (name, code, answer[:300])
+    cases_seen = held = 0
+    for d in (h100, h200, here):
+        for r in d["results"]:
+            params = json.dumps(r["params"], sort_keys=True)
+            query = urllib.parse.urlencode(
+                {"workload": r["workload"], "variant": r["variant"], "params": params,
+                 "division": "custom"}
+            )  # fmt: skip
+            rows = json.loads(call(url, f"/api/v1/leaderboard?{query}")[1])
+            ranked = [row for row in rows if not row["held"]]
+            if not ranked:
+                continue
+            cases_seen += 1
+            held += sum(1 for row in rows if row["held"])
+            assert set(ranked[0]["runs"]) <= set(real), (r["workload"], r["variant"], rows)
+            for row in rows:
+                if not set(row["runs"]) <= set(real):
+                    assert row["held"] or row["rank"] != "1", row
+                    if row["held"]:
+                        assert row["standing"].startswith("unconfirmed: "), row
+    assert cases_seen >= 20
+    assert sum(stored) >= 4, stored  # the forgeries passed every bound: it is the ranking
+    assert held >= 10, held  # that keeps them out of first place
+    for path in ("/", "/api/v1/results", "/api/v1/runs"):
+        assert call(url, path)[0] == 200

@@ -51,7 +51,7 @@ def test_help_paragraphs_are_wrapped_as_wholes() -> None:
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        ("tune", ["Usage: torchmark tune [OPTIONS] SPEC", "--budget-s", "SECONDS", "--batch"]),
+        ("tune", ["Usage: torchmark tune [OPTIONS] SPEC", "--budget", "DURATION", "--batch"]),
         ("run", ["--workload", "NAME", "--device", "DEVICE", "--db", "URL", "--json", "FILE"]),
         ("model", ["--input ", "SHAPE", "--inputs ", "FILE.py:FUNC", "N[,N...]"]),
         ("compare", ["Usage: torchmark compare [OPTIONS] [RUNS]...", "PCT"]),
@@ -122,3 +122,28 @@ def test_run_and_profile_declare_their_selectors_once() -> None:
         assert run[name] == profile[name], name
     for name in ("input", "inputs"):
         assert options("model")[name] == profile[name] == options("tune")[name], name
+
+
+def test_every_value_has_a_chosen_name_and_a_time_is_a_duration() -> None:
+    """No name made from the option's own (``--p99-ms P99-MS``), and one spelling per idea:
+    every option that takes a time reads DURATION and parses 90s / 2m / 1h alike."""
+    import typer
+
+    from torchmark.cli import app, load_commands
+    from torchmark.cli.app import METAVARS
+
+    load_commands()
+    group = typer.main.get_command(app)
+    ctx = group.make_context("torchmark", ["--help"], resilient_parsing=True)
+    durations = []
+    for name in COMMANDS:
+        for p in group.get_command(ctx, name).get_params(ctx):
+            if p.param_type_name != "option" or getattr(p, "is_flag", False) or p.hidden:
+                continue
+            long = max(p.opts, key=len)
+            assert "-" not in p.metavar.strip("-"), f"torchmark {name} {long} {p.metavar}"
+            assert p.metavar != long.lstrip("-").upper() or long in METAVARS, (name, long)
+            assert not long.endswith("-s"), f"torchmark {name} {long}: a time is a DURATION"
+            if p.metavar == "DURATION":
+                durations.append(f"{name} {long}")
+    assert {"tune --budget", "serving --budget", "soak --duration"} <= set(durations)

@@ -109,6 +109,33 @@ def test_help_says_loading_runs_code(capsys: pytest.CaptureFixture[str]) -> None
     assert "runs the named Python file" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize(
+    ("old", "new"), [("--budget-s", "--budget DURATION"), ("--per-candidate-s", "--per-candidate")]
+)
+def test_an_old_option_name_still_works_and_names_the_new_one(
+    old: str, new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a value the new option refuses: the old name reached it, and nothing was measured
+    code = run(["tune", CNN, "--input", "3x8x8", "-d", "cpu", old, "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    note, error = err.strip().splitlines()
+    assert note.startswith(f"note: {old} SECONDS is now {new}")
+    assert error.startswith(f"error: {new.split()[0]} takes a positive time") and "'0.0'" in error
+
+
+@pytest.mark.parametrize("value", ["0", "-1m", "soon", "5 minutes"])
+def test_a_duration_that_is_not_positive_time_is_one_line_exit_2(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(["tune", CNN, "--input", "3x8x8", "-d", "cpu", "--budget", value])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip() == (
+        f"error: --budget takes a positive time such as 90s, 10m or 1h; got {value!r}"
+    )
+
+
 def test_tune_command_prints_ranked_table_and_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,10 +153,10 @@ def test_tune_command_prints_ranked_table_and_code(
             "--device",
             "cpu",
             "--no-compile",
-            "--budget-s",
-            "60",
-            "--per-candidate-s",
-            "0.1",
+            "--budget",
+            "60s",
+            "--per-candidate",
+            "0.1s",
             "--json",
             str(out),
         ]

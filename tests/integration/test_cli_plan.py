@@ -54,7 +54,7 @@ def test_dry_run_with_options_plans_once(
         "add       fp32 n=256",
         "matmul    bf16 n=256",
     ]
-    # then (issue 23) the sizes chosen and why, and the plan's estimated time and memory
+    # then the sizes chosen and why, and the plan's estimated time and memory
     tail = out.splitlines()[6:]
     assert [line.split(":")[0] for line in tail[:3]] == [
         "sizes",
@@ -168,7 +168,7 @@ def test_dry_run_under_ranks_plans_what_the_ranks_will_measure(
     args = ["run", "-d", "cpu", "-w", "collectives", "--size", "1024", "--dry-run"]
     code, out, err = cli(capsys, *args, "--nproc-per-node", "2", "--precision", "all_reduce")
     assert code == 0, err  # --size is used by the ranks, not refused as unused
-    assert out.splitlines()[:5] == [  # then the sizes and the estimate (issue 23)
+    assert out.splitlines()[:5] == [  # then the sizes and the estimate
         "world size 2: every rank measures these cases together",
         "1 planned case on cpu",
         "workload     case                         ",

@@ -98,7 +98,7 @@ def _stop_after_first_result(
     (a result is stored)."""
     from torchmark.store import open_store
 
-    # created here first: two processes creating one new database race (issue 10 #4)
+    # created here first: two processes creating one new database race
     open_store(f"sqlite:///{db}").close()
     env = {**os.environ, "TORCHMARK_DB": f"sqlite:///{db}", "PYTHONUNBUFFERED": "1"}
     proc = spawn(args, env, tmp_path)

@@ -241,7 +241,7 @@ def test_scaling_ladder_no_ddp_then_ddp_x1_and_x2(tmp_path: Path) -> None:
     p = torchmark(tmp_path, "run", *args, *more, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
-    # --nproc-per-node 1 runs under DDP, and says so (it used to be a plain run)
+    # --nproc-per-node 1 runs under DDP, and says so (not as a plain run)
     assert "DDP x1: world size 1, backend gloo" in out
     assert "DDP x2: world size 2, backend gloo" in out
     assert "scaling of simplenet/train fp32 b=8: samples/s, weak (8 per rank a step), gloo" in out

@@ -70,7 +70,7 @@ def test_intended_is_not_aliased_and_adds_to_two(tiny: dict[str, Ceiling]) -> No
 
 
 def test_as_published_in_the_cache_is_in_cache_not_invalid(tiny: dict[str, Ceiling]) -> None:
-    """Issue 21: the blog's own 2048 fits a 32 MiB cache and read 255 % of the DRAM ceiling,
+    """The blog's own 2048 fits a 32 MiB cache and read 255 % of the DRAM ceiling,
     called "invalid: measurement error". Here 64^2 floats (16 KiB) in the pretend 64 KiB
     cache, held against a ceiling 10^6x below the one measured, so it reads above it on any
     machine, however loaded: above the DRAM ceiling is expected, never invalid for it."""

@@ -1,4 +1,4 @@
-"""The seam between the measuring core and every reader of its results (issue 21).
+"""The seam between the measuring core and every reader of its results.
 
 One stored run holds every verdict kind (ok, warn, noisy, unreliable, timed out, in cache,
 invalid, WRONG, skipped; the run itself incomplete), judged by the measuring code's own ``judge``,
@@ -218,9 +218,9 @@ def test_the_boards_pages_and_api_never_rank_a_rejected_result(tmp_path: Path) -
 
 @pytest.fixture
 def board(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[str]:
-    """A real `torchmark serve` on loopback holding the second run."""
+    """A real `torchmark board` on loopback holding the second run."""
     db = f"sqlite:///{tmp_path / 'served.db'}"
-    code, out, _ = cli(capsys, "serve", "token", "create", "ci", "--db", db)
+    code, out, _ = cli(capsys, "board", "token", "create", "ci", "--db", db)
     assert code == 0
     token = out.strip().splitlines()[-1]
     proc, url = start_server(db, tmp_path / "serve.log")

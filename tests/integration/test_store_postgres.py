@@ -297,7 +297,7 @@ def test_a_store_that_stays_away_raises_store_unavailable(
 
     store._sleep, store._clock, store.retry_s = sleep, lambda: clock[0], 60.0
 
-    # a lock that stays held (a full disk no longer waits: issue 23, test_store_full.py)
+    # a lock that stays held (a full disk does not wait: test_store_full.py)
     def away(self, conn, rid, res):  # type: ignore[no-untyped-def]
         raise sa_exc.OperationalError("INSERT", {}, Exception("database is locked"))
 
@@ -437,7 +437,7 @@ def test_a_write_survives_a_server_restart(pg_url: str) -> None:
 
 
 def test_leaderboard_server_on_postgres(pg_url: str) -> None:
-    """`torchmark serve`'s app over PostgreSQL: tokens, a stored run, its duplicate, a rank."""
+    """`torchmark board`'s app over PostgreSQL: tokens, a stored run, its duplicate, a rank."""
     from fastapi.testclient import TestClient
 
     from torchmark.web.app import create_app
@@ -523,7 +523,7 @@ def database_with_token(pg_url: str, name: str) -> tuple[str, str]:
 
 
 def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str, tmp_path: Path) -> None:
-    """`torchmark serve` on uvicorn over PostgreSQL, 16 threads submitting 40 runs and 8
+    """`torchmark board` on uvicorn over PostgreSQL, 16 threads submitting 40 runs and 8
     repeats: every acknowledged run is readable, none stored twice, no 5xx."""
     import json
     import urllib.request
@@ -552,7 +552,7 @@ def test_leaderboard_concurrent_submitters_on_postgres(pg_url: str, tmp_path: Pa
 def test_leaderboard_acknowledged_runs_survive_sigkill_on_postgres(
     pg_url: str, tmp_path: Path
 ) -> None:
-    """The SQLite durability test's scenario on PostgreSQL: `torchmark serve` SIGKILLed
+    """The SQLite durability test's scenario on PostgreSQL: `torchmark board` SIGKILLed
     under 8 submitting threads, restarted: every acknowledged run is there, none twice."""
     from boardtest import survives_sigkill
 

@@ -1,4 +1,4 @@
-"""A user model's numbers against the machine's ceilings (issue 31): `model` reads MFU
+"""A user model's numbers against the machine's ceilings: `model` reads MFU
 against the peak of the dtype its FLOPs run in, reusing the cached ceilings and saying so."""
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_bad_submissions_get_one_clear_reason_and_store_nothing(
         # NaN is no JSON: python's json writes it, the server's parser must refuse it
         body(make_run()).replace(b'"samples_s": [\n', b'"samples_s": [\nNaN, '): (
             422,
-            "sample 0 is nan",
+            "NaN is no number a run holds",
         ),
         body(make_run(pct_of_bw=120)): (422, "120 % of its run's measured ceiling"),
     }
@@ -268,6 +268,10 @@ def test_a_submitted_run_is_placed_among_the_others_never_against_itself(
     # the board itself still ranks both, and a run not submitted is placed among all
     (again,) = client.post("/api/v1/place", content=body(make_run("new", 1.5))).json()
     assert (again["rank"], again["machines"], "left_out" in again) == (2, 2, False)
+    # the same machine's next run, not submitted: placed among the other machines only
+    (next_run,) = client.post("/api/v1/place", content=body(make_run("mine", 0.9))).json()
+    assert (next_run["rank"], next_run["machines"], next_run["machine_left_out"]) == (1, 1, True)
+    assert "left_out" not in next_run
 
 
 def test_a_prediction_is_refused_and_nothing_is_stored(

@@ -1,4 +1,4 @@
-"""`torchmark serve` on a real uvicorn (loopback, a free port) and `torchmark submit` to it;
+"""`torchmark board` on a real uvicorn (loopback, a free port) and `torchmark submit` to it;
 the token commands; `submit --dry-run`; an unreachable server."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ def run_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def served(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[tuple[str, str]]:
-    """(URL, token) of `torchmark serve` running in a child process."""
+    """(URL, token) of `torchmark board` running in a child process."""
     db = f"sqlite:///{tmp_path / 'board.db'}"
-    code, out, _ = cli(capsys, "serve", "token", "create", "ci", "--db", db)
+    code, out, _ = cli(capsys, "board", "token", "create", "ci", "--db", db)
     assert code == 0
     proc, url = start_server(db, tmp_path / "serve.log")
     try:
@@ -139,21 +139,34 @@ def test_an_answer_cut_short_is_one_clear_line(
 
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = f"sqlite:///{tmp_path / 'board.db'}"
-    code, out, _ = cli(capsys, "serve", "token", "create", "lab", "--db", db)
+    code, out, _ = cli(capsys, "board", "token", "create", "lab", "--db", db)
     token = out.strip().splitlines()[-1]
     assert code == 0 and token.startswith("tm_")
-    code, out, _ = cli(capsys, "serve", "token", "list", "--db", db)
+    code, out, _ = cli(capsys, "board", "token", "list", "--db", db)
     assert "lab" in out and "active" in out and token not in out
-    assert cli(capsys, "serve", "token", "revoke", "lab", "--db", db)[0] == 0
-    assert "revoked" in cli(capsys, "serve", "token", "list", "--db", db)[1]
-    code, _, err = cli(capsys, "serve", "token", "revoke", "lab", "--db", db)
+    assert cli(capsys, "board", "token", "revoke", "lab", "--db", db)[0] == 0
+    assert "revoked" in cli(capsys, "board", "token", "list", "--db", db)[1]
+    code, _, err = cli(capsys, "board", "token", "revoke", "lab", "--db", db)
     assert code == 2 and "no active token named 'lab'" in err
-    code, _, err = cli(capsys, "serve", "tokens", "--db", db)
+    code, _, err = cli(capsys, "board", "tokens", "--db", db)
     assert code == 2 and "token create NAME" in err
     # a missing NAME is named, in one line, as click names a command's missing argument
-    code, _, err = cli(capsys, "serve", "token", "revoke", "--db", db)
+    code, _, err = cli(capsys, "board", "token", "revoke", "--db", db)
     assert code == 2 and err.count("\n") == 1
-    assert "Missing argument 'NAME': `torchmark serve token revoke NAME`" in err
+    assert "Missing argument 'NAME': `torchmark board token revoke NAME`" in err
+
+
+def test_serve_is_the_old_name_of_board(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve` read like the load test `serving`: it says the new name in one line, then
+    does what `board` does."""
+    db = f"sqlite:///{tmp_path / 'board.db'}"
+    code, out, err = cli(capsys, "serve", "token", "create", "old", "--db", db)
+    assert code == 0 and out.strip().splitlines()[-1].startswith("tm_")
+    assert (
+        err
+        == "`torchmark serve` is now `torchmark board` (`serving` is the load test); running it\n"
+    )
+    assert "old" in cli(capsys, "board", "token", "list", "--db", db)[1]
 
 
 def test_concurrent_submitters_lose_nothing_and_duplicate_nothing(
@@ -185,7 +198,7 @@ def test_acknowledged_runs_survive_sigkill(
     """The server killed with SIGKILL while 8 threads submit: after a restart every run it
     acknowledged is there, and the database opens cleanly."""
     db = f"sqlite:///{tmp_path / 'board.db'}"
-    token = cli(capsys, "serve", "token", "create", "ci", "--db", db)[1].strip().split()[-1]
+    token = cli(capsys, "board", "token", "create", "ci", "--db", db)[1].strip().split()[-1]
     survives_sigkill(db, token, tmp_path / "serve.log")
 
 
@@ -193,9 +206,9 @@ def test_serve_refuses_several_workers_on_sqlite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = f"sqlite:///{tmp_path / 'board.db'}"
-    code, _, err = cli(capsys, "serve", "--db", db, "--workers", "2")
+    code, _, err = cli(capsys, "board", "--db", db, "--workers", "2")
     assert code != 0 and "--workers 2 needs a PostgreSQL store" in err
     assert "SQLite takes one writer at a time" in err and len(err.strip().splitlines()) <= 2
-    code, _, err = cli(capsys, "serve", "--db", db, "--workers", "0")
+    code, _, err = cli(capsys, "board", "--db", db, "--workers", "0")
     assert code != 0 and "--workers 0: serve with at least 1 process" in err
     assert not (tmp_path / "board.db").exists()  # refused before anything was opened

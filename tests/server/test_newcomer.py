@@ -60,7 +60,7 @@ def test_serve_keeps_its_own_store_and_says_where_the_token_went(
     `history` then listed the server's copies."""
     results = tmp_path / "mine.db"
     monkeypatch.setenv("TORCHMARK_DB", f"sqlite:///{results}")
-    code, out, err = cli(capsys, "serve", "token", "create", "me")
+    code, out, err = cli(capsys, "board", "token", "create", "me")
     assert code == 0, err
     board = default_board_path()
     assert board.exists() and board.name == "board.db" and board.parent == default_path().parent
@@ -213,3 +213,21 @@ def test_compare_server_places_a_quick_run_in_its_own_division(
     assert code == 0, err
     said = " ".join(out.split())
     assert "matmul/fp32 n=512 on cpu: rank 2 of 2" in said and "in the custom division" in said
+
+
+def test_the_seed_table_promises_no_place_a_quick_run_lacks(
+    server: tuple[TestClient, str, Accounts],
+) -> None:
+    """A `--quick` run measures the blog's loop at 11264², another iteration: the seed
+    page said each submitted machine was placed in the blog's table, and it was not."""
+    client, token, _ = server
+    run = quick(seed_run("Quick CPU", 50.0))
+    run.results[0] = run.results[0].model_copy(update={"params": {"size": 11264}})
+    per_it = 3 * 4 * 11264**2  # three float32 tensors of 11264^2: what the catalogue derives
+    work = run.results[0].work.model_copy(update={"flops": 11264.0**2, "bytes": float(per_it)})
+    run.results[0] = run.results[0].model_copy(update={"work": work})
+    assert client.post("/api/v1/runs", content=body(run), headers=auth(token)).status_code == 201
+    page = client.get("/?case=seed-add/as-published/size=11264&division=custom").text
+    text = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    assert "A --quick run measures a smaller size, another iteration, and has no place" in text
+    assert "no submitted machine of this division measured the blog's size yet" in text

@@ -1,5 +1,5 @@
-"""Readers that count, show, place and submit results follow the verdict rule (issue 21,
-case 2): history's ok/total, the board's run page and placement, submit --dry-run."""
+"""Readers that count, show, place and submit results follow the verdict rule:
+history's ok/total, the board's run page and placement, submit --dry-run."""
 
 from __future__ import annotations
 

@@ -310,7 +310,7 @@ READ_ONLY = {
     "report --html (every kind)": ["report", "--html", "{tmp}/r.html", *ALL],
     "submit --dry-run": ["submit", "--dry-run", ONE],
     "doctor --help": ["doctor", "--help"],
-    "serve --help": ["serve", "--help"],
+    "board --help": ["board", "--help"],
     "--help": ["--help"],
 }
 
@@ -355,7 +355,7 @@ def test_read_only_commands_start_without_torch(
 
 
 # The readers of stored runs that hold no input workload (whose advice tests its gains with
-# numpy) start without numpy too: ~0.05 s of `show latest`'s 0.4 s (issue 23).
+# numpy) start without numpy too: ~0.05 s of `show latest`'s 0.4 s.
 NUMPY_FREE = {
     "history": ["history"],
     "show (a run, a model run)": ["show", ONE, str(RUNS / "v1-model.json")],
@@ -377,7 +377,7 @@ def test_readers_of_runs_without_an_input_workload_start_without_numpy(
     )
 
 
-# `list`, `env` and `doctor` (issue 23) read what only an imported torch knows from what the
+# `list`, `env` and `doctor` read what only an imported torch knows from what the
 # last command that imported it kept: the workload catalog (cli/catalog.py) and torch's facts
 # (run/torchfacts.py), here after one `list` and one `env --refresh`.
 KEPT = {

@@ -1,4 +1,4 @@
-"""Where each ceiling came from (issue 21, case 3), and a result above its measured ceiling
+"""Where each ceiling came from, and a result above its measured ceiling
 that is plausible raising the ceiling instead of being called invalid (case 4)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run options checked before anything is measured (issue 10, item 15)."""
+"""Run options checked before anything is measured."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_options_no_planned_workload_uses_are_named() -> None:
 
 
 def test_an_option_equal_to_a_workloads_default_is_not_ignored() -> None:
-    # Issue 21, case 9: `run -w gpt2 -w gpt2-padded --precision amp-bf16` said "--precision
+    # `run -w gpt2 -w gpt2-padded --precision amp-bf16` said "--precision
     # amp-bf16 is ignored by gpt2-padded", then measured it in amp-bf16 (its default on a GPU).
     # The same on the CPU: simplenet's default precision is fp32, linear10's batch 1000.
     from torchmark.devices import resolve

@@ -1,7 +1,7 @@
 """A memory-bound result whose working set fits the last-level cache measured the cache, not
 DRAM (METHOD.md §2.9): above the DRAM ceiling is expected, never "invalid" for that, never
 ranked among results that measured memory; far above what a cache could move it is still a
-measurement error. Issue 21's case: seed-add as-published at the blog's 2048 (a 16 MiB tensor,
+measurement error. The case checked: seed-add as-published at the blog's 2048 (a 16 MiB tensor,
 the 2-core VM's cache counted as 32 MiB) read 255 % of a 20 GB/s ceiling and was "invalid:
 measurement error". Fakes only: a fake ceiling and cache size, hand-made samples."""
 

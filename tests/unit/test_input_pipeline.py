@@ -255,7 +255,7 @@ def test_sweep_on_a_16_core_gpu_machine_is_bounded(monkeypatch: pytest.MonkeyPat
     from torchmark.workloads.pipeline import workload
 
     monkeypatch.setattr(workload, "available_cores", lambda: 16)
-    # the whole sweep is the extended suite's on a GPU (issue 23: standard keeps three cases)
+    # the whole sweep is the extended suite's on a GPU (standard keeps three cases)
     cases = InputPipeline().cases(FakeDevice(FakeClock()), PlanOptions(suite="extended"))
     # resident, workers 0-16, persistent, prefetch; pinned, pinned + non_blocking, pageable +
     # non_blocking, side stream
@@ -389,7 +389,7 @@ def test_token_plan_is_the_light_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_advice_never_recommends_a_configuration_its_verdict_rejects() -> None:
-    # Issue 21: the input advice picked the fastest rate, an invalid one included (a
+    # The input advice picked the fastest rate, an invalid one included (a
     # scheduler artefact 30x faster than its neighbours read as "best: ... apply: ...").
     rs = [result("loader", spread(0.2), workers=0), result("loader", spread(0.1), workers=1)]
     artefact = result("loader", spread(0.006), workers=2)

@@ -1,5 +1,5 @@
 """The public API ``torchmark.measure`` flags competing load and stalled results as the CLI
-does (issue 21, case 11); linear10's infer-e2e on the CPU does not claim to equal infer."""
+does; linear10's infer-e2e on the CPU does not claim to equal infer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A profile under other processes' load says "can't tell" instead of a verdict, as `run`
-does (issue 21, case 7): checked on a recorded trace with a fake load, not on this
+does: checked on a recorded trace with a fake load, not on this
 machine's speed."""
 
 from __future__ import annotations

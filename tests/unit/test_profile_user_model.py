@@ -1,4 +1,4 @@
-"""`profile` of a user model (issue 31): each op against the peak of its own dtype, FLOPs
+"""`profile` of a user model: each op against the peak of its own dtype, FLOPs
 inherited by matmuls and convolutions only, and no op above the physical peak drawn as a
 plain point. Each test fails on the code before: a user model's result names no ceiling, so
 its GEMMs were called memory-bound and a copy_ inside addmm took addmm's FLOPs (9x the

@@ -380,7 +380,7 @@ def test_collectives_get_a_busbw_chart_and_other_runs_none() -> None:
 
 
 def test_the_seed_chart_and_the_line_under_the_table_give_the_same_ranks() -> None:
-    # Issue 21, case 8: the chart said "rank 14 of 14", the line under it "rank 12 of 12".
+    # The chart said "rank 14 of 14", the line under it "rank 12 of 12".
     import re
 
     from torchmark.report.table import seed_placement
@@ -407,7 +407,7 @@ def test_the_seed_chart_and_the_line_under_the_table_give_the_same_ranks() -> No
 
 
 def test_a_reference_row_named_like_this_cpu_is_said_to_be_another_machine() -> None:
-    # Issue 21, case 8: "<your CPU name> [h100-quick]" 11x above this CPU read as "your CPU
+    # "<your CPU name> [h100-quick]" 11x above this CPU read as "your CPU
     # can do 11x better": it is the H100 box's host, which bears the same model name.
     from torchmark.report.compare import placement_table
 

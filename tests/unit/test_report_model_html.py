@@ -1,7 +1,7 @@
 """The HTML report of a `model` run holds everything `torchmark model` printed: the sweep
 with MFU, J/item and cost per million items, the notes under it, the break-even per GPU and
-the cheaper device per batch (issue 31: the cost table was dropped). Both views read the
-same pure functions (``report.model``)."""
+the cheaper device per batch (the break-even table says it; no separate cost table). Both
+views read the same pure functions (``report.model``)."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def _judged(samples: list[float], stop: str, variant: str) -> Result:
 
 
 def test_timed_out_reads_the_same_on_every_row_and_its_progress_line() -> None:
-    # Issue 21, case 10: `timed_out` showed raw on one row and as `warn [1]` on the next, and a
+    # `timed_out` showed raw on one row and as `warn [1]` on the next, and a
     # progress line omitted the `, warn` its table row had.
     from torchmark.cli.progress import case_line
     from torchmark.devices import CPUDevice
@@ -217,7 +217,7 @@ def test_timed_out_reads_the_same_on_every_row_and_its_progress_line() -> None:
 
 
 def test_a_spread_past_the_median_is_said_so_not_as_a_thousand_percent() -> None:
-    # Issue 21, case 10: footnotes printed spreads like "±1,077 %" and "±3,503 %".
+    # Footnotes printed spreads like "±1,077 %" and "±3,503 %".
     wild = [0.001, 0.002, 0.05, 0.3, 0.0015, 0.4, 0.002, 0.25, 0.003, 0.35, 0.001, 0.5]
     r = _judged(wild, "time_out", "w")
     assert fmt.spread(r.measurement.rel_iqr) == "> 100 %"

@@ -234,7 +234,8 @@ def test_a_kind_this_torchmark_does_not_know_is_refused_with_the_fix(tmp_path: P
         parse_run(json.dumps(doc), "s.json")
     assert str(e.value) == (
         "s.json is not a torchmark run: kind: kind 'training' is not a kind of run "
-        "this torchmark knows (run, model, tune, soak, profile, serving, predict): a newer "
+        "this torchmark knows (run, model, tune, soak, profile, serving, predict, bench): a "
+        "newer "
         "torchmark "
         "wrote it; "
         "upgrade torchmark (pip install -U torchmark)"

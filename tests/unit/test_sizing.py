@@ -123,7 +123,7 @@ def test_seed_add_keeps_the_blogs_size_where_it_fits_and_says_why_where_not() ->
 
 
 def test_a_quick_run_keeps_seed_add_within_2_gb_on_the_host() -> None:
-    """Issue 23: a quick run's process stays within 2 GB. The blog's three 604 MB tensors
+    """A quick run's process stays within 2 GB. The blog's three 604 MB tensors
     beside what a run holds (torch's own ~0.3 GB, its heap) do not, so the host's side is
     the largest that fits 2 GB less that, the same whatever this process holds now (a
     resumed run plans the sizes of its first part); the note says why and which command

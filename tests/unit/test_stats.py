@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from torchmark.stats.measurement import _ci_ranks, rel_ci_halfwidth
+from torchmark.stats.measurement import rel_ci_halfwidth
+from torchmark.stats.order import quantile_ranks
 from torchmark.timing import Measurement, median_ci
 
 
@@ -38,7 +39,7 @@ def test_ci_ranks_are_scipys_binomial_quantiles(confidence: float) -> None:
     a = (1 - confidence) / 2
     for n in [*range(3001), 4095, 10_000, 100_000]:
         want = (int(sps.binom.ppf(a, n, 0.5)) - 1, int(sps.binom.isf(a, n, 0.5)))
-        assert _ci_ranks(n, confidence) == want, n
+        assert quantile_ranks(n, 0.5, confidence) == want, n
 
 
 def test_a_stored_results_ci_needs_no_scipy_stats() -> None:
@@ -91,7 +92,7 @@ def test_statistics_match_numpy_on_seeded_data() -> None:
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 64, 255, 1000])
 def test_statistics_equal_numpys_bit_for_bit_without_numpy(n: int) -> None:
     """A stored run's figures are computed in pure Python (``show`` and ``export`` start
-    without numpy, issue 23) and equal numpy's exactly: odd and even counts, ties, set-aside
+    without numpy) and equal numpy's exactly: odd and even counts, ties, set-aside
     samples, any quantile."""
     rng = np.random.default_rng(n)
     x = seeded(n, seed=n) * 10 ** rng.uniform(-6, 2)
@@ -137,7 +138,7 @@ def test_statistics_equal_numpys_on_samples_that_are_not_finite(samples: list[fl
     got = [m.median, m.min, m.mean]
     got += [m.quantile(q) for q in (0.0, 0.25, 0.5, 0.75, 0.99, 1.0)]
     assert all(same(a, b) for a, b in zip(got, want, strict=True)), (got, want)
-    lo, hi = _ci_ranks(x.size, 0.95)
+    lo, hi = quantile_ranks(x.size, 0.5, 0.95)
     order = np.sort(x)  # the partition median_ci used: NaN last
     ci = tuple(float(order[r]) if 0 <= r < x.size else NAN for r in (lo, hi))
     assert all(same(a, b) for a, b in zip(m.ci, ci, strict=True))

@@ -108,7 +108,7 @@ def test_fixed() -> None:
 def test_describe_names_every_parameter() -> None:
     assert Adaptive().describe() == (
         "adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0, "
-        "max_samples=10000, reach=1.5)"  # issue 23: out of reach, named too
+        "max_samples=10000, reach=1.5)"  # out of reach, named too
     )
     assert Fixed(samples=3).describe() == "fixed(samples=3, max_time_s=600.0)"
 
@@ -145,7 +145,7 @@ def test_stopping_when_the_spread_is_low_does_not_bias_the_median() -> None:
 def test_out_of_reach_stops_once_the_time_out_could_not_meet_the_target() -> None:
     # 20 % noise: at n = 256 the CI is ~3 % wide; shrinking as 1/sqrt(n), by the 10 s
     # time-out it would still be ~1.6 % > 1.5 x 0.5 %. The verdict must hold on the first
-    # half as well, that half >= min_samples (issue 23: no fixed wait).
+    # half as well, that half >= min_samples (no fixed wait).
     rule = Adaptive(min_samples=10, min_time_s=0.5, target=0.005, max_time_s=10.0)
     noisy = steady(300, spread=0.2)
     assert rule.decide(noisy[:19], 5.0) is None  # the half under min_samples: no judgement

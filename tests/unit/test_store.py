@@ -409,7 +409,7 @@ def test_migrate_database_without_step_is_an_error() -> None:
         migrate_database(None, 0, where="x.db", target=1, steps={})  # type: ignore[arg-type]
 
 
-# -- creation, locks, foreign files, orphaned runs (issue 10) -----------------------------
+# -- creation, locks, foreign files, orphaned runs -----------------------------
 
 
 def test_creating_the_schema_is_one_transaction(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -208,7 +208,7 @@ def test_older_document_is_migrated_on_import(monkeypatch: pytest.MonkeyPatch) -
     assert export_run(back, "json") == export_run(make_run(), "json")
 
 
-# -- impossible numbers, non-standard JSON, ids and paths (issue 10) ----------------------
+# -- impossible numbers, non-standard JSON, ids and paths ----------------------
 
 
 def _with(path: str, value: object) -> str:

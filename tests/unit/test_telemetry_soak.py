@@ -10,10 +10,11 @@ import pytest
 
 from torchmark.cli.soak import show_soak
 from torchmark.errors import InputError, RunInterrupted
-from torchmark.kinds.soak.kind import parse_duration, soak, trend_reasons
+from torchmark.kinds.soak.kind import soak, trend_reasons
 from torchmark.report.soak import sparkline
 from torchmark.results import RunRecord, Work
 from torchmark.results.payloads import SoakWindow
+from torchmark.run.config import parse_duration
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 

@@ -1,4 +1,4 @@
-"""tune's baseline under the reference's numerics (issue 21, case 5) and its two answers
+"""tune's baseline under the reference's numerics and its two answers
 without a latency bound (case 6): best latency at --batch, best throughput over batches with
 the latency it costs, drawn in its report. Timing is faked; candidates are built for real."""
 

@@ -323,7 +323,7 @@ def test_a_call_far_faster_at_one_thread_under_load_is_invalid() -> None:
 
 
 def test_a_timer_past_the_wall_clock_is_invalid() -> None:
-    """Issue 21: invalid is kept for what cannot be true; a timer that read a sample longer
+    """Invalid is kept for what cannot be true; a timer that read a sample longer
     than the host clock around it is one (the device's speed is not the question)."""
     r = Result(
         workload="matmul",

@@ -1,4 +1,4 @@
-"""The one rule for what a reader may do with a result of each verdict (issue 21), and the
+"""The one rule for what a reader may do with a result of each verdict, and the
 readers that follow it: compare and its gate."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_each_verdict_kind_has_one_rule(result: Result, kind: str) -> None:
 
 
 def test_compare_never_calls_an_invalid_result_faster() -> None:
-    # Issue 21, case 1: two quick runs of the same code 4 minutes apart printed
+    # Two quick runs of the same code 4 minutes apart printed
     # "simplenet/infer ... B/A 34.7x FASTER" for a result the run marked invalid.
     a = run("A", res(0.03))
     b = run("B", invalid(0.03 / 34.7))
@@ -117,7 +117,7 @@ def test_the_gate_exits_3_on_an_invalid_case_and_its_text_reads(
 def test_the_gate_text_says_each_reason_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Issue 21, case 1: "but p=2e-23 but the 49.3% change": the reason is introduced once.
+    # "but p=2e-23 but the 49.3% change": the reason is introduced once.
     wide = res(0.01, spread=1.2, n=200)
     slow = res(0.0149, spread=1.2, n=200)
     files = []

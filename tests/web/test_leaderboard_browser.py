@@ -1,5 +1,5 @@
 """The leaderboard's pages in a real browser (Debian chromium via Playwright) against
-`torchmark serve`'s app on uvicorn (127.0.0.1, a free port, in a thread).
+`torchmark board`'s app on uvicorn (127.0.0.1, a free port, in a thread).
 
 The table renders, a tie shows as a shared rank, the case selector changes the rows, a row
 opens its run page and its machine page, a `<script>` / `onerror=` payload stays visible

@@ -1,4 +1,4 @@
-"""`torchmark serve --private`: every path needs a token to read, the static files and the
+"""`torchmark board --private`: every path needs a token to read, the static files and the
 OpenAPI document included; a public server serves both to anyone."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_private_covers_static_files_and_the_api_document(tmp_path: Path) -> Non
         assert wrong.status_code == 401, path
     browser = client.get("/", headers={"Accept": "text/html,*/*;q=0.8"})  # a page, not JSON
     assert browser.status_code == 401 and "<h1>401 Unauthorized</h1>" in browser.text
-    assert browser.headers["WWW-Authenticate"] == "Bearer" and "serve token create" in browser.text
+    assert browser.headers["WWW-Authenticate"] == "Bearer" and "board token create" in browser.text
     good = {"Authorization": f"Bearer {token}"}
     for path in PATHS:
         assert client.get(path, headers=good).status_code == 200, path

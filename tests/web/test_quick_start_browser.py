@@ -38,7 +38,7 @@ def torchmark(env: dict[str, str], *args: str) -> str:
 @pytest.fixture
 def newcomer(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     """A user's environment (their data directory, their results store) with one quick run
-    stored, and `torchmark serve` running there as the README starts it: (env, URL)."""
+    stored, and `torchmark board` running there as the README starts it: (env, URL)."""
     env = os.environ | {
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "TORCHMARK_DB": f"sqlite:///{tmp_path / 'data' / 'torchmark' / 'results.db'}",
@@ -54,7 +54,7 @@ def newcomer(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     port = free_port()
     with (tmp_path / "serve.log").open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "torchmark", "serve", "--port", str(port)],
+            [sys.executable, "-m", "torchmark", "board", "--port", str(port)],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -80,7 +80,7 @@ def test_the_readme_quick_start_from_serve_to_seeing_your_run_ranked(  # type: i
     browser, newcomer: tuple[dict[str, str], str]
 ) -> None:
     env, url = newcomer
-    created = torchmark(env, "serve", "token", "create", "me")
+    created = torchmark(env, "board", "token", "create", "me")
     token = created.strip().splitlines()[-1]
     assert "board.db" in " ".join(created.split())
     said = " ".join(torchmark(env, "submit", "latest", "--server", url, "--token", token).split())

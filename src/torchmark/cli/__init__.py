@@ -63,10 +63,11 @@ COMMANDS: dict[str, CommandEntry] = {
     "report": CommandEntry(
         "report", "A report of stored runs: HTML with charts, or a Markdown table for an issue."
     ),
-    "serve": CommandEntry(
+    "board": CommandEntry(
         "serve",
         "Serve a shared leaderboard of submitted runs (JSON API, HTML pages, raw data).",
     ),
+    "serve": CommandEntry("serve", "The old name of `board`: says so, then runs it."),
     "submit": CommandEntry(
         "submit",
         "Send a run to a shared leaderboard, without host or user identifiers "
@@ -84,7 +85,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "serving": CommandEntry(
         "serving",
         "Load-test a model as a service: the most requests/s each device answers within a p99 "
-        "bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+        "bound, the devices your traffic needs, the cost (`board` is the leaderboard server). "
         + RUNS_CODE,
     ),
     "predict": CommandEntry(

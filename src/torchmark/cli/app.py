@@ -31,16 +31,18 @@ except ImportError:  # pragma: no cover
 
 
 # What each option's value is, named as the help describes it: typer 0.29 prints the
-# Python type instead (``--workload <list[str]>``, ``--budget-s <float>``). An option not
-# listed shows its own name (``--limit LIMIT``); a typer.Option(metavar=...) wins.
+# Python type instead (``--workload <list[str]>``, ``--rate <float>``). One name per idea
+# across commands: a time is a DURATION (90s, 2m), a batch list N[,N...]. An option not
+# listed shows its own name (``--token TOKEN``); a typer.Option(metavar=...) wins.
 METAVARS = {
     "--backend": "NAME",
     "--batch": "N[,N...]",
-    "--budget-s": "SECONDS",
+    "--budget": "DURATION",
     "--cache-dir": "DIR",
     "--db": "URL",
     "--device": "DEVICE",
-    "--duration": "TIME",
+    "--duration": "DURATION",
+    "--energy-price": "PRICE",
     "--format": "FORMAT",
     "--host": "ADDRESS",
     "--html": "FILE",
@@ -51,15 +53,23 @@ METAVARS = {
     "--loader": "FILE.py:FUNC",
     "--markdown": "FILE",
     "--max-latency-ms": "MS",
+    "--max-procs": "N",
+    "--max-wait-ms": "MS[,MS...]",
+    "--measured": "RUN",
+    "--min-requests": "N",
     "--nnodes": "N",
     "--node-rank": "N",
     "--nproc-per-node": "N",
+    "--on": "RUN",
     "--output": "FILE",
-    "--per-candidate-s": "SECONDS",
+    "--p99-ms": "MS",
+    "--per-candidate": "DURATION",
+    "--point": "DURATION",
     "--port": "PORT",
     "--precision": "NAME",
     "--price": "KIND=PRICE,...",
     "--public-url": "URL",
+    "--rate": "REQ/S",
     "--rate-limit": "N",
     "--rdzv-endpoint": "HOST:PORT",
     "--rdzv-timeout": "SECONDS",
@@ -255,6 +265,11 @@ CeilingsOption = Annotated[
         help="Measure the device ceilings (cached per machine; without them no % of ceiling)."
     ),
 ]
+
+
+def renamed(old: str, new: str) -> None:
+    """One line for an option kept, hidden, under its old name: the name to use instead."""
+    err_console.print(f"note: {old} is now {new}", soft_wrap=one_line(err_console))
 
 
 def db_url(option: str | None) -> str | None:

@@ -158,7 +158,12 @@ def import_(
     db: DbOption = None,
 ) -> None:
     """Store a run exported as JSON (keeps its id unless that id is already taken)."""
+    from torchmark.web.admission import refusal
+
     record = import_run(file)  # parse and validate fully before the store is touched
+    refused = refusal(record)  # the board's bounds are this store's: one rule, one module
+    if refused:
+        raise InputError(f"{file} is refused: {refused}")
     store = open_store(db)
     try:
         run_id = store.save(record)

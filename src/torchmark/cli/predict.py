@@ -132,7 +132,7 @@ def predict(
         ),
     ] = None,
     server: Annotated[
-        str | None, typer.Option(help="Read TARGET as a run id on this board (torchmark serve).")
+        str | None, typer.Option(help="Read TARGET as a run id on this board (torchmark board).")
     ] = None,
     threads: Annotated[
         int | None, typer.Option(help="A CPU target at this many threads (refused unless its own).")

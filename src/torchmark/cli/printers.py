@@ -13,6 +13,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark.cli.app import console
+from torchmark.report.bench import bench_view
 from torchmark.report.model import model_view
 from torchmark.report.predict import predict_view
 from torchmark.report.serving import serving_view
@@ -22,6 +23,7 @@ from torchmark.results import RunRecord
 
 __all__ = [
     "printer",
+    "show_bench",
     "show_distributed",
     "show_model",
     "show_predict",
@@ -68,6 +70,7 @@ show_predict = printer(predict_view)
 show_tune = printer(tune_view)
 show_serving = printer(serving_view)
 show_soak = printer(soak_view)
+show_bench = printer(bench_view)
 
 
 def show_profile(record: RunRecord, verbose: bool = False) -> None:

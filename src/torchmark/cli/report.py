@@ -85,7 +85,7 @@ def compare(
     ] = None,
     server: Annotated[
         str | None,
-        typer.Option(help="Place RUN among a leaderboard's machines (torchmark serve URL)."),
+        typer.Option(help="Place RUN among a leaderboard's machines (torchmark board URL)."),
     ] = None,
     db: DbOption = None,
 ) -> None:

@@ -8,7 +8,7 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -119,21 +119,8 @@ def run(
     ] = None,
 ) -> None:
     """Measure every workload on every device, against the machine's measured ceilings."""
-    from torchmark.run import plan, runner
-
     if resume is not None:
-        given = [
-            p
-            for p in ctx.command.params
-            if p.name not in RESUME_WITH
-            # by name: typer may bring its own copy of click's ParameterSource
-            and getattr(ctx.get_parameter_source(p.name or ""), "name", "") == "COMMANDLINE"
-        ]
-        if given:
-            flags = ", ".join(p.opts[0] for p in given)
-            raise InputError(
-                f"--resume re-makes the stored run's plan: drop {flags} (or start a new run)"
-            )
+        refuse_beside_resume(ctx)
         resume_run(resume, db, json_path, verbose, dry_run)
         return
     from torchmark.launch import env as launch_env
@@ -155,7 +142,7 @@ def run(
         telemetry=telemetry,
         cache_dir=cache_dir,
     )
-    world = launch_env.joined()
+    world = launch_env.joined()  # this process is a rank of a job (torchrun, Slurm)
     opts = torchrun.validate(
         torchrun.Launch(nproc_per_node, nnodes, node_rank, rdzv_endpoint, rdzv_timeout)
     )
@@ -163,29 +150,74 @@ def run(
         from torchmark.cli.scaling import scaling_ladder
 
         scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose, dry_run)
-        return
-    if world is None and opts.wanted and not dry_run:
-        check_json_path(json_path)
-        check_ranks(cfg, opts)
-        # each worker runs this same command line, sees torchrun's RANK and joins
-        torchrun.launch(opts, sys.argv[1:])
-        return
-    if world is not None and not dry_run:
+    elif dry_run:
+        list_plan(cfg, opts, world, strategy)
+    elif world is None and opts.wanted:
+        launch_ranks(cfg, opts, json_path)
+    elif world is not None:
         distributed(cfg, world, backend, json_path, db, verbose, strategy or "ddp")
-        return
-    if strategy is not None and world is None and not opts.wanted:  # a dry run refuses it too
+    else:
+        measure(cfg, strategy, json_path, db, verbose)
+
+
+def refuse_beside_resume(ctx: typer.Context) -> None:
+    """``--resume`` re-makes the stored run's plan: an option that would change it is an
+    error, not silently dropped."""
+    given = [
+        p
+        for p in ctx.command.params
+        if p.name not in RESUME_WITH
+        # by name: typer may bring its own copy of click's ParameterSource
+        and getattr(ctx.get_parameter_source(p.name or ""), "name", "") == "COMMANDLINE"
+    ]
+    if given:
+        flags = ", ".join(p.opts[0] for p in given)
+        raise InputError(
+            f"--resume re-makes the stored run's plan: drop {flags} (or start a new run)"
+        )
+
+
+def no_strategy_alone(strategy: str | None) -> None:
+    if strategy is not None:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
-    # a dry run under ranks plans as each rank will, not as this launching process
-    ranks = opts.nproc * opts.nnodes if dry_run and world is None and opts.wanted else None
+
+
+def list_plan(cfg: RunConfig, opts: Any, world: Any, strategy: str | None) -> None:
+    """``--dry-run``: the planned cases; under ranks, planned as each rank will plan them,
+    not as this launching process."""
+    if world is None and not opts.wanted:
+        no_strategy_alone(strategy)
+    from torchmark.run import plan
+
+    ranks = opts.nproc * opts.nnodes if world is None and opts.wanted else None
     with contextlib.nullcontext() if ranks is None else _planned_world(ranks):
         the_plan = plan.make_plan(cfg)
         unused(cfg, the_plan.cases_for)
-    if dry_run:
-        if ranks is not None:
-            where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
-            console.print(f"world size {ranks}{where}: every rank measures these cases together")
-        show_plan(the_plan.cases, cfg)
-        return
+    if ranks is not None:
+        where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
+        console.print(f"world size {ranks}{where}: every rank measures these cases together")
+    show_plan(the_plan.cases, cfg)
+
+
+def launch_ranks(cfg: RunConfig, opts: Any, json_path: Path | None) -> None:
+    """``--nproc-per-node N``: start the ranks; each runs this same command line, sees
+    torchrun's RANK and joins."""
+    from torchmark.launch import torchrun
+
+    check_json_path(json_path)
+    check_ranks(cfg, opts)
+    torchrun.launch(opts, sys.argv[1:])
+
+
+def measure(
+    cfg: RunConfig, strategy: str | None, json_path: Path | None, db: str | None, verbose: bool
+) -> None:
+    """The plain run: plan, measure every case through the runner, show and store."""
+    from torchmark.run import plan, runner
+
+    no_strategy_alone(strategy)
+    the_plan = plan.make_plan(cfg)
+    unused(cfg, the_plan.cases_for)
     check_json_path(json_path)
     store = open_store(db)
     events = ProgressEvents(console)

@@ -1,15 +1,18 @@
-"""``torchmark serve``: the shared leaderboard server, and its tokens."""
+"""``torchmark board``: the shared leaderboard server, and its tokens (``serve``: its old
+name, which says so and runs it; it read like the load test ``serving``)."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from torchmark.cli.app import app, console, one_line
+from torchmark.cli import COMMANDS
+from torchmark.cli.app import app, console, err_console, one_line
 from torchmark.errors import InputError
 
 TOKEN_USAGE = "token create NAME | token list | token revoke NAME"
@@ -39,7 +42,7 @@ def _need_server() -> None:
 
 
 @app.command()
-def serve(
+def board(
     action: Annotated[
         list[str] | None,
         typer.Argument(
@@ -68,9 +71,9 @@ def serve(
 ) -> None:
     """Serve a shared leaderboard of submitted runs (JSON API, HTML pages, raw data).
 
-    Tokens: `serve token create NAME` (shown once; only its hash is kept).
+    Tokens: `board token create NAME` (shown once; only its hash is kept).
 
-    `serve token list` and `serve token revoke NAME` manage them.
+    `board token list` and `board token revoke NAME` manage them.
 
     `--workers N` serves a PostgreSQL store from N processes; SQLite is served by one.
     """
@@ -129,6 +132,18 @@ def serve(
     )
 
 
+def _serve(*args: Any, **kwargs: Any) -> None:
+    err_console.print(
+        "`torchmark serve` is now `torchmark board` (`serving` is the load test); running it",
+        soft_wrap=one_line(err_console),
+    )
+    board(*args, **kwargs)
+
+
+# the old name: board's options (its signature, through __wrapped__), one line, then board
+app.command("serve", help=COMMANDS["serve"].help)(functools.wraps(board)(_serve))
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -145,11 +160,11 @@ def _token(action: list[str], db: str | None) -> None:
     verb, args = (action[1] if len(action) > 1 else ""), action[2:]
     wants = {"create": 1, "revoke": 1, "list": 0}
     if action[0] != "token" or verb not in wants:
-        raise InputError(f"serve takes no arguments, or one of: {TOKEN_USAGE}")
+        raise InputError(f"board takes no arguments, or one of: {TOKEN_USAGE}")
     if len(args) != wants[verb]:
-        form = f"torchmark serve token {verb}" + " NAME" * wants[verb]
+        form = f"torchmark board token {verb}" + " NAME" * wants[verb]
         said = "Missing argument 'NAME'" if len(args) < wants[verb] else "Too many arguments"
-        hint = "; names: `torchmark serve token list`" if verb == "revoke" else ""
+        hint = "; names: `torchmark board token list`" if verb == "revoke" else ""
         raise InputError(f"{said}: `{form}`{hint}")
     store = open_store(board_url(db))
     accounts = Accounts(store)  # refuses a store that is not SQL
@@ -168,7 +183,7 @@ def _token(action: list[str], db: str | None) -> None:
     else:
         tokens = accounts.list_tokens()
         if not tokens:
-            console.print("no tokens; make one with: torchmark serve token create NAME")
+            console.print("no tokens; make one with: torchmark board token create NAME")
         for t in tokens:
             state = f"revoked {t.revoked_utc[:19]}" if t.revoked_utc else "active"
             console.print(f"{t.name}  created {t.created_utc[:19]}  {state}")

@@ -1,5 +1,5 @@
 """`torchmark serving MODEL --p99-ms L [--rate R]`: load-test a model as a service (not the
-leaderboard server, which is `torchmark serve`). MODEL is a built-in model or the user's
+leaderboard server, which is `torchmark board`). MODEL is a built-in model or the user's
 SPEC, whose file is run (as for `torchmark model`)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
 from torchmark.errors import InputError
-from torchmark.run.config import parse_float_list, parse_int_list
+from torchmark.run.config import parse_duration, parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.kinds.serving.model import Recipe, Served
@@ -35,15 +35,6 @@ MODEL_HELP = (
     "A built-in model (simplenet, resnet50, bert-base, ...: see `torchmark list`) or your "
     "own SPEC with --input / --inputs, as for `torchmark model`."
 )
-
-
-def _seconds(text: str, option: str) -> float:
-    from torchmark.kinds.soak.kind import parse_duration
-
-    try:
-        return parse_duration(text)
-    except InputError:
-        raise InputError(f"{option} takes a time such as 30s, 2m or 1h; got {text!r}") from None
 
 
 def _sizes(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -99,7 +90,7 @@ def _recipe(
 
 @app.command(
     help="Load-test a model as a service: the most requests/s each device answers within a "
-    "p99 bound, the devices your traffic needs, the cost (`serve` is the leaderboard server). "
+    "p99 bound, the devices your traffic needs, the cost (`board` is the leaderboard server). "
     + RUNS_CODE
 )
 def serving(
@@ -134,9 +125,18 @@ def serving(
     point: Annotated[
         str,
         typer.Option(
-            help="Longest load point (0.4s at least): it ends sooner once its p99 is stable."
+            help="Longest load point (>= --min-duration): a point short of the requests "
+            "its p99 needs by then is INVALID."
         ),
-    ] = "10s",
+    ] = "30s",
+    min_duration: Annotated[
+        str,
+        typer.Option(
+            "--min-duration",
+            help="Shortest load point judged within: 5s shows a 1 % overload as 50 ms of "
+            "queue; the answer is re-confirmed for 3x it.",
+        ),
+    ] = "5s",
     batch: Annotated[
         str | None,
         typer.Option(help="Max batch sizes to try (default: CPU 1,8,32; GPU 1,16,64,256)."),
@@ -160,7 +160,10 @@ def serving(
     ] = None,
     size: Annotated[
         str | None,
-        typer.Option(help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16."),
+        typer.Option(
+            metavar="NAME=N,...",
+            help="A built-in model's sizes, e.g. image=64 or layers=1,seq=16.",
+        ),
     ] = None,
     min_requests: Annotated[
         int,
@@ -203,8 +206,9 @@ def serving(
         devices=tuple(device or ()),
         batches=parse_int_list(batch, "--batch"),
         max_wait_ms=parse_float_list(max_wait_ms, "--max-wait-ms"),
-        budget_s=_seconds(budget, "--budget"),
-        point_s=_seconds(point, "--point"),
+        budget_s=parse_duration(budget, "--budget"),
+        point_s=parse_duration(point, "--point"),
+        min_duration_s=parse_duration(min_duration, "--min-duration"),
         split=split,
         max_procs=max_procs,
         threads=threads,

@@ -35,6 +35,8 @@ def printer_for(record: RunRecord, verbose: bool = False) -> Callable[[RunRecord
         return printers.show_serving
     if record.kind == "predict":
         return printers.show_predict
+    if record.kind == "bench":
+        return printers.show_bench
     if record.kind == "model" and "loader" not in record.config:  # --loader: the input view
         return printers.show_model
     if record.config.get("distributed"):

@@ -38,8 +38,8 @@ def soak(
 ) -> None:
     """Repeat a heavy workload: throughput over time with clocks, heat, power and throttling."""
     from torchmark.devices import available, resolve
-    from torchmark.kinds.soak.kind import parse_duration
     from torchmark.kinds.soak.kind import soak as run_soak
+    from torchmark.run.config import parse_duration
     from torchmark.workloads import WORKLOADS, load_builtins
 
     seconds = parse_duration(duration)

@@ -1,4 +1,4 @@
-"""``torchmark submit``: send a stored run to a shared leaderboard (``torchmark serve``)."""
+"""``torchmark submit``: send a stored run to a shared leaderboard (``torchmark board``)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def post(
 def submit(
     run: Annotated[str, typer.Argument(help="Run id, latest, or an exported .json file.")],
     server: Annotated[
-        str | None, typer.Option(help="The leaderboard's URL (torchmark serve).")
+        str | None, typer.Option(help="The leaderboard's URL (torchmark board).")
     ] = None,
     token: Annotated[
         str | None, typer.Option(help="Submit token; default $TORCHMARK_TOKEN.")
@@ -132,7 +132,7 @@ def submit(
         raise InputError("give --server URL (or --dry-run to see what would be sent)")
     token = token or os.environ.get("TORCHMARK_TOKEN")
     if not token:
-        raise InputError("give --token or set TORCHMARK_TOKEN (torchmark serve token create NAME)")
+        raise InputError("give --token or set TORCHMARK_TOKEN (torchmark board token create NAME)")
     answer = post(server, token, body.encode())
     run_id = answer.get("run_id")
     if answer.get("duplicate"):
@@ -181,14 +181,15 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     from torchmark.format import plural, result_label
     from torchmark.judge import verdicts
     from torchmark.store.exchange import parse_document
-    from torchmark.web import plausible, serving
+    from torchmark.web import admission, plausible, serving
     from torchmark.web.ranking import division_of
 
     run = parse_document(doc, "the run")  # read once already: not written and read again
-    refused = serving.refusal(run)  # the server's own rule
+    refused = admission.refusal(run)  # the server's own rule
     if refused:
         return [f"the server will refuse this run: {refused}"]
-    run = plausible.rejudged(serving.rederive(run))  # every verdict as the server judges it
+    # every verdict as the server judges it
+    run = plausible.rejudged(admission.bounded_errors(serving.rederive(run)))
     rows = serving.rows_of(run, "")  # a serving run: its devices' answers
     if rows:
         return [f"the server will store it in the {division_of(run)} division"] + [
@@ -233,6 +234,12 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
             f"this run is on {server} as {own}: placed among the other runs, not against itself",
             soft_wrap=one_line(console),
         )
+    elif any(row.get("machine_left_out") for row in rows):  # nor its machine's other runs
+        console.print(
+            f"this machine has runs on {server}: placed among the other machines, not "
+            "against its own",
+            soft_wrap=one_line(console),
+        )
     for row in rows:
         label = case_label(row["variant"], row["params"], row["workload"], row["device"])
         division = row.get("division", "standard")  # an older server places in standard
@@ -241,6 +248,9 @@ def place_on_server(specs: list[str], server: str, db: str | None) -> None:
             continue
         if not row["machines"]:
             who = "other run" if own else "machine"
+            who = (
+                "other machine" if not own and any(r.get("machine_left_out") for r in rows) else who
+            )
             console.print(
                 f"{label}: no {who} in the {division} division of {server} has this case yet",
                 soft_wrap=one_line(console),

@@ -107,6 +107,16 @@ def _tera(x: float | None) -> float | None:
 # reports it, a little under the label) the row is for; the other variants stay unmatched.
 _MEMORY_GIB: dict[str, tuple[float, float]] = {"RTX 3080": (9, 11), "RTX 3060": (11, 13)}
 
+# L2 cache (MiB) per row, from the same whitepapers; H100 and H200 as torch reported them on
+# the reference runs' machines. The board decides from it whether a case's working set is
+# read from memory, never from the l2_bytes a submitter wrote.
+L2_MIB: dict[str, float] = {
+    "H200 NVL": 60, "H200 SXM": 60, "H100 NVL": 50, "H100 PCIe": 50, "H100 SXM": 50,
+    "A100 80GB PCIe": 40, "A100 80GB SXM": 40, "A100 40GB": 40, "A10": 6, "L40S": 96,
+    "L4": 48, "T4": 4, "V100S PCIe": 6, "V100 PCIe": 6, "V100 SXM2": 6, "RTX 4090": 72,
+    "RTX 3090": 6, "RTX 3080": 5, "RTX 3060 Ti": 4, "RTX 3060": 3, "GTX 1080 Ti": 2.75,
+}  # fmt: skip
+
 SPECS: tuple[Spec, ...] = tuple(
     Spec(
         model,

@@ -29,7 +29,7 @@ class LaunchFailed(TorchmarkError):
 @dataclass(frozen=True)
 class Launch:
     # None: not asked for. ``--nproc-per-node 1`` is asked for: one rank under DDP, the
-    # ladder's "DDP x1" row (DDP's own overhead), not the plain run it used to fall back to.
+    # ladder's "DDP x1" row (DDP's own overhead), not a plain run.
     nproc_per_node: int | None = None
     nnodes: int = 1
     node_rank: int | None = None

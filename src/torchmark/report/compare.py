@@ -4,8 +4,6 @@ The table fits the width it is given (an 80-column terminal, a CI log, a wide sc
 essential columns (case, each run's throughput, the speed ratio, the verdict) are never cut;
 the reasons move under the table when they do not fit beside it, and the device joins the
 case cell before a case has to wrap.
-
-Over 400 lines: the comparison and the reference-placement tables share one fitting layout.
 """
 
 from __future__ import annotations

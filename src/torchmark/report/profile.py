@@ -1,7 +1,4 @@
-"""A stored ``profile`` run as terminal tables: the breakdown, top ops, verdict and rules.
-
-Over 400 lines: the terminal tables and the HTML context of a profile read the same fields.
-"""
+"""A stored ``profile`` run as terminal tables: the breakdown, top ops, verdict and rules."""
 
 from __future__ import annotations
 

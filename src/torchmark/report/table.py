@@ -3,8 +3,6 @@
 A pure function of the RunRecord (``run_tables``); ``torchmark run`` prints it at the end.
 Tables fit the console's width (``report.layout``): at 80 columns or piped they lose the
 words of the flags, then the ``vs CPU`` and median columns, never a figure's digits.
-
-Over 400 lines: the results and ceilings tables share one footnote and flag vocabulary.
 """
 
 from __future__ import annotations

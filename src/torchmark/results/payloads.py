@@ -12,6 +12,9 @@ by ``kind``, stored as ``RunRecord.payload``.
     predict  PredictPayload  your model's cases predicted on another machine: no results
                              (a Result is a measurement with samples), each case's time,
                              interval, dominant term and basis; predicted vs measured
+    bench    BenchPayload    torchmark's own suite (``python -m benchmarks``): each script's
+                             question, goal and outcome, its figures that are not times
+                             (its timed figures are results, so ``compare`` judges them)
 
 Every payload also carries ``notes`` (said under the run's tables) and ``not_stored`` (why
 the store failed, when it did). Two kinds of run are variants stored under another kind, as
@@ -34,8 +37,6 @@ A new kind of run adds its payload in three steps (as ``serving`` did):
 
 No schema bump is needed: no older document holds the new kind, and an older torchmark
 refuses a run of a kind it does not know with one line saying to upgrade.
-
-Over 400 lines: one discriminated union of every kind's payload, read and written as one.
 """
 
 from __future__ import annotations
@@ -480,6 +481,36 @@ class PredictPayload(Payload):
     refused: str | None = None  # the whole prediction refused, in one line
 
 
+# -- bench -------------------------------------------------------------------------------
+
+
+class BenchScript(Kept):
+    """One script of the suite: the question it asks, its goal, how it ended."""
+
+    name: str
+    question: str
+    goal: str
+    outcome: str  # met / missed / not available / failed
+    wall_s: float
+
+
+class BenchFigure(Kept):
+    """A figure that is not a time (a ratio, a bias, a rate) beside its goal."""
+
+    script: str
+    name: str
+    value: float
+    unit: str = ""
+    goal: str = ""
+    met: bool | None = None  # None: no goal for this figure
+
+
+class BenchPayload(Payload):
+    kind: Literal["bench"] = "bench"
+    scripts: list[BenchScript] = Field(default_factory=list)
+    figures: list[BenchFigure] = Field(default_factory=list)
+
+
 AnyPayload = Annotated[
     RunPayload
     | ModelPayload
@@ -487,7 +518,8 @@ AnyPayload = Annotated[
     | SoakPayload
     | ProfilePayload
     | ServingRunPayload
-    | PredictPayload,
+    | PredictPayload
+    | BenchPayload,
     Field(discriminator="kind"),
 ]
 

@@ -5,8 +5,6 @@ from them (computed fields in the JSON, re-derived on import, never trusted from
 A RunRecord holds its results and what its kind of run found beside them: a typed payload,
 discriminated by the run's ``kind`` (``results.payloads``). A document of an older schema
 is upgraded as it is read (``results.schema``), whichever way it comes in.
-
-Over 400 lines: Result, Ceiling and RunRecord are one document's schema and its validators.
 """
 
 from __future__ import annotations

@@ -3,8 +3,14 @@ and the answer per device. Pydantic only (no torch, no numpy): ``show``, ``expor
 ``report`` and the board read it without loading either.
 
 The percentiles stored beside ``latency_us`` are derived from it at run time (numpy's
-``inverted_cdf`` order statistic and scipy's binomial interval, ``serving.stats``); a test
+``inverted_cdf`` order statistic and the binomial interval of ``stats.order``); a test
 derives them again from the stored latencies and checks they agree.
+
+Schema 2 stores, per point, its duration, its VALID/INVALID in MLPerf LoadGen's sense (and
+why), LoadGen's early-stopping estimate of the p99, the p99 of each third of the point,
+and whether it re-confirmed the answer; per fleet and answer, what the re-confirmation
+found. A schema-1 run is migrated as it is read: those fields stay None ("not judged"),
+and a note says the run was stored before points were judged so.
 """
 
 from __future__ import annotations
@@ -13,7 +19,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SERVING_SCHEMA = 1
+SERVING_SCHEMA = 2
+MIGRATED_NOTE = (
+    "stored by an earlier torchmark (serving schema 1): its points were judged on their "
+    "last three windows, with no minimum duration, no VALID/INVALID in LoadGen's sense "
+    "and no re-confirmation of the answer"
+)
 
 
 def ms(seconds: float) -> str:
@@ -66,9 +77,25 @@ class PointDoc(_Doc):
     utilisation: float | None = None
     mean_batch: float | None = None
     energy: dict[str, object] | None = None
+    # schema 2 (None: a schema-1 run's point, not judged so)
+    duration_s: float | None = None  # the point's schedule span
+    min_duration_s: float | None = None
+    valid: bool | None = None  # MLPerf LoadGen's VALID (Server scenario rules)
+    invalid_why: list[str] = Field(default_factory=list)
+    loadgen_p99_s: float | None = None  # LoadGen's percentile: sorted[floor(0.99 n)]
+    early_p99_s: float | None = None  # LoadGen's early-stopping estimate of the p99
+    early_needed: int | None = None  # requests early stopping asks, with over_bound over
+    parts_p99_s: list[float | None] = Field(default_factory=list)  # each third's p99
+    holds: bool | None = None  # no third surely over the bound
+    confirm: bool = False  # the answer's re-confirmation
     # raw: every kept request's latency (a seeded uniform sample of 20,000 beyond that: n
     # says how many there were; the percentiles above are of them all)
     latency_us: list[int] = Field(default_factory=list)
+
+    @property
+    def loadgen(self) -> str:
+        """VALID / INVALID as LoadGen would say it; '' for a point not judged so."""
+        return "" if self.valid is None else ("VALID" if self.valid else "INVALID")
 
 
 class FleetDoc(_Doc):
@@ -81,6 +108,7 @@ class FleetDoc(_Doc):
     single_n: int = 0
     single_p50_s: float | None = None
     single_p99_s: float | None = None
+    single_mean_s: float | None = None  # schema 2: what one-at-a-time's rate follows
     offline: dict[str, float] = Field(default_factory=dict)  # max batch -> requests/s
     points: list[PointDoc] = Field(default_factory=list)
     stop_reason: str = ""
@@ -88,6 +116,10 @@ class FleetDoc(_Doc):
     best: int | None = None  # index into points: the highest rate within the bound
     top: float | None = None  # the lowest rate above it measured over (None: none)
     generator_bound: bool = False
+    confirmation: str = ""  # what the answer's re-confirmation found, in words
+    # where its figures disagree with each other, in words (``answer.consistency``)
+    notes: list[str] = Field(default_factory=list)
+    load_changed: bool = False  # p99 fell as the rate rose, beyond both intervals
     # where the model was served: "" in this process (its capacity, no front end), "oip"
     # behind torchmark's Open Inference Protocol server, "endpoint" the user's server
     served: str = ""
@@ -137,6 +169,10 @@ class DeviceAnswer(_Doc):
     p99_s: float | None = None
     p99_ci_s: tuple[float | None, float | None] = (None, None)
     flags: list[str] = Field(default_factory=list)  # the max-rate point's: they travel with it
+    confirmed: bool | None = None  # the rate held its re-confirmation (None: schema 1)
+    valid: bool | None = None  # its point VALID in LoadGen's sense (None: schema 1)
+    duration_s: float | None = None  # how long that point ran
+    confirmation: str = ""
     needed: int | None = None  # devices for --rate (at the bracket's bottom)
     needed_range: tuple[int, int] | None = None  # (at the top, at the bottom)
     price_per_hour: float | None = None
@@ -150,6 +186,12 @@ class DeviceAnswer(_Doc):
     sentence: str = ""
 
 
+# The loop woke late by more than this share of the bound at its p99: the host's timing,
+# not the device, decides the tail there (a load point is then marked generator_behind, and
+# a rate the generator checks is not kept time with).
+BEHIND_SHARE = 0.25
+
+
 class GeneratorDoc(_Doc):
     """The load generator's own limit (``serving.generator``): each rate it was checked at,
     with the loop's median and p99 lateness there."""
@@ -158,8 +200,19 @@ class GeneratorDoc(_Doc):
     sentence: str = ""  # as said when the run was measured (runs stored before ``load``)
     rates: list[dict[str, float]] = Field(default_factory=list)  # per rate tried
     load: float | None = None  # the 1-minute load average when it was checked
+    p99_max_s: float | None = None  # the p99 lateness a rate kept time within (None: median)
 
-    def said(self) -> str:
+    def judged(self, bound_s: float | None = None) -> GeneratorDoc:
+        """The limit judged on the p99 lateness against ``BEHIND_SHARE`` of the bound, the
+        share at which a load point is marked generator_behind: a document stored with its
+        limit judged on the median lateness (schema 1) judged again from its checks."""
+        if self.p99_max_s is not None or bound_s is None or not self.rates:
+            return self
+        p99_max = BEHIND_SHARE * bound_s
+        ok = [r["rate"] for r in self.rates if r["p99_s"] <= p99_max]
+        return self.model_copy(update={"limit": max(ok, default=0.0), "p99_max_s": p99_max})
+
+    def said(self, bound_s: float | None = None) -> str:
         """The limit in words, from the stored checks. Where every rate checked kept time the
         limit lies above the highest checked, which is not a rate the run's load points went
         to: "up to 100,000 arrivals/s (the highest rate tried)" read as the run's highest
@@ -167,21 +220,34 @@ class GeneratorDoc(_Doc):
         latency is ("p99 13930 µs" read beside "p99 4.92 ms")."""
         if not self.rates:
             return self.sentence
+        if bound_s is not None and self.p99_max_s is None:
+            return self.judged(bound_s).said()
         load = self.load if self.load is not None else _load_in(self.sentence)
         tail = f" (load average {load:.2f})" if load is not None else ""
         at = next((r for r in self.rates if self.limit and r["rate"] == self.limit), None)
         if at is None:
-            return f"the load generator kept time at none of the rates it was checked at{tail}"
+            worst = min(self.rates, key=lambda r: r["rate"])
+            within = f" (p99 lateness within {ms(self.p99_max_s)})" if self.p99_max_s else ""
+            return (
+                f"the load generator kept time{within} at none of the rates it was checked "
+                f"at: p99 {ms(worst['p99_s'])} at {per_s(worst['rate'])} arrivals/s{tail}"
+            )
         how = f"median lateness {ms(at['median_s'])}, p99 {ms(at['p99_s'])}"
+        if self.p99_max_s is not None:
+            how = (
+                f"p99 lateness {ms(at['p99_s'])} <= {ms(self.p99_max_s)}, a quarter of the "
+                f"bound; median {ms(at['median_s'])}"
+            )
         above = sorted(r["rate"] for r in self.rates if r["rate"] > at["rate"])
         if not above:
             return (
                 f"the load generator kept time at every rate it was checked at, up to "
                 f"{per_s(at['rate'])} arrivals/s ({how}): its own limit is higher{tail}"
             )
+        late = next(r for r in self.rates if r["rate"] == above[0])
         return (
             f"the load generator keeps time up to {per_s(at['rate'])} arrivals/s on this host "
-            f"({how}), not at {per_s(above[0])}{tail}"
+            f"({how}), not at {per_s(above[0])} (p99 {ms(late['p99_s'])}){tail}"
         )
 
 
@@ -204,6 +270,7 @@ class ServingPayload(_Doc):
     confidence: float = 0.95
     margin: float = 0.005
     min_requests: int = 0
+    min_duration_s: float | None = None  # schema 2: the shortest point judged within
     generator: GeneratorDoc = Field(default_factory=GeneratorDoc)
     fleets: list[FleetDoc] = Field(default_factory=list)
     # the answer per device: as served where the run served the model over HTTP (then the
@@ -237,6 +304,10 @@ POINT_COLUMNS = (
     "p99_ci_low_s",
     "p99_ci_high_s",
     "p999_s",
+    "duration_s",
+    "loadgen",
+    "early_p99_s",
+    "confirm",
     "flags",
     "why",
 )
@@ -268,6 +339,10 @@ def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
                     "p99_ci_low_s": pt.p99_ci_s[0],
                     "p99_ci_high_s": pt.p99_ci_s[1],
                     "p999_s": pt.p999_s,
+                    "duration_s": pt.duration_s,
+                    "loadgen": pt.loadgen,
+                    "early_p99_s": pt.early_p99_s,
+                    "confirm": int(pt.confirm),
                     "flags": ";".join(pt.flags),
                     "why": pt.why,
                 }
@@ -286,11 +361,44 @@ class _Run(Protocol):
     payload: Any
 
 
+# The longest latency a stored run holds, and so the loosest p99 bound: an hour (the board
+# refuses more; `serving --p99-ms` takes no more).
+MAX_LATENCY_S = 3600.0
+# Distinct error messages a point keeps: a model whose error text varies (an id, a shape in
+# the message) made 8,328 entries, 3.19 MB, in one 29 s search; the first few say what
+# failed, the count says how often.
+MAX_ERRORS = 20
+OTHER_ERRORS = "(other messages)"
+
+
+def bound_errors(errors: dict[str, int], keep: int = MAX_ERRORS) -> dict[str, int]:
+    """``errors`` (message -> requests) cut to its first ``keep`` distinct messages, the
+    requests of the rest counted under OTHER_ERRORS."""
+    if len(errors) <= keep:
+        return errors
+    items = list(errors.items())
+    out = dict(items[:keep])
+    out[OTHER_ERRORS] = out.get(OTHER_ERRORS, 0) + sum(n for _, n in items[keep:])
+    return out
+
+
 def read(run: _Run) -> ServingPayload | None:
     """The serving document a run holds (None for another kind of run): the one place it
     is read from the record, ``run.payload.serving``."""
     found = getattr(run.payload, KIND, None) if run.kind == KIND else None
-    return found if isinstance(found, ServingPayload) else None
+    if not isinstance(found, ServingPayload):
+        return None
+    return migrate(found)
+
+
+def migrate(p: ServingPayload) -> ServingPayload:
+    """A schema-1 document as schema 2 (the module docstring): a copy, the stored run
+    untouched."""
+    if p.schema_version >= SERVING_SCHEMA:
+        return p
+    return p.model_copy(
+        update={"schema_version": SERVING_SCHEMA, "notes": [*p.notes, MIGRATED_NOTE]}
+    )
 
 
 def write(run: _Run, payload: ServingPayload) -> None:

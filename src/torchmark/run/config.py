@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -144,6 +145,18 @@ def _spellings(axis: str, values: Sequence[Any]) -> set[str]:
             except (InputError, UnknownNameError):
                 continue  # a name the plan refused already
     return out
+
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, option: str = "--duration") -> float:
+    """'90s', '10m', '1h', '1.5m' or plain seconds '45' -> seconds; zero, a negative time
+    and anything else name the option and an example."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"{option} takes a positive time such as 90s, 10m or 1h; got {text!r}")
+    return float(m.group(1)) * DURATION_UNITS[m.group(2) or "s"]
 
 
 def parse_int_list(text: str | None, what: str) -> tuple[int, ...]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
+
+from torchmark.stats.order import ci_of_sorted, numpy_sorted, quantile_ci, quantile_ranks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,93 +22,13 @@ MIN_WARMUP_CALLS = 3
 FEW_SAMPLES = 5
 
 
-# Up to this many samples the binomial sums are exact integers (~0.1 ms at the limit);
-# above, floats, where an exact tie with the tail probability cannot occur.
-EXACT_RANKS_UP_TO = 1024
-
-
-T = TypeVar("T", int, float)
-
-
-def _binom_terms(n: int, i: int, first: T, div: Callable[[T, int], T]) -> Iterator[T]:
-    """Bin(n, 1/2) masses (scaled as ``first`` is) from k = i up: the ratio of neighbours is
-    (n - k) / (k + 1), exact under ``//`` since C(n, k) * (n - k) is divisible by k + 1."""
-    term = first
-    for k in range(i, n + 1):
-        yield term
-        term = div(term * (n - k), k + 1)
-
-
-@functools.lru_cache(maxsize=1024)
-def _ci_ranks(n: int, confidence: float) -> tuple[int, int]:
-    """0-based ranks of the order statistics bounding the median, exactly as
-    ``scipy.stats.quantile_test(...).confidence_interval()`` picks them: ``binom.ppf(a, n,
-    1/2) - 1`` and ``binom.isf(a, n, 1/2)`` with ``a = (1 - confidence) / 2`` (a test checks
-    every n to 3,000 and larger ones against scipy).
-
-    Summed here rather than asked of scipy.stats, which costs ~0.8 s to import: every
-    command that shows a stored result's CI (``export``, ``report``, the leaderboard) paid
-    it. The sum starts 12 standard deviations below the mean, where the mass left out is
-    under 1e-32, far below a float's resolution of ``a``.
-    """
-    a = (1 - confidence) / 2
-    i = max(0, math.floor(n / 2 - 6 * math.sqrt(n)))
-    terms: Iterator[int] | Iterator[float]
-    if n <= EXACT_RANKS_UP_TO:
-        # CDF(k) <= a as integers: sum of C(n, j) * den <= num * 2**n, a = num / den exactly
-        num, den = Fraction(a).as_integer_ratio()
-        limit: float = num << n
-        terms = _binom_terms(n, i, math.comb(n, i) * den, operator.floordiv)
-    else:
-        limit = a
-        terms = _binom_terms(
-            n,
-            i,
-            math.exp(
-                math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
-            ),
-            operator.truediv,
-        )
-    cdf: float = 0
-    below, first = -1, n  # below: last k with CDF(k) <= a; first: CDF(k) >= a
-    for k, term in enumerate(terms, start=i):
-        cdf += term
-        if cdf <= limit:
-            below = k
-        if cdf >= limit:
-            first = k
-            break
-    # X ~ Bin(n, 1/2) is symmetric: P(X > k) = CDF(n - k - 1), so isf(a) = n - 1 - below
-    return first - 1, n - 1 - below
-
-
 def median_ci(
     samples: Sequence[float] | np.ndarray, confidence: float = 0.95
 ) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median from order statistics.
-
-    Binomial order statistics (the interval of scipy's quantile_test); with too few samples
-    for the requested confidence (n < 6 at 95 %) a bound is NaN, never a guess.
-    """
-    return _ci_of_sorted(_numpy_sorted(map(float, samples)), confidence)
-
-
-def _numpy_sorted(x: Iterable[float]) -> tuple[float, ...]:
-    """``np.sort``'s order: NaN last (``sorted`` alone leaves a NaN anywhere, and every
-    order statistic after it wrong)."""
-    values = list(x)
-    numbers = [v for v in values if v == v]  # NaN alone is not equal to itself
-    return (*sorted(numbers), *[math.nan] * (len(values) - len(numbers)))
-
-
-def _ci_of_sorted(x: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    n = len(x)
-    if n == 0:
-        return (math.nan, math.nan)
-    lo, hi = _ci_ranks(n, confidence)
-    low = x[lo] if 0 <= lo < n else math.nan
-    high = x[hi] if 0 <= hi < n else math.nan
-    return (low, high)
+    """Distribution-free confidence interval of the median from order statistics
+    (``stats.order``); with too few samples for the requested confidence (n < 6 at 95 %)
+    a bound is NaN, never a guess."""
+    return quantile_ci(samples, 0.5, confidence)
 
 
 def _lerp_quantile(x: Sequence[float], q: float) -> float:
@@ -144,7 +64,7 @@ def rel_ci_halfwidth(samples: Sequence[float] | np.ndarray, confidence: float = 
     n = x.size
     if n == 0:
         return math.inf
-    lo, hi = _ci_ranks(n, confidence)
+    lo, hi = quantile_ranks(n, 0.5, confidence)
     if lo < 0 or hi >= n:
         return math.inf
     mid_lo, mid_hi = (n - 1) // 2, n // 2
@@ -210,7 +130,7 @@ class Measurement:
 
     @functools.cached_property
     def _sorted(self) -> tuple[float, ...]:
-        return _numpy_sorted(self.kept)
+        return numpy_sorted(self.kept)
 
     @property
     def _has_nan(self) -> bool:
@@ -270,7 +190,7 @@ class Measurement:
     @functools.cached_property
     def ci(self) -> tuple[float, float]:
         """95 % confidence interval of the median (order statistics)."""
-        return _ci_of_sorted(self._sorted)
+        return ci_of_sorted(self._sorted, 0.5)
 
     @property
     def flags(self) -> list[str]:

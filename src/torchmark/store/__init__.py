@@ -40,7 +40,7 @@ def default_path() -> Path:
 
 
 def default_board_path() -> Path:
-    """The leaderboard's own store (`torchmark serve` without --db): beside the results
+    """The leaderboard's own store (`torchmark board` without --db): beside the results
     file, never in it (the server's copies of submitted runs would show in `history`)."""
     return default_path().with_name("board.db")
 

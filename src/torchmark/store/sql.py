@@ -20,8 +20,6 @@ interrupted between two results keeps every result already added; a write that f
 passing reason (a lock held by another writer, a restarting server) is retried with backoff
 for ``retry_s`` seconds before ``StoreUnavailable`` says why; a full disk fails at once
 (``StoreFull``): no wait frees space.
-
-Over 400 lines: one store on one schema; its queries and retried writes share each table's layout.
 """
 
 from __future__ import annotations

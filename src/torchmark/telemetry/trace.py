@@ -3,8 +3,6 @@
 A ``Recording`` is plain data (readings per source, sample spans, static facts) - what a
 fixture file holds - and ``summarize`` is a pure function of it, so recorded traces from a
 throttling GPU can be replayed through the same tagging and verdict code as a live run.
-
-Over 400 lines: the sampler, its recording and ``summarize`` are one data path, live and replayed.
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ class Adaptive:
     level, not one jumpy CI, and noise that began in the second half is measured on (it may
     be a passing stretch of load). ``reach=0`` turns it off.
 
-    It used to wait for a quarter of the time-out (2.5 s) as well: on the six workloads of
-    benchmarks/stopping_vs_timer.py every noisy case then ran 2.5 s where
+    It does not also wait for a quarter of the time-out (2.5 s): on the six workloads of
+    benchmarks/stopping_vs_timer.py every noisy case would run 2.5 s where
     ``Timer.blocked_autorange`` took 0.2-0.4 s, with the same run-to-run spread and medians.
     What waiting buys is a median that spans more of a load that comes in 0.2-2 s stretches
     (benchmarks/stopping_bias.py, 600 runs, against the long-run median): +3.3 % waiting

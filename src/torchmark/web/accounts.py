@@ -78,7 +78,7 @@ class Accounts:
     def writing(self) -> Iterator[None]:
         """One writer at a time across every server process on this database: on PostgreSQL
         a session advisory lock (released by the server if this process dies); SQLite
-        serves from one process (`torchmark serve` refuses --workers on it), where the
+        serves from one process (`torchmark board` refuses --workers on it), where the
         caller's thread lock is enough."""
         if self.engine.dialect.name != "postgresql":
             yield

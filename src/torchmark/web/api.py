@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -14,7 +15,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
-from torchmark.errors import InputError
 from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.store.exchange import (
@@ -22,13 +22,12 @@ from torchmark.store.exchange import (
     _csv_row,
     export_run,
     finite_json,
-    parse_document,
 )
-from torchmark.web import cases, plausible, ranking, serving
+from torchmark.web import admission, cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader, Writer, caller
 from torchmark.web.state import Board
-from torchmark.web.strip import prepare
 
+OWN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")  # store.sql.new_run_id's form
 MAX_BYTES = 8 * 1024 * 1024  # a full suite run with raw samples is ~1-2 MiB
 
 router = APIRouter(prefix="/api/v1")
@@ -56,36 +55,22 @@ async def submit(request: Request, state: BoardDep, token_name: Writer) -> JSONR
 
 
 def checked(body: bytes, what: str) -> RunRecord:
-    """The run in a request's ``body`` as the server takes it (stripped again, strictly
-    typed, every bound and plausibility check passed); 422 naming the first violation."""
-    deep = plausible.too_deep(body)
-    if deep:
-        raise HTTPException(422, f"{what} is refused: {deep}")
+    """The run in a request's ``body`` as the server takes it (``admission.checked``:
+    stripped again, strictly typed, every bound and plausibility check passed); 422 naming
+    the first violation."""
     try:
-        doc = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HTTPException(422, f"{what} is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise HTTPException(422, f"{what} is not a torchmark run: not a JSON object")
-    doc, _ = prepare(doc)  # never trust the client's stripping
-    shape = plausible.environment_shape(doc)
-    if shape:
-        raise HTTPException(422, f"{what} is not a torchmark run: {shape}")
-    try:
-        run = parse_document(doc, what, strict=True)
-    except InputError as e:
+        return admission.checked(admission.parse(body, what), what)
+    except admission.Refused as e:
         raise HTTPException(422, str(e)) from None
-    bad = serving.refusal(run)
-    if bad:
-        raise HTTPException(422, f"{what} is refused: {bad}")
-    return serving.rederive(run)  # a serving run's answers: the server's, from its points
 
 
 def accept(state: Board, body: bytes, token_name: str) -> JSONResponse:
     run = checked(body, "the submission")
-    # The server names its runs: a client's id could be any text (`<script>`, `../x`, a
-    # `?` that breaks links) and two machines' ids could collide.
-    run = run.model_copy(update={"run_id": None})
+    # The run keeps the id torchmark gave it (one id locally and on the board) where it is
+    # torchmark's own form and free here; any other text (`<script>`, `../x`, a `?` that
+    # breaks links) gets a new one, as an id another machine took first does.
+    kept = run.run_id if run.run_id and OWN_ID.fullmatch(run.run_id) else None
+    run = run.model_copy(update={"run_id": kept})
     # what was sent makes the twin, not how this server judges it (a later judge would
     # store a run sent again a second time)
     content = content_of(run)
@@ -249,22 +234,19 @@ def placement(state: Board, body: bytes) -> JSONResponse:
     division = ranking.division_of(mine)
     wanted = [case for i, _, case in ok if i not in why]
     board = state.ranked_many(division, wanted)
-    # A run already submitted is never its own competitor: "rank 1 of 2 (the server's 1
-    # machine and this run), faster than 0 % of them" was the run placed against itself.
-    # Only a board that ranks this machine can hold it (looked up then, not per placement),
-    # and then it is ranked without it, uncached (the cache holds the submitted rankings).
+    # A machine is never its own competitor: "faster than 100 % of them" was a run placed
+    # against its own twin, or against the same machine's other run. Its rows are left out
+    # of each placement (and the answer says so); a twin is named.
     machine = ranking.machine_of(mine)
-    own = None
-    if any(row.machine == machine for rows in board.values() for row in rows):
-        own = state.accounts.submission(content_of(sent))  # its twin: what was sent
-    if own is not None:
-        board = cases.rank_many(state.engine, division, wanted, leave_out=own)
-    left_out = {} if own is None else {"left_out": own}
+    there = any(row.machine == machine for rows in board.values() for row in rows)
+    own = state.accounts.submission(content_of(sent)) if there else None  # what was sent
+    left_out = ({"left_out": own} if own else {}) | ({"machine_left_out": True} if there else {})
     for i, r, case in ok:
         if i in why:
             out.append({**_where(r), "machines": None, "rank": None, "why": why[i]})
             continue
-        rows = board[case]
+        # held rows rank no one, and this machine's own rows are no competitor
+        rows = [row for row in board[case] if not row.held and row.machine != machine]
         t = r.measurement.median
         faster = sum(1 for row in rows if row.result.measurement.median < t)
         slower = sum(1 for row in rows if row.result.measurement.median > t)

@@ -184,11 +184,11 @@ def wants_page(request: Request) -> bool:
     return html and not request.url.path.startswith("/api/")
 
 
-# The settings of `torchmark serve --workers N` for its worker processes (JSON: create_app's
+# The settings of `torchmark board --workers N` for its worker processes (JSON: create_app's
 # keyword arguments), set by the command and read by from_settings only.
 SERVE_SETTINGS = "TORCHMARK_SERVE_SETTINGS"
 
 
 def from_settings() -> FastAPI:
-    """uvicorn's app factory in each worker process of `torchmark serve --workers N`."""
+    """uvicorn's app factory in each worker process of `torchmark board --workers N`."""
     return create_app(**json.loads(os.environ[SERVE_SETTINGS]))

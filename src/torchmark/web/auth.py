@@ -11,7 +11,7 @@ from torchmark.web.state import Board
 
 NEED_TOKEN = (
     "a valid token is needed: send 'Authorization: Bearer <token>' "
-    "(made by `torchmark serve token create NAME`)"
+    "(made by `torchmark board token create NAME`)"
 )
 
 

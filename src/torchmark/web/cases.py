@@ -259,22 +259,26 @@ def rank(engine: Engine, division: str, case: ranking.Case) -> list[ranking.Row]
 
 
 def rank_many(
-    engine: Engine, division: str, wanted: Iterable[ranking.Case], leave_out: str | None = None
+    engine: Engine, division: str, wanted: Iterable[ranking.Case]
 ) -> dict[ranking.Case, list[ranking.Row]]:
     """``rank(engine, division, case)`` of every case in ``wanted``, in one statement per
-    CASES_PER_QUERY cases; ``leave_out``: a submitted run's id, ranked as if it were not
-    there (a run placed against the board that holds it)."""
-    t = results_t
-    columns = [t.c.id, t.c.run_id, t.c.machine, t.c.device, t.c.model, t.c.kept, t.c.head]
+    CASES_PER_QUERY cases."""
+    t, s = results_t, submissions_t
+    # the submitter of each row (its token's name, by a correlated scalar subquery on the
+    # submissions' run id index): a figure is confirmed only by another submitter's
+    token = sa.select(s.c.token_name).where(s.c.run_id == t.c.run_id).limit(1).scalar_subquery()
+    columns = [
+        t.c.id, t.c.run_id, t.c.machine, t.c.device, t.c.model, t.c.kept, t.c.head,
+        token.label("token"),
+    ]  # fmt: skip
     groups: dict[ranking.Case, dict[tuple[str, str], ranking.Group]] = {}
     with engine.connect() as conn:
-        # the run left out is left out of the query: its rows (and samples) are never read
-        where = [t.c.ok, sa.not_(t.c.invalid)] + ([t.c.run_id != leave_out] if leave_out else [])
+        where = [t.c.ok, sa.not_(t.c.invalid)]
         for chunk, query in _per_case(division, wanted, columns, *where):
             by_case: list[dict[tuple[str, str], ranking.Group]] = [{} for _ in chunk]
             groups.update(zip(chunk, by_case, strict=True))
             ordered = query.order_by(sa.literal_column("k"), sa.literal_column("id"))
-            for k, _, run_id, machine, device, model, kept, head in conn.execute(ordered):
+            for k, _, run_id, machine, device, model, kept, head, who in conn.execute(ordered):
                 g = by_case[k].get((machine, device))
                 if g is None:
                     first = _head(head)
@@ -283,6 +287,7 @@ def rank_many(
                     )
                 g.runs.append(run_id)
                 g.samples.extend(np.frombuffer(kept, "<f8").tolist())
+                g.submitters.add(who or "")
     return {case: ranking.rank_groups(list(g.values())) for case, g in groups.items()}
 
 

@@ -1,4 +1,4 @@
-"""The HTTP protocol of `torchmark serve --workers N`: uvicorn's own, with TCP_NODELAY set on
+"""The HTTP protocol of `torchmark board --workers N`: uvicorn's own, with TCP_NODELAY set on
 each connection.
 
 For several workers uvicorn binds the listening socket itself and leaves its ``proto`` at 0;

@@ -14,9 +14,11 @@ from starlette.concurrency import run_in_threadpool
 from torchmark import reference
 from torchmark.judge import verdicts
 from torchmark.reference import SEED_SET, SEED_VARIANT, SEED_WORKLOAD
+from torchmark.results import RunRecord
 from torchmark.store.sql import usable_run_id
 from torchmark.web import cases, plausible, ranking, serving
 from torchmark.web.auth import BoardDep, Reader
+from torchmark.web.catalogue import SEED_SIZE
 from torchmark.web.reports import RETRY_AFTER_S, Busy, Reports
 from torchmark.web.state import Board
 
@@ -136,6 +138,7 @@ def index_page(
     links = {k: "/?" + plain_query(query | {"sort": flip[k]}) for k in SORTS}
     machines = cases.machine_labels(state.engine, [row.machine for row in rows])
     seed = reference.load(SEED_SET) if seed_case else None
+    seed_rows = seed_table(seed, rows, machines) if seed else []
     return state.render(
         "index.html",
         labels=labels,
@@ -152,7 +155,9 @@ def index_page(
         counts=counts,
         n_runs=counts.get(division, 0),
         seed=seed,
-        seed_rows=seed_table(seed, rows, machines) if seed else [],
+        seed_rows=seed_rows,
+        seed_size=f"{SEED_SIZE}²",
+        placed_here=any(r.this_machine for r in seed_rows),
     )
 
 
@@ -202,11 +207,35 @@ def run_page(state: BoardDep, run_id: str) -> HTMLResponse:
         machine_label=ranking.machine_label(run),
         why_custom=ranking.why_custom(run),
         unverified=plausible.unverified(run),
+        ranks=ranks_of(state, run, run_id, division),
         models={r.device: ranking.device_model(run, r.device) for r in run.results},
         # each verdict with its reasons, as the CLI's footnotes give them
         said=["; ".join([verdicts.says(r), *verdicts.reasons(r)[1:]]) for r in run.results],
     )
     return HTMLResponse(html)
+
+
+def ranks_of(
+    state: Board, run: RunRecord, run_id: str, division: str
+) -> dict[int, tuple[str, str]]:
+    """Each result's standing on the board, by its place in the run: (``3 of 12`` or
+    ``not ranked``, the case page's URL); a result in no ranking (its verdict, its work) has
+    none. Read from the cached rankings of its cases."""
+    if division == serving.DIVISION:
+        return {}
+    wanted = [ranking.case_of(r) for r in run.results if r.ok]
+    board = state.ranked_many(division, wanted) if wanted else {}
+    out = {}
+    for i, r in enumerate(run.results):
+        case = ranking.case_of(r)
+        rows = board.get(case, [])
+        row = next((x for x in rows if run_id in x.runs and x.device == r.device), None)
+        if row is None:
+            continue
+        url = "/?" + urlencode({"case": ranking.case_key(case), "division": division})
+        n = sum(1 for x in rows if not x.held)
+        out[i] = (f"{row.rank} of {n}" if not row.held else "not ranked: " + row.standing, url)
+    return out
 
 
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse, dependencies=[Reader])

@@ -17,17 +17,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from torchmark.hardware import datasheet
-from torchmark.hardware.physical import (
-    ACCELERATOR_BPS,
-    ACCELERATOR_FLOPS,
-    CPU_BYTES_PER_CYCLE,
-    CPU_CORES_UNKNOWN,
-    CPU_FLOP_PER_CYCLE,
-    CPU_HZ,
-    CPU_MEMORY_BPS,
-    IN_CACHE_FACTOR,
-)
+from torchmark.hardware import catalog, datasheet
+from torchmark.hardware.physical import ACCELERATOR_BPS, ACCELERATOR_FLOPS, IN_CACHE_FACTOR
 from torchmark.judge.validity import ORDER, judge, judge_run
 from torchmark.results import Result, RunRecord, Verdict
 from torchmark.web import catalogue
@@ -132,18 +123,19 @@ def rejudged(run: RunRecord) -> RunRecord:
     the client raised is never lowered, and an older client's words for the same finding
     are not doubled by this server's). The run's verdict is judged again where a result's
     changed. An honest client's verdicts are unchanged: ``judge`` is a pure function of the
-    stored result. Copied no deeper than what changes (the run's results list and the
-    results judged worse): a deep copy of a 100-case run was 95 % of this function."""
+    stored result. The run's verdict is judged again from its results, never better than
+    sent. Copied no deeper than what changes (the run's results list and the results
+    judged worse): a deep copy of a 100-case run was 95 % of this function."""
     results: list[Result] = []
-    changed = False
     for r in run.results:
         here = judge(r)
         if r.verdict is None or ORDER[here.level] > ORDER[r.verdict.level]:
-            r, changed = r.model_copy(update={"verdict": _worse(here, r.verdict)}), True
+            r = r.model_copy(update={"verdict": _worse(here, r.verdict)})
         results.append(r)
     out = run.model_copy(update={"results": results})
-    if changed or out.verdict is None:
-        out.verdict = _worse(judge_run(out), out.verdict)
+    # the run's verdict from its results, always: `ok` was stored as sent beside a result
+    # the client itself had judged invalid
+    out.verdict = _worse(judge_run(out), out.verdict)
     return out
 
 
@@ -240,17 +232,31 @@ def _declared(work: dict[str, Any]) -> catalogue.Work:
 
 def peaks(info: dict[str, Any], r: Result, accelerator: bool) -> tuple[float, float, str]:
     """(FLOP/s, B/s, where they come from) that no result of ``r``'s case on this device
-    can exceed: the datasheet row of a listed GPU, else the bounds above."""
+    can exceed: the catalogue's row for its model (``hardware.catalog``; GPUs:
+    ``datasheet``), else the fastest device of its kind."""
     low = bool(LOW_PRECISION.search(" ".join([r.variant, *map(str, r.params.values())])))
     working_set = r.work.bytes
     if not accelerator:
-        cores = info.get("physical_cores") or info.get("logical_cores") or CPU_CORES_UNKNOWN
-        flops = cores * CPU_HZ * CPU_FLOP_PER_CYCLE["low" if low else "fp32"]
-        nbytes = cores * CPU_HZ * CPU_BYTES_PER_CYCLE
-        llc = info.get("llc_bytes")
-        if llc and working_set >= 8 * llc:
-            nbytes = min(nbytes, CPU_MEMORY_BPS)
-        return flops, nbytes, f"{cores} cores at {CPU_HZ / 1e9:g} GHz"
+        # the catalogue's model, never the cores or cache the document claims (a forged
+        # `physical_cores: 100000` raised the old bound with it); unknown: the fastest known
+        row = catalog.cpu(str(info.get("model") or ""))
+        cpu = row or catalog.any_cpu()
+        # a working set past the caches has its excess read from memory each call at least
+        # (streamed through an LRU cache, nearly all of it is), so the rate is at most the
+        # memory's x working set / excess; one the caches hold: the cores' L1 bound
+        llc = cpu.cache_total
+        in_cache = working_set <= llc
+        nbytes = cpu.cache_bps
+        if not in_cache:
+            nbytes = min(nbytes, cpu.dram_bps * working_set / (working_set - llc))
+        where = "its caches" if in_cache else "memory"
+        named = (
+            f"{cpu.model} in the hardware catalogue"
+            if row
+            else f"{info.get('model') or 'this CPU'!r} is not in the hardware catalogue: the "
+            "fastest catalogued CPU"
+        )
+        return cpu.flops(low), nbytes, f"{named}, from {where}"
     spec = datasheet.lookup(str(info.get("model") or ""), info.get("memory_bytes"))
     if spec is None:
         return ACCELERATOR_FLOPS, ACCELERATOR_BPS, "no datasheet row: the fastest accelerator"
@@ -261,7 +267,7 @@ def peaks(info: dict[str, Any], r: Result, accelerator: bool) -> tuple[float, fl
         flops = spec.peak(f"matmul:{r.variant}") or 0.0
     else:
         flops = max(x for x in dense if x)
-    l2 = info.get("l2_bytes")
+    l2 = datasheet.L2_MIB.get(spec.model, 0) * 2**20  # the catalogue's, not the document's
     in_cache = not l2 or working_set < 8 * l2
     nbytes = spec.bandwidth * (IN_CACHE_FACTOR if in_cache else 1.0)
     return flops, nbytes, f"{spec.model}: {spec.source}"

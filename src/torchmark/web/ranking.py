@@ -11,12 +11,13 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 from torchmark.results.serving import KIND
+from torchmark.web import population
 from torchmark.web.plausible import unverified
 
 MAX_RESULTS = 10_000  # per run: the built-in suite has ~100 cases
@@ -169,7 +170,11 @@ def check_bounds(run: RunRecord) -> str | None:
         pct = r.pct_of_ceiling
         # a working set in the cache beats the memory's ceiling by right: its verdict says
         # "in cache" (never ranked) and plausible.check bounds its rate by the cores' own
-        if pct is not None and pct > 100 * CEILING_SLACK and r.in_cache is None:
+        # A result its own verdict already keeps off rankings (the client judged it a
+        # measurement error, as it does past 100 %) is stored with that verdict: refusing
+        # the run lost its other results (a loaded VM's quick run, its ceiling measured low)
+        rankable = r.verdict is None or verdicts.may(r, "rank")
+        if pct is not None and pct > 100 * CEILING_SLACK and r.in_cache is None and rankable:
             return (
                 f"{where}: {pct:.0f} % of its run's measured ceiling "
                 f"({r.ceiling.key if r.ceiling else '?'}); at most {100 * CEILING_SLACK:.0f} %"
@@ -240,6 +245,10 @@ class Row:
     vs_above: str = ""  # how this row compares with the one above
     speedup: str = ""  # an accelerator row: its speed over the same machine's CPU, with CI
     speedup_x: float | None = None  # the same speed, for sorting
+    # population.standing: "provisional: ..." (ranked) or "unconfirmed: ..." (held: never
+    # ranked, listed after the ranked rows with its reason)
+    standing: str = ""
+    held: bool = False
 
 
 @dataclass
@@ -252,6 +261,7 @@ class Group:
     runs: list[str]
     samples: list[float]  # every member's kept samples, pooled
     first: Result  # the first member: work, headline and unit of the pooled result
+    submitters: set[str] = field(default_factory=set)  # tokens that sent its runs
 
 
 def _pooled(first: Result, samples: list[float]) -> Result:
@@ -289,7 +299,9 @@ def rank(
 
 
 def rank_groups(groups: list[Group]) -> list[Row]:
-    """Rows for the groups of one case (in first-submitted order), fastest first."""
+    """Rows for the groups of one case (in first-submitted order), fastest first; then the
+    rows held out against their model's population or the catalogue (``population``),
+    unranked, with why."""
     from torchmark.judge.comparison import ci_text, independent
 
     rows: list[Row] = []
@@ -312,7 +324,24 @@ def rank_groups(groups: list[Group]) -> list[Row]:
                 rate_ci=ci,
             )
         )
+    entries = [
+        population.Entry(
+            g.machine,
+            g.device,
+            g.model,
+            row.result.measurement.median,
+            frozenset(g.submitters),
+            g.first.variant,
+            g.first.work.flops or 0.0,
+            g.first.work.bytes or 0.0,
+        )
+        for g, row in zip(groups, rows, strict=True)
+    ]
+    for i, (held, why) in population.standing(entries).items():
+        rows[i].held, rows[i].standing = held, why
     rows.sort(key=lambda row: row.result.measurement.median)
+    held_rows = [row for row in rows if row.held]
+    rows = [row for row in rows if not row.held]
     cpu = {row.machine: row for row in rows if row.device == "cpu"}
     for row in rows:
         base = cpu.get(row.machine)
@@ -339,7 +368,7 @@ def rank_groups(groups: list[Group]) -> list[Row]:
             current = i + 1
             row.rank = str(current)
             row.vs_above = f"{j.verdict.lower()} ({j.why})"
-    return rows
+    return rows + held_rows
 
 
 def cases(runs: Iterable[RunRecord]) -> list[Case]:
@@ -362,4 +391,6 @@ def row_json(row: Row) -> dict[str, Any]:
         "unit": row.unit,
         "vs_above": row.vs_above,
         "speedup": row.speedup,
+        "standing": row.standing,
+        "held": row.held,
     }

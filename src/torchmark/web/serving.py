@@ -27,14 +27,13 @@ from torchmark.kinds.serving import answer, deployed, stats
 from torchmark.kinds.serving.answer import MAX_STORED
 from torchmark.kinds.serving.point import MIN_POINT_S, MIN_WINDOW_S
 from torchmark.results import RunRecord
-from torchmark.results.serving import DeviceAnswer, PointDoc, ms, read, write
+from torchmark.results.serving import MAX_LATENCY_S, DeviceAnswer, PointDoc, ms, read, write
 from torchmark.web.ranking import device_model
 
 DIVISION = "serving"
 MAX_FLEETS = 64
 MAX_POINTS = 1_000  # per fleet: a 2-minute search measures a few dozen
 MAX_RATE = 1e7  # requests/s: 100x what the Python load generator issued on time here
-MAX_LATENCY_S = 3600.0
 MAX_J_PER_REQUEST = 1e6
 # Poisson counts: a window of the kept span at rate R holds R x span requests, give or take
 # a few sqrt(R x span); a factor 2 only refuses what no real point produces.
@@ -136,6 +135,10 @@ def _point(pt: PointDoc, bound_s: float, window_s: float) -> str | None:
         return None
     if pt.failed or pt.p99_s is None or pt.p99_s > bound_s:
         return f"within the bound with p99 {pt.p99_s!r} s > {bound_s:g} s or failures"
+    if pt.valid is False or pt.holds is False:
+        return "within the bound, but INVALID by LoadGen's rules or surely over in a third"
+    if pt.duration_s is not None and pt.duration_s + 1e-6 < (pt.min_duration_s or 0.0):
+        return f"within the bound after {pt.duration_s:.3g} s < its minimum duration"
     if len(pt.window_p99_s) < stats.STABLE_WINDOWS:
         n = len(pt.window_p99_s)
         return f"within the bound after {n} window(s); it takes {stats.STABLE_WINDOWS}"

@@ -25,7 +25,7 @@ TableSuite = Literal["quick", "standard", "full"]
 
 def table_suite(suite: Suite) -> TableSuite:
     """The key of a per-suite table: ``extended`` is the standard suite as it was before it
-    was trimmed to fit a GPU in 8 minutes (issue 23), so it reads standard's tables whole."""
+    was trimmed to fit a GPU in 8 minutes, so it reads standard's tables whole."""
     return "standard" if suite == "extended" else suite
 
 

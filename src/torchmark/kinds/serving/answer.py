@@ -65,6 +65,16 @@ def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> P
         utilisation=_f(p.utilisation),
         mean_batch=_f(float(batch.mean())) if batch.size else None,
         energy=p.energy,
+        duration_s=p.span_s,
+        min_duration_s=p.min_duration_s,
+        valid=p.valid,
+        invalid_why=p.invalid_why,
+        loadgen_p99_s=_f(p.loadgen_p99_s),
+        early_p99_s=_f(p.early_p99_s),
+        early_needed=p.early_needed,
+        parts_p99_s=[_f(x) for x in p.parts_p99_s],
+        holds=p.holds,
+        confirm=p.confirm,
         latency_us=_kept_latencies(lat_s),
     )
 
@@ -91,7 +101,63 @@ def refresh(doc: FleetDoc) -> FleetDoc:
     doc.top, doc.generator_bound = None, False
     if first is not None:
         doc.top, doc.generator_bound = first.rate, first.outcome == "generator_behind"
+    doc.notes, doc.load_changed = consistency(doc)
     return doc
+
+
+# Offline batch 1 read under this share of what one request at a time implies (the fleet's
+# instances over single-stream's mean): the two were measured at different moments of load.
+OFFLINE_SHARE = 0.5
+
+
+def consistency(f: FleetDoc) -> tuple[list[str], bool]:
+    """Where a fleet's figures disagree, said rather than printed side by side in silence:
+    offline batch 1 under what single-stream implies; a rate held above the offline
+    capacity (the offline figure, a second or less of work, read low); the p99 falling as
+    the rate rises beyond both intervals for one setting (the machine's load changed
+    during the search: its points are not one curve; the answer is flagged). And whether
+    the last was found."""
+    notes: list[str] = []
+    one = f.offline.get("1")
+    if one and f.single_mean_s:
+        implied = f.processes / f.single_mean_s
+        if one < OFFLINE_SHARE * implied:
+            notes.append(
+                f"offline batch 1 read {per_s(one)}/s, under the {per_s(implied)}/s one "
+                f"request at a time implies (mean {ms(f.single_mean_s)} x {f.processes} "
+                "instance(s)): the two ran at different moments of the machine's load"
+            )
+    cap = max(f.offline.values(), default=0.0)
+    held = [p for p in f.points if p.outcome == "within" and p.valid is not False]
+    if cap and held:
+        top = max(held, key=lambda p: p.rate)
+        if top.rate > cap:
+            notes.append(
+                f"{per_s(top.rate)} req/s held for {top.duration_s or 0:.3g} s above the "
+                f"offline capacity read before ({per_s(cap)}/s, under a second of work): "
+                f"the offline figure read low; the capacity is at least {per_s(top.rate)}/s"
+            )
+    changed = False
+    by_setting: dict[tuple[int, float], list[PointDoc]] = {}
+    for p in f.points:
+        if p.p99_ci_s[0] is not None and p.p99_ci_s[1] is not None:
+            by_setting.setdefault((p.max_batch, p.max_wait_s), []).append(p)
+    for pts in by_setting.values():
+        pts.sort(key=lambda p: p.rate)
+        for i, lo in enumerate(pts):
+            for hi in pts[i + 1 :]:
+                if hi.rate > lo.rate and hi.p99_ci_s[1] < lo.p99_ci_s[0]:  # type: ignore[operator]
+                    changed = True
+                    notes.append(
+                        f"p99 {ms(lo.p99_s or 0)} at {per_s(lo.rate)} req/s but "
+                        f"{ms(hi.p99_s or 0)} at {per_s(hi.rate)}, beyond both intervals: "
+                        "the machine's load changed during the search (its points are not "
+                        "one curve)"
+                    )
+                    break
+            if changed:
+                break
+    return notes, changed
 
 
 def fleet_doc(
@@ -106,10 +172,12 @@ def fleet_doc(
         single_n=int(single.size),
         single_p50_s=_f(stats.percentile(single, 0.5)),
         single_p99_s=_f(stats.percentile(single, stats.TAIL)),
+        single_mean_s=_f(float(single.mean())) if single.size else None,
         offline={str(b): r for b, r in s.offline.items() if math.isfinite(r)},
         points=[point_doc(p, processes, threads) for p in s.points],
         stop_reason=s.stop_reason,
         elapsed_s=s.elapsed_s,
+        confirmation=s.confirmation,
     )
     return refresh(doc)
 
@@ -146,7 +214,13 @@ def device_answer(
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,
-        flags=[f for f in p.flags if f != "generator_behind"],
+        flags=[f for f in p.flags if f != "generator_behind"]
+        + (["unconfirmed"] if p.valid is not None and not p.confirm else [])
+        + (["load_changed"] if f.load_changed else []),
+        confirmed=p.confirm if p.valid is not None else None,
+        valid=p.valid,
+        duration_s=p.duration_s,
+        confirmation=f.confirmation,
         price_per_hour=price_per_hour,
     )
     top = f.top if f.top is not None and not f.generator_bound else None
@@ -211,12 +285,18 @@ def _sentence(a: DeviceAnswer, bound_s: float) -> str:
         text += "; above that the load generator fell behind, not the device"
     if a.flags:  # the max rate's point, as measured: a flag travels with its number
         text += f"; that point: {', '.join(FLAG_WORDS.get(f, f) for f in a.flags)}"
+    if a.confirmed:
+        text += f"; held for its re-confirmation ({a.duration_s or 0:.3g} s)"
+    elif a.confirmed is False and a.confirmation:
+        text += f" ({a.confirmation})"
     return text
 
 
 FLAG_WORDS = {
     "unstable": "its p99 moved over 10 % across its last windows (unstable)",
     "few_requests": "fewer requests than its p99's interval asks (few_requests)",
+    "unconfirmed": "not re-confirmed by a long point (unconfirmed)",
+    "load_changed": "its search's p99 fell as the rate rose: the load changed (load_changed)",
 }
 
 

@@ -31,7 +31,7 @@ from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe
-from torchmark.kinds.serving.point import MIN_POINT_S, LoadPoint, PointPlan
+from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
 from torchmark.kinds.serving.served import (
     Endpoint,
@@ -66,7 +66,8 @@ class ServingConfig:
     batches: tuple[int, ...] = ()  # max batch sizes tried; () = per device kind
     max_wait_ms: tuple[float, ...] = ()  # () = 0 and a tenth of the bound
     budget_s: float = 120.0  # per device
-    point_s: float = 10.0  # per load point, at most
+    point_s: float = 30.0  # per load point, at most
+    min_duration_s: float = MIN_DURATION_S  # per load point judged within, at least
     split: bool = True  # a CPU: also try processes x threads
     max_procs: int | None = None
     threads: int | None = None  # without the split: the one process's threads (None: all)
@@ -96,14 +97,23 @@ class ServingConfig:
 
 def validate(cfg: ServingConfig) -> None:
     """One clear line per bad value, before anything is built or measured."""
-    if not (math.isfinite(cfg.p99_ms) and cfg.p99_ms > 0):
-        raise InputError(f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, e.g. 50")
+    if not (math.isfinite(cfg.p99_ms) and 0 < cfg.p99_ms <= stored.MAX_LATENCY_S * 1e3):
+        # the board refuses a bound past an hour: a run made here must be one it takes
+        raise InputError(
+            f"--p99-ms {cfg.p99_ms:g}: give the latency bound in ms, > 0 and at most "
+            f"{stored.MAX_LATENCY_S * 1e3:.0f} (an hour), e.g. 50"
+        )
     if cfg.rate is not None and not (math.isfinite(cfg.rate) and cfg.rate > 0):
         raise InputError(f"--rate {cfg.rate:g}: give requests per second > 0, e.g. 1000")
     if not cfg.budget_s > 0 or not cfg.point_s >= MIN_POINT_S:
         raise InputError(
             f"--budget takes a time > 0 and --point one >= {MIN_POINT_S:g}s (4 windows), "
             "e.g. --budget 2m --point 10s"
+        )
+    if not cfg.min_duration_s >= MIN_POINT_S or cfg.min_duration_s > cfg.point_s:
+        raise InputError(
+            f"--min-duration takes a time >= {MIN_POINT_S:g}s and <= --point, e.g. "
+            "--min-duration 5s --point 30s"
         )
     if any(b < 1 for b in cfg.batches):
         raise InputError(f"--batch {cfg.batches}: max batch sizes are >= 1, e.g. 1,8,32")
@@ -166,7 +176,11 @@ class Serving:
         validate(self.cfg)
         # the in-process loop's own limit (an endpoint's points judge the HTTP client's
         # lateness, per point)
-        gen = generator.measure(seconds=self.cfg.generator_s) if not self.cfg.endpoint else None
+        gen = (
+            generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
+            if not self.cfg.endpoint
+            else None
+        )
         payload = ServingPayload(
             model=self.model_name or self.cfg.model,
             inputs=self.inputs,
@@ -176,6 +190,7 @@ class Serving:
             confidence=stats.CONFIDENCE,
             margin=stats.MARGIN,
             min_requests=self.cfg.min_requests or stats.min_requests(),
+            min_duration_s=self.cfg.min_duration_s,
             endpoint=self.cfg.endpoint or "",
         )
         if gen is not None:
@@ -190,9 +205,16 @@ class Serving:
         session, live = self._open(payload, prices)
         plan = self._fleets()
         session.planned([f.case for f in plan])
+        spent: dict[str, float] = {}  # per device: the search time its fleets took
         with session:
             for f in plan:
-                self._search(live, f, len(_splits_of(plan, f.device)))
+                # --budget is the device's: each fleet gets an equal share of what is left,
+                # so one that finishes early leaves its time to the next
+                fleets = _splits_of(plan, f.device)
+                left = len(fleets) - fleets.index(f)
+                budget = max(0.0, self.cfg.budget_s - spent.get(f.device.name, 0.0)) / left
+                took = self._search(live, f, budget)
+                spent[f.device.name] = spent.get(f.device.name, 0.0) + took
         return session.record
 
     def _open(self, payload: ServingPayload, prices: dict[str, float]) -> tuple[Session, _Live]:
@@ -253,7 +275,7 @@ class Serving:
             return [(1, self.cfg.threads or cores)]
         return list(splits(cores, self.cfg.max_procs))
 
-    def _search(self, live: _Live, planned: _Planned, n_splits: int) -> None:
+    def _search(self, live: _Live, planned: _Planned, budget_s: float) -> float:
         """One fleet (a device, or one split of a CPU) searched; each point stored."""
         assert live.session is not None
         case, served = planned.case, planned.served
@@ -264,10 +286,15 @@ class Serving:
         if served == "endpoint":  # the server batches as it is configured: one setting
             batches, waits = (1,), (0.0,)
         plan = SearchPlan(
-            PointPlan(cfg.bound_s, max_point_s=cfg.point_s, min_requests=cfg.min_requests),
+            PointPlan(
+                cfg.bound_s,
+                max_point_s=cfg.point_s,
+                min_requests=cfg.min_requests,
+                min_duration_s=cfg.min_duration_s,
+            ),
             batches=tuple(batches),
             wait_shares=waits,
-            budget_s=cfg.budget_s / n_splits,
+            budget_s=budget_s,
         )
         label = device.label()
         name = device.name
@@ -309,10 +336,11 @@ class Serving:
             doc.stop_reason = f"not served: {e}"
             answer.refresh(doc)
             live.save()
-            return
+            return 0.0
         done = answer.fleet_doc(s, name, label, procs, threads)
         live.payload.fleets[index] = done.model_copy(update=where)
         live.save()
+        return s.elapsed_s
 
     @contextlib.contextmanager
     def _fleet(self, device: Device, planned: _Planned, max_batch: int) -> Iterator[Fleet]:

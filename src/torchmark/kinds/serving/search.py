@@ -11,10 +11,16 @@ setting that reaches it, for one fleet (a device, or on the CPU one split of its
                    point)
     a point where the generator fell behind ends the climb: the answer is then "at least"
     the whole search stops at its time budget, keeping every point measured
+    re-confirmation: the highest rate within is run once more, as one long point (3x the
+                   minimum duration, bounded by the budget, whose time for it is kept
+                   aside); a rate that fails it is not the answer: 10 % lower is tried,
+                   3 tries at most, and the answer is the rate that held (none held: the
+                   highest rate within below them all, flagged unconfirmed)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +53,11 @@ OFFLINE_MAX = 20_000
 CAPACITY_SLACK = 1.05
 # No rate under this share of the capacity meets the bound: stop looking lower.
 FLOOR_SHARE = 1 / 64
+# The answer's re-confirmation: one point this many times the minimum duration; a rate that
+# fails it is stepped down by STEP_DOWN, CONFIRM_TRIES times at most.
+CONFIRM_TIMES = 3
+STEP_DOWN = 0.10
+CONFIRM_TRIES = 3
 
 
 class _Measured(Protocol):
@@ -64,8 +75,14 @@ def bracket_of(
 ) -> tuple[int | None, P | None]:
     """The bracket's ends among measured points (a search's or a stored fleet's): the index
     of the highest rate within the bound (ties: the first measured), and the lowest rate
-    above it with the same batching setting that was not within (None where none was)."""
-    within = [i for i, p in enumerate(points) if p.outcome == "within"]
+    above it with the same batching setting that was not within (None where none was).
+    Where a rate held its re-confirmation the highest such rate is the best; where every
+    re-confirmation failed, the highest rate within below them all (unconfirmed)."""
+    confirms = [i for i, p in enumerate(points) if getattr(p, "confirm", False)]
+    within = [i for i in confirms if points[i].outcome == "within"]
+    if not within:  # none held its re-confirmation: a rate under every one that failed
+        failed = min((points[i].rate for i in confirms), default=math.inf)
+        within = [i for i, p in enumerate(points) if p.outcome == "within" and p.rate < failed]
     if not within:
         return None, None
     i = max(within, key=lambda j: (points[j].rate, -j))
@@ -109,6 +126,12 @@ class Search:
     points: list[LoadPoint] = field(default_factory=list)
     stop_reason: str = ""
     elapsed_s: float = 0.0
+    confirmation: str = ""  # what the re-confirmation found, in words
+
+    @property
+    def confirmed(self) -> bool:
+        best = self.best
+        return best is not None and best.confirm
 
     @property
     def best(self) -> LoadPoint | None:
@@ -177,15 +200,27 @@ def search(
     def left() -> float:
         return plan.budget_s - (clock.now() - t0)
 
+    confirm_s = CONFIRM_TIMES * plan.point.min_duration_s
+    # the search keeps the re-confirmation's time aside (and one shorter try 10 % lower),
+    # never more than half its budget
+    aside = min(confirm_s + plan.point.min_duration_s, plan.budget_s / 2)
+
     n_probe = 0
 
-    def probe(rate: float, batching: Batching) -> LoadPoint:
+    def probe(rate: float, batching: Batching, point: PointPlan | None = None) -> LoadPoint:
         nonlocal n_probe
         n_probe += 1
         region = energy() if energy is not None else None
         if region is not None:
             region.start()
-        p = run_point(fleet, rate, batching, plan.point, seed=seed * 1000 + n_probe)
+        if point is None:  # a search point ends where the re-confirmation's time begins
+            room = max(plan.point.min_duration_s, left() - aside)
+            point = dataclasses.replace(plan.point, max_point_s=min(plan.point.max_point_s, room))
+            confirm = False
+        else:
+            confirm = True
+        p = run_point(fleet, rate, batching, point, seed=seed * 1000 + n_probe)
+        p.confirm = confirm
         if region is not None:
             region.stop()
             p.energy = region.summary(p.batches, p.served)
@@ -195,7 +230,8 @@ def search(
         return p
 
     def over_time() -> bool:
-        return left() < 0 or (stop is not None and stop())
+        short = left() - aside < plan.point.min_duration_s
+        return short or (stop is not None and stop())
 
     behind_at = math.inf  # the lowest rate where the generator fell behind
     for batching in plan.settings():
@@ -238,14 +274,48 @@ def search(
                     behind_at = min(behind_at, r)
         if over_time():
             break
-    s.stop_reason = _why(s, plan, left(), behind_at)
+    spent = left() - aside < plan.point.min_duration_s
+    s.confirmation = _reconfirm(s, plan, left, probe, stop)
+    why = _why(s, plan, -1.0 if spent else left(), behind_at)
+    s.stop_reason = "; ".join(x for x in (why, s.confirmation) if x)
     return _done(s, clock, t0)
+
+
+def _reconfirm(
+    s: Search,
+    plan: SearchPlan,
+    left: Callable[[], float],
+    probe: Callable[[float, Batching, PointPlan], LoadPoint],
+    stop: Callable[[], bool] | None,
+) -> str:
+    """The answer run once more as one long point; stepped down where it fails (module
+    docstring). What happened, in words."""
+    best = s.best
+    if best is None:
+        return ""
+    want = CONFIRM_TIMES * plan.point.min_duration_s
+    rate, failed = best.rate, list[str]()
+    for _ in range(CONFIRM_TRIES):
+        seconds = min(want, left())
+        if seconds < plan.point.min_duration_s or (stop is not None and stop()):
+            why = "the time budget was spent" if not failed else "the time budget ran out"
+            tried = f" ({'; '.join(failed)})" if failed else ""
+            return f"not re-confirmed: {why}{tried}"
+        p = probe(rate, best.batching, plan.point.longer(seconds))
+        if p.outcome == "within":
+            said = f"re-confirmed at {per_s(rate)} req/s for {p.span_s:.3g} s ({p.why})"
+            return said + (f" after {'; '.join(failed)}" if failed else "")
+        failed.append(f"{per_s(rate)} failed: {p.why}")
+        rate *= 1 - STEP_DOWN
+    return f"no rate held for its re-confirmation: {'; '.join(failed)}"
 
 
 def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
     lo, hi = s.bracket
     spent = f"time budget ({plan.budget_s:g} s) spent" if left < 0 else ""
     if s.best is None:
+        if s.confirmation:  # rates met the bound, none held for its re-confirmation
+            return spent
         return f"{spent} before any rate met the bound" if spent else "no rate met the bound"
     if s.generator_bound:
         return (

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from torchmark.kinds.serving.clock import Clock
+from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
 from torchmark.user.source import one_line
 
 # A request waiting this many times the bound (and at least this long in seconds) means a
@@ -288,6 +289,8 @@ class Server:
         except Exception as e:  # the model failing fails its batch's requests, not the run
             failed = True
             line = one_line(e)  # `Type: first line (at your_file.py:LINE)`
+            if line not in self.errors and len(self.errors) >= MAX_ERRORS:
+                line = OTHER_ERRORS  # the first messages say what failed; the rest, a count
             self.errors[line] = self.errors.get(line, 0) + n
         t = self.clock.now()
         self._log.append((first, n, now, t, failed))

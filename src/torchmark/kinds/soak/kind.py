@@ -17,7 +17,6 @@ windows stored as they fill. Its session is opened like every run's (``run.open_
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,21 +37,12 @@ from torchmark.telemetry import Source, TelemetryTrace
 from torchmark.telemetry.trace import Recording, cpu_load
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
-UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 # A fall (or rise) of throughput smaller than this between the first and last segment is
 # within what clocks and scheduling move on a healthy machine over minutes.
 TREND_THRESHOLD = 0.10
 SEGMENT_S = 60.0  # "the first minute" vs "the last minute"
 CHUNK_S = 0.5  # one timed chunk: 0.5 s keeps ~1,200 points for 10 minutes
 N_WINDOWS = 20
-
-
-def parse_duration(text: str) -> float:
-    """'90s', '10m', '1h', '1.5m' or plain seconds '45' -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
-    if not m or float(m.group(1)) <= 0:
-        raise InputError(f"--duration takes a positive time such as 90s, 10m or 1h; got {text!r}")
-    return float(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
 @dataclass(frozen=True)

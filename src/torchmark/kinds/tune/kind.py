@@ -172,7 +172,7 @@ def tune(
                         "--no-compile"
                         if not try_compile
                         else f"a {share:.0f} s budget share leaves too little for its compile "
-                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget-s)"
+                        f"(~{COMPILE_RESERVE_S:.0f} s here; raise --budget)"
                     )
                 )
             if tuner.baseline is not None:

@@ -166,7 +166,7 @@ class Tuner:
             m.result = skipped(
                 case,
                 f"time budget: {max(self.left_s(), 0):.0f} s left, this candidate needs "
-                f"~{reserve_s:.0f} s (raise --budget-s)",
+                f"~{reserve_s:.0f} s (raise --budget)",
             )
         else:
             # a hung forward cannot outlast the budget by more than one compile's reserve

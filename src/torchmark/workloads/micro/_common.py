@@ -22,7 +22,7 @@ def room_bytes(device: Device) -> int | None:
     return min(room) // 2 if room else None
 
 
-# A quick run's promise (issue 23): the whole process within 2 GB resident, on any machine,
+# A quick run's promise: the whole process within 2 GB resident, on any machine,
 # so a quick run fits a CI runner or a loaded box beside other jobs. What the process holds
 # besides one case's buffers comes off it: torch's own pages (0.28 GB, `python -c "import
 # torch"`) and the run's heap (0.26-0.32 GB at plan time, more by its end). A constant, not

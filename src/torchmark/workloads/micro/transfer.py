@@ -64,7 +64,7 @@ class Transfer(Workload):
 
     @staticmethod
     def sizes(device: Device, opts: PlanOptions) -> list[int]:
-        # a GPU's standard suite: 4x steps (issue 23)
+        # a GPU's standard suite: 4x steps
         return sizes_or(opts, list(swept(SIZES[table_suite(opts.suite)], opts.suite, device)))
 
     def memory_bytes(self, case: Case) -> int | None:

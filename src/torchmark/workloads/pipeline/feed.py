@@ -3,8 +3,6 @@ the step: **wait** (blocked in ``next()`` for the batch), **copy** (host to devi
 **compute** (forward, loss, backward, optimizer step, ending in a device sync, as a loop
 that reads its loss does). On a device with no host link the copy is a no-op and is said
 to be none; on an accelerator it is also timed with the device's own timer.
-
-Over 400 lines: FedEpoch and the worker handling it relies on (quiet stop, shut) change together.
 """
 
 from __future__ import annotations

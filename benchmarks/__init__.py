@@ -1,0 +1,1 @@
+"""torchmark's own benchmark suite: ``python -m benchmarks NAME|all [--quick]``."""

@@ -36,7 +36,9 @@ from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import DeviceAnswer, read
 
-D = 0.020  # the fake device's time per batch
+# the fake device's time per batch: short enough that a point holds the 459 requests
+# LoadGen's early stopping asks of a p99 within the bound in ~2 s at half its capacity
+D = 0.002
 BOUND = 0.5
 
 
@@ -174,14 +176,15 @@ def test_no_answer_is_faster_than_the_device_and_the_queue_is_md1s_or_worse(
     single = fleet.single_stream(20, 5.0)
     assert len(single) == 20 and not single.failed.any()
     assert single.latency.min() >= D
-    rate = 10.0  # rho = 0.2
-    p = run_point(fleet, rate, Batching(1, 0.0), PointPlan(BOUND, max_point_s=8, min_requests=60))
+    rate = 250.0  # rho = 0.5
+    plan = PointPlan(BOUND, max_point_s=6, min_requests=60, min_duration_s=2.5)
+    p = run_point(fleet, rate, Batching(1, 0.0), plan)
     lat = p.kept.latency
     assert p.outcome == "within" and lat.size >= 20, p.why
     assert lat.min() >= D
     # M/D/1: P(W <= t) = (1 - rho) e^(lam t) for t < D; the HTTP stack only adds time, so
     # at most that share answers within D + t (with 4 standard errors for the sample)
-    t, rho = 0.002, rate * D
+    t, rho = 0.0002, rate * D
     bound = (1 - rho) * math.exp(rate * t)
     share = float(np.mean(lat <= D + t))
     assert share <= bound + 4 * math.sqrt(bound * (1 - bound) / lat.size), (share, bound)
@@ -199,10 +202,11 @@ def test_the_search_drives_the_endpoint_and_stays_under_the_devices_capacity(
     fleet: Endpoint,
 ) -> None:
     plan = SearchPlan(
-        PointPlan(BOUND, max_point_s=2.0, min_requests=60),
+        # 500 requests a point: what LoadGen's early stopping asks (459) of a p99 within
+        PointPlan(BOUND, max_point_s=6.0, min_requests=500, min_duration_s=2.0),
         batches=(1,),
         wait_shares=(0.0,),
-        budget_s=10.0,
+        budget_s=15.0,
         single_stream_n=20,
     )
     from torchmark.kinds.serving.clock import RealClock
@@ -225,6 +229,9 @@ class SpecServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: with Nagle's algorithm the body waits
+            # for the client's delayed ACK (40 ms a request on Linux)
+            disable_nagle_algorithm = True
 
             def log_message(self, *a: Any) -> None:
                 pass
@@ -286,7 +293,7 @@ class SpecServer:
 
 def _plan(bound_s: float) -> SearchPlan:
     return SearchPlan(
-        PointPlan(bound_s, max_point_s=2.0, min_requests=40),
+        PointPlan(bound_s, max_point_s=2.0, min_requests=40, min_duration_s=1.0),
         batches=(1,),
         wait_shares=(0.0,),
         budget_s=6.0,
@@ -301,7 +308,8 @@ def test_another_protocol_server_is_driven_the_same_way() -> None:
         assert ep.described == "x FP32[1, 4]"
         single = ep.single_stream(10, 5.0)
         assert not single.failed.any() and single.latency.min() >= D
-        p = run_point(ep, 5.0, Batching(1, 0.0), PointPlan(BOUND, max_point_s=4, min_requests=20))
+        plan = PointPlan(BOUND, max_point_s=6, min_requests=20, min_duration_s=2.5)
+        p = run_point(ep, 200.0, Batching(1, 0.0), plan)
         assert p.outcome == "within" and p.kept.latency.min() >= D, p.why
         s = search(ep, _plan(BOUND), RealClock())
         assert s.offline[1] <= 1 / D * 1.02  # one device behind a lock: D a request
@@ -324,7 +332,8 @@ def test_a_hostile_endpoint_gets_a_clear_verdict_and_no_hang(mode: str, said: st
         s = search(ep, _plan(0.05), RealClock())
         assert s.best is None and s.stop_reason == "every request failed one at a time"
         assert len(s.single) == (1 if mode == "silent" else 10)  # a time-out ends it at once
-        p = run_point(ep, 50.0, Batching(1, 0.0), PointPlan(0.05, max_point_s=2, min_requests=20))
+        plan = PointPlan(0.05, max_point_s=2, min_requests=20, min_duration_s=1.0)
+        p = run_point(ep, 50.0, Batching(1, 0.0), plan)
         assert p.outcome == "over" and said in p.why, p.why
         if mode == "silent":
             assert p.gave_up and "no answer within 1 s" in p.gave_up
@@ -354,7 +363,12 @@ def test_an_endpoint_that_is_not_there_is_one_line_naming_the_fix() -> None:
 
 # -- the command: `torchmark serving MODEL --endpoint URL` -----------------------------------
 
-ENDPOINT_QUICK = ["--p99-ms", "500", "--budget", "8s", "--point", "2s", "--min-requests", "40"]
+# points of >= 2 s and 500 requests: the 459 LoadGen's early stopping asks of a p99
+# within the bound; room for the answer's re-confirmation
+ENDPOINT_QUICK = [
+    "--p99-ms", "500", "--budget", "20s", "--point", "6s", "--min-duration", "2s",
+    "--min-requests", "500",
+]  # fmt: skip
 
 
 def _answer(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> DeviceAnswer:
@@ -388,8 +402,11 @@ def test_endpoint_gives_the_same_answer_from_torchmarks_server_and_a_spec_server
     assert a.max_rate is not None and b.max_rate is not None
     for r in (a.max_rate, b.max_rate):
         assert r <= 1 / D * 1.05  # the search's first top is 5 % above the offline rate
-    # the same answer within the spread of two short searches on a shared host
-    assert abs(a.max_rate - b.max_rate) <= 0.3 * max(a.max_rate, b.max_rate), (a, b)
+    # the same answer within the spread: a search resolves a limit to its bracket, and
+    # the two brackets overlap (compare's rule: neither surely faster)
+    from torchmark.report.serving import change
+
+    assert change(a, b)[0] == "UNCLEAR", (a.sentence, b.sentence)
 
 
 def test_endpoint_failing_every_request_says_why_and_bad_urls_exit_2(

@@ -149,7 +149,7 @@ def test_budget_is_the_devices_and_a_split_that_ends_early_leaves_its_time(
 
     given: list[float] = []
 
-    def searched(self: Any, live: Any, case: Any, split: Any, budget_s: float) -> float:
+    def searched(self: Any, live: Any, planned: Any, budget_s: float) -> float:
         given.append(budget_s)
         return 10.0  # each split's search took 10 s
 

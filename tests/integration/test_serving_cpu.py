@@ -258,8 +258,9 @@ def test_as_served_answers_beside_the_models_capacity(
     and the front end's share is said."""
     out, db = tmp_path / "run.json", f"sqlite:///{tmp_path / 'r.db'}"
     argv = ["serving", "simplenet", "--p99-ms", "1000", "--rate", "20", "--batch", "1,8"]
-    argv += ["--budget", "60s", "--point", "3s", "--min-duration", "0.5s", "--min-requests", "100"]
-    argv += ["--no-split"]
+    # points of 0.5-3 s holding 500 requests (LoadGen's early stopping asks 459 of a p99)
+    argv += ["--budget", "60s", "--point", "3s", "--min-duration", "0.5s", "--no-split"]
+    argv += ["--min-requests", "500"]
     code, printed, err = cli(capsys, *argv, "--threads", "1", "--json", str(out), "--db", db)
     assert code == 0, printed + err
     _, p = served(out)
@@ -267,14 +268,20 @@ def test_as_served_answers_beside_the_models_capacity(
     assert p.fleets[1].model_workers == 0 and p.fleets[1].model_threads == 1
     (a,) = p.answers
     (c,) = p.capacity
-    assert a.max_rate is not None and c.max_rate is not None, p.fleets[1].stop_reason
-    assert a.fleet == 1 and c.fleet == 0  # each from its own fleet
-    assert p.front_end["cpu"] == pytest.approx(1 - a.max_rate / c.max_rate)
+    assert c.max_rate is not None and c.fleet == 0, p.fleets[0].stop_reason
     text = " ".join(printed.split())
     assert "cpu as served (model in the front end's process, 1 thread):" in text
     assert "cpu model capacity (in process):" in text
-    assert "the front end takes" in text or "the front end's share can't be told" in text
     assert "(as served)" in text and "[cpu as served" in text
+    # as served on a busy 2-core host may meet the bound at no rate that holds: then it
+    # says why, and no share is said; the run's verdict is still the as-served one
+    if a.max_rate is None:
+        assert a.why_none and "cpu" not in p.front_end
+        assert "no device measured serves any rate" in p.verdict
+        return
+    assert a.fleet == 1  # from the served fleet, not the in-process one
+    assert p.front_end["cpu"] == pytest.approx(1 - a.max_rate / c.max_rate)
+    assert "the front end takes" in text or "the front end's share can't be told" in text
 
 
 @pytest.mark.slow
@@ -282,7 +289,7 @@ def test_sigterm_while_served_leaves_no_server_or_client_behind(tmp_path: Path) 
     out = tmp_path / "run.json"
     argv = [
         sys.executable, "-m", "torchmark", "serving", "simplenet", "--p99-ms", "1000",
-        "--budget", "40s", "--point", "1s", "--min-duration", "0.5s", "--min-requests", "100",
+        "--budget", "40s", "--point", "2s", "--min-duration", "0.5s", "--min-requests", "500",
         "--no-split",
         "--threads", "1", "--batch", "1", "--json", str(out),
         "--db", f"sqlite:///{tmp_path / 'r.db'}",

@@ -36,14 +36,9 @@ from torchmark.kinds.serving.server import Batching
 from torchmark.results import RunRecord
 from torchmark.results.serving import DeviceAnswer, read
 
-D = 0.002  # the fake device's time per batch
-# a point is within only once LoadGen's early stopping holds (459 requests with none over
-# the bound): rates here are high enough to reach that in a few seconds
-SHORT = 0.5  # --min-duration for the tests' points
-# No answer comes sooner than the device's time. On a loaded 2-vCPU VM the client's clock
-# read up to 0.8 ms short of it now and then (not understood: see the serving notes), so the
-# floor checked is half of it: still no answer without the device's wait
-FLOOR = D / 2
+# the fake device's time per batch: short enough that a point holds the 459 requests
+# LoadGen's early stopping asks of a p99 within the bound in ~2 s at half its capacity
+D = 0.002
 BOUND = 0.5
 
 
@@ -180,16 +175,16 @@ def test_no_answer_is_faster_than_the_device_and_the_queue_is_md1s_or_worse(
 ) -> None:
     single = fleet.single_stream(20, 5.0)
     assert len(single) == 20 and not single.failed.any()
-    assert single.latency.min() >= FLOOR
-    rate = 100.0  # rho = 0.2
-    plan = PointPlan(BOUND, max_point_s=12, min_requests=60, min_duration_s=SHORT)
+    assert single.latency.min() >= D
+    rate = 250.0  # rho = 0.5
+    plan = PointPlan(BOUND, max_point_s=6, min_requests=60, min_duration_s=2.5)
     p = run_point(fleet, rate, Batching(1, 0.0), plan)
     lat = p.kept.latency
     assert p.outcome == "within" and lat.size >= 20, p.why
-    assert lat.min() >= FLOOR
+    assert lat.min() >= D
     # M/D/1: P(W <= t) = (1 - rho) e^(lam t) for t < D; the HTTP stack only adds time, so
     # at most that share answers within D + t (with 4 standard errors for the sample)
-    t, rho = 0.002, rate * D
+    t, rho = 0.0002, rate * D
     bound = (1 - rho) * math.exp(rate * t)
     share = float(np.mean(lat <= D + t))
     assert share <= bound + 4 * math.sqrt(bound * (1 - bound) / lat.size), (share, bound)
@@ -207,10 +202,11 @@ def test_the_search_drives_the_endpoint_and_stays_under_the_devices_capacity(
     fleet: Endpoint,
 ) -> None:
     plan = SearchPlan(
-        PointPlan(BOUND, max_point_s=4.0, min_requests=60, min_duration_s=SHORT),
+        # 500 requests a point: what LoadGen's early stopping asks (459) of a p99 within
+        PointPlan(BOUND, max_point_s=6.0, min_requests=500, min_duration_s=2.0),
         batches=(1,),
         wait_shares=(0.0,),
-        budget_s=30.0,
+        budget_s=15.0,
         single_stream_n=20,
     )
     from torchmark.kinds.serving.clock import RealClock
@@ -233,7 +229,9 @@ class SpecServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # the head and body are two writes
+            # headers and body go out in two writes: with Nagle's algorithm the body waits
+            # for the client's delayed ACK (40 ms a request on Linux)
+            disable_nagle_algorithm = True
 
             def log_message(self, *a: Any) -> None:
                 pass
@@ -295,10 +293,10 @@ class SpecServer:
 
 def _plan(bound_s: float) -> SearchPlan:
     return SearchPlan(
-        PointPlan(bound_s, max_point_s=4.0, min_requests=40, min_duration_s=SHORT),
+        PointPlan(bound_s, max_point_s=2.0, min_requests=40, min_duration_s=1.0),
         batches=(1,),
         wait_shares=(0.0,),
-        budget_s=20.0,
+        budget_s=6.0,
         single_stream_n=10,
     )
 
@@ -309,10 +307,10 @@ def test_another_protocol_server_is_driven_the_same_way() -> None:
     with SpecServer("ok") as srv, Endpoint(srv.url, "m", BOUND) as ep:
         assert ep.described == "x FP32[1, 4]"
         single = ep.single_stream(10, 5.0)
-        assert not single.failed.any() and single.latency.min() >= FLOOR
-        plan = PointPlan(BOUND, max_point_s=12, min_requests=20, min_duration_s=SHORT)
-        p = run_point(ep, 100.0, Batching(1, 0.0), plan)
-        assert p.outcome == "within" and p.kept.latency.min() >= FLOOR, p.why
+        assert not single.failed.any() and single.latency.min() >= D
+        plan = PointPlan(BOUND, max_point_s=6, min_requests=20, min_duration_s=2.5)
+        p = run_point(ep, 200.0, Batching(1, 0.0), plan)
+        assert p.outcome == "within" and p.kept.latency.min() >= D, p.why
         s = search(ep, _plan(BOUND), RealClock())
         assert s.offline[1] <= 1 / D * 1.02  # one device behind a lock: D a request
 
@@ -334,7 +332,7 @@ def test_a_hostile_endpoint_gets_a_clear_verdict_and_no_hang(mode: str, said: st
         s = search(ep, _plan(0.05), RealClock())
         assert s.best is None and s.stop_reason == "every request failed one at a time"
         assert len(s.single) == (1 if mode == "silent" else 10)  # a time-out ends it at once
-        plan = PointPlan(0.05, max_point_s=2, min_requests=20, min_duration_s=SHORT)
+        plan = PointPlan(0.05, max_point_s=2, min_requests=20, min_duration_s=1.0)
         p = run_point(ep, 50.0, Batching(1, 0.0), plan)
         assert p.outcome == "over" and said in p.why, p.why
         if mode == "silent":
@@ -365,9 +363,11 @@ def test_an_endpoint_that_is_not_there_is_one_line_naming_the_fix() -> None:
 
 # -- the command: `torchmark serving MODEL --endpoint URL` -----------------------------------
 
+# points of >= 2 s and 500 requests: the 459 LoadGen's early stopping asks of a p99
+# within the bound; room for the answer's re-confirmation
 ENDPOINT_QUICK = [
-    "--p99-ms", "500", "--budget", "30s", "--point", "4s", "--min-duration", "0.5s",
-    "--min-requests", "40",
+    "--p99-ms", "500", "--budget", "20s", "--point", "6s", "--min-duration", "2s",
+    "--min-requests", "500",
 ]  # fmt: skip
 
 
@@ -402,8 +402,11 @@ def test_endpoint_gives_the_same_answer_from_torchmarks_server_and_a_spec_server
     assert a.max_rate is not None and b.max_rate is not None
     for r in (a.max_rate, b.max_rate):
         assert r <= 1 / D * 1.05  # the search's first top is 5 % above the offline rate
-    # the same answer within the spread of two short searches on a shared host
-    assert abs(a.max_rate - b.max_rate) <= 0.3 * max(a.max_rate, b.max_rate), (a, b)
+    # the same answer within the spread: a search resolves a limit to its bracket, and
+    # the two brackets overlap (compare's rule: neither surely faster)
+    from torchmark.report.serving import change
+
+    assert change(a, b)[0] == "UNCLEAR", (a.sentence, b.sentence)
 
 
 def test_endpoint_failing_every_request_says_why_and_bad_urls_exit_2(

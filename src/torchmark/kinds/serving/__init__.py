@@ -13,7 +13,11 @@ many of them, at what cost.
     generator  the load generator's own limit on this host
     stats      percentiles, the p99's binomial interval, minimum request counts
     answer     the stored documents, the answer per device and the verdict
+    oip        the model behind an Open Inference Protocol v2 server (uvicorn, a batcher)
+    client     the open loop over HTTP, in its own process
+    served     a fleet over an OIP endpoint: torchmark's server ("as served") or yours
+    deployed   the two answers: the model's capacity in process and as served
 
 What a serving run stores is ``results.serving``. Nothing here imports torch but ``kind``,
-``model`` and ``workers``' processes.
+``model``, ``workers``' processes and the OIP server's process.
 """

@@ -441,7 +441,9 @@ async def _windows(pool: _Pool, conn: Connection, rate: float, window_s: float, 
             edges.append(len(times))
             for t in new:
                 now = time.perf_counter()
-                if t > now:
+                # never before its time: the loop's timers round to the millisecond and
+                # fire up to one early, which would time an answer from before it was asked
+                while now < t:
                     await asyncio.sleep(t - now)
                     if stop.is_set():
                         return

@@ -227,7 +227,10 @@ def over_duration(run: RunRecord, now: datetime | None = None) -> str | None:
     each device the samples of every result, each of ``calls_per_sample`` calls, add up to
     at most the run's duration (created to finished, or to ``now``)."""
     created = run.created_utc
-    end = run.finished_utc or now or datetime.now(timezone.utc)
+    # a finish stamped at the very start records no duration (hand-made and converted
+    # documents): bounded by now, as one without a finish
+    finished = run.finished_utc if run.finished_utc != run.created_utc else None
+    end = finished or now or datetime.now(timezone.utc)
     if created.tzinfo is None:
         created = created.replace(tzinfo=timezone.utc)
     if end.tzinfo is None:
@@ -241,6 +244,6 @@ def over_duration(run: RunRecord, now: datetime | None = None) -> str | None:
             return (
                 f"results on {device}: their samples add up to {seconds:.3g} s, more than "
                 f"the run's own {took:.3g} s (created_utc to "
-                f"{'finished_utc' if run.finished_utc else 'now'})"
+                f"{'finished_utc' if finished else 'now'})"
             )
     return None

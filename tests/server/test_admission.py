@@ -198,3 +198,26 @@ def test_a_run_keeps_its_local_id_on_the_board(server: Server) -> None:
     odd = make_run(scale=3.0)
     odd.run_id = "../<x>"
     assert post(server, json.dumps(doc(odd)).encode()).json()["run_id"] != "../<x>"
+
+
+def test_report_html_draws_a_stored_run_of_5e_324_s_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`import` refuses such samples now; a store written before keeps them, and its
+    report is drawn, never a traceback."""
+    import os
+
+    from clitest import cli
+    from torchmark.store import open_store
+
+    run = make_run()
+    run.results[0] = run.results[0].model_copy(update={"samples_s": [5e-324] * 12})
+    store = open_store(os.environ["TORCHMARK_DB"])
+    try:
+        run_id = store.save(run)
+    finally:
+        store.close()
+    out = tmp_path / "r.html"
+    code, _, err = cli(capsys, "report", run_id, "--html", str(out))
+    assert code == 0 and "Traceback" not in err, err
+    assert out.stat().st_size > 0

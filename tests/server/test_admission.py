@@ -134,8 +134,9 @@ def test_a_forged_core_count_is_refused_and_never_raises_the_bound(server: Serve
     assert r.status_code == 422
     assert "100,000 cores; a AMD EPYC (model hidden) has at most 768" in r.json()["detail"]
     # the bound is the catalogue's, whatever the document says: 2,517 GB/s from the VM
-    # that measures 3-33 GB/s is refused with its cores left out, and with 512 claimed
-    for cpu in ({}, {"physical_cores": 512}):
+    # that measures 3-33 GB/s is refused with its cores left out, with 512 claimed, and
+    # with a 1 TB last-level cache claimed (which made the old bound an in-cache one)
+    for cpu in ({}, {"physical_cores": 512}, {"llc_bytes": 10**12}):
         r = post(server, json.dumps(add_run("AMD EPYC", 2517, **cpu)).encode())
         assert r.status_code == 422, r.text
         assert "AMD EPYC (model hidden) in the hardware catalogue" in r.json()["detail"]

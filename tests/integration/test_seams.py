@@ -240,7 +240,9 @@ def test_compare_server_never_places_a_rejected_result(
     flat = " ".join(out.split())
     assert "seam/invalid n=1000 on cpu: not placed: invalid: samples split" in flat
     assert "seed-add/as-published on cpu: not placed: invalid:" in flat
-    assert "seam/ok n=1000 on cpu: rank" in flat
+    # the board holds B, this machine's other run: never a competitor, so no rank, said so
+    assert "placed among the other machines, not against its own" in flat
+    assert "seam/ok n=1000 on cpu: no other machine in the standard division" in flat
     for case in REJECTED:
         never_judged(out, case)
 

@@ -134,8 +134,9 @@ def test_a_forged_core_count_is_refused_and_never_raises_the_bound(server: Serve
     assert r.status_code == 422
     assert "100,000 cores; a AMD EPYC (model hidden) has at most 768" in r.json()["detail"]
     # the bound is the catalogue's, whatever the document says: 2,517 GB/s from the VM
-    # that measures 3-33 GB/s is refused with its cores left out, and with 512 claimed
-    for cpu in ({}, {"physical_cores": 512}):
+    # that measures 3-33 GB/s is refused with its cores left out, with 512 claimed, and
+    # with a 1 TB last-level cache claimed (which made the old bound an in-cache one)
+    for cpu in ({}, {"physical_cores": 512}, {"llc_bytes": 10**12}):
         r = post(server, json.dumps(add_run("AMD EPYC", 2517, **cpu)).encode())
         assert r.status_code == 422, r.text
         assert "AMD EPYC (model hidden) in the hardware catalogue" in r.json()["detail"]
@@ -198,3 +199,26 @@ def test_a_run_keeps_its_local_id_on_the_board(server: Server) -> None:
     odd = make_run(scale=3.0)
     odd.run_id = "../<x>"
     assert post(server, json.dumps(doc(odd)).encode()).json()["run_id"] != "../<x>"
+
+
+def test_report_html_draws_a_stored_run_of_5e_324_s_samples(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`import` refuses such samples now; a store written before keeps them, and its
+    report is drawn, never a traceback."""
+    import os
+
+    from clitest import cli
+    from torchmark.store import open_store
+
+    run = make_run()
+    run.results[0] = run.results[0].model_copy(update={"samples_s": [5e-324] * 12})
+    store = open_store(os.environ["TORCHMARK_DB"])
+    try:
+        run_id = store.save(run)
+    finally:
+        store.close()
+    out = tmp_path / "r.html"
+    code, _, err = cli(capsys, "report", run_id, "--html", str(out))
+    assert code == 0 and "Traceback" not in err, err
+    assert out.stat().st_size > 0

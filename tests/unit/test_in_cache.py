@@ -153,7 +153,11 @@ def test_compare_compares_it_and_says_it_is_the_cache() -> None:
 def test_the_board_accepts_it_and_refuses_beyond_the_cache() -> None:
     ok = RunRecord(run_id="a", status="complete", results=[seed(51.0)])
     assert check_bounds(ok) is None  # 255 % of the DRAM ceiling: the cache's, listed unranked
-    beyond = RunRecord(run_id="b", status="complete", results=[seed(51.0, 48 * MiB)])
+    past = seed(51.0, 48 * MiB)  # beyond the cache: its own verdict calls it an error
+    beyond = RunRecord(run_id="b", status="complete", results=[past])
+    assert past.verdict is not None and past.verdict.level == "invalid"
+    assert check_bounds(beyond) is None  # stored with that verdict, never ranked
+    past.verdict = None  # a verdict that would rank it: refused
     assert "255 % of its run's measured ceiling" in (check_bounds(beyond) or "")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,13 +20,28 @@ from test_leaderboard_browser import serving, submit
 
 from boardtest import make_run
 from torchmark.results import RunRecord
-from torchmark.store.exchange import export_run
+from torchmark.store.exchange import export_run, import_run
 from torchmark.web.reports import Reports, render_page
 
 pytestmark = pytest.mark.browser
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 PHONE = {"width": 390, "height": 844}
+USER_CASE = "model 24,330 params, 1.402e+06 FLOP/item on float32[1, 3, 16, 16]/e2e/batch=1"
+
+
+def user_model() -> RunRecord:
+    """A `torchmark model` run of a file with a long name (the board names its cases by
+    the model's fingerprint: USER_CASE)."""
+    from datetime import timedelta
+
+    run = import_run(RUNS / "v1-model.json")
+    spec = "a_rather_long_directory/model_file.py:make_model_factory"
+    run.results = [r.model_copy(update={"workload": spec}) for r in run.results]
+    run.finished_utc = run.created_utc + timedelta(hours=1)
+    return run
+
+
 HELD = "Held CPU"  # the run whose report drawing waits on the gate (the 503 page)
 
 
@@ -39,6 +55,10 @@ class Board:
         return {
             "index": "/",
             "case": "/?case=" + urllib.request.quote('["add", "seed", "{\\"n\\": 1000}"]'),
+            # the custom division, a user model's case among its cases (the longest names)
+            "custom": "/?division=custom",
+            "custom user model": "/?"
+            + urllib.parse.urlencode({"case": USER_CASE, "division": "custom"}),
             "run": f"/runs/{run}",
             "report": f"/runs/{run}/report",
             "machine": f"/machines/{machine}",
@@ -71,6 +91,9 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Board]:
         for i, run in enumerate((make_run("Fast CPU", 1.0), make_run("Slow CPU", 3.0))):
             ids[f"made{i}"] = submit(url, token, export_run(run).encode())
         ids["held"] = submit(url, token, export_run(make_run(HELD, 2.0)).encode())
+        # a user model: its case named by its fingerprint, the longest name in the select
+        # (the custom division's page was 531 px wide on a 390 px phone)
+        ids["user"] = submit(url, token, export_run(user_model()).encode())
         yield Board(url, app, ids, gate)
         gate.set()
 

@@ -189,7 +189,7 @@ def server_lines(doc: dict[str, Any]) -> list[str]:
     if refused:
         return [f"the server will refuse this run: {refused}"]
     # every verdict as the server judges it
-    run = plausible.rejudged(admission.bounded_errors(serving.rederive(run)))
+    run = plausible.rejudged(admission.user_cases(admission.bounded_errors(serving.rederive(run))))
     rows = serving.rows_of(run, "")  # a serving run: its devices' answers
     if rows:
         return [f"the server will store it in the {division_of(run)} division"] + [

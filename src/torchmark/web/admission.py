@@ -29,6 +29,7 @@ from torchmark.hardware import catalog
 from torchmark.results import RunRecord
 from torchmark.results.serving import bound_errors, read, write
 from torchmark.store.exchange import parse_document
+from torchmark.web.ranking import TUNED
 
 # Integers a run document holds (counts, bytes, ids) fit 64 bits; a 5,001-digit one made
 # Python's int parser raise past its 4,300-digit limit (a 500 where a 422 was due).
@@ -124,7 +125,55 @@ def checked(doc: Any, what: str, *, strip: bool = True, now: datetime | None = N
     bad = refusal(run, now)
     if bad:
         raise Refused(f"{what} is refused: {bad}")
-    return bounded_errors(serving.rederive(run))
+    return user_cases(bounded_errors(serving.rederive(run)))
+
+
+def fingerprint(run: RunRecord) -> str | None:
+    """The user's model as the board keys its cases: its architecture's work and size
+    (parameter count and FLOPs per item, with the input shape, from ``model``'s record;
+    a tune run records no parameter count: its FLOPs per item alone), never the file name
+    two people's ``model.py:make_model`` share. None: nothing to key by."""
+    payload = run.payload
+    info = getattr(payload, "model", None) if run.kind == "model" else None
+    if info is not None and info.parameters and info.flops_per_item:
+        inputs = f" on {info.inputs_at_smallest_batch}" if info.inputs_at_smallest_batch else ""
+        return f"model {info.parameters:,} params, {info.flops_per_item:.4g} FLOP/item{inputs}"
+    if run.kind == "tune":
+        per = {r.work.flops / r.work.items for r in run.results if r.work.items and r.work.flops}
+        if len(per) == 1:
+            return f"model {per.pop():.4g} FLOP/item"
+    return None
+
+
+def user_cases(run: RunRecord) -> RunRecord:
+    """A ``model`` or ``tune`` run's results keyed by the model's ``fingerprint`` (the file
+    name kept in ``extra.spec``); a tune run's recommended setting on each device (its
+    baseline where it recommends none) becomes its one case, ``tuned`` at its batch: one
+    search of 15 candidates made 15 cases (the rest stay in the run, listed, never ranked:
+    ``ranking.listed_only``)."""
+    key = fingerprint(run) if run.kind in ("model", "tune") else None
+    if key is None:
+        return run
+    chosen: dict[str, str] = {}
+    if run.kind == "tune":
+        recs = getattr(run.payload, "recommendation", {}) or {}
+        for r in run.results:
+            rec = recs.get(r.device)
+            best = rec.name if rec is not None and rec.speedup is not None else None
+            if r.device not in chosen and (best is None or r.variant == best):
+                chosen[r.device] = best or r.variant  # the first result: the baseline
+    results = []
+    for r in run.results:
+        update: dict[str, Any] = {"workload": key, "extra": r.extra | {"spec": r.workload}}
+        if chosen.get(r.device) == r.variant:
+            update |= {
+                "variant": TUNED,
+                "params": {k: v for k, v in r.params.items() if k == "batch"},
+                "notes": [*r.notes, f"tune's pick: {r.variant}"],
+            }
+            chosen[r.device] = ""  # one per device
+        results.append(r.model_copy(update=update))
+    return run.model_copy(update={"results": results})
 
 
 def bounded_errors(run: RunRecord) -> RunRecord:
@@ -178,7 +227,10 @@ def over_duration(run: RunRecord, now: datetime | None = None) -> str | None:
     each device the samples of every result, each of ``calls_per_sample`` calls, add up to
     at most the run's duration (created to finished, or to ``now``)."""
     created = run.created_utc
-    end = run.finished_utc or now or datetime.now(timezone.utc)
+    # a finish stamped at the very start records no duration (hand-made and converted
+    # documents): bounded by now, as one without a finish
+    finished = run.finished_utc if run.finished_utc != run.created_utc else None
+    end = finished or now or datetime.now(timezone.utc)
     if created.tzinfo is None:
         created = created.replace(tzinfo=timezone.utc)
     if end.tzinfo is None:
@@ -192,6 +244,6 @@ def over_duration(run: RunRecord, now: datetime | None = None) -> str | None:
             return (
                 f"results on {device}: their samples add up to {seconds:.3g} s, more than "
                 f"the run's own {took:.3g} s (created_utc to "
-                f"{'finished_utc' if run.finished_utc else 'now'})"
+                f"{'finished_utc' if finished else 'now'})"
             )
     return None

@@ -73,6 +73,7 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
     """The index rows of one submitted run (every result; ``seq`` as the store numbers them)."""
     rows = []
     unverified = plausible.unverified(run)
+    listed = ranking.listed_only(run)  # a tune run's other candidates: not cases
     for seq, r in enumerate(run.results):
         workload, variant, params = ranking.case_of(r)
         rows.append(
@@ -86,7 +87,7 @@ def index_rows(run: RunRecord, run_id: str, division: str, machine: str) -> list
                 "params": params,
                 "device": r.device,
                 "model": ranking.device_model(run, r.device),
-                "ok": r.ok,
+                "ok": r.ok and seq not in listed,
                 # never ranked: its verdict keeps it off, or its work is not its case's
                 "invalid": not verdicts.may(r, "rank") or seq in unverified,
                 "kept": np.asarray(r.measurement.kept if r.ok else [], "<f8").tobytes(),

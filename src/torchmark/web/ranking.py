@@ -45,6 +45,15 @@ STANDARD_CONFIG: dict[str, Any] = {
 }
 
 Case = tuple[str, str, str]  # workload, variant, params as sorted JSON
+TUNED = "tuned"  # a tune run's one case per device: its pick (``admission.user_cases``)
+
+
+def listed_only(run: RunRecord) -> set[int]:
+    """Results (by place) that are no case of the board: a tune run's candidates other than
+    its pick, kept in its document and on its page, never a case of their own."""
+    if run.kind != "tune" or not any(r.variant == TUNED for r in run.results):
+        return set()
+    return {i for i, r in enumerate(run.results) if r.variant != TUNED}
 
 
 def case_of(r: Result) -> Case:
@@ -283,7 +292,7 @@ def rank(
     groups: dict[tuple[str, str], Group] = {}
     for run in runs:
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
-        skip = unverified(run)
+        skip = unverified(run).keys() | listed_only(run)
         for i, r in enumerate(run.results):
             if not r.ok or case_of(r) != case or not verdicts.may(r, "rank"):
                 continue

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 # Competing CPU load worth a flag: half a core of other work already slowed a 2-thread add
@@ -12,6 +13,14 @@ COMPETING_CORES = 0.5
 # Throttled samples leave the headline median only if this many unthrottled ones remain;
 # a median of fewer would be noisier than the bias it removes.
 MIN_KEPT_SAMPLES = 5
+
+
+def free_cores(other: float, cores: int | None) -> int:
+    """The cores other processes' load leaves free for torch's threads (at least one):
+    1.1 of 2 cores used leaves one; 0.2 leaves both."""
+    if not cores:
+        return 1
+    return max(1, int(cores - math.ceil(other - 0.25)))
 
 
 def competing(summary: dict[str, Any], accelerator: bool) -> bool:

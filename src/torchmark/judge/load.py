@@ -23,6 +23,21 @@ def free_cores(other: float, cores: int | None) -> int:
     return max(1, int(cores - math.ceil(other - 0.25)))
 
 
+def load_words(t: dict[str, Any]) -> str:
+    """``other processes used 1.8 of 2 cores`` (``3 other processes used ...`` where the
+    summary counted them): the one way a result's competing load is said."""
+    other = float(t.get("other_cores") or 0.0)
+    cores, n = t.get("logical_cores"), t.get("other_processes")
+    who = f"{n} other process{'' if n == 1 else 'es'}" if n else "other processes"
+    return f"{who} used {other:.1f}{f' of {cores}' if cores else ''} cores"
+
+
+def under_load(summary: dict[str, Any] | None) -> bool:
+    """Whether a result's stored telemetry summary shows competing load on its device."""
+    t = summary or {}
+    return competing(t, bool(t.get("accelerator")))
+
+
 def competing(summary: dict[str, Any], accelerator: bool) -> bool:
     """Other processes' CPU load worth flagging for this kind of device."""
     other = summary.get("other_cores")

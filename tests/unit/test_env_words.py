@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 
 def test_env_says_values_in_words_not_as_python_prints_them() -> None:
     from torchmark.cli.machine import in_words
@@ -20,3 +24,24 @@ def test_list_names_no_seed_a_user_never_saw() -> None:
     load_builtins()
     said = [WORKLOADS.get(name).summary for name in WORKLOADS.names()]
     assert said and not [s for s in said if "Seed 0" in s]
+
+
+def test_a_db_that_cannot_be_written_is_bad_input_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: exit 1, which `compare --fail-on-regression` reads as "a case got slower"
+    from clitest import cli
+    from torchmark.results import Result, RunRecord
+    from torchmark.store.exchange import export_run
+
+    rec = RunRecord(
+        run_id="20260101-000000-abcd",
+        status="complete",
+        results=[Result(workload="add", variant="fp32", device="cpu", samples_s=[1e-3] * 5)],
+    )
+    run = tmp_path / "run.json"
+    run.write_text(export_run(rec, "json"))
+    code, _, err = cli(capsys, "import", str(run), "--db", "/proc/torchmark-x.db")
+    assert code == 2, err
+    assert "cannot write the results store /proc/torchmark-x.db" in err
+    assert err.count("\n") == 1 and "--db" in err

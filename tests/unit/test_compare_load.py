@@ -56,3 +56,24 @@ def test_a_change_beside_other_jobs_says_so() -> None:
     assert "FASTER, under other load in B (other processes used 1.4 of 2 cores)" in text
     assert "1 of 1 cases ran under other processes' load" in text
     assert max(len(line) for line in out.getvalue().splitlines()) <= 80
+
+
+def test_a_report_of_two_runs_carries_compares_verdict_per_case() -> None:
+    # Before: a two-run HTML report showed % of ceiling falling while the speed rose, and
+    # no FASTER / SLOWER anywhere
+    from torchmark.report import html
+
+    quiet_a, quiet_b = res(1e-3, 0.02, QUIET), res(0.5e-3, 0.02, QUIET)
+    busy_b = res(0.5e-3, 0.02, BUSY)
+    page = html.render(
+        [
+            RunRecord(run_id="a", status="complete", results=[quiet_a]),
+            RunRecord(run_id="b", status="complete", results=[quiet_b]),
+            RunRecord(run_id="c", status="complete", results=[busy_b]),
+        ]
+    )
+    assert "Compared case by case" in page
+    assert page.count("<b>FASTER</b>") == 2
+    assert "under other load in B (other processes used 1.4 of 2 cores)" in page
+    one = html.render([RunRecord(run_id="a", status="complete", results=[quiet_a])])
+    assert "Compared case by case" not in one

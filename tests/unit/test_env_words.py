@@ -45,3 +45,17 @@ def test_a_db_that_cannot_be_written_is_bad_input_exit_2(
     assert code == 2, err
     assert "cannot write the results store /proc/torchmark-x.db" in err
     assert err.count("\n") == 1 and "--db" in err
+
+
+def test_serving_of_a_model_that_is_not_there_says_so_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before: `serving nope` said only "Missing option '--p99-ms'"
+    from clitest import cli
+
+    code, _, err = cli(capsys, "serving", "nope")
+    assert code == 2
+    assert err.startswith("error: model spec 'nope': not a built-in model and no such file")
+    assert "serving needs --p99-ms MS" in err and "torchmark serving MODEL --p99-ms 50" in err
+    code, _, err = cli(capsys, "serving", "simplenet")
+    assert code == 2 and "model spec" not in err and "serving simplenet --p99-ms 50" in err

@@ -13,9 +13,10 @@ Each run is a fresh process; its peak RSS is the kernel's (``wait4``'s ru_maxrss
 with the machine, its memory and its load. Goals (issue 23): <= 2 GB peak RSS alone, with
 the fake L3 and with little memory; four concurrent runs all exit 0. Exit 1 when a goal is
 missed. The blog's loop at the blog's 12288^2 holds three 604 MB tensors: with torch's own
-resident pages (``python -c "import torch"``: 0.28 GB here) 2.09 GB at the least, so a quick
-run on the CPU runs seed-add at the largest side that fits its 2 GB beside the 450 MiB a
-run holds besides it (11264^2), and `torchmark run -w seed-add` measures the blog's size.
+resident pages (``python -c "import torch"``: 0.28 GB here) 2.09 GB at the least. A quick
+run on the CPU measures that size where the tensors fit a quarter of the memory available
+(goal 2.3 GB then), else the largest side that fits its 2 GB beside the 450 MiB a run holds
+besides it (11264^2).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ import psutil
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 GOAL_BYTES = 2e9
+# Where the blog's three 604 MB tensors fit a quarter of the memory available, a quick run
+# measures 12288^2 (the seed's table is the headline): its goal is then 2.3 GB (~2.2 GB
+# expected: 1.81 GB of tensors beside torch's own pages and the run's heap).
+BLOG_GOAL_BYTES = 2.3e9
+BLOG_BYTES = 3 * 4 * 12288**2
 # Runs torchmark's CLI, the CPU's reported LLC replaced first where asked.
 DRIVER = """
 import sys
@@ -92,11 +98,14 @@ def main() -> int:
             codes = [c for c, _ in done]
             peaks = ", ".join(f"{rss / 1e9:.2f}" for _, rss in done)
             ok = all(c == 0 for c in codes)
+            blog = part != "small" and vm.available >= 4 * BLOG_BYTES
+            goal = BLOG_GOAL_BYTES if blog else GOAL_BYTES
             if part != "four":
-                ok = ok and done[0][1] <= GOAL_BYTES
+                ok = ok and done[0][1] <= goal
             print(
                 f"{part:8} {n} run(s): exit {codes}, peak RSS GB [{peaks}], {wall:.0f} s wall"
-                f"  goal {'met' if ok else 'MISSED'}",
+                f"  goal <= {goal / 1e9:g} GB{' (blog size)' if blog else ''} "
+                f"{'met' if ok else 'MISSED'}",
                 flush=True,
             )
             for i, p in enumerate(runs):

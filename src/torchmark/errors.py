@@ -58,6 +58,13 @@ class StoreError(TorchmarkError):
     pass
 
 
+class StorePathError(StoreError):
+    """The store the user named (``--db``, TORCHMARK_DB) cannot be written or is not a
+    torchmark database: bad input, exit 2 with the fix, as every other bad input."""
+
+    exit_code = 2
+
+
 class ServerError(TorchmarkError):
     """A leaderboard server refused a request or could not be reached (``submit``)."""
 

@@ -188,7 +188,7 @@ def test_corrupt_database_is_named_and_untouched(
     good.write_text(export_run(make_run(), "json"))
     for args in (["history"], ["export", "latest"], ["import", str(good)]):
         code, _, err = cli(capsys, *args, "--db", str(bad))
-        assert code == 1, args
+        assert code == 2, args  # the --db given is not a database: bad input
         assert f"{bad} is not a usable torchmark database" in err
         assert "Traceback" not in err
     assert bad.read_bytes() == before
@@ -282,6 +282,6 @@ def test_history_and_export_read_a_store_on_a_read_only_mount(tmp_path: Path) ->
     history, _, exported = done.stdout.partition("]\n")
     assert json.loads(history + "]")[0]["id"] == run_id
     assert json.loads(exported)["run_id"] == run_id
-    assert done.returncode == 1  # the import: a write, refused in one line
+    assert done.returncode == 2  # the import: a write to the --db given, refused in one line
     assert done.stderr.count("\n") == 1 and "cannot write the results store" in done.stderr
     assert {p.name: p.read_bytes() for p in ro.iterdir()} == before

@@ -10,6 +10,7 @@ import torch
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError, UnknownNameError
+from torchmark.judge import verdicts
 from torchmark.kinds.model.kind import benchmark_model
 from torchmark.telemetry import energy as energy_mod
 from torchmark.testing import MemoryStore
@@ -53,7 +54,14 @@ def test_cnn_sweep_is_stored_with_break_even_and_cost() -> None:
     else:
         assert energy["available"] is True and energy["j_per_item"] >= 0
     assert rec.verdict is not None and rec.verdict.level in ("ok", "warn", "invalid")
-    assert [row.batch for row in rec.payload.cost.rows] == [1, 4]
+    # a cost row for each batch its verdict lets be compared and recommended: a real CPU run
+    # beside other jobs may be judged invalid (3 of 3 at load 3.6-5.4), and then has none
+    usable = [
+        r.params["batch"]
+        for r in rec.results
+        if verdicts.may(r, "compare") and verdicts.may(r, "recommend")
+    ]
+    assert [row.batch for row in rec.payload.cost.rows] == usable
     assert rec.model_dump(mode="json")["payload"]["model"]["parameters"] > 0
 
 

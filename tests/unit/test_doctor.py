@@ -257,7 +257,9 @@ def test_other_processes_and_load() -> None:
     )
     c = check_load(busy)[0]
     assert (
-        c.status == "warn" and c.detail == "other processes use 2.5 of 32 cores now: make (9) 180 %"
+        c.status == "warn"
+        and c.detail
+        == "other processes use 2.5 of 32 cores now; 1-minute load 3.00: make (9) 180 %"
     )
 
 

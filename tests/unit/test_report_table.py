@@ -317,3 +317,16 @@ def test_one_note_made_by_many_sizes_is_one_line_with_their_count_and_sizes() ->
     assert notes[1].startswith(f"{link} (12 cases: collectives/all_reduce on cpu, ")
     assert notes[1].endswith("collectives/all_gather on cpu, at bytes=1024 to 4.19M)")
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_seed_placement_under_other_load_says_so() -> None:
+    # the same machine moved from rank 11 to 10 with the load, and its line did not say so
+    rec = load("cpu-gpu")
+    for r in rec.results:
+        if r.workload == "seed-add" and r.device == "cpu":
+            r.telemetry = {**(r.telemetry or {}), "other_cores": 1.2, "logical_cores": 2}
+    cpu_line, gpu_line = seed_placement(rec)
+    assert cpu_line.endswith(
+        "Measured while other processes used 1.2 of 2 cores: the rank may be the load's."
+    )
+    assert "Measured while" not in gpu_line

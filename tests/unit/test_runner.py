@@ -384,7 +384,8 @@ def test_a_case_far_faster_at_one_thread_under_load_is_invalid(
     assert r.verdict.reasons[0] == (
         "15 ms a call with 2 threads, 750x the 20 µs it took with one thread right after, "
         "while other processes used 1.0 of 2 cores: 2 threads waiting for time slices, not "
-        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+        "the hardware; measure again with --threads 1 (the free cores; --threads auto "
+        "picks them) or on a quiet machine"
     )
 
 

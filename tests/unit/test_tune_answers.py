@@ -125,3 +125,51 @@ def test_without_a_latency_bound_tune_answers_latency_and_throughput(
     page = html.render([rec])
     assert "no workload in these runs swept a batch size" not in page
     assert "Throughput vs batch size" in page and "best throughput:" in page
+
+
+def spread_at_16(config: dict[str, Any]) -> list[float]:
+    """As ``flat``, but from batch 16 on the samples swing by half: faster per item in
+    every round, with a spread of 40 % of the median (unreliable)."""
+    t = 1e-3 + 1e-4 * config["batch"]
+    if config["batch"] >= 16:
+        return [t, 1.5 * t, t, 1.5 * t]
+    return [t, t * 1.002, t * 0.998]
+
+
+def test_best_throughput_is_never_a_batch_its_spread_makes_unreliable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: "best throughput" named batch 128 from a result whose spread was 227 % of
+    # its median, and said nothing of it.
+    fake_timing(monkeypatch, spread_at_16)
+    rec = run_tune()
+    best = rec.payload.throughput["cpu"]
+    assert best.batch < 16
+    assert best.passed_over and all("unreliable" in w for w in best.passed_over)
+    assert len(best.passed_over) == 1 and "not picked" in best.passed_over[0]
+    assert "the baseline's items/s, but unreliable: spread 40 %" in best.passed_over[0]
+    from rich.console import Console
+
+    console = Console(width=80, record=True, color_system=None)
+    for part in tune_view(rec):
+        console.print(part)
+    text = " ".join(console.export_text().split())
+    assert "not picked" in text
+
+
+def test_the_batch_chart_draws_each_points_spread() -> None:
+    from torchmark.report.charts.batch import _spread
+    from torchmark.results import Result, Work
+
+    r = Result(
+        workload="w",
+        variant="v",
+        device="cpu",
+        params={"batch": 4},
+        samples_s=[1.0, 1.5, 2.0, 2.5, 3.0],
+        work=Work(items=4),
+    )
+    rate = r.rate("items")
+    assert rate == pytest.approx(2.0)
+    slow, fast = _spread(r, rate)
+    assert slow < rate < fast  # a bar around the median, from the quartiles

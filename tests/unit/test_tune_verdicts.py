@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from torchmark.errors import InputError
 from torchmark.kinds.tune import kind as tune_mod
 from torchmark.kinds.tune.kind import Tuner, tune
 from torchmark.stats.measurement import Measurement
@@ -126,3 +127,20 @@ def test_each_candidate_is_judged_like_every_other_result(monkeypatch: pytest.Mo
         assert r.verdict is not None and r.verdict == judge(r), r.variant
         assert r.stop_reason == f"{len(r.samples_s)} interleaved rounds"
         assert len(r.extra["baseline_samples_s"]) == len(r.samples_s)
+
+
+class Raises(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("boom in forward")
+
+
+def test_a_forward_that_raises_is_the_users_to_fix_not_a_kept_baseline() -> None:
+    # Before: tune exited 0 saying "keep the baseline, 1.00x"; model and serving exit 2.
+    with pytest.raises(InputError, match=r"the model failed on inputs .*boom in forward"):
+        tune(Raises(), lambda b: torch.randn(b, 8), devices="cpu", budget_s=60)
+
+
+@pytest.mark.parametrize("budget", [-5.0, 0.0])
+def test_a_budget_of_no_time_is_refused(budget: float) -> None:
+    with pytest.raises(InputError, match="the time budget must be more than 0 s"):
+        run(budget_s=budget)

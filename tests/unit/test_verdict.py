@@ -218,7 +218,8 @@ def test_clustered_samples_under_competing_load_are_invalid_with_the_fix() -> No
     assert v.reasons[0] == (
         "samples split into two clusters, 17 µs and 8 ms (70% slow), while other processes "
         "used 1.0 of 2 cores: a scheduler artefact of 2 threads competing for the cores, not "
-        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+        "the hardware; measure again with --threads 1 (the free cores; --threads auto picks "
+        "them) or on a quiet machine"
     )
 
 
@@ -262,7 +263,8 @@ def test_a_call_far_above_its_floor_with_more_threads_than_free_cores_is_invalid
     assert v.reasons[0] == (
         "8.03 ms a call, 1015x the 7.91 µs its work needs at this machine's measured ceilings, "
         "while other processes used 1.0 of 2 cores: 2 threads waiting for time slices, not "
-        "the hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+        "the hardware; measure again with --threads 1 (the free cores; --threads auto picks "
+        "them) or on a quiet machine"
     )
 
 

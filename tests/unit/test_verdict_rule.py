@@ -20,7 +20,8 @@ from torchmark.store.exchange import export_run
 ARTEFACT = (
     "samples split into two clusters, 7.99 ms and 16 ms (40% slow), while other processes "
     "used 1.8 of 2 cores: a scheduler artefact of 2 threads competing for the cores, not the "
-    "hardware; measure again with --threads 1 (the free cores) or on a quiet machine"
+    "hardware; measure again with --threads 1 (the free cores; --threads auto "
+    "picks them) or on a quiet machine"
 )
 
 

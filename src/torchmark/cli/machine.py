@@ -57,6 +57,28 @@ def _fmt(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
+def in_words(v: object, key: str = "") -> str:
+    """A stored value as a person reads it: ``none`` for None, ``yes``/``no``, sizes in
+    binary units (keys ending ``_bytes``), numbers to 3 significant figures, lists joined
+    by commas, a mapping as ``key value`` pairs (``cuda_runtime None`` and ``loadavg
+    [2.1484375, ...]`` were printed raw)."""
+    from torchmark.format import binary_bytes
+
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int) and key.endswith("_bytes"):
+        return binary_bytes(v)
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list | tuple):
+        return ", ".join(in_words(x, key) for x in v) if v else "none"
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {in_words(x, str(k))}" for k, x in v.items()) if v else "none"
+    return str(v)
+
+
 @app.command()
 def env(
     as_json: AsJsonOption = False,
@@ -91,7 +113,7 @@ def env(
             t = FitTable(Col("key", style="bold"), Col("value", wrap=20), title=section)
             t.show_header = False
             for k, v in value.items():
-                t.row(str(k), json.dumps(v, default=str) if isinstance(v, dict | list) else str(v))
+                t.row(str(k), in_words(v, str(k)))
             console.print(t)
         else:
             console.print(Text.assemble((section, "bold"), f": {value}"))

@@ -59,6 +59,23 @@ def user_recipe(spec: str, shapes: tuple[str, ...], inputs: str | None) -> Serve
     return Served(user.model, user.factory, user.name)
 
 
+def _spec_problem(model: str) -> str | None:
+    """``model spec 'nope': ...; `` where MODEL is neither a built-in model nor a file or
+    module:factory that could exist (checked without running it), else None."""
+    from pathlib import Path
+
+    from torchmark.workloads import WORKLOADS, load_builtins
+
+    load_builtins()
+    name = model.strip()
+    if name in WORKLOADS.names() or ":" in name or Path(name).is_file():
+        return None
+    return (
+        f"model spec {name!r}: not a built-in model and no such file (write a built-in "
+        "model, module:factory, file.py:factory or a saved model); "
+    )
+
+
 def _recipe(
     model: str,
     shapes: list[str] | None,
@@ -96,13 +113,14 @@ def _recipe(
 def serving(
     model: Annotated[str, typer.Argument(help=MODEL_HELP, show_default=False)],
     p99_ms: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--p99-ms",
             help="The latency bound: each request answered within it at "
-            "the 99th percentile, in ms.",
+            "the 99th percentile, in ms (required).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(
@@ -197,6 +215,16 @@ def serving(
     from torchmark.kinds.serving.kind import ServingConfig, serve, validate
     from torchmark.user.cost import parse_price
 
+    if p99_ms is None:
+        # the model first: `serving nope` said only "Missing option --p99-ms", and the
+        # same command with the bound then failed on the model
+        problem = _spec_problem(model)
+        raise InputError(
+            (problem or "")
+            + "serving needs --p99-ms MS, the latency bound each request must meet at "
+            f"the 99th percentile (e.g. torchmark serving {'MODEL' if problem else model} "
+            "--p99-ms 50)"
+        )
     check_json_path(json_path)
     prices = parse_price(price)
     cfg = ServingConfig(

@@ -87,13 +87,19 @@ def _cuda_init_error(torch: Any) -> str | None:
         return first_line(e)
 
 
+# CPU times tick every 10 ms and jobs come in bursts: a 0.3 s sample read 0.0 cores of
+# other load while the 1-minute load average was 2.15. One second, with the load average
+# beside it, tells a quiet moment from a quiet machine.
+LOAD_SAMPLE_S = 1.0
+
+
 def _load() -> Facts:
     me = os.getpid()
     procs = list(psutil.process_iter(["pid", "name"]))
     for p in procs:
         _try(p.cpu_percent)
     with OtherLoad() as load:
-        time.sleep(0.3)
+        time.sleep(LOAD_SAMPLE_S)
     others, own_cores = load.cores or 0.0, load.own_cores or 0.0
     top = []
     for p in procs:
@@ -104,6 +110,7 @@ def _load() -> Facts:
     return {
         "busy_cores": round(others + own_cores, 2),
         "other_cores": round(others, 2),
+        "sample_s": LOAD_SAMPLE_S,
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "top": top[:3],
     }
@@ -112,7 +119,7 @@ def _load() -> Facts:
 def gather_host(sample_load: bool = True) -> Facts:
     """The facts no check needs torch for (``torch_imported`` False): the torch section has
     only the build, and threads' ``torch`` is None where no run kept it; ``load`` is None
-    unless ``sample_load`` (``with_load`` adds it: a 0.3 s sample)."""
+    unless ``sample_load`` (``with_load`` adds it: a 1 s sample)."""
     governors = sorted(
         {
             g

@@ -96,11 +96,19 @@ def check_memory(f: Facts) -> list[Check]:
 
 
 def check_load(f: Facts) -> list[Check]:
+    """Other processes' load now (a sample of ``sample_s``) and over the last minute (the
+    load average: runnable processes, this one asleep while it samples): a quiet sample
+    beside a busy minute is a machine between bursts, not a quiet one."""
     ld = f["load"]
     cores = f["threads"]["logical_cores"] or 1
     top = ", ".join(f"{p['name']} ({p['pid']}) {p['cpu_pct']} %" for p in ld["top"])
-    detail = f"other processes use {ld['other_cores']:.1f} of {cores} cores now"
-    if ld["other_cores"] >= 0.5:
+    sample = ld.get("sample_s")
+    over = f" over {sample:g} s" if sample else " now"
+    detail = f"other processes use {ld['other_cores']:.1f} of {cores} cores{over}"
+    load1 = (ld.get("loadavg") or [None])[0]
+    if load1 is not None:
+        detail += f"; 1-minute load {load1:.2f}"
+    if ld["other_cores"] >= 0.5 or (load1 is not None and load1 >= 0.5 + ld["other_cores"]):
         return [
             Check(
                 "machine load",

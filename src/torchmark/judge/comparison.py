@@ -34,6 +34,7 @@ from typing import Literal
 
 from torchmark.errors import InputError
 from torchmark.judge import verdicts
+from torchmark.judge.load import load_words, under_load
 from torchmark.judge.worlds import world_difference
 from torchmark.results import Result, RunRecord
 from torchmark.stats.measurement import Measurement
@@ -318,13 +319,40 @@ def judge(a: Result, b: Result) -> Change:
             word = r.status if r.status != "ok" else verdicts.rule_of(r).word
             why = verdicts.reasons(r)[0]  # the reason that decides it; the run's table has all
             return Change(a.key, a, b, None, why=f"{word} in {side}: {why}".strip())
-    # DDP x2 vs no DDP, a working set in the cache (its speed is the cache's): said, always
-    said = "; ".join(filter(None, (world_difference(a, b), cached(a, b))))
+    # DDP x2 vs no DDP, a working set in the cache (its speed is the cache's), other
+    # processes' load on either side: said, always
+    busy = loaded(a, b)
+    said = "; ".join(filter(None, (world_difference(a, b), cached(a, b), busy)))
     j = independent(a.measurement, b.measurement)
     if isinstance(j, str):
         return Change(a.key, a, b, None, why=f"{said}; {j}" if said else j)
     why = f"{said}; {j.why}" if said else j.why
+    unreliable = [s for s, r in (("A", a), ("B", b)) if verdicts.kind_of(r) == "unreliable"]
+    if busy and unreliable and j.verdict in ("FASTER", "SLOWER"):
+        # a spread of a quarter of the median or more, measured beside other jobs: the
+        # change is as likely the load's as the code's (1.53x FASTER was read between two
+        # runs both at 1.1-1.6 of 2 cores of other load)
+        why = (
+            f"can't tell: {' and '.join(unreliable)} unreliable under other load, "
+            f"{j.verdict} {fmt_speed(j.speed)} read; {said}"
+        )
+        return Change(a.key, a, b, "UNCLEAR", j.speed, j.ci, j.p_value, j.threshold, why)
     return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, why)
+
+
+def fmt_speed(speed: float) -> str:
+    return f"{speed:.2f}x"
+
+
+def loaded(a: Result, b: Result) -> str:
+    """``under other load in A (other processes used 1.4 of 2 cores)`` where either side's
+    telemetry shows competing load, else ""."""
+    sides = [
+        f"{side} ({load_words(r.telemetry or {})})"
+        for side, r in (("A", a), ("B", b))
+        if under_load(r.telemetry)
+    ]
+    return f"under other load in {' and '.join(sides)}" if sides else ""
 
 
 def cached(a: Result, b: Result) -> str:

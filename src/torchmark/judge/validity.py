@@ -17,7 +17,7 @@ from torchmark.format import binary_bytes, result_label
 from torchmark.hardware.physical import cache_bound
 from torchmark.hardware.throttle import POWER_REASONS, THERMAL_REASONS
 from torchmark.judge import stragglers
-from torchmark.judge.load import MIN_KEPT_SAMPLES, competing
+from torchmark.judge.load import MIN_KEPT_SAMPLES, competing, free_cores, load_words
 from torchmark.judge.verdicts import TIMED_OUT_OK_PCT
 from torchmark.results import Result, RunRecord, Verdict, is_host
 from torchmark.stats.measurement import timer_excess
@@ -97,23 +97,15 @@ STALL_FACTOR = 50.0
 def _load(t: dict[str, Any]) -> tuple[str, int]:
     """(the competing load in words, the cores it left free for torch's threads)."""
     other = float(t.get("other_cores") or 0.0)
-    cores = t.get("logical_cores")
-    free = max(1, int((cores or 1) - math.ceil(other - 0.25))) if cores else 1
-    return load_words(t), free
-
-
-def load_words(t: dict[str, Any]) -> str:
-    """``other processes used 1.8 of 2 cores`` (``3 other processes used ...`` where the
-    summary counted them): the one way a result's competing load is said."""
-    other = float(t.get("other_cores") or 0.0)
-    cores, n = t.get("logical_cores"), t.get("other_processes")
-    who = f"{n} other process{'' if n == 1 else 'es'}" if n else "other processes"
-    return f"{who} used {other:.1f}{f' of {cores}' if cores else ''} cores"
+    return load_words(t), free_cores(other, t.get("logical_cores"))
 
 
 def _fewer(free: int) -> str:
     """The fix for more threads than free cores."""
-    return f"measure again with --threads {free} (the free cores) or on a quiet machine"
+    return (
+        f"measure again with --threads {free} (the free cores; --threads auto picks them) "
+        "or on a quiet machine"
+    )
 
 
 def _threads(result: Result) -> Any:

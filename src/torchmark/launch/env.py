@@ -31,6 +31,12 @@ class World:
     master_addr: str
     master_port: int
     source: str  # "torchrun" | "slurm"
+    local_world_size: int = 1  # ranks on this node: they share its cores
+
+    def threads(self, cores: int) -> int:
+        """Threads per rank by default: the node's cores shared among its ranks (two ranks
+        of two threads each on two cores wait for time slices, not the hardware)."""
+        return max(1, cores // max(1, self.local_world_size))
 
     @property
     def is_main(self) -> bool:
@@ -81,6 +87,7 @@ def joined(env: Mapping[str, str] | None = None) -> World | None:
             master_addr=e.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(e, "MASTER_PORT") if "MASTER_PORT" in e else DEFAULT_PORT,
             source="torchrun",
+            local_world_size=_int(e, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in e else 1,
         )
     if "SLURM_PROCID" in e and "SLURM_STEP_ID" in e and _int(e, "SLURM_NTASKS") > 1:
         nodes = e.get("SLURM_STEP_NODELIST") or e.get("SLURM_JOB_NODELIST") or ""
@@ -94,8 +101,21 @@ def joined(env: Mapping[str, str] | None = None) -> World | None:
             if "MASTER_PORT" in e
             else SLURM_PORT_BASE + job % SLURM_PORT_SPAN,
             source="slurm",
+            local_world_size=_slurm_local(e),
         )
     return None
+
+
+def _slurm_local(e: Mapping[str, str]) -> int:
+    """Tasks on this node: SLURM_NTASKS_PER_NODE where it is one number, else the tasks
+    spread evenly over the step's nodes."""
+    per = e.get("SLURM_NTASKS_PER_NODE", "")
+    if per.isdigit():
+        return int(per)
+    nodes = e.get("SLURM_NNODES", "")
+    if nodes.isdigit() and int(nodes) > 0:
+        return max(1, _int(e, "SLURM_NTASKS") // int(nodes))
+    return 1
 
 
 __all__ = ["World", "first_host", "joined"]

@@ -165,16 +165,21 @@ def comparison_table(
 
 def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
     """Case ``j``'s UNCLEAR and not comparable verdicts with their reasons, and any verdict
-    between different world sizes (its speed is per rank: without the reason a DDP x2 run
-    read FASTER or SLOWER than DDP x1 as if like for like) or of a working set in the cache
-    (its speed is the cache's, not DRAM's)."""
-    from torchmark.judge.comparison import cached
+    with other processes' load on either side, between different world sizes (its speed is
+    per rank: without the reason a DDP x2 run read FASTER or SLOWER than DDP x1 as if like
+    for like) or of a working set in the cache (its speed is the cache's, not DRAM's)."""
+    from torchmark.judge.comparison import cached, loaded
     from torchmark.judge.worlds import world_difference
 
     out = []
     for i, changes in enumerate(cmp.changes, start=1):
         c = changes[j]
-        if c.verdict in (None, "UNCLEAR") or world_difference(c.a, c.b) or cached(c.a, c.b):
+        if (
+            c.verdict in (None, "UNCLEAR")
+            or world_difference(c.a, c.b)
+            or cached(c.a, c.b)
+            or loaded(c.a, c.b)
+        ):
             vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
             vs = f" in {letter(ids[i])}" if ids else vs
             said = c.verdict or "not comparable"
@@ -261,6 +266,8 @@ def only_lines(cmp: Comparison) -> list[str]:
 
 
 def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
+    from torchmark.judge.comparison import loaded
+
     lines = []
     for i, changes in enumerate(cmp.changes, start=1):
         i = ids[i] if ids else i
@@ -270,6 +277,12 @@ def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str
             counts[v] = counts.get(v, 0) + 1
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         lines.append(f"{letter(i)} vs A, {len(changes)} shared cases: {tally}")
+        busy = sum(1 for c in changes if c.verdict and loaded(c.a, c.b))
+        if busy:
+            lines.append(
+                f"{letter(i)} vs A: {busy} of {len(changes)} cases ran under other processes' "
+                "load on one side or both: their verdicts may be the load's"
+            )
     return lines
 
 

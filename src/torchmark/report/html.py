@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from torchmark import __version__
 from torchmark import format as fmt
+from torchmark.errors import TorchmarkError
 from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
@@ -285,6 +286,35 @@ def _break_even_note(run: RunRecord) -> str | None:
     return p.break_even_note if isinstance(p, BreakEvenFindings) and not p.break_even else None
 
 
+def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    """Each later run against the first, case by case, with ``compare``'s own verdict
+    (FASTER / SLOWER / SAME / UNCLEAR, or not comparable) and why, load included: a report
+    of two runs showed % of ceiling falling while the speed rose, and no verdict at all."""
+    if len(runs) < 2:
+        return []
+    from torchmark.judge.comparison import compare
+    from torchmark.report.compare import letter
+
+    try:
+        cmp = compare(runs)
+    except TorchmarkError:
+        return []  # runs with nothing in common: their own sections say what they hold
+    out = []
+    for i, changes in enumerate(cmp.changes, start=1):
+        for c in changes:
+            out.append(
+                {
+                    "vs": f"{letter(i)} vs A",
+                    "case": fmt.case_label(c.a.variant, c.a.params, c.a.workload),
+                    "device": c.a.device,
+                    "ratio": fmt.ratio(c.speed) if c.speed else fmt.DASH,
+                    "verdict": c.verdict or "not comparable",
+                    "why": c.why,
+                }
+            )
+    return out
+
+
 def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
     charts = [_chart(c) for c in charts_mod.all_charts(runs)]
     if all(_break_even_note(r) for r in runs):  # each run's section says it: once is enough
@@ -320,6 +350,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
             for run in runs
         ],
         "charts": charts,
+        "comparison": _comparison(runs),
     }
 
 

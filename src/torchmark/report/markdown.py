@@ -44,9 +44,10 @@ def _flags(r: Result) -> str:
         return f"{marks[0]['text']}: {rest[0]}"
     reasons = set(r.verdict.reasons) if r.verdict is not None else set()
     words = [p["title"] if p["title"] in reasons else p["text"] for p in marks]
+    said = list(dict.fromkeys([*words, *rest]))  # each reason once, however many flags name it
     if marks and marks[0]["text"] == "invalid":  # the verdict itself, then why
-        words[0] = f"invalid: {words[0]}"
-    return "; ".join(dict.fromkeys([*words, *rest]))
+        said[0] = f"invalid: {said[0]}"
+    return "; ".join(said)
 
 
 def render(runs: Sequence[RunRecord]) -> str:

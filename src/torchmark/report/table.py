@@ -336,6 +336,15 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
     if not mine:  # nothing to place: the reference runs are not read (`show`'s start-up)
         return []
     ref = ref or reference.load("seed-2023")
+    from torchmark.judge.load import load_words, under_load
+
+    # a rank taken beside other jobs says so: the same machine moved from rank 11 to 10
+    # with the load, and its line did not say why
+    busy = {
+        reference.device_label(record, r.device): load_words(r.telemetry or {})
+        for r in reference.seed_results(record)
+        if under_load(r.telemetry)
+    }
     lines = []
     for at in reference.placements(ref, mine):
         row, slower, faster = at.row, at.slower, at.faster
@@ -363,6 +372,11 @@ def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None)
             f"table ({at.rank_all} of {at.of_all} with torchmark's reference runs), {between}. "
             f"One it/s there is one in-place add over a {tensor} tensor ({gbs} here): see "
             "`torchmark compare --reference seed-2023`."
+            + (
+                f" Measured while {busy[row.hardware]}: the rank may be the load's."
+                if row.hardware in busy
+                else ""
+            )
         )
     return lines
 

@@ -100,6 +100,8 @@ def tune_view(record: RunRecord) -> list[RenderableType]:
             )
         )
         out.append(Text("\n".join(best.code)))
+        if best.passed_over:
+            out.append(lines([f"note: {w}" for w in best.passed_over]))
     return out
 
 

@@ -200,6 +200,8 @@ class BestThroughput(Kept):
     baseline_batch: int = 1
     config: dict[str, Any] = Field(default_factory=dict)
     code: list[str] = Field(default_factory=list)
+    # faster batches whose own spread rejects them, each with why (not picked)
+    passed_over: list[str] = Field(default_factory=list)
 
 
 class TunePayload(Payload):

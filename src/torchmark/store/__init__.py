@@ -18,7 +18,7 @@ import platformdirs
 import sqlalchemy as sa
 from sqlalchemy.pool import StaticPool
 
-from torchmark.errors import InputError, StoreError
+from torchmark.errors import InputError, StoreError, StorePathError
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore, postgres_store, sqlite_store
 
@@ -102,9 +102,9 @@ def _open_sqlite(path: Path) -> SQLStore:
             with path.open("rb") as f:
                 head = f.read(len(SQLITE_MAGIC))
         except OSError as e:
-            raise StoreError(f"cannot read {path} ({e.strerror or e}); {FIX}") from None
+            raise StorePathError(f"cannot read {path} ({e.strerror or e}); {FIX}") from None
         if head and head != SQLITE_MAGIC:
-            raise StoreError(
+            raise StorePathError(
                 f"{path} is not a usable torchmark database (file is not a database); "
                 f"move it aside or pass --db sqlite:///other.db"
             )

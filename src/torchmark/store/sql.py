@@ -51,6 +51,7 @@ from torchmark.errors import (
     RunNotFoundError,
     StoreError,
     StoreFull,
+    StorePathError,
     StoreUnavailable,
     first_line,
 )
@@ -390,7 +391,7 @@ class SQLStore(ResultStore):
     def _unusable(self, e: BaseException) -> StoreError:
         if self.path is None:
             return StoreError(f"cannot use the results store {self.where} ({_reason(e)})")
-        return StoreError(
+        return StorePathError(
             f"{self.path} is not a usable torchmark database ({_reason(e)}); "
             f"move it aside or pass --db sqlite:///other.db"
         )
@@ -406,7 +407,7 @@ class SQLStore(ResultStore):
         why = _reason(e)
         lowered = why.lower()
         if self.path is not None and ("unable to open" in lowered or "readonly" in lowered):
-            return StoreError(f"cannot write the results store {self.path} ({why}); {FIX}")
+            return StorePathError(f"cannot write the results store {self.path} ({why}); {FIX}")
         if self.path is not None and any(
             m in lowered for m in ("not a database", "malformed", "disk image", "encrypted")
         ):

@@ -8,6 +8,8 @@ CPU time is read as cumulative counters (seconds); the trace turns two readings 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +36,14 @@ class HostSource(Source):
     def __init__(self) -> None:
         self.name = "host"
         self._proc: psutil.Process | None = None
+        self._tree: RunTree | None = None
         self.missing: dict[str, str] = {}
 
     def open(self) -> dict[str, Any]:
         try:
             self._proc = psutil.Process()
             self._proc.cpu_times()
+            self._tree = RunTree()
             psutil.cpu_times()
         except (psutil.Error, OSError) as e:
             raise SourceUnavailable(f"psutil cannot read CPU times ({e})") from None
@@ -59,10 +63,10 @@ class HostSource(Source):
         }
 
     def read(self) -> Reading:
-        assert self._proc is not None, "open() first"
+        assert self._proc is not None and self._tree is not None, "open() first"
         try:
             sys_t = psutil.cpu_times()
-            proc_t = self._proc.cpu_times()
+            run_s = self._tree.cpu_s()
         except (psutil.Error, OSError) as e:
             raise SourceUnavailable(f"psutil stopped reading CPU times ({e})") from None
         freqs = None if "clock" in self.missing else _safe(lambda: psutil.cpu_freq(percpu=True))
@@ -73,7 +77,8 @@ class HostSource(Source):
             # guest time is already inside user time on Linux; steal is the hypervisor's
             "busy_s": _busy(sys_t),
             "steal_s": getattr(sys_t, "steal", 0.0),
-            "proc_s": proc_t.user + proc_t.system,
+            # the run's processes (this one, its children, sibling ranks): never "other"
+            "proc_s": run_s,
             "clock_mhz": max(mhz) if mhz else None,
             "clock_min_mhz": min(mhz) if mhz else None,
             "temp_c": max(temps) if temps else None,
@@ -96,7 +101,8 @@ def _temperatures() -> list[float]:
 
 
 class OtherLoad:
-    """Cores used by *other* processes over a region (``with OtherLoad() as load: ...``).
+    """Cores used by *other* processes over a region (``with OtherLoad() as load: ...``):
+    the run's own processes (``RunTree``: ranks, workers, children) are never other load.
 
     Ceilings are cached per machine: one measured while another process held a core would
     understate the machine for every later run, so the runner refuses to cache it.
@@ -118,12 +124,13 @@ class OtherLoad:
         self.stop()
 
     def start(self) -> OtherLoad:
-        self._t0 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
-        self._each0 = _per_process() if self._count else {}
+        self._tree = RunTree()
+        self._t0 = _safe(lambda: (os.times().elapsed, _busy_s(), self._tree.cpu_s()))
+        self._each0 = _per_process(self._tree.pids()) if self._count else {}
         return self
 
     def stop(self) -> None:
-        t1 = _safe(lambda: (os.times().elapsed, _busy_s(), _proc_s()))
+        t1 = _safe(lambda: (os.times().elapsed, _busy_s(), self._tree.cpu_s()))
         # CPU times tick every 10 ms: a region under 0.2 s cannot tell load apart from noise
         if self._t0 and t1 and t1[0] - self._t0[0] >= 0.2:
             wall = t1[0] - self._t0[0]
@@ -131,7 +138,7 @@ class OtherLoad:
             self.cores = max(0.0, (t1[1] - self._t0[1] - own) / wall)
             self.own_cores = own / wall
             if self._count:
-                each1 = _per_process()
+                each1 = _per_process(self._tree.pids())
                 busy = [
                     p
                     for p, t in each1.items()
@@ -153,13 +160,14 @@ class OtherLoad:
 BUSY_PROCESS_CORES = 0.1
 
 
-def _per_process() -> dict[int, float]:
-    """CPU seconds of every other process by pid (those psutil may read)."""
-    me = os.getpid()
+def _per_process(ours: set[int] | frozenset[int] = frozenset()) -> dict[int, float]:
+    """CPU seconds of every process outside the run (``ours``) by pid (those psutil may
+    read)."""
+    skip = set(ours) | {os.getpid()}
     out: dict[int, float] = {}
     for p in psutil.process_iter(["cpu_times"]):
         t = p.info.get("cpu_times")
-        if p.pid != me and t is not None:
+        if p.pid not in skip and t is not None:
             out[p.pid] = float(t.user + t.system)
     return out
 
@@ -191,6 +199,71 @@ def _clocks_of_our_cores(freqs: list[Any]) -> list[float]:
     return [freqs[i].current for i in ours if i < len(freqs) and freqs[i].current]
 
 
-def _proc_s() -> float:
-    t = psutil.Process().cpu_times()
-    return float(t.user + t.system)
+# Listing a process tree reads every process's /proc entry (~2 ms for 85 processes here):
+# the tree is listed again at most this often, its members' CPU times read every time.
+TREE_REFRESH_S = 0.5
+
+
+def run_root(
+    env: Mapping[str, str] | None = None,
+    ancestors: Callable[[], list[int]] | None = None,
+) -> int:
+    """The process whose tree is the run: a rank's parent (torchrun's agent, torchmark's
+    own launcher, Slurm's step daemon: it started the sibling ranks), else this process.
+    ``ancestors``: this process's parents, nearest first."""
+    e = os.environ if env is None else env
+    up = ancestors or (lambda: [p.pid for p in psutil.Process().parents()])
+    if ("LOCAL_RANK" in e and "WORLD_SIZE" in e) or "SLURM_STEP_ID" in e:
+        parents = _safe(up) or []
+        if parents:
+            return int(parents[0])
+    return os.getpid()
+
+
+class RunTree:
+    """CPU seconds of the run's processes: the root (``run_root``) and every descendant,
+    including the children that have exited (their time is in their parent's
+    ``children_*`` once reaped), so a worker that ends never turns into other load."""
+
+    def __init__(
+        self,
+        root: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        pid = run_root() if root is None else root
+        try:
+            self._root: psutil.Process | None = psutil.Process(pid)
+        except psutil.Error:
+            self._root = None
+        self._me = psutil.Process()
+        self._members: list[psutil.Process] = []
+        self._listed = float("-inf")
+
+    def _refresh(self) -> None:
+        now = self._clock()
+        if now - self._listed < TREE_REFRESH_S:
+            return
+        self._listed = now
+        root = self._root if self._root is not None else self._me
+        try:
+            self._members = [root, *root.children(recursive=True)]
+        except psutil.Error:  # the root ended (a launcher killed): this process alone
+            self._root = None
+            kids = _safe(lambda: self._me.children(recursive=True)) or []
+            self._members = [self._me, *kids]
+
+    def pids(self) -> set[int]:
+        self._refresh()
+        return {p.pid for p in self._members}
+
+    def cpu_s(self) -> float:
+        self._refresh()
+        total = 0.0
+        for p in self._members:
+            try:
+                t = p.cpu_times()
+            except psutil.Error:  # ended since listed: its time is in its parent's children
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+        return float(total)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from torchmark.devices.host import available_cores
 from torchmark.errors import InputError, RunInterrupted
 from torchmark.kinds.ranks import buckets
 from torchmark.kinds.ranks.rank import (
@@ -142,8 +143,8 @@ def run(
         raise InputError(f"--strategy {strategy} is not one for ranks; valid: {valid}")
     device = pick_device(cfg, world)
     chosen = pick_backend(device, backend)
-    if cfg.threads:
-        device.set_threads(cfg.threads)
+    # the node's cores shared among its ranks unless --threads says otherwise
+    device.set_threads(cfg.threads or world.threads(available_cores()))
     if world.is_main and in_main_thread():
         # When a rank dies, torchrun's agent sends the others SIGTERM. Inside the session
         # that stops the run (results kept); after it, rank 0 must still finish storing,

@@ -117,6 +117,8 @@ def tune(
         raise InputError(f"--batch must be >= 1, got {batch}")
     if max_latency_ms is not None and not max_latency_ms > 0:
         raise InputError(f"--max-latency-ms must be > 0, got {max_latency_ms}")
+    if not budget_s > 0:
+        raise InputError(f"the time budget must be more than 0 s, got {budget_s:g} s")
     factory, _ = _factory(example_inputs)
     probe = factory(batch)
     if probe.kwargs:
@@ -181,6 +183,11 @@ def tune(
                     tuner.batch_search(start_from)
                 else:  # both questions: latency at --batch above, throughput over batches
                     tuner.throughput_search(start_from)
+        raised = [t.baseline_raised for t in tuners]
+        if raised and all(raised):
+            # as `model` and `serving` say it: a forward that raises on every device is the
+            # user's to fix (one line, exit 2), not a search that keeps the baseline
+            raise InputError(f"the model failed on inputs {probe.describe()}: {raised[0]}")
     return session.record
 
 

@@ -110,6 +110,7 @@ class Tuner:
         self.record, self.events, self.deadline = session.record, session.events, deadline
         self.max_latency_s, self.per_candidate_s = max_latency_s, per_candidate_s
         self.measured: list[Measured] = []
+        self.baseline_raised: str | None = None  # why the model raised at the baseline
         self.baseline: Measured | None = None
         self.stopped: str | None = None  # why the search stopped after the baseline
         self._base: dict[int, Prepared] = {}
@@ -215,6 +216,8 @@ class Tuner:
             self.device.empty_cache()
             if self.device.is_out_of_memory(e) or _host_alloc_failed(e):
                 return skipped(case, f"out of memory at batch {cand.batch}", oom=True)
+            if cand.stage == "baseline":
+                self.baseline_raised = one_line(e)
             return skipped(case, f"the model raised {one_line(e)} under {cand.name}")
         if is_base:
             self._base[cand.batch] = prep

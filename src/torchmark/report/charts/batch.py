@@ -24,7 +24,8 @@ def _batch(r: Result) -> int | None:
 
 def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     title = "Throughput vs batch size"
-    series: dict[str, list[tuple[int, float]]] = {}
+    # per point: batch, median rate, and the rates at the samples' quartiles (the spread)
+    series: dict[str, list[tuple[int, float, float, float]]] = {}
     units: set[str] = set()
     for run in runs:
         for r in run.results:
@@ -37,7 +38,7 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
             label = (
                 f"{_run_prefix(runs, run)}{r.device} {fmt.case_label(variant, rest, r.workload)}"
             )
-            series.setdefault(label.strip(), []).append((b, rate))
+            series.setdefault(label.strip(), []).append((b, rate, *_spread(r, rate)))
             units.add(fmt.base_unit(r))
     series = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
     if not series:
@@ -45,10 +46,31 @@ def throughput_vs_batch(runs: Sequence[RunRecord]) -> Chart:
     with _rc():
         fig, ax = _plot()
         for label, pts in series.items():
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            ax.errorbar(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                marker="o",
+                capsize=3,
+                label=label,
+            )
         _log(ax, "x", base=2)
         _log(ax, "y")
         ax.set_xlabel("batch size")
         ax.set_ylabel(" / ".join(sorted(units)))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
-    return Chart("batch", title, _svg(fig), "median throughput; both axes logarithmic")
+    return Chart(
+        "batch",
+        title,
+        _svg(fig),
+        "median throughput, bars from its samples' quartiles (the spread); both axes logarithmic",
+    )
+
+
+def _spread(r: Result, rate: float) -> tuple[float, float]:
+    """The rates at the samples' slower and faster quartile (time's q3 and q1)."""
+    q1, q3 = r.measurement.quartiles
+    m = r.measurement.median
+    if not (q1 > 0 and q3 > 0 and m > 0):
+        return rate, rate
+    return rate * m / q3, rate * m / q1

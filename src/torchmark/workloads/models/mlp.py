@@ -32,7 +32,7 @@ class SimpleNet(nn.Module):
 @WORKLOADS.register("simplenet")
 class SimpleNetWorkload(ModelWorkload):
     name: ClassVar[str] = "simplenet"
-    summary: ClassVar[str] = "Seed 02's MLP 1000-512-256-2 (ReLU), 2 classes, 10000 x 1000 data"
+    summary: ClassVar[str] = "an MLP 1000-512-256-2 (ReLU), 2 classes, 10000 x 1000 data"
     in_quick: ClassVar[bool] = True
     item_unit: ClassVar[str] = "samples"
     # Seed 02 trains 10 epochs over 10000 samples.
@@ -98,7 +98,7 @@ class Linear10(nn.Module):
 @WORKLOADS.register("linear10")
 class Linear10Workload(ModelWorkload):
     name: ClassVar[str] = "linear10"
-    summary: ClassVar[str] = "Seed 03's nn.Linear(10, 1) on (1000, 10) inputs: dispatch-bound"
+    summary: ClassVar[str] = "one nn.Linear(10, 1) on (1000, 10) inputs: dispatch-bound"
     in_quick: ClassVar[bool] = True
     item_unit: ClassVar[str] = "samples"
     plans: ClassVar[dict[str, Plan]] = {

@@ -6,6 +6,7 @@
 #   GPU_PLAN_DRY=1 bash benchmarks/gpu_plan.sh       # here first: every step on this CPU,
 #                                                    # at tiny sizes, into out/gpu-plan-dry
 #   bash benchmarks/gpu_plan.sh standard             # the standard suite, call after call
+#   bash benchmarks/gpu_plan.sh serving              # step 5 alone (a rerun)
 #
 # Before the call, here: scripts/gpu-wheels (the packages the image lacks -> .whl/, carried
 # and installed into /tmp/site there). Results land in $OUT (default gpu-out): each step's
@@ -19,7 +20,10 @@
 #   3 tune conv+BN      70   the fp32 baseline is never WRONG; a candidate and its gain
 #   4 predict, measure 230   three models predicted from the CPU alone (hashed before
 #                            anything is measured), then measured, then compared per case
-#   5 serving            -   placeholder: the serving check is written by its own work
+#   5 serving          170   run right after the machine (the issue ranks it first):
+#                            resnet50 and bert-base on the GPU, both answers (model
+#                            capacity in process, as served behind torchmark's OIP server),
+#                            then resnet50 on the host's CPU: the CPU-vs-GPU verdict
 # `standard` (not in the 8 minutes): `run --suite standard -d cuda` for at most PART_S s a
 # call (default 540), stored incomplete and resumed (`run --resume`) by the next call until
 # it prints "standard suite: complete"; its database survives while the machine stays warm.
@@ -76,6 +80,8 @@ plan() {
     python3 -c 'import os, torch
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "cores", os.cpu_count())'
 
+    serving
+
     run_step "1 gpu tests" 75 python3 -m pytest -q -p no:cacheprovider tests/gpu
 
     run_step "2 quick run on $dev" 90 "${tm[@]}" run --quick -d "$dev" "${quick[@]}" \
@@ -107,8 +113,21 @@ print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "cores", os
         "$out"/meas-cnn.json
     sha256sum -c "$out/predictions.sha256" 2>/dev/null | sed 's/^/unchanged since predicted: /'
 
-    step "5 serving: placeholder (the serving check is written by its own work)"
-    printf '5 serving\tplaceholder\t0\t0\n' >>"$out/steps.tsv"
+}
+
+serving() {  # both answers per device; its p99 bound is a typical online one for each model
+    local budget=45s point=10s min=5s small=()
+    [ "$dry" = 1 ] && budget=8s point=2s min=0.5s small=(--min-requests 500)
+    run_step "5a serving resnet50 on $dev" 60 "${tm[@]}" serving resnet50 --p99-ms 100 \
+        -d "$dev" --budget "$budget" --point "$point" --min-duration "$min" "${small[@]}" \
+        --json "$out/serving-resnet50-$dev.json"
+    run_step "5b serving bert-base on $dev" 60 "${tm[@]}" serving bert-base --p99-ms 100 \
+        -d "$dev" --budget "$budget" --point "$point" --min-duration "$min" "${small[@]}" \
+        --json "$out/serving-bert-$dev.json"
+    [ "$dry" = 1 ] && return  # the dry run's device is the CPU already
+    run_step "5c serving resnet50 on the host cpu" 50 "${tm[@]}" serving resnet50 \
+        --p99-ms 100 -d cpu --budget 40s --point "$point" --min-duration "$min" \
+        --json "$out/serving-resnet50-cpu.json"
 }
 
 standard() {
@@ -136,6 +155,7 @@ print(runs[0]["id"] + " " + runs[0]["status"] if runs else "")')"
 case "$part" in
     plan) plan 2>&1 | tee "$out/plan.log" ;;
     standard) standard 2>&1 | tee -a "$out/standard.log" ;;
-    *) echo "usage: bash benchmarks/gpu_plan.sh [plan|standard]" >&2; exit 2 ;;
+    serving) serving 2>&1 | tee "$out/serving.log" ;;  # step 5 alone (a rerun)
+    *) echo "usage: bash benchmarks/gpu_plan.sh [plan|standard|serving]" >&2; exit 2 ;;
 esac
 cat "$out/steps.tsv"

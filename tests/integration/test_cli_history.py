@@ -153,8 +153,16 @@ def test_export_import_round_trip(
     code, out, _ = cli(capsys, "export", run_id, "--db", other)
     assert out == exported.read_text()
 
-    # The same file again: both are kept, the new copy under a new id.
+    # The same file again: one copy, said so (it made a new copy each time).
     code, out, err = cli(capsys, "import", str(exported), "--db", other)
+    assert (code, out.strip()) == (0, run_id) and "nothing imported" in err
+    assert len(snapshot(other)) == 1
+    # Another run under the same id: both are kept, the new one under a new id.
+    doc = json.loads(exported.read_text())
+    doc["command"] = "torchmark run --changed"
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(doc))
+    code, out, err = cli(capsys, "import", str(changed), "--db", other)
     second = out.strip()
     assert code == 0 and second != run_id and second.startswith("20261121-083012-")
     assert "already in" in err and "both are kept" in err

@@ -59,3 +59,32 @@ def test_serving_of_a_model_that_is_not_there_says_so_first(
     assert "serving needs --p99-ms MS" in err and "torchmark serving MODEL --p99-ms 50" in err
     code, _, err = cli(capsys, "serving", "simplenet")
     assert code == 2 and "model spec" not in err and "serving simplenet --p99-ms 50" in err
+
+
+def test_importing_the_same_file_again_keeps_one_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: each import of the same file stored a new copy under a new id
+    from clitest import cli
+    from torchmark.results import Result, RunRecord
+    from torchmark.store import open_store
+    from torchmark.store.exchange import export_run
+
+    rec = RunRecord(
+        run_id="20260101-000000-abcd",
+        status="complete",
+        results=[Result(workload="add", variant="fp32", device="cpu", samples_s=[1e-3] * 5)],
+    )
+    run = tmp_path / "run.json"
+    run.write_text(export_run(rec, "json"))
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    first = cli(capsys, "import", str(run), "--db", db)
+    again = cli(capsys, "import", str(run), "--db", db)
+    assert first[0] == again[0] == 0
+    assert first[1].strip() == again[1].strip() == rec.run_id
+    assert "already in" in again[2] and "nothing imported" in again[2]
+    store = open_store(db)
+    try:
+        assert [s.run_id for s in store.list_runs()] == [rec.run_id]
+    finally:
+        store.close()

@@ -152,6 +152,19 @@ def export(
     console.print(f"Run {record.run_id} written to {output} ({fmt})")
 
 
+def _already_stored(store: Any, record: Any) -> bool:
+    """Whether the store holds this run, under its id, with the same content."""
+    from torchmark.errors import RunNotFoundError
+
+    if not record.run_id:
+        return False
+    try:
+        kept = store.load(record.run_id)
+    except RunNotFoundError:
+        return False
+    return bool(kept.model_dump(mode="json") == record.model_dump(mode="json"))
+
+
 @app.command("import")
 def import_(
     file: Annotated[Path, typer.Argument(help="A run exported with `torchmark export`.")],
@@ -166,6 +179,14 @@ def import_(
         raise InputError(f"{file} is refused: {refused}")
     store = open_store(db)
     try:
+        if _already_stored(store, record):
+            # the same file imported again: one copy, not a new one each time
+            err_console.print(
+                f"Run {record.run_id} is already in {store.url}, the same: nothing imported",
+                soft_wrap=not err_console.is_terminal,
+            )
+            console.print(record.run_id)
+            return
         run_id = store.save(record)
     finally:
         store.close()

@@ -13,7 +13,7 @@
     python benchmarks/predict_loo.py [--cpu this-cpu-quick.json]
 
 Prints the figures and the issue's targets, met or missed; exit status 1 when one is missed
-(the model cases' host time is the limit: docs/your-model.md). Times nothing itself: the
+(docs/your-model.md says which and why). Times nothing itself: the
 figures are the committed runs'; profiling the four reference models here takes ~30 s.
 """
 

@@ -15,6 +15,7 @@ from torchmark.kinds.predict.terms import (
     calibrate,
     calibrated,
     interval,
+    launch_likeness,
     predict_anchored,
     predict_unanchored,
     terms,
@@ -164,3 +165,147 @@ def test_the_interval_comes_from_held_out_cases_and_never_goes_below_the_floor()
     iv = interval(q, held)
     assert iv is not None and iv.low == pytest.approx(2e-3) and iv.high == pytest.approx(3e-3)
     assert interval(p, []) is None
+
+
+def cpu_run(name: str, peak: float, results: list[Result], bw: float = 1e11) -> RunRecord:
+    cs = [
+        Ceiling(device="cpu", key="bandwidth", value=bw, unit="B/s", method="t"),
+        Ceiling(device="cpu", key="matmul:float32", value=peak, unit="FLOP/s", method="t"),
+        Ceiling(device="cpu", key="dispatch", value=2e-6, unit="s", method="t"),
+    ]
+    return RunRecord(tool_version="t", fingerprint="f", run_id=name, ceilings=cs,
+                     results=results)  # fmt: skip
+
+
+def cpu_model(workload: str, t: float) -> Result:
+    return result(workload, t, variant="infer", key="matmul:float32", device="cpu",
+                  params={"scenario": "infer", "precision": "fp32", "batch": 64})  # fmt: skip
+
+
+def test_a_cpu_host_ratio_is_of_host_time_not_of_step_time() -> None:
+    # the probe's GEMM takes 100 µs on both CPUs (equal peaks); its host part takes 300 µs
+    # on the source and 150 µs on the target: the host is 2x faster, though the whole
+    # step is only 1.6x faster. A step that is host time alone follows the 2x.
+    g = Kernel("gemm", "float32", 1e8, 1e3)  # 100 µs at 1e12 FLOP/s
+    tiny = Kernel("gemm", "float32", 1e3, 1e3)
+    S = cpu_run("s", 1e12, [cpu_model("probe", 400e-6), cpu_model("m", 40e-6)])
+    T = cpu_run("t", 1e12, [cpu_model("probe", 250e-6)])
+    params = {"scenario": "infer", "precision": "fp32", "batch": "64"}
+    works = {
+        case_key("cpu", "probe", "infer", params): Work("p", "probe", "cpu", (g,), 1),
+        case_key("cpu", "m", "infer", params): Work("m", "m", "cpu", (tiny,), 1),
+    }
+    src = calibrated(machine(S, "cpu"), works, exclude="m")  # type: ignore[arg-type]
+    tgt = calibrated(machine(T, "cpu"), works, exclude="m")  # type: ignore[arg-type]
+    key = case_key("cpu", "m", "infer", params)
+    p = predict_anchored(src.cases[key], works[key], src, tgt, "B", works)
+    assert p.dominant == "launch"
+    assert p.seconds == pytest.approx(40e-6 / 2, rel=1e-3)
+
+
+def test_a_host_ratio_leans_on_the_launch_bound_cases_of_like_length() -> None:
+    # two GPU probes of the same op family: one launch, host 1.5x faster on the target;
+    # 100 launches, 1.2x (its device kernels bind part of the time). A one-launch step
+    # follows the first, a 100-launch step the second.
+    k = Kernel("gemm", "float32", 1e3, 1e3)
+    few_s, few_t = model("few", 30e-6), model("few", 20e-6)
+    many_s, many_t = model("many", 3000e-6), model("many", 2500e-6)
+    short, long = model("short", 60e-6), model("long", 6000e-6)
+    S = run("s", 3e12, 5e13, 1e-5, [few_s, many_s, short, long])
+    T = run("t", 3e12, 5e13, 1e-5, [few_t, many_t])
+    key = {n: case_key("gpu", n, "infer", few_s.params)
+           for n in ("few", "many", "short", "long")}  # fmt: skip
+    n_launch = {"few": 1, "many": 100, "short": 1, "long": 100}
+    works = {key[n]: Work(n, n, "gpu", (k,) * c, c) for n, c in n_launch.items()}
+    for name, ratio in (("short", 1.5), ("long", 1.2)):
+        src = calibrated(machine(S, "gpu"), works, exclude=name)  # type: ignore[arg-type]
+        tgt = calibrated(machine(T, "gpu"), works, exclude=name)  # type: ignore[arg-type]
+        c = src.cases[key[name]]
+        p = predict_anchored(c, works[key[name]], src, tgt, "B", works)
+        assert p.dominant == "launch"
+        assert p.seconds == pytest.approx(c.median_s / ratio, rel=0.01)
+    a, b = works[key["few"]], works[key["many"]]
+    assert launch_likeness(a, a) == 1.0
+    assert launch_likeness(a, b) == launch_likeness(b, a) < launch_likeness(a, works[key["short"]])
+
+
+def test_a_compute_term_moves_by_the_measured_matmul_rates_not_the_peaks() -> None:
+    # equal peaks, but the target's own matmul case runs at half the source's rate: a
+    # compute-bound model takes twice as long there; the matmul case itself, predicted
+    # without its own workload, is still the ratio of the peaks (it never sees itself)
+    mm_s = result("matmul", 2e-3, flops=2e9, key="matmul:float32", device="cpu")
+    mm_t = result("matmul", 4e-3, flops=2e9, key="matmul:float32", device="cpu")
+    S = cpu_run("s", 1e12, [mm_s, cpu_model("m", 1.1e-3)])
+    T = cpu_run("t", 1e12, [mm_t])
+    params = {"scenario": "infer", "precision": "fp32", "batch": "64"}
+    mkey = case_key("cpu", "m", "infer", params)
+    works = loo.works_for(machine(S, "cpu"), {  # type: ignore[arg-type]
+        mkey: Work("m", "m", "cpu", (Kernel("gemm", "float32", 1e9, 1e3),), 1)
+    })  # fmt: skip
+    src = calibrated(machine(S, "cpu"), works, exclude="m")  # type: ignore[arg-type]
+    tgt = calibrated(machine(T, "cpu"), works, exclude="m")  # type: ignore[arg-type]
+    p = predict_anchored(src.cases[mkey], works[mkey], src, tgt, "B", works)
+    assert p.dominant == "compute" and p.seconds == pytest.approx(2.2e-3, rel=1e-6)
+    src = calibrated(machine(S, "cpu"), works, exclude="matmul")  # type: ignore[arg-type]
+    tgt = calibrated(machine(T, "cpu"), works, exclude="matmul")  # type: ignore[arg-type]
+    (c,) = (c for c in src.cases.values() if c.workload == "matmul")
+    p = predict_anchored(c, works[c.key], src, tgt, "B", works)
+    assert p.seconds == pytest.approx(2e-3, rel=1e-6)
+
+
+def test_leave_one_out_never_reads_the_held_out_measurement() -> None:
+    # each case of the target is predicted the same whatever the target measured for it
+    k = Kernel("gemm", "float32", 1e3, 1e3)
+    names = {"a": 1, "b": 5, "c": 50}
+    src_results = [model(n, 40e-6 * c) for n, c in names.items()]
+    src_results.append(result("matmul", 2e-3, flops=2e9, key="matmul:float32"))
+    params = src_results[0].params
+    works = {case_key("gpu", n, "infer", params): Work(n, n, "gpu", (k,) * c, c)
+             for n, c in names.items()}  # fmt: skip
+
+    def target(times: dict[str, float]) -> RunRecord:
+        rs = [model(n, t) for n, t in times.items()]
+        rs.append(result("matmul", 2.2e-3, flops=2e9, key="matmul:float32"))
+        return run("t", 4e12, 6e13, 1e-5, rs)
+
+    S = run("s", 3e12, 5e13, 1e-5, src_results)
+    base = {"a": 30e-6, "b": 150e-6, "c": 1500e-6}
+    before = {r.case: r.predicted_s for r in loo.predict_pair(S, target(base), works, "d")}
+    for n in names:
+        moved = loo.predict_pair(S, target({**base, n: base[n] * 3}), works, "d")
+        row = next(r for r in moved if r.workload == n)
+        assert row.measured_s == pytest.approx(base[n] * 3)
+        assert row.predicted_s == pytest.approx(before[row.case])
+
+
+def test_fresh_host_memory_is_priced_by_the_host_cpus_bandwidth_ratio() -> None:
+    # a GPU step that fills fresh host memory (0.2 s on the source, what the copy and the
+    # add leave), copies it over the link (0.1 s on both) and adds on the device (1 ms):
+    # on a target whose host CPU streams 2x faster, the fill takes half as long, though
+    # its host dispatch floor is 3x slower
+    bd = {"add_read_write": 3e9, "h2d_copy": 1e9, "host_fill_write": 2e9}
+    case = result("seed-add", 0.301, nbytes=6e9, key="h2d:pageable", variant="intended",
+                  params={"size": 12288})  # fmt: skip
+    case = case.model_copy(update={"extra": {"bytes_breakdown": bd}})
+
+    def rec(name: str, host_bw: float, host_dispatch: float, rs: list[Result]) -> RunRecord:
+        cs = [
+            Ceiling(device="cuda:0", key="bandwidth", value=3e12, unit="B/s", method="t"),
+            Ceiling(device="cuda:0", key="h2d:pageable", value=1e10, unit="B/s", method="t"),
+            Ceiling(device="cuda:0", key="dispatch", value=1e-5, unit="s", method="t"),
+            Ceiling(device="cpu", key="bandwidth", value=host_bw, unit="B/s", method="t"),
+            Ceiling(device="cpu", key="dispatch", value=host_dispatch, unit="s", method="t"),
+        ]
+        return RunRecord(tool_version="t", fingerprint="f", run_id=name, ceilings=cs,
+                         results=rs)  # fmt: skip
+
+    S, T = rec("s", 1e11, 2e-6, [case]), rec("t", 2e11, 6e-6, [])
+    src, tgt = machine(S, "gpu"), machine(T, "gpu")
+    assert src is not None and tgt is not None
+    (c,) = src.cases.values()
+    w = loo.micro_work(c.result)
+    assert w is not None and w.host_fill_bytes == 2e9
+    for proto in ("A", "B"):
+        p = predict_anchored(c, w, calibrated(src, {}), calibrated(tgt, {}), proto, {})
+        assert p.seconds == pytest.approx(0.1 + 0.001 + 0.2 / 2, rel=1e-3)
+        assert p.dominant == "transfer"

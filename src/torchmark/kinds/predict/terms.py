@@ -22,11 +22,16 @@ reference case is predicted in the leave-one-out:
     CPU: T_M = T_S * [compute_M + memory_M + launch_S / r_host + transfer_M] / total_S
 so what the terms leave out (a kernel's real efficiency, Python between ops) is carried over
 in proportion, and a one-term case reduces exactly to the ratio of the ceilings that bound it.
+The device side on M takes S's efficiencies but M's own GEMM ones where M's run measured
+them (its matmul cases): a model's GEMMs move by the measured matmul rates, not the peaks.
+Fresh host memory a step fills (seed-add intended) moves by the host CPUs' bandwidth ratio.
 
 r_host, how much faster M's host runs a launch-bound step than S's: protocol "B", M's own
-launch-bound model cases of *other* workloads measured on both (their S/M time ratios, a
-geometric mean weighted by how alike their op families are to the predicted case's), never
-the predicted workload itself; protocol "A", the ratio of the dispatch ceilings alone.
+launch-bound model cases of *other* workloads measured on both (the ratio of their host
+parts: on a CPU the measured time less its roofline work, on a GPU all of it), a geometric
+mean weighted by how alike they are to the predicted case in op families and in launch
+count (its host time mixes Python with per-kernel driver work in proportions that go with it),
+never the predicted workload itself; protocol "A", the ratio of the dispatch ceilings alone.
 
 Pure: no torch.
 """
@@ -152,6 +157,14 @@ def calibrated(m: Machine, works: Mapping[CaseKey, Work], exclude: str | None = 
     return replace(m, calib=calibrate(m, works, exclude))
 
 
+def own_gemm(own: Calibration, other: Calibration) -> Calibration:
+    """``other`` (the anchor's calibration) with ``own``'s GEMM efficiencies for every dtype
+    ``own``'s run measured: a GEMM's rate at a model's shapes is the machine's (its BLAS,
+    its threads), which its own matmul cases measure; the streaming efficiency carries, as
+    the bandwidth ceiling is itself a streaming kernel's rate."""
+    return replace(other, e_c={**other.e_c, **own.e_c})
+
+
 # -- the host ratio ---------------------------------------------------------------------
 
 
@@ -161,6 +174,34 @@ class HostRatio:
     low: float
     high: float
     basis: str
+
+
+# How fast alikeness falls off with the ratio of two steps' launch counts: at e (2.7x the
+# launches) a case weighs 1/e. One width for every case and side, never set per model.
+LAUNCH_WIDTH = 1.0
+
+
+def host_part(measured_s: float, w: Work, m: Machine) -> float:
+    """What of a launch-bound case's measured time is host time on ``m``: on a CPU the
+    measured time less its roofline device work at ``m``'s own efficiencies (the two add
+    up there); on a GPU all of it (the host sets the pace, the device waits). NaN where
+    nothing is left."""
+    if m.side == "gpu":
+        return measured_s
+    rest = measured_s - terms(w, m, None).busy
+    return rest if rest > 0 else math.nan
+
+
+def launch_likeness(a: Work, b: Work) -> float:
+    """How alike two launch-bound steps are in length, in (0, 1]: 1 at the same launch
+    count, 1/e at LAUNCH_WIDTH (natural log) apart. A step's host time mixes Python, which
+    follows the host CPU, with per-kernel driver and library work, which need not (the
+    H200 run's GPU dispatch floor is slower than the H100 run's, its Python faster); on
+    the reference runs the one-to-five-launch steps sped up 1.5-1.6x, the 27-174-launch
+    ones 1.14-1.16x. Steps alike in length are taken to share that mix: an empirical rule,
+    one width for all."""
+    la, lb = max(a.launches, 1), max(b.launches, 1)
+    return math.exp(-abs(math.log(la) - math.log(lb)) / LAUNCH_WIDTH)
 
 
 def host_ratio(
@@ -180,8 +221,10 @@ def host_ratio(
                 continue
             if terms(w, src, src.calib.h).dominant != "launch":
                 continue
-            r = p.median_s / q.median_s
-            weight = max(work.similarity(w), 0.05)
+            r = host_part(p.median_s, w, src) / host_part(q.median_s, w, tgt)
+            if not (math.isfinite(r) and r > 0):
+                continue
+            weight = max(work.similarity(w), 0.05) * launch_likeness(work, w)
             logs.append(weight * math.log(r))
             ws.append(weight)
             vals.append(r)
@@ -225,21 +268,24 @@ def predict_anchored(
     r = hr.value if hr else 1.0
     h_src = src.calib.h
     ts = terms(work, src, h_src)
-    # the target's device side with the source's efficiencies: they are properties of the
-    # kernels, and the anchor carries them; only the ceilings change
-    tt = terms(work, tgt, h_src / r if h_src else None, src.calib)
+    # the target's device side: the source's efficiencies (the anchor carries them) but
+    # the target's own GEMM efficiencies where its run measured them (its matmul cases,
+    # never the predicted workload), so a compute term moves by the ratio of the two
+    # machines' measured matmul rates, not of their peaks
+    tt = terms(work, tgt, h_src / r if h_src else None, own_gemm(tgt.calib, src.calib))
     basis = f"anchored on {src.name}; host ratio from {hr.basis if hr else 'nothing (1.0)'}"
     if work.host_fill_bytes:
         # seed-add intended: fresh host pages allocated and filled each call, at a rate no
         # ceiling measures (page faults: ~8 GB/s against a 140 GB/s bandwidth ceiling). It is
-        # what the measured time leaves after the modelled terms, and it is host CPU work:
-        # carried by the host CPUs' ratio.
+        # what the measured time leaves after the modelled terms. It is host memory written
+        # (a page fault per fresh page, then the fill), not Python: carried by the ratio of
+        # the host CPUs' measured bandwidth ceilings, the nearest rate either run measured.
         fill = max(case.median_s - ts.total, 0.0)
         sc, tc = machine(src.record, "cpu", src.name), machine(tgt.record, "cpu", tgt.name)
         hc = None
-        if sc is not None and tc is not None:
-            sc = calibrated(sc, works_src, exclude)
-            hc = host_ratio(work, sc, tc, protocol, works_src, exclude)
+        if sc is not None and tc is not None and sc.bandwidth and tc.bandwidth:
+            rb = tc.bandwidth / sc.bandwidth
+            hc = HostRatio(rb, rb, rb, "the host CPUs' bandwidth ceilings")
         rc = hc.value if hc else 1.0
         t = Terms(tt.compute, tt.memory, tt.launch, tt.transfer + fill / rc, tt.side)
         return Prediction(

@@ -114,6 +114,7 @@ def benchmark_model(
     config: Mapping[str, Any] | None = None,
     loader: Callable[[], Any] | None = None,
     ceilings: bool = True,
+    ceilings_from: str | None = None,
 ) -> RunRecord:
     """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
 
@@ -127,7 +128,8 @@ def benchmark_model(
     ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
     ``ceilings``: measure each device's ceilings (quick; reused from the store's cache
     for this machine, said so), so each result reads as % of the peak its FLOPs run
-    against (MFU).
+    against (MFU). ``ceilings_from``: reuse a stored quiet set instead (``quiet``: the
+    cache; or a run id).
     Returns the RunRecord; its ``payload`` (``ModelPayload``) holds ``break_even``,
     ``cost`` and the ``model`` facts.
     """
@@ -158,6 +160,7 @@ def benchmark_model(
         # MFU needs the matmul peak: the quick ceilings (~15 s on 2 CPU cores, once per
         # machine: the store caches them per device fingerprint)
         ceilings=ceilings,
+        ceilings_from=ceilings_from,
         suite="quick",
         telemetry=telemetry,
     )

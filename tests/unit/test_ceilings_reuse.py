@@ -4,6 +4,7 @@ cache."""
 
 from __future__ import annotations
 
+from html import unescape
 from pathlib import Path
 from typing import ClassVar
 
@@ -160,3 +161,44 @@ def test_dry_run_leaves_cached_ceilings_out_of_the_estimate(
     assert cli(capsys, *args)[0] == 0  # caches them
     code, out, _ = cli(capsys, *args, "--dry-run")
     assert code == 0 and "not cached yet" not in " ".join(out.split())
+
+
+def test_reports_of_several_runs_hold_them_against_one_quiet_set(
+    measured: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.report import html, markdown
+
+    store = MemoryStore()
+    quiet = runner.run(CFG, store)
+    monkeypatch.setattr(Load, "cores", 1.2)
+    loaded = runner.run(RunConfig(**{**CFG.as_dict(), "remeasure_ceilings": True}), store)
+    from torchmark.judge.ceilings import one_set
+
+    (a, b), notes = one_set([quiet, loaded])
+    assert notes == ["% of ceiling on cpu: A and B against A's quiet ceilings, one set for all"]
+    assert b.results[0].ceiling == quiet.ceilings[0] and b.ceilings == quiet.ceilings
+    own = loaded.results[0].pct_of_ceiling  # against its own loaded 2 GB/s
+    assert own is not None and b.results[0].pct_of_ceiling == pytest.approx(2 * own)
+    assert a == quiet
+    text = " ".join(markdown.render([quiet, loaded]).split())
+    assert "Note: % of ceiling on cpu: A and B against A's quiet ceilings" in text
+    page = unescape(html.render([quiet, loaded]))
+    assert "A and B against A's quiet ceilings" in page
+
+
+def test_reports_say_when_every_set_was_measured_under_load(
+    measured: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchmark.judge.ceilings import one_set
+    from torchmark.report import markdown
+
+    monkeypatch.setattr(Load, "cores", 1.2)
+    store = MemoryStore()
+    first = runner.run(CFG, store)
+    second = runner.run(CFG, store)  # nothing quiet cached: measured again, under load
+    (a, b), notes = one_set([first, second])
+    assert (a, b) == (first, second)  # each keeps its own set: none is better
+    said = "% of ceiling on cpu not compared: A's and B's ceilings were measured under load"
+    assert notes == [said]
+    assert said in " ".join(markdown.render([first, second]).split())
+    assert one_set([first]) == ([first], [])  # one run compares nothing

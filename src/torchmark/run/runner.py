@@ -15,6 +15,7 @@ from typing import Any
 from torchmark import __version__
 from torchmark.devices import Device
 from torchmark.errors import InputError, RunNotFoundError, StoreError
+from torchmark.judge.ceilings import loaded_set
 from torchmark.judge.load import competing
 from torchmark.judge.validity import judge
 from torchmark.results import Ceiling, CeilingSource, Result, RunRecord, utcnow
@@ -151,15 +152,6 @@ def quiet_cached(
     return None
 
 
-def loaded_ceilings(found: list[Ceiling]) -> float | None:
-    """The other load a ceiling set was measured under, where it was loaded (None: quiet)."""
-    for c in found:
-        cores = c.details.get("competing_load_cores")
-        if isinstance(cores, int | float):
-            return float(cores)
-    return None
-
-
 def reused_ceilings(
     source: str, device: Device, store: ResultStore | None, env: dict[str, Any]
 ) -> list[Ceiling]:
@@ -189,7 +181,7 @@ def reused_ceilings(
             f"--ceilings {source}: run {run.run_id} has no ceilings of {device.name}; "
             "give quiet or another run"
         )
-    if (cores := loaded_ceilings(found)) is not None:
+    if (cores := loaded_set(found)) is not None:
         raise InputError(
             f"--ceilings {source}: run {run.run_id} measured its ceilings under other load "
             f"({cores:.1f} cores); give quiet or a quiet run"

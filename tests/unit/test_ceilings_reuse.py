@@ -202,3 +202,25 @@ def test_reports_say_when_every_set_was_measured_under_load(
     assert notes == [said]
     assert said in " ".join(markdown.render([first, second]).split())
     assert one_set([first]) == ([first], [])  # one run compares nothing
+
+
+def test_profile_and_model_refuse_a_missing_quiet_set_before_a_run_is_stored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from torchmark.kinds.model.kind import benchmark_model
+    from torchmark.store import open_store
+
+    db = str(tmp_path / "r.db")
+    code, _, err = cli(
+        capsys, "profile", "-w", "linear10", "-d", "cpu", "--scenario", "infer", "--steps",
+        "1", "--stopping", "test", "--ceilings", "quiet", "--db", db,
+    )  # fmt: skip
+    assert code == 2 and "--ceilings quiet: no quiet ceilings of cpu cached" in err
+    assert open_store(db).list_runs() == []  # no empty run left behind
+    store = MemoryStore()
+    with pytest.raises(InputError, match="no quiet ceilings of cpu cached"):
+        benchmark_model(
+            torch.nn.Linear(4, 4), torch.randn(2, 4), devices="cpu", store=store,
+            ceilings_from="quiet", telemetry=False,
+        )  # fmt: skip
+    assert store.runs == {}

@@ -262,13 +262,11 @@ def measure(
 def say_reused(source: str, the_plan: Any, store: Any) -> None:
     """``--ceilings RUN|quiet``: find each device's stored quiet set before anything is
     measured (a bad value: one line, exit 2) and say, in one line each, which is reused."""
-    from torchmark.run import environment, runner
+    from torchmark.run import runner
 
     the_plan.set_threads()  # the thread count is part of the ceilings' key
-    env = environment.collect(the_plan.devices)
-    for d in the_plan.devices:
-        found = runner.reused_ceilings(source, d, store, env)
-        console.print(Text(reused_line(source, d.name, found)), soft_wrap=not console.is_terminal)
+    for name, found in runner.check_reuse(the_plan.cfg, the_plan.devices, store).items():
+        console.print(Text(reused_line(source, name, found)), soft_wrap=not console.is_terminal)
 
 
 def reused_line(source: str, device: str, found: Sequence[Any]) -> str:

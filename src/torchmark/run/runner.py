@@ -31,6 +31,7 @@ from torchmark.workloads import Case, Workload
 
 __all__ = [
     "RunOne",
+    "check_reuse",
     "measure_ceilings",
     "quiet_cached",
     "reused_ceilings",
@@ -150,6 +151,17 @@ def quiet_cached(
     with contextlib.suppress(StoreError):  # a store that is down caches nothing
         return store.cached_ceilings(environment.device_fingerprint(device, env), device.name)
     return None
+
+
+def check_reuse(
+    cfg: RunConfig, devices: Sequence[Device], store: ResultStore | None
+) -> dict[str, list[Ceiling]]:
+    """``--ceilings RUN|quiet`` checked before a run opens (a bad value: InputError, and
+    no empty run left in the store): each device's stored quiet set; {} when not asked."""
+    if not (cfg.ceilings and cfg.ceilings_from):
+        return {}
+    env = environment.collect(list(devices))
+    return {d.name: reused_ceilings(cfg.ceilings_from, d, store, env) for d in devices}
 
 
 def reused_ceilings(

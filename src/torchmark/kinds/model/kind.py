@@ -32,7 +32,7 @@ from torchmark.run import isolation
 from torchmark.run.case import CALL_TIMED_OUT, run_case, skipped
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.record import open_run
-from torchmark.run.runner import run_planned
+from torchmark.run.runner import check_reuse, run_planned
 from torchmark.run.session import Events, Session
 from torchmark.run.watchdog import CallTimedOut, Watchdog, call_bound
 from torchmark.store.base import ResultStore
@@ -165,6 +165,7 @@ def benchmark_model(
         telemetry=telemetry,
     )
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
+    check_reuse(cfg, devs, store)  # --ceilings RUN|quiet: before the run opens
 
     bound = call_bound(preset(rule).max_time_s)
     settings = ModelConfig(

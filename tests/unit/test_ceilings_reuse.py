@@ -224,3 +224,12 @@ def test_profile_and_model_refuse_a_missing_quiet_set_before_a_run_is_stored(
             ceilings_from="quiet", telemetry=False,
         )  # fmt: skip
     assert store.runs == {}
+
+
+def test_a_library_run_refuses_a_missing_quiet_set_before_a_run_is_stored(
+    measured: list[float],
+) -> None:
+    store = MemoryStore()
+    with pytest.raises(InputError, match="no quiet ceilings of cpu cached"):
+        runner.run(RunConfig(**{**CFG.as_dict(), "ceilings_from": "quiet"}), store)
+    assert store.runs == {} and measured == [1e9, 2e9, 3e9]

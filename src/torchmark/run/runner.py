@@ -53,6 +53,7 @@ def run(
     already by ``make_plan``)."""
     p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
     p.set_threads()
+    check_reuse(cfg, p.devices, store)  # --ceilings RUN|quiet: before the run opens
     session = open_run(kind, cfg, p.devices, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info
 
-from torchmark.errors import TorchmarkError
+from torchmark.errors import InputError, TorchmarkError
 
 try:  # newer typer vendors click; older ones use the click package
     from typer._click.exceptions import UsageError
@@ -263,11 +263,28 @@ PriceOption = Annotated[
 ]
 EnergyOption = Annotated[bool, typer.Option(help="Read RAPL / NVML energy counters.")]
 CeilingsOption = Annotated[
-    bool,
+    str | None,
     typer.Option(
-        help="Measure the device ceilings (cached per machine; without them no % of ceiling)."
+        "--ceilings",
+        metavar="RUN|quiet",
+        help="Reuse a stored quiet ceiling set instead of measuring: quiet (this machine's "
+        "cache) or a run id. Default: the cached quiet set, else measured.",
     ),
 ]
+NoCeilingsOption = Annotated[
+    bool,
+    typer.Option("--no-ceilings", help="Measure no ceilings (then no % of ceiling)."),
+]
+
+
+def ceilings_choice(source: str | None, off: bool) -> dict[str, Any]:
+    """``--ceilings RUN|quiet`` and ``--no-ceilings`` as RunConfig fields; a bad pair is
+    one line naming the fix."""
+    if source is not None and not source.strip():
+        raise InputError("--ceilings takes quiet or a run id from `torchmark history`")
+    if source is not None and off:
+        raise InputError("give --ceilings RUN|quiet or --no-ceilings, not both")
+    return {"ceilings": not off, "ceilings_from": source.strip() if source else None}
 
 
 def renamed(old: str, new: str) -> None:

@@ -14,9 +14,11 @@ from torchmark.cli.app import (
     DevicesOption,
     EnergyOption,
     JsonOutOption,
+    NoCeilingsOption,
     PriceOption,
     TelemetryOption,
     app,
+    ceilings_choice,
 )
 from torchmark.cli.output import check_json_path
 from torchmark.cli.printers import show_model
@@ -56,7 +58,8 @@ def model(
     ] = "quick",
     energy: EnergyOption = True,
     telemetry: TelemetryOption = True,
-    ceilings: CeilingsOption = True,
+    ceilings: CeilingsOption = None,
+    no_ceilings: NoCeilingsOption = False,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -84,5 +87,5 @@ def model(
         price=prices,
         measure_energy=energy,
         telemetry=telemetry,
-        ceilings=ceilings,
+        **ceilings_choice(ceilings, no_ceilings),
     )

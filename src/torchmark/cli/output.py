@@ -88,7 +88,9 @@ def finish(
         write_json(record, json_path)
 
 
-def show_budget(cases: Sequence[Case], cfg: RunConfig) -> None:
+def show_budget(
+    cases: Sequence[Case], cfg: RunConfig, cached: frozenset[str] = frozenset()
+) -> None:
     """The plan's sizes and its estimated wall time and peak memory (workloads.budget)."""
     import psutil
 
@@ -97,13 +99,22 @@ def show_budget(cases: Sequence[Case], cfg: RunConfig) -> None:
     quick = cfg.suite == "quick"
     rss = psutil.Process().memory_info().rss
     for line in budget.lines(
-        cases, rule=cfg.rule, ceilings=cfg.ceilings, quick=quick, process_bytes=rss, suite=cfg.suite
+        cases,
+        rule=cfg.rule,
+        ceilings=cfg.ceilings,
+        quick=quick,
+        process_bytes=rss,
+        suite=cfg.suite,
+        cached=cached,
     ):
         console.print(Text(line), soft_wrap=not console.is_terminal)
 
 
-def show_plan(cases: Sequence[Case], cfg: RunConfig | None = None) -> None:
-    """The planned cases; with ``cfg``, the sizes chosen and the plan's estimate too."""
+def show_plan(
+    cases: Sequence[Case], cfg: RunConfig | None = None, cached: frozenset[str] = frozenset()
+) -> None:
+    """The planned cases; with ``cfg``, the sizes chosen and the plan's estimate too
+    (``cached``: devices whose ceilings are cached, not counted in it)."""
     from torchmark import format as fmt
     from torchmark.report.layout import Col, FitTable
 
@@ -119,7 +130,7 @@ def show_plan(cases: Sequence[Case], cfg: RunConfig | None = None) -> None:
         t.row(c.workload, fmt.case_label(c.variant, c.params), c.device.name)
     console.print(t)
     if cfg is not None:
-        show_budget(cases, cfg)
+        show_budget(cases, cfg, cached)
     # what a run would say with its plan (the data it writes, how long a case takes)
     from torchmark.workloads.base import plan_notes
 

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from torchmark.cli import COMMANDS
-from torchmark.cli.app import CeilingsOption, DbOption, JsonOutOption, app, console, open_store
+from torchmark.cli.app import (
+    CeilingsOption,
+    DbOption,
+    JsonOutOption,
+    NoCeilingsOption,
+    app,
+    ceilings_choice,
+    console,
+    open_store,
+)
 from torchmark.cli.output import check_json_path
 from torchmark.cli.target import INPUT_HELP, INPUTS_HELP
 from torchmark.errors import InputError, TorchmarkError
@@ -138,7 +147,8 @@ def predict(
         int | None, typer.Option(help="A CPU target at this many threads (refused unless its own).")
     ] = None,
     stopping: Annotated[str, typer.Option(help="Stopping preset for --here.")] = "quick",
-    ceilings: CeilingsOption = True,
+    ceilings: CeilingsOption = None,
+    no_ceilings: NoCeilingsOption = False,
     json_path: JsonOutOption = None,
     db: DbOption = None,
 ) -> None:
@@ -184,7 +194,9 @@ def predict(
     with recording(show_predict, json_path, db, lines=True) as (store, events):
         cpu_run = None
         if here:
-            cpu_run = _measure_here(cfg, user, batches, stopping, ceilings, store, events)
+            cpu_run = _measure_here(
+                cfg, user, batches, stopping, ceilings_choice(ceilings, no_ceilings), store, events
+            )
             (show_model if user is not None else show_run)(cpu_run)
         from torchmark.kinds.predict.kind import choose_side
         from torchmark.kinds.predict.machine import machine
@@ -217,13 +229,13 @@ def _measure_here(cfg, user, batches, stopping, ceilings, store, events):  # typ
         return benchmark_model(
             user.module, user.factory, devices="cpu", batches=list(sizes), rule=stopping,
             store=store, events=events, name=user.name, config=dict(cfg.given),
-            measure_energy=False, ceilings=ceilings,
+            measure_energy=False, **ceilings,
         )  # fmt: skip
     from torchmark.run.config import RunConfig
     from torchmark.run.runner import run
 
     rc = RunConfig(
         devices=("cpu",), workloads=(cfg.model,), scenarios=(cfg.scenario,),
-        precisions=(cfg.precision,), batches=sizes, rule=stopping, ceilings=ceilings,
+        precisions=(cfg.precision,), batches=sizes, rule=stopping, **ceilings,
     )  # fmt: skip
     return run(rc, store, events)

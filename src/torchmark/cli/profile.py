@@ -16,7 +16,9 @@ from torchmark.cli.app import (
     DbOption,
     DevicesOption,
     JsonOutOption,
+    NoCeilingsOption,
     app,
+    ceilings_choice,
     console,
 )
 from torchmark.cli.output import check_json_path, finish
@@ -63,7 +65,8 @@ def profile(
         ),
     ] = False,
     stopping: sel.StoppingOption = None,
-    ceilings: CeilingsOption = True,
+    ceilings: CeilingsOption = None,
+    no_ceilings: NoCeilingsOption = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also print every categorisation rule.")
     ] = False,
@@ -85,7 +88,14 @@ def profile(
             "inference at --batch (try variants with `torchmark tune SPEC`)"
         )
     cfg = sel.selected(
-        device, workload, scenario, precision, batch, size, stopping, ceilings=ceilings
+        device,
+        workload,
+        scenario,
+        precision,
+        batch,
+        size,
+        stopping,
+        **ceilings_choice(ceilings, no_ceilings),
     )
     check_json_path(json_path)
     check_json_path(trace, "--trace")  # written after minutes of profiling: checked first

@@ -19,8 +19,10 @@ from torchmark.cli.app import (
     DbOption,
     DevicesOption,
     JsonOutOption,
+    NoCeilingsOption,
     TelemetryOption,
     app,
+    ceilings_choice,
     console,
     open_store,
 )
@@ -68,7 +70,8 @@ def run(
         typer.Option(help="device: GPU events (launch overhead hidden); e2e: host clock + sync."),
     ] = "device",
     stopping: sel.StoppingOption = None,
-    ceilings: CeilingsOption = True,
+    ceilings: CeilingsOption = None,
+    no_ceilings: NoCeilingsOption = False,
     remeasure_ceilings: Annotated[
         bool,
         typer.Option(
@@ -143,7 +146,7 @@ def run(
         suite="quick" if quick else suite,
         threads=threads_of(threads, dry_run),
         timing=timing,
-        ceilings=ceilings,
+        **ceilings_choice(ceilings, no_ceilings),
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
         cache_dir=cache_dir,
@@ -157,7 +160,7 @@ def run(
 
         scaling_ladder(cfg, scaling, opts, world, strategy, db, json_path, verbose, dry_run)
     elif dry_run:
-        list_plan(cfg, opts, world, strategy)
+        list_plan(cfg, opts, world, strategy, db)
     elif world is None and opts.wanted:
         launch_ranks(cfg, opts, json_path)
     elif world is not None:
@@ -188,7 +191,9 @@ def no_strategy_alone(strategy: str | None) -> None:
         raise InputError("--strategy applies to ranks: add --nproc-per-node N or --scaling 1,2")
 
 
-def list_plan(cfg: RunConfig, opts: Any, world: Any, strategy: str | None) -> None:
+def list_plan(
+    cfg: RunConfig, opts: Any, world: Any, strategy: str | None, db: str | None = None
+) -> None:
     """``--dry-run``: the planned cases; under ranks, planned as each rank will plan them,
     not as this launching process."""
     if world is None and not opts.wanted:
@@ -202,7 +207,26 @@ def list_plan(cfg: RunConfig, opts: Any, world: Any, strategy: str | None) -> No
     if ranks is not None:
         where = f" ({opts.nproc} on each of {opts.nnodes} machines)" if opts.nnodes > 1 else ""
         console.print(f"world size {ranks}{where}: every rank measures these cases together")
-    show_plan(the_plan.cases, cfg)
+    show_plan(the_plan.cases, cfg, cached=cached_devices(cfg, the_plan, db))
+
+
+def cached_devices(cfg: RunConfig, the_plan: Any, db: str | None) -> frozenset[str]:
+    """The planned devices whose ceilings the run would not measure: a quiet set cached
+    for this machine (or ``--ceilings RUN|quiet``), so the estimate leaves them out."""
+    if not cfg.ceilings or cfg.remeasure_ceilings:
+        return frozenset()
+    if cfg.ceilings_from:
+        return frozenset(d.name for d in the_plan.devices)
+    from torchmark.errors import StoreError
+    from torchmark.run import environment, runner
+
+    try:
+        store = open_store(db)
+    except StoreError:
+        return frozenset()  # no store: nothing cached, the estimate counts them
+    the_plan.set_threads()  # the thread count is part of the ceilings' key
+    env = environment.collect(the_plan.devices)
+    return frozenset(d.name for d in the_plan.devices if runner.quiet_cached(store, d, env))
 
 
 def launch_ranks(cfg: RunConfig, opts: Any, json_path: Path | None) -> None:
@@ -226,11 +250,34 @@ def measure(
     unused(cfg, the_plan.cases_for)
     check_json_path(json_path)
     store = open_store(db)
+    if cfg.ceilings and cfg.ceilings_from:
+        say_reused(cfg.ceilings_from, the_plan, store)
     events = ProgressEvents(console)
     render = functools.partial(show, verbose=verbose)
     with shown_even_if_interrupted(render, json_path, resumable=True, db=db), events.shown():
         record = runner.run(cfg, store, events, json_path=json_path, suite=the_plan)
     finish(record, render, json_path, store.url)
+
+
+def say_reused(source: str, the_plan: Any, store: Any) -> None:
+    """``--ceilings RUN|quiet``: find each device's stored quiet set before anything is
+    measured (a bad value: one line, exit 2) and say, in one line each, which is reused."""
+    from torchmark.run import runner
+
+    the_plan.set_threads()  # the thread count is part of the ceilings' key
+    for name, found in runner.check_reuse(the_plan.cfg, the_plan.devices, store).items():
+        console.print(Text(reused_line(source, name, found)), soft_wrap=not console.is_terminal)
+
+
+def reused_line(source: str, device: str, found: Sequence[Any]) -> str:
+    """``ceilings of cpu: the quiet set measured 2026-12-06 20:10 UTC by run 12 (--ceilings
+    quiet), not measured again``."""
+    src = next((c.provenance for c in found if c.provenance is not None), None)
+    when = f" measured {src.measured_utc:%Y-%m-%d %H:%M} UTC" if src is not None else ""
+    by = f" by run {src.run_id}" if src is not None and src.run_id else ""
+    return (
+        f"ceilings of {device}: the quiet set{when}{by} (--ceilings {source}), not measured again"
+    )
 
 
 # Long enough that CPU times (10 ms ticks) and a burst of other work both show.

@@ -316,6 +316,9 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
 
 
 def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
+    from torchmark.judge.ceilings import one_set
+
+    runs, ceiling_notes = one_set(runs)  # % of ceiling read across runs: one set, or said
     charts = [_chart(c) for c in charts_mod.all_charts(runs)]
     if all(_break_even_note(r) for r in runs):  # each run's section says it: once is enough
         for c in charts:
@@ -351,6 +354,7 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
         ],
         "charts": charts,
         "comparison": _comparison(runs),
+        "ceiling_notes": ceiling_notes,
     }
 
 

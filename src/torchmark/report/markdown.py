@@ -51,7 +51,11 @@ def _flags(r: Result) -> str:
 
 
 def render(runs: Sequence[RunRecord]) -> str:
-    lines: list[str] = []
+    from torchmark.judge.ceilings import one_set
+
+    runs, ceiling_notes = one_set(runs)  # % of ceiling read across runs: one set, or said
+    lines: list[str] = [*(_text(f"Note: {n}.") for n in ceiling_notes)]
+    lines += [""] if ceiling_notes else []
     for run in runs:
         sw = run.environment.get("software", {})
         lines += [

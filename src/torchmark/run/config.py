@@ -35,6 +35,8 @@ class RunConfig:
     rule: str | None = None  # stopping preset override: micro | model | quick | test
     remeasure_ceilings: bool = False
     ceilings: bool = True  # measure ceilings at all (tests turn it off)
+    # reuse a stored quiet ceiling set instead: "quiet" (the cache) or a run id
+    ceilings_from: str | None = None
     telemetry: bool = True
     cache_dir: str | None = None  # data sets workloads write (input: JPEGs)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from torchmark import __version__
 from torchmark.devices import Device
-from torchmark.errors import StoreError
-from torchmark.judge.load import COMPETING_CORES
+from torchmark.errors import InputError, RunNotFoundError, StoreError
+from torchmark.judge.ceilings import loaded_set
+from torchmark.judge.load import competing
 from torchmark.judge.validity import judge
 from torchmark.results import Ceiling, CeilingSource, Result, RunRecord, utcnow
 from torchmark.run import environment
@@ -29,7 +31,10 @@ from torchmark.workloads import Case, Workload
 
 __all__ = [
     "RunOne",
+    "check_reuse",
     "measure_ceilings",
+    "quiet_cached",
+    "reused_ceilings",
     "run",
     "run_planned",
     "second_look",
@@ -48,6 +53,7 @@ def run(
     already by ``make_plan``)."""
     p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
     p.set_threads()
+    check_reuse(cfg, p.devices, store)  # --ceilings RUN|quiet: before the run opens
     session = open_run(kind, cfg, p.devices, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)
 
@@ -115,12 +121,12 @@ def measure_ceilings(
         if out[d.name]:
             session.events.ceilings(d, True)
             continue
-        if cfg.ceilings:
+        if cfg.ceilings and cfg.ceilings_from:  # checked before the run: found
+            found = reused_ceilings(cfg.ceilings_from, d, store, env)
+            session.events.ceilings(d, True)
+        elif cfg.ceilings:
             fp = environment.device_fingerprint(d, env)
-            cached = None
-            if store is not None and not cfg.remeasure_ceilings:
-                with contextlib.suppress(StoreError):  # a store that is down caches nothing
-                    cached = store.cached_ceilings(fp, d.name)
+            cached = None if cfg.remeasure_ceilings else quiet_cached(store, d, env)
             session.events.ceilings(d, bool(cached))
             if cached:
                 found = cached
@@ -133,6 +139,73 @@ def measure_ceilings(
     others = [c for c in kept if c.device not in out]  # a device this part does not use
     session.set_ceilings(others + [c for cs in out.values() for c in cs.values()])
     return out
+
+
+def quiet_cached(
+    store: ResultStore | None, device: Device, env: dict[str, Any]
+) -> list[Ceiling] | None:
+    """The cached quiet ceiling set of ``device`` on this machine (``env``: the run's
+    environment, whose software and threads are part of the key), or None. Only quiet sets
+    are ever cached: a set measured under other load stays with its run."""
+    if store is None:
+        return None
+    with contextlib.suppress(StoreError):  # a store that is down caches nothing
+        return store.cached_ceilings(environment.device_fingerprint(device, env), device.name)
+    return None
+
+
+def check_reuse(
+    cfg: RunConfig, devices: Sequence[Device], store: ResultStore | None
+) -> dict[str, list[Ceiling]]:
+    """``--ceilings RUN|quiet`` checked before a run opens (a bad value: InputError, and
+    no empty run left in the store): each device's stored quiet set; {} when not asked."""
+    if not (cfg.ceilings and cfg.ceilings_from):
+        return {}
+    env = environment.collect(list(devices))
+    return {d.name: reused_ceilings(cfg.ceilings_from, d, store, env) for d in devices}
+
+
+def reused_ceilings(
+    source: str, device: Device, store: ResultStore | None, env: dict[str, Any]
+) -> list[Ceiling]:
+    """``--ceilings quiet|RUN``: a stored quiet ceiling set of ``device`` on this machine,
+    from the cache (``quiet``) or from a stored run; InputError naming the fix where there
+    is none (no cache yet, no such run, the run's set loaded or from another machine)."""
+    remeasure = "run once on a quiet machine, or drop --ceilings"
+    if store is None:
+        raise InputError(f"--ceilings {source} needs a result store; {remeasure}")
+    if source == "quiet":
+        found = quiet_cached(store, device, env)
+        if not found:
+            raise InputError(
+                f"--ceilings quiet: no quiet ceilings of {device.name} cached on this machine "
+                f"yet; {remeasure}"
+            )
+        return found
+    try:
+        run = store.load(source)
+    except RunNotFoundError:
+        raise InputError(
+            f"--ceilings {source}: no such run; give quiet or a run id from `torchmark history`"
+        ) from None
+    found = [c for c in run.ceilings if c.device == device.name]
+    if not found:
+        raise InputError(
+            f"--ceilings {source}: run {run.run_id} has no ceilings of {device.name}; "
+            "give quiet or another run"
+        )
+    if (cores := loaded_set(found)) is not None:
+        raise InputError(
+            f"--ceilings {source}: run {run.run_id} measured its ceilings under other load "
+            f"({cores:.1f} cores); give quiet or a quiet run"
+        )
+    here = environment.device_fingerprint(device, env)
+    if environment.device_fingerprint(device, run.environment) != here:
+        raise InputError(
+            f"--ceilings {source}: run {run.run_id} measured {device.name} on another "
+            "machine, software or thread count; give quiet or a run from this one"
+        )
+    return found
 
 
 def _cache(store: ResultStore | None, fp: str, device: str, found: list[Ceiling]) -> None:
@@ -151,7 +224,9 @@ def measure_device_ceilings(device: Device, cfg: RunConfig) -> tuple[list[Ceilin
         found = ceilings.measure(device, quick=cfg.suite == "quick")
     source = ceiling_source(None, load.cores)
     found = [c.model_copy(update={"provenance": source}) for c in found]
-    if load.cores is not None and load.cores > COMPETING_CORES:
+    # other load as the judge counts it on this kind of device (judge.load)
+    seen = {"other_cores": load.cores, "logical_cores": getattr(load, "logical_cores", None)}
+    if load.cores is not None and competing(seen, device.is_accelerator):
         return [under_load(c, load.cores) for c in found], False
     return found, True
 

@@ -54,7 +54,9 @@ def estimate(
     rule: str | None = None,
     ceilings: bool = True,
     quick: bool = False,
+    cached: frozenset[str] = frozenset(),
 ) -> Budget:
+    """``cached``: devices whose ceilings are cached already (not measured, not counted)."""
     from torchmark import ceilings as ceiling_parts
     from torchmark.ceilings.base import rule as ceiling_rule_for
     from torchmark.format import case_label
@@ -73,7 +75,7 @@ def estimate(
     spent = 0.0
     if ceilings:
         ceiling_rule = ceiling_rule_for(quick)
-        for d in dict.fromkeys(c.device for c in cases):
+        for d in dict.fromkeys(c.device for c in cases if c.device.name not in cached):
             timed, held = ceiling_parts.planned(d, quick=quick)
             spent += timed * case_bounds(ceiling_rule, d)[1]
             if held > peak:
@@ -101,13 +103,14 @@ def lines(
     quick: bool = False,
     process_bytes: int | None = None,
     suite: str | None = None,
+    cached: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The plan's estimate in words: sizing per device, wall time, peak memory, and (the
     standard suite on a GPU) what it leaves to ``extended``."""
     from torchmark.devices.cache import sizing
     from torchmark.format import binary_bytes, plural
 
-    b = estimate(cases, rule=rule, ceilings=ceilings, quick=quick)
+    b = estimate(cases, rule=rule, ceilings=ceilings, quick=quick, cached=cached)
     out = [f"sizes: {sizing(d)}" for d in dict.fromkeys(c.device for c in cases)]
     ceiling_part = (
         f", plus up to {span(b.ceilings_s)} for ceilings not cached yet" if b.ceilings_s else ""

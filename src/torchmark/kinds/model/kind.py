@@ -32,7 +32,7 @@ from torchmark.run import isolation
 from torchmark.run.case import CALL_TIMED_OUT, run_case, skipped
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.record import open_run
-from torchmark.run.runner import run_planned
+from torchmark.run.runner import check_reuse, run_planned
 from torchmark.run.session import Events, Session
 from torchmark.run.watchdog import CallTimedOut, Watchdog, call_bound
 from torchmark.store.base import ResultStore
@@ -114,6 +114,7 @@ def benchmark_model(
     config: Mapping[str, Any] | None = None,
     loader: Callable[[], Any] | None = None,
     ceilings: bool = True,
+    ceilings_from: str | None = None,
 ) -> RunRecord:
     """Measure ``model`` over a batch sweep on each device; break-even, energy and cost.
 
@@ -127,7 +128,8 @@ def benchmark_model(
     ``price``: currency per device-hour by device kind or name, e.g. ``{"cpu": 0.1}``.
     ``ceilings``: measure each device's ceilings (quick; reused from the store's cache
     for this machine, said so), so each result reads as % of the peak its FLOPs run
-    against (MFU).
+    against (MFU). ``ceilings_from``: reuse a stored quiet set instead (``quiet``: the
+    cache; or a run id).
     Returns the RunRecord; its ``payload`` (``ModelPayload``) holds ``break_even``,
     ``cost`` and the ``model`` facts.
     """
@@ -158,10 +160,12 @@ def benchmark_model(
         # MFU needs the matmul peak: the quick ceilings (~15 s on 2 CPU cores, once per
         # machine: the store caches them per device fingerprint)
         ceilings=ceilings,
+        ceilings_from=ceilings_from,
         suite="quick",
         telemetry=telemetry,
     )
     validate(cfg)  # batch sizes >= 1, as for `torchmark run`: before the preflight's calls
+    check_reuse(cfg, devs, store)  # --ceilings RUN|quiet: before the run opens
 
     bound = call_bound(preset(rule).max_time_s)
     settings = ModelConfig(

@@ -44,7 +44,7 @@ from torchmark.run.case import run_case
 from torchmark.run.config import RunConfig, validate
 from torchmark.run.plan import plan, select_workloads
 from torchmark.run.record import open_run
-from torchmark.run.runner import measure_ceilings
+from torchmark.run.runner import check_reuse, measure_ceilings
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.telemetry.host import OtherLoad
@@ -131,6 +131,7 @@ def profile(
             f"`torchmark tune {user_spec}`, which tries each against the baseline"
         )
     workload, case, notes = target or builtin_target(cfg)
+    check_reuse(cfg, [case.device], store)  # --ceilings RUN|quiet: before the run opens
     session = open_run("profile", cfg, [case.device], store, events)
     session.planned([case])
     saved = None

@@ -266,7 +266,7 @@ def _watch(
             else:
                 return msg[0], msg[1]  # ("done", value) or ("raised", exception)
         elif armed is None and now - last >= SILENT_S:
-            stuck = _where_stuck(pid, where)
+            stuck = where_stuck(pid, where)
             os.kill(pid, signal.SIGKILL)  # reaped by Worker.close
             raise ChildStuck(
                 f"the measuring process sent nothing for {SILENT_S:.3g} s outside the model's "
@@ -286,7 +286,7 @@ def _watch(
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
-def _where_stuck(pid: int, where: Any) -> str:
+def where_stuck(pid: int, where: Any) -> str:
     """`` at trace.py:123 in snapshot < ...``: the innermost frames of the child's thread
     that took WHERE_SIGNAL (faulthandler's "Current thread"; Linux gives a process-directed
     signal to the main thread where it does not block it), written by the child into

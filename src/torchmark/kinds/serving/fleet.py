@@ -25,6 +25,11 @@ from torchmark.kinds.serving.server import Batching, Executor, Queue, Requests, 
 LEAD_S = 0.002
 
 
+class ForwardStuck(RuntimeError):
+    """A forward of the model ran past its bound in a process serving it: every process
+    serving the model was killed; the message says where the forward was."""
+
+
 @dataclass
 class WindowData:
     """One window's requests (those that arrived in it, all finished), how many requests

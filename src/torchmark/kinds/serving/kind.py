@@ -29,7 +29,7 @@ from torchmark.errors import InputError
 from torchmark.kinds.serving import answer, deployed, generator, stats
 from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
-from torchmark.kinds.serving.fleet import Fleet, Local
+from torchmark.kinds.serving.fleet import Fleet, ForwardStuck, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe, is_builtin
 from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
@@ -40,7 +40,7 @@ from torchmark.kinds.serving.served import (
     missing,
     served_splits,
 )
-from torchmark.kinds.serving.workers import ForwardStuck, Processes, splits, usable_cores
+from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
 from torchmark.results.serving import FleetDoc, ServingPayload
@@ -360,7 +360,13 @@ class Serving:
         assert self.recipe is not None
         if planned.served == "oip":
             with as_served(
-                self.recipe, self.model_name, self.cfg.bound_s, procs, threads or 1, device.name
+                self.recipe,
+                self.model_name,
+                self.cfg.bound_s,
+                procs,
+                threads or 1,
+                device.name,
+                forward_bound_s=self._forward_bound_s(),
             ) as ep:
                 yield ep
             return

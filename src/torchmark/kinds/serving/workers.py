@@ -44,7 +44,13 @@ from typing import Any
 
 from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.clock import RealClock
-from torchmark.kinds.serving.fleet import LEAD_S, WindowData, open_loop, single_stream
+from torchmark.kinds.serving.fleet import (
+    LEAD_S,
+    ForwardStuck,
+    WindowData,
+    open_loop,
+    single_stream,
+)
 from torchmark.kinds.serving.fleet import offline as offline_loop
 from torchmark.kinds.serving.model import Recipe
 from torchmark.kinds.serving.server import Batching, Queue, Requests
@@ -61,10 +67,6 @@ WATCH_S = 0.1
 
 class WorkerError(TorchmarkError):
     """A worker process failed to start or answer."""
-
-
-class ForwardStuck(WorkerError):
-    """A worker's forward ran past the bound: every worker was killed."""
 
 
 def usable_cores() -> int:
@@ -226,7 +228,7 @@ class Processes:
         self.conns, self.procs, self.since, self.wheres = [], [], [], []
 
     def _stuck(self) -> None:
-        """Raise ``ForwardStuck`` where a worker's forward has run past the bound, after
+        """Raise ``ForwardStuck`` (fleet) where a worker's forward has run past the bound, after
         reading where it is and killing every worker (none is left behind)."""
         if self.forward_bound_s is None:
             return

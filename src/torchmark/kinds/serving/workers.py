@@ -156,7 +156,9 @@ def _serve_point(
 
 
 class Processes:
-    """``procs`` worker processes of ``threads`` intra-op threads each, on one CPU device."""
+    """``procs`` worker processes of ``threads`` intra-op threads each, on one device (a
+    CPU's splits; also one process on any device for a user's model, whose forward the
+    serving run never runs itself)."""
 
     def __init__(
         self,

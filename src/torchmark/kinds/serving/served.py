@@ -41,7 +41,7 @@ import numpy as np
 
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.kinds.serving.client import Client, Target, infer_request
-from torchmark.kinds.serving.fleet import ForwardStuck, WindowData
+from torchmark.kinds.serving.fleet import ForwardStuck, WindowData, stuck_text
 from torchmark.kinds.serving.oip import READY_LINE, STAMPS_ENV
 from torchmark.kinds.serving.server import GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
 from torchmark.run.isolation import where_stuck
@@ -344,12 +344,9 @@ class OwnServer:
                 at = where_stuck(pid, f, thread_with="in _call_impl")
         ran = time.monotonic() - started
         self._killpg()
-        self._said = (
-            f"the model's forward did not return within {self.forward_bound_s:.3g} s (the "
-            "bound is a load point's time limit: a forward that outlasts a whole point serves "
-            f"no request within it); stopped after {ran:.3g} s in torchmark's OIP server"
-            f"{at}; the server and its model workers were killed"
-        )
+        assert self.forward_bound_s is not None
+        said = f"in torchmark's OIP server{at}; the server and its model workers were killed"
+        self._said = stuck_text(self.forward_bound_s, ran, said)
         self._decided.set()
 
     def _killpg(self) -> None:

@@ -50,6 +50,7 @@ from torchmark.kinds.serving.fleet import (
     WindowData,
     open_loop,
     single_stream,
+    stuck_text,
 )
 from torchmark.kinds.serving.fleet import offline as offline_loop
 from torchmark.kinds.serving.model import Recipe
@@ -245,12 +246,7 @@ class Processes:
             for q in self.procs:
                 q.kill()
             self.close()
-            raise ForwardStuck(
-                f"the model's forward did not return within {self.forward_bound_s:.3g} s "
-                f"(the bound is a load point's time limit: a forward that outlasts a whole "
-                f"point serves no request within it); stopped after {ran:.3g} s in its "
-                f"worker process{at}"
-            )
+            raise ForwardStuck(stuck_text(self.forward_bound_s, ran, f"in its worker process{at}"))
 
     def _poll(self, conn: Connection, timeout: float) -> bool:
         """``conn.poll(timeout)``, looking at the forwards' stamps every ``WATCH_S``."""

@@ -266,7 +266,7 @@ def _watch(
             else:
                 return msg[0], msg[1]  # ("done", value) or ("raised", exception)
         elif armed is None and now - last >= SILENT_S:
-            stuck = _where_stuck(pid, where)
+            stuck = where_stuck(pid, where)
             os.kill(pid, signal.SIGKILL)  # reaped by Worker.close
             raise ChildStuck(
                 f"the measuring process sent nothing for {SILENT_S:.3g} s outside the model's "
@@ -286,11 +286,12 @@ def _watch(
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
 
 
-def _where_stuck(pid: int, where: Any) -> str:
+def where_stuck(pid: int, where: Any, thread_with: str = "") -> str:
     """`` at trace.py:123 in snapshot < ...``: the innermost frames of the child's thread
     that took WHERE_SIGNAL (faulthandler's "Current thread"; Linux gives a process-directed
-    signal to the main thread where it does not block it), written by the child into
-    ``where``; empty where it wrote nothing within a second."""
+    signal to the main thread where it does not block it), or of the first thread whose
+    frames hold ``thread_with`` (a model run in a thread other than the main one), written
+    by the child into ``where``; empty where it wrote nothing within a second."""
     if where is None or WHERE_SIGNAL is None:
         return ""
     with contextlib.suppress(ProcessLookupError):
@@ -305,7 +306,8 @@ def _where_stuck(pid: int, where: Any) -> str:
         before = text
     blocks = text.split("\n\n")
     current = [b for b in blocks if b.lstrip().startswith("Current thread")]
-    return frames_text(_FRAME.findall((current or blocks)[-1])[:3])
+    marked = [b for b in blocks if thread_with and thread_with in b]
+    return frames_text(_FRAME.findall((marked[:1] or current or blocks)[-1])[:3])
 
 
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:

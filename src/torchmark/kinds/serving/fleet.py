@@ -25,6 +25,21 @@ from torchmark.kinds.serving.server import Batching, Executor, Queue, Requests, 
 LEAD_S = 0.002
 
 
+class ForwardStuck(RuntimeError):
+    """A forward of the model ran past its bound in a process serving it: every process
+    serving the model was killed; the message says where the forward was."""
+
+
+def stuck_text(bound_s: float, ran_s: float, where: str) -> str:
+    """What a fleet whose forward never returned says: the bound and why, how long the
+    forward had run, in what (``where``: "in its worker process at x.py:3 in forward")."""
+    return (
+        f"the model's forward did not return within {bound_s:.3g} s (the bound is max(10 s, "
+        "a load point's time limit): a forward that outlasts a whole point serves no request "
+        f"within it); stopped after {ran_s:.3g} s {where}"
+    )
+
+
 @dataclass
 class WindowData:
     """One window's requests (those that arrived in it, all finished), how many requests

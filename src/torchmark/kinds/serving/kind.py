@@ -29,8 +29,8 @@ from torchmark.errors import InputError
 from torchmark.kinds.serving import answer, deployed, generator, stats
 from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
-from torchmark.kinds.serving.fleet import Fleet, Local
-from torchmark.kinds.serving.model import ModelExecutor, Recipe
+from torchmark.kinds.serving.fleet import Fleet, ForwardStuck, Local
+from torchmark.kinds.serving.model import ModelExecutor, Recipe, is_builtin
 from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
 from torchmark.kinds.serving.search import Search, SearchPlan, search
 from torchmark.kinds.serving.served import (
@@ -44,6 +44,7 @@ from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
 from torchmark.results.serving import FleetDoc, ServingPayload
+from torchmark.run import watchdog
 from torchmark.run.record import open_run
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
@@ -329,6 +330,11 @@ class Serving:
                 said = fleet.said() if isinstance(fleet, Endpoint) else ""
                 if s.best is None and said:  # what the endpoint answered, word for word
                     s.stop_reason += f": {said}"
+        except ForwardStuck as e:  # the fleet's verdict; its points kept, the run goes on
+            doc.stop_reason = f"stuck: {e}"
+            answer.refresh(doc)
+            live.save()
+            return 0.0
         except (ServerError, ClientError) as e:
             if served != "oip":  # the user's endpoint or the in-process run: the run's error
                 raise
@@ -354,16 +360,28 @@ class Serving:
         assert self.recipe is not None
         if planned.served == "oip":
             with as_served(
-                self.recipe, self.model_name, self.cfg.bound_s, procs, threads or 1, device.name
+                self.recipe,
+                self.model_name,
+                self.cfg.bound_s,
+                procs,
+                threads or 1,
+                device.name,
+                forward_bound_s=self._forward_bound_s(),
             ) as ep:
                 yield ep
             return
-        if procs > 1:
-            assert threads is not None
-            with Processes(self.recipe, device.name, procs, threads, max_batch) as fleet:
+        import torch
+
+        bound = self._forward_bound_s()
+        if procs > 1 or (not is_builtin(self.recipe) and _picklable(self.recipe)):
+            # the user's forward runs in worker processes only, never in this one: one that
+            # never returns (holding the GIL or not) is ended at the bound, where it stuck
+            n = threads or torch.get_num_threads()
+            with Processes(
+                self.recipe, device.name, procs, n, max_batch, forward_bound_s=bound
+            ) as fleet:
                 yield fleet
             return
-        import torch
 
         before = torch.get_num_threads()
         if threads is not None:
@@ -373,6 +391,12 @@ class Serving:
         finally:
             if threads is not None:
                 device.set_threads(before)
+
+    def _forward_bound_s(self) -> float:
+        """How long one forward may run in a worker before it is called stuck: a load
+        point's own time limit (a forward that outlasts a whole point serves no request
+        within it), at least the bound ``model`` gives a call."""
+        return max(watchdog.MIN_CALL_BOUND_S, self.cfg.point_s)
 
     @staticmethod
     def _energy(device: Device) -> Callable[[], Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,11 @@ def _builtin(name: str, sizes: dict[str, int]) -> Served:
     return Served(model, factory, name)
 
 
+def is_builtin(recipe: Recipe) -> bool:
+    """Whether ``recipe`` makes one of torchmark's own models (not the user's SPEC)."""
+    return isinstance(recipe, functools.partial) and recipe.func is _builtin
+
+
 def split_requests(host: Inputs, n: int) -> list[Inputs]:
     """``n`` requests of one item each from inputs of batch ``n``, each its own memory."""
     out = []
@@ -106,10 +112,16 @@ def _cat(items: list[Any]) -> Any:
 
 
 class ModelExecutor:
-    """Serves batches of pooled host requests with the model on ``device``."""
+    """Serves batches of pooled host requests with the model on ``device``.
 
-    def __init__(self, served: Served, device: Device, max_batch: int = 1) -> None:
-        self.device = device
+    ``since`` (a shared ``RawValue("d")``, or None): set to ``time.perf_counter()`` as each
+    forward starts and to 0 as it ends, so that another process can bound a forward that
+    never returns, even one that holds the GIL (``workers.Processes`` does)."""
+
+    def __init__(
+        self, served: Served, device: Device, max_batch: int = 1, since: Any = None
+    ) -> None:
+        self.device, self.since = device, since
         self.host = torch.device("cpu")
         self.model = place(served.model, device)
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -145,9 +157,15 @@ class ModelExecutor:
     def _forward(self, first: int, n: int) -> Any:
         reqs = [self.requests[(first + i) % POOL] for i in range(n)]
         inputs = batch_of(reqs).to(self.device.torch_device)
-        with torch.inference_mode():
-            out = inputs.call(self.model)
-        return to_device(out, self.host)  # .cpu() waits for the device
+        if self.since is not None:
+            self.since.value = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                out = inputs.call(self.model)
+            return to_device(out, self.host)  # .cpu() waits for the device
+        finally:
+            if self.since is not None:
+                self.since.value = 0.0
 
     def __call__(self, first: int, n: int) -> None:
         out = self._forward(first, n)

@@ -34,11 +34,14 @@ import argparse
 import asyncio
 import collections
 import concurrent.futures as cf
+import contextlib
 import json
+import os
 import socket
+import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -483,9 +486,40 @@ class TorchRunner:
 
         ts = [torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays]
         kwargs = dict(zip(self.kw_names, ts[self.n_args :], strict=True))
-        with torch.inference_mode():
+        with _stamped(), torch.inference_mode():
             out = self.model(*ts[: self.n_args], **kwargs)
         return [t.detach().cpu().numpy() for t in tensors_in(out)]
+
+
+# Where the process that started this server watches each forward (``served.OwnServer``):
+# a folder, one file per process running the model, holding when its forward started
+# (time.monotonic, 0: none runs) and, on WHERE_SIGNAL, the process's stack. The watcher runs
+# no forward, so a forward that holds the GIL here cannot stop it.
+STAMPS_ENV = "TORCHMARK_FORWARD_STAMPS"
+_STAMP: list[int] = []  # this process's stamp file, opened at its first forward
+
+
+@contextlib.contextmanager
+def _stamped() -> Iterator[None]:
+    folder = os.environ.get(STAMPS_ENV)
+    if not folder:
+        yield
+        return
+    if not _STAMP:
+        import faulthandler
+
+        from torchmark.run.isolation import WHERE_SIGNAL
+
+        pid = os.getpid()
+        if WHERE_SIGNAL is not None:
+            where = open(os.path.join(folder, f"{pid}.where"), "w")  # noqa: SIM115
+            faulthandler.register(WHERE_SIGNAL, file=where, all_threads=True)
+        _STAMP.append(os.open(os.path.join(folder, f"{pid}.stamp"), os.O_CREAT | os.O_WRONLY))
+    os.pwrite(_STAMP[0], struct.pack("d", time.monotonic()), 0)
+    try:
+        yield
+    finally:
+        os.pwrite(_STAMP[0], struct.pack("d", 0.0), 0)
 
 
 def torch_model(

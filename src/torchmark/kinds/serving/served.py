@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pickle
 import re
+import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,12 +41,14 @@ import numpy as np
 
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.kinds.serving.client import Client, Target, infer_request
-from torchmark.kinds.serving.fleet import WindowData
-from torchmark.kinds.serving.oip import READY_LINE
+from torchmark.kinds.serving.fleet import ForwardStuck, WindowData, stuck_text
+from torchmark.kinds.serving.oip import READY_LINE, STAMPS_ENV
 from torchmark.kinds.serving.server import GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
+from torchmark.run.isolation import where_stuck
 
 START_TIMEOUT_S = 180.0  # importing torch and building the model on a loaded host
 HTTP_TIMEOUT_S = 5.0
+WATCH_S = 0.1  # how often the server's forwards are looked at
 
 
 class ServerError(TorchmarkError):
@@ -138,6 +146,8 @@ class Endpoint:
         )
         self.batching: Batching | None = None
         self.client = Client(self.target)
+        # torchmark's own server: why it was killed ("" while its forwards are in bound)
+        self.stuck: Callable[[float], str] | None = None
 
     def __enter__(self) -> Endpoint:
         return self
@@ -160,22 +170,37 @@ class Endpoint:
         top = sorted(self.errors.items(), key=lambda kv: -kv[1])[:2]
         return "; ".join(f"{k} (x{v})" for k, v in top)
 
+    def _check(self, wait_s: float = 0.0) -> None:
+        """``ForwardStuck`` where the server's watcher killed it (waiting up to ``wait_s``
+        for its word)."""
+        said = self.stuck(wait_s) if self.stuck is not None else ""
+        if said:
+            raise ForwardStuck(said)
+
     def _batch(self, batching: Batching) -> None:
         """torchmark's own server takes each setting; another's batches as configured."""
+        self._check()
         if self.own and batching != self.batching:
-            _post(
-                f"{self.url}/torchmark/batching",
-                {"max_batch": batching.max_batch, "max_wait_s": batching.max_wait_s},
-            )
+            try:
+                _post(
+                    f"{self.url}/torchmark/batching",
+                    {"max_batch": batching.max_batch, "max_wait_s": batching.max_wait_s},
+                )
+            except OSError as e:  # a forward that holds the GIL stops the front end too
+                self._check(wait_s=math.inf)
+                raise ServerError(f"torchmark's OIP server did not take a setting: {e}") from e
             self.batching = batching
 
     def single_stream(self, n: int, max_s: float) -> Requests:
         self._batch(Batching(1, 0.0))
-        return self.client.single_stream(n, max_s)
+        out = self.client.single_stream(n, max_s)
+        self._check()
+        return out
 
     def offline(self, batch: int, n: int, max_s: float) -> tuple[Requests, float]:
         self._batch(Batching(batch, 0.0))
         reqs, took = self.client.offline(n, max_s, max(64, 4 * batch))
+        self._check()
         ok = reqs.served & ~reqs.failed
         return Requests(*(getattr(reqs, k)[ok] for k in _FIELDS)), took
 
@@ -183,7 +208,20 @@ class Endpoint:
         self, rate: float, batching: Batching, window_s: float, bound_s: float, seed: int
     ) -> Iterator[WindowData]:
         self._batch(batching)
-        return self.client.windows(rate, window_s, seed)
+        source = self.client.windows(rate, window_s, seed)
+        if self.stuck is None:
+            return source
+        return self._watched(source)
+
+    def _watched(self, source: Iterator[WindowData]) -> Iterator[WindowData]:
+        try:
+            for w in source:
+                self._check()
+                yield w
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
 
 
 _FIELDS = ("arrival", "start", "finish", "lateness", "failed", "batch")
@@ -222,8 +260,13 @@ class OwnServer:
         fake_ms: float | None = None,
         env: dict[str, str] | None = None,
         device: str = "cpu",
+        forward_bound_s: float | None = None,
     ) -> None:
         self.name = name
+        self.forward_bound_s = forward_bound_s
+        self._said = ""  # why the watcher killed the server ("" while it has not)
+        self._decided = threading.Event()  # the watcher killed it, or stopped watching
+        self._stamps = tempfile.mkdtemp(prefix="torchmark-stamps-")
         args = [sys.executable, "-m", "torchmark.kinds.serving.oip", "--name", name]
         args += ["--model-workers", str(model_workers), "--threads", str(threads)]
         args += ["--device", device]
@@ -241,10 +284,74 @@ class OwnServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, STAMPS_ENV: self._stamps, **(env or {})},
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            start_new_session=True,  # its model workers too are killed as one group
         )
+        self._watcher: threading.Thread | None = None
+        if forward_bound_s is not None:
+            self._watcher = threading.Thread(target=self._watch, daemon=True)
+            self._watcher.start()
         self.url = self._wait_ready()
+
+    def stuck(self, wait_s: float = 0.0) -> str:
+        """Why the server was killed, a forward of its model past the bound ("" if not);
+        ``wait_s``: how long to wait for the watcher to decide."""
+        if wait_s > 0 and self._watcher is not None:
+            self._decided.wait(min(wait_s, 2 * (self.forward_bound_s or 0.0) + WATCH_S))
+        return self._said
+
+    def settle(self) -> None:
+        """At a search's end: wait while a forward still runs, until it returns or the
+        watcher calls it stuck (``ForwardStuck``), so that a search that ended on requests
+        unanswered says why."""
+        if self._watcher is None:
+            return
+        assert self.forward_bound_s is not None
+        deadline = time.monotonic() + self.forward_bound_s + 1.0
+        while self._running() and time.monotonic() < deadline:
+            if self._decided.wait(WATCH_S):
+                break
+        if self._said:
+            raise ForwardStuck(self._said)
+
+    def _running(self) -> bool:
+        for stamp in Path(self._stamps).glob("*.stamp"):
+            with contextlib.suppress(OSError, struct.error):
+                if struct.unpack("d", stamp.read_bytes()[:8])[0]:
+                    return True
+        return False
+
+    def _watch(self) -> None:
+        """Every ``WATCH_S``: any process of the server whose forward has run past the
+        bound is made to write its stack, and the server and its workers are killed."""
+        assert self.forward_bound_s is not None
+        bound = self.forward_bound_s
+        while not self._decided.wait(WATCH_S):
+            now = time.monotonic()
+            for stamp in Path(self._stamps).glob("*.stamp"):
+                with contextlib.suppress(OSError, struct.error):
+                    (started,) = struct.unpack("d", stamp.read_bytes()[:8])
+                    if started and now - started >= bound:
+                        self._kill_stuck(int(stamp.stem), started)
+                        return
+
+    def _kill_stuck(self, pid: int, started: float) -> None:
+        at = ""
+        where = Path(self._stamps) / f"{pid}.where"
+        if where.exists():
+            with where.open("rb") as f:
+                at = where_stuck(pid, f, thread_with="in _call_impl")
+        ran = time.monotonic() - started
+        self._killpg()
+        assert self.forward_bound_s is not None
+        said = f"in torchmark's OIP server{at}; the server and its model workers were killed"
+        self._said = stuck_text(self.forward_bound_s, ran, said)
+        self._decided.set()
+
+    def _killpg(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def _wait_ready(self) -> str:
         import selectors
@@ -275,6 +382,9 @@ class OwnServer:
         self.close()
 
     def close(self) -> None:
+        self._decided.set()  # the watcher stops
+        if self._watcher is not None:
+            self._watcher.join()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -282,6 +392,8 @@ class OwnServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._killpg()  # model workers the server left (killed, it could not end them)
+        shutil.rmtree(self._stamps, ignore_errors=True)
         for s in (self.proc.stdout, self.proc.stderr):
             if s is not None:
                 with contextlib.suppress(OSError):
@@ -304,14 +416,21 @@ def as_served(
     model_workers: int = 0,
     threads: int = 1,
     device: str = "cpu",
+    forward_bound_s: float | None = None,
 ) -> Iterator[Endpoint]:
-    """The model behind torchmark's own server, and the fleet that drives it."""
+    """The model behind torchmark's own server, and the fleet that drives it; with
+    ``forward_bound_s``, a forward past it kills the server (``ForwardStuck`` next)."""
     name = url_name(name)
     with (
-        OwnServer(recipe, name, model_workers, threads, device=device) as srv,
+        OwnServer(
+            recipe, name, model_workers, threads, device=device, forward_bound_s=forward_bound_s
+        ) as srv,
         Endpoint(srv.url, name, bound_s, own=True) as fleet,
     ):
+        if forward_bound_s is not None:
+            fleet.stuck = srv.stuck
         yield fleet
+        srv.settle()  # (not reached when the search raised)
 
 
 def served_splits(cores: int) -> list[tuple[int, int]]:

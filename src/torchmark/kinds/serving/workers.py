@@ -22,7 +22,11 @@ each window's requests from every worker (``Requests.combine``).
 
 Bounded: at most as many processes as usable cores; every reply is awaited with a time-out;
 the workers are daemons that exit when their pipe closes (the parent died), and ignore
-Ctrl-C (the parent ends them).
+Ctrl-C (the parent ends them). A forward that never returns (one that holds the GIL in C
+code too: the parent runs none, and watches each worker's shared "in a forward since"
+stamp) is ended at ``forward_bound_s``: the parent makes the worker write its stack
+(faulthandler, from a C signal handler: it needs no GIL), kills every worker and raises
+``ForwardStuck`` naming where the forward was.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import math
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -39,14 +44,26 @@ from typing import Any
 
 from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.clock import RealClock
-from torchmark.kinds.serving.fleet import LEAD_S, WindowData, open_loop, single_stream
+from torchmark.kinds.serving.fleet import (
+    LEAD_S,
+    ForwardStuck,
+    WindowData,
+    open_loop,
+    single_stream,
+    stuck_text,
+)
 from torchmark.kinds.serving.fleet import offline as offline_loop
 from torchmark.kinds.serving.model import Recipe
 from torchmark.kinds.serving.server import Batching, Queue, Requests
+from torchmark.run.isolation import WHERE_SIGNAL, where_stuck
 
 START_TIMEOUT_S = 120.0  # a worker importing torch and building resnet50 on a loaded host
 REPLY_GRACE_S = 30.0
 CLOSE_GRACE_S = 1.0
+
+
+# How often the parent looks at the workers' forward stamps while it waits for a reply.
+WATCH_S = 0.1
 
 
 class WorkerError(TorchmarkError):
@@ -75,8 +92,14 @@ def _worker(
     threads: int,
     batch: int,
     queue: Queue,
+    since: Any = None,
+    where: str = "",
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends us
+    if where and WHERE_SIGNAL is not None:  # the parent asks where a stuck forward is
+        import faulthandler
+
+        faulthandler.register(WHERE_SIGNAL, file=open(where, "w"), all_threads=True)  # noqa: SIM115
     try:
         import torch
 
@@ -85,7 +108,7 @@ def _worker(
 
         torch.set_num_threads(threads)
         (device,) = resolve(device_name)
-        executor = ModelExecutor(recipe(), device, batch)
+        executor = ModelExecutor(recipe(), device, batch, since)
         clock = RealClock()
     except BaseException as e:  # the parent says it, with the first line
         from torchmark.user.source import one_line
@@ -134,7 +157,9 @@ def _serve_point(
 
 
 class Processes:
-    """``procs`` worker processes of ``threads`` intra-op threads each, on one CPU device."""
+    """``procs`` worker processes of ``threads`` intra-op threads each, on one device (a
+    CPU's splits; also one process on any device for a user's model, whose forward the
+    serving run never runs itself)."""
 
     def __init__(
         self,
@@ -144,8 +169,12 @@ class Processes:
         threads: int,
         max_batch: int,
         max_windows: int = 100_000,
+        forward_bound_s: float | None = None,
     ) -> None:
         self.recipe, self.device_name = recipe, device_name
+        self.forward_bound_s = forward_bound_s
+        self.since: list[Any] = []  # per worker: when its forward started (0: none runs)
+        self.wheres: list[Any] = []  # per worker: the file its stack is written to
         self.instances, self.threads, self.max_batch = procs, threads, max_batch
         self.max_windows = max_windows
         self.conns: list[Connection] = []
@@ -160,7 +189,12 @@ class Processes:
             for _ in range(self.instances):
                 parent, child = ctx.Pipe()
                 args = (child, self.recipe, self.device_name, self.threads, self.max_batch)
-                p = ctx.Process(target=_worker, args=(*args, self.queue), daemon=True)
+                since = ctx.RawValue("d", 0.0)
+                where = tempfile.NamedTemporaryFile(prefix="torchmark-where-")
+                self.since.append(since)
+                self.wheres.append(where)
+                extra = (self.queue, since, where.name)
+                p = ctx.Process(target=_worker, args=(*args, *extra), daemon=True)
                 p.start()
                 child.close()
                 self.conns.append(parent)
@@ -192,11 +226,41 @@ class Processes:
                 p.join()
         for conn in self.conns:
             conn.close()
-        self.conns, self.procs = [], []
+        for where in self.wheres:
+            where.close()
+        self.conns, self.procs, self.since, self.wheres = [], [], [], []
+
+    def _stuck(self) -> None:
+        """Raise ``ForwardStuck`` (fleet) where a worker's forward has run past the bound, after
+        reading where it is and killing every worker (none is left behind)."""
+        if self.forward_bound_s is None:
+            return
+        now = time.perf_counter()
+        for i, since in enumerate(self.since):
+            started = since.value
+            if not started or now - started < self.forward_bound_s:
+                continue
+            p = self.procs[i]
+            at = where_stuck(p.pid, self.wheres[i]) if p.is_alive() else ""
+            ran = time.perf_counter() - started
+            for q in self.procs:
+                q.kill()
+            self.close()
+            raise ForwardStuck(stuck_text(self.forward_bound_s, ran, f"in its worker process{at}"))
+
+    def _poll(self, conn: Connection, timeout: float) -> bool:
+        """``conn.poll(timeout)``, looking at the forwards' stamps every ``WATCH_S``."""
+        deadline = time.monotonic() + timeout
+        while not conn.poll(max(0.0, min(WATCH_S, deadline - time.monotonic()))):
+            self._stuck()
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def _expect(self, conn: Connection, what: str | tuple[str, ...], timeout: float) -> Any:
-        """The value of the next message tagged ``what`` (a tuple of tags: (tag, value))."""
-        if not conn.poll(timeout):
+        """The value of the next message tagged ``what`` (a tuple of tags: (tag, value));
+        ``ForwardStuck`` as soon as a worker's forward runs past the bound."""
+        if not self._poll(conn, timeout):
             raise WorkerError(f"a serving worker did not answer within {timeout:g} s")
         try:
             tag, value = conn.recv()
@@ -263,7 +327,7 @@ class Processes:
                 conn.send("stop")
         for i, conn in enumerate(self.conns):
             while i not in ended:
-                if not conn.poll(REPLY_GRACE_S):
+                if not self._poll(conn, REPLY_GRACE_S):
                     raise WorkerError("a serving worker did not end its load point")
                 tag, _ = conn.recv()
                 if tag == "end":

@@ -111,6 +111,7 @@ class HttpSut:
                     sut.lg.QuerySamplesComplete([resp])
 
         async def make() -> None:
+            self.pool.reset()  # the last run's waiting requests and connections in flight
             self.pool.run = Run()
             self.ids = []
 

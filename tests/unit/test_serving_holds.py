@@ -199,3 +199,24 @@ def test_a_plan_whose_longest_point_is_under_its_minimum_duration_is_held_to_tha
     assert p.valid and p.outcome == "within" and p.min_duration_s <= 2.0
     s = search(fleet, SearchPlan(point, batches=(1,), budget_s=10.0), clock, seed=5)
     assert s.points and s.best is not None, s.stop_reason
+
+
+def test_a_search_that_ran_out_of_time_with_nothing_over_says_at_least() -> None:
+    """The budget spent before any rate was measured over the bound: the limit is 'at
+    least' the best rate, never 'between 25,308' with no top."""
+    import math
+    from types import SimpleNamespace
+
+    plan = SearchPlan(PointPlan(0.05), budget_s=60.0)
+    best = SimpleNamespace(rate=25_308.0)
+    s = SimpleNamespace(
+        bracket=(25_308.0, math.inf), best=best, confirmation="", generator_bound=False
+    )
+    said = search_mod._why(s, plan, -1.0, math.inf)  # type: ignore[arg-type]
+    assert (
+        said
+        == "time budget (60 s) spent: the limit is at least 25,308/s (no higher rate was tried)"
+    )
+    s.bracket = (25_308.0, 26_000.0)
+    said = search_mod._why(s, plan, -1.0, math.inf)  # type: ignore[arg-type]
+    assert said == "time budget (60 s) spent: the limit lies between 25,308 and 26,000"

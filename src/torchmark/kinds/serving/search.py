@@ -328,8 +328,9 @@ def _why(s: Search, plan: SearchPlan, left: float, behind_at: float) -> str:
             f"{per_s(lo)}/s (a faster or quieter host would say more)"
         )
     if spent:
-        top = "" if hi == math.inf else f" and {per_s(hi)}"
-        return f"{spent}: the limit lies between {per_s(lo)}{top}"
+        if hi == math.inf:  # nothing above it was measured over the bound
+            return f"{spent}: the limit is at least {per_s(lo)}/s (no higher rate was tried)"
+        return f"{spent}: the limit lies between {per_s(lo)} and {per_s(hi)}"
     return f"bracketed within {100 * plan.tolerance:g} %"
 
 

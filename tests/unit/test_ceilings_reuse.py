@@ -73,6 +73,11 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 CFG = RunConfig(devices=("cpu",), rule="test", telemetry=False)
 
 
+def cfg(**changed: object) -> RunConfig:
+    """CFG with some of its fields changed."""
+    return RunConfig(**{**CFG.as_dict(), **changed})
+
+
 def bandwidth(record: object) -> float:
     (c,) = record.ceilings  # type: ignore[attr-defined]
     return float(c.value)
@@ -84,11 +89,11 @@ def test_a_loaded_set_stays_with_its_run_and_quiet_reuses_the_cached_one(
     store = MemoryStore()
     quiet = runner.run(CFG, store)
     monkeypatch.setattr(Load, "cores", 1.2)
-    loaded = runner.run(RunConfig(**{**CFG.as_dict(), "remeasure_ceilings": True}), store)
+    loaded = runner.run(cfg(remeasure_ceilings=True), store)
     (c,) = loaded.ceilings
     assert c.value == 2e9 and c.details["competing_load_cores"] == 1.2  # kept, marked
     assert "not cached" in c.method
-    reused = runner.run(RunConfig(**{**CFG.as_dict(), "ceilings_from": "quiet"}), store)
+    reused = runner.run(cfg(ceilings_from="quiet"), store)
     assert bandwidth(reused) == bandwidth(quiet) == 1e9  # the quiet set, not the loaded one
     assert measured == [3e9]  # nothing measured for the reuse
 
@@ -115,9 +120,9 @@ def test_ceilings_from_a_stored_run_reuses_it_and_refuses_a_loaded_one(
     store = MemoryStore()
     first = runner.run(CFG, store)
     monkeypatch.setattr(Load, "cores", 1.5)
-    loaded = runner.run(RunConfig(**{**CFG.as_dict(), "remeasure_ceilings": True}), store)
+    loaded = runner.run(cfg(remeasure_ceilings=True), store)
     assert first.run_id and loaded.run_id
-    again = runner.run(RunConfig(**{**CFG.as_dict(), "ceilings_from": first.run_id}), store)
+    again = runner.run(cfg(ceilings_from=first.run_id), store)
     assert bandwidth(again) == 1e9
     cpu = next(iter(plan.make_plan(CFG).devices))
     env = again.environment
@@ -171,7 +176,7 @@ def test_reports_of_several_runs_hold_them_against_one_quiet_set(
     store = MemoryStore()
     quiet = runner.run(CFG, store)
     monkeypatch.setattr(Load, "cores", 1.2)
-    loaded = runner.run(RunConfig(**{**CFG.as_dict(), "remeasure_ceilings": True}), store)
+    loaded = runner.run(cfg(remeasure_ceilings=True), store)
     from torchmark.judge.ceilings import one_set
 
     (a, b), notes = one_set([quiet, loaded])
@@ -231,5 +236,5 @@ def test_a_library_run_refuses_a_missing_quiet_set_before_a_run_is_stored(
 ) -> None:
     store = MemoryStore()
     with pytest.raises(InputError, match="no quiet ceilings of cpu cached"):
-        runner.run(RunConfig(**{**CFG.as_dict(), "ceilings_from": "quiet"}), store)
+        runner.run(cfg(ceilings_from="quiet"), store)
     assert store.runs == {} and measured == [1e9, 2e9, 3e9]

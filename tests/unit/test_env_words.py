@@ -31,16 +31,8 @@ def test_a_db_that_cannot_be_written_is_bad_input_exit_2(
 ) -> None:
     # Before: exit 1, which `compare --fail-on-regression` reads as "a case got slower"
     from clitest import cli
-    from torchmark.results import Result, RunRecord
-    from torchmark.store.exchange import export_run
 
-    rec = RunRecord(
-        run_id="20260101-000000-abcd",
-        status="complete",
-        results=[Result(workload="add", variant="fp32", device="cpu", samples_s=[1e-3] * 5)],
-    )
-    run = tmp_path / "run.json"
-    run.write_text(export_run(rec, "json"))
+    run = _exported_run(tmp_path)
     code, _, err = cli(capsys, "import", str(run), "--db", "/proc/torchmark-x.db")
     assert code == 2, err
     assert "cannot write the results store /proc/torchmark-x.db" in err
@@ -66,25 +58,35 @@ def test_importing_the_same_file_again_keeps_one_copy(
 ) -> None:
     # Before: each import of the same file stored a new copy under a new id
     from clitest import cli
-    from torchmark.results import Result, RunRecord
     from torchmark.store import open_store
+
+    run = _exported_run(tmp_path)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    first = cli(capsys, "import", str(run), "--db", db)
+    again = cli(capsys, "import", str(run), "--db", db)
+    assert first[0] == again[0] == 0
+    assert first[1].strip() == again[1].strip() == RUN_ID
+    assert "already in" in again[2] and "nothing imported" in again[2]
+    store = open_store(db)
+    try:
+        assert [s.run_id for s in store.list_runs()] == [RUN_ID]
+    finally:
+        store.close()
+
+
+RUN_ID = "20260101-000000-abcd"
+
+
+def _exported_run(tmp_path: Path) -> Path:
+    """A small complete run written as torchmark's JSON export."""
+    from torchmark.results import Result, RunRecord
     from torchmark.store.exchange import export_run
 
     rec = RunRecord(
-        run_id="20260101-000000-abcd",
+        run_id=RUN_ID,
         status="complete",
         results=[Result(workload="add", variant="fp32", device="cpu", samples_s=[1e-3] * 5)],
     )
     run = tmp_path / "run.json"
     run.write_text(export_run(rec, "json"))
-    db = f"sqlite:///{tmp_path / 'r.db'}"
-    first = cli(capsys, "import", str(run), "--db", db)
-    again = cli(capsys, "import", str(run), "--db", db)
-    assert first[0] == again[0] == 0
-    assert first[1].strip() == again[1].strip() == rec.run_id
-    assert "already in" in again[2] and "nothing imported" in again[2]
-    store = open_store(db)
-    try:
-        assert [s.run_id for s in store.list_runs()] == [rec.run_id]
-    finally:
-        store.close()
+    return run

@@ -50,6 +50,7 @@ reports_t = sa.Table(
 )
 RETRY_AFTER_S = 5  # a report draws in ~1 s on a quiet core; a few queued ahead of it
 CLOSE_S = 10.0  # a closing server waits this long for drawings under way
+KILLED_S = 5.0  # and this long for a killed drawing process to be gone
 
 
 class Busy(Exception):
@@ -104,9 +105,17 @@ def _processes(pool: Executor) -> list[multiprocessing.process.BaseProcess]:
 
 
 def _kill_workers(pool: Executor) -> None:
-    """End ``pool``'s processes at once (a drawing that never finishes ignores shutdown)."""
-    for proc in _processes(pool):
+    """End ``pool``'s processes at once (a drawing that never finishes ignores shutdown).
+
+    Returns once they are gone (a killed process lives on until the kernel has ended it),
+    or after a few seconds if one will not go.
+    """
+    procs = _processes(pool)
+    for proc in procs:
         proc.kill()
+    deadline = time.monotonic() + KILLED_S
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
 
 
 def _spawned_pool(workers: int) -> Executor:
@@ -251,11 +260,11 @@ class Reports:
             self._drop(thread, pool)
             raise Busy("the process drawing reports stopped; try again") from None
         except TimeoutError:
-            log.error("report of run %s: over %.0f s, its drawing killed", run_id, self.kill_s)
+            log.error("report of run %s: over %g s, its drawing killed", run_id, self.kill_s)
             self._kill(pool)
             self._drop(thread, pool)
             raise Busy(
-                f"drawing the report took over {self.kill_s:.0f} s and was stopped; try again"
+                f"drawing the report took over {self.kill_s:g} s and was stopped; try again"
             ) from None
         self.keep(run_id, key, page)
         return page
@@ -284,4 +293,4 @@ class Reports:
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
-                proc.join(1.0)
+                proc.join(KILLED_S)

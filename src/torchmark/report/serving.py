@@ -16,6 +16,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark import format as fmt
+from torchmark.judge import pace
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
 from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
@@ -152,6 +153,9 @@ def fleet_heading(f: FleetDoc) -> str:
     if f.offline:
         rates = ", ".join(f"{b}: {_rate(r)}/s" for b, r in f.offline.items())
         parts.append(f"offline by max batch {rates}")
+    if f.pace_s and f.pace_end_s:  # judge.pace: the host's, beside the model's own figures
+        a, b = pace.median(f.pace_s), pace.median(f.pace_end_s)
+        parts.append(f"host pace {1e3 * a:.3g} ms, then {1e3 * b:.3g} ms")
     return f"{f.device}{split}" + (": " + "; ".join(parts) if parts else "")
 
 
@@ -184,6 +188,12 @@ def lines(p: ServingPayload) -> list[str]:
             "the point surely over the bound, VALID by MLPerf LoadGen's Server rules (its "
             "p99, its early stopping: 459 requests with none over); the answer is run "
             "again for 3x that (R), 10 % lower where it fails"
+        )
+    if any(f.pace_s for f in p.fleets):
+        out.append(
+            "host pace: the median time of one fixed piece of Python, timed as each search "
+            "started and as it ended; a change beyond its noise flags the answer "
+            "(load_changed), and `compare` says can't tell where two runs' hosts differ"
         )
     energy = {a.energy_note for a in p.answers if a.energy_note}
     for note in sorted(energy):
@@ -321,9 +331,14 @@ def _bracket(a: Any) -> tuple[float, float] | None:
     return (a.max_rate, top)
 
 
-def change(first: Any, later: Any) -> tuple[str, str]:
+def change(
+    first: Any, later: Any, paces: tuple[list[float], list[float]] | None = None
+) -> tuple[str, str]:
     """FASTER / SLOWER when the later run's bracket lies wholly above / below the first's;
-    UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer)."""
+    UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer).
+    ``paces``: the host's pace timed in each run (``judge.pace``, one machine's two runs):
+    a host that ran slower in the slower run (faster in the faster) beyond its noise makes
+    the change UNCLEAR, the host's and not the serving's as far as the runs can tell."""
     a, b = _bracket(first), _bracket(later)
     for name, x in (("A", first), ("this run", later)):
         if a is not None and b is not None and getattr(x, "confirmed", None) is False:
@@ -331,10 +346,24 @@ def change(first: Any, later: Any) -> tuple[str, str]:
     if a is None or b is None:
         return "UNCLEAR", "no rate met the bound in " + ("A" if a is None else "this run")
     if b[0] > a[1]:
-        return "FASTER", f"serves >= {_rate(b[0])}/s where A failed at {_rate(a[1])}/s"
-    if b[1] < a[0]:
-        return "SLOWER", f"failed at {_rate(b[1])}/s where A served {_rate(a[0])}/s"
-    return "UNCLEAR", "the searches' brackets overlap"
+        verdict, why = "FASTER", f"serves >= {_rate(b[0])}/s where A failed at {_rate(a[1])}/s"
+    elif b[1] < a[0]:
+        verdict, why = "SLOWER", f"failed at {_rate(b[1])}/s where A served {_rate(a[0])}/s"
+    else:
+        return "UNCLEAR", "the searches' brackets overlap"
+    ratio = pace.changed(*paces) if paces else None
+    if paces and ratio is not None and (ratio > 1) == (verdict == "SLOWER"):
+        host = pace.sentence(paces[0], paces[1], "in A", "in this run")
+        return "UNCLEAR", f"{why}, but {host}: can't tell the serving from the host"
+    return verdict, why
+
+
+def fleet_pace(p: ServingPayload, a: Any) -> list[float]:
+    """The host's pace timed around the search that gave answer ``a`` (start and end)."""
+    if a is None or a.fleet is None or not 0 <= a.fleet < len(p.fleets):
+        return []
+    f = p.fleets[a.fleet]
+    return [*f.pace_s, *f.pace_end_s]
 
 
 def comparable(runs: list[RunRecord]) -> list[ServingPayload]:
@@ -390,7 +419,10 @@ def compare_table(
         for i, a in enumerate(found[1:], start=1):
             if found[0] is None or a is None:
                 continue
-            verdict, why = change(found[0], a)
+            # one machine's two runs: the host's pace is compared (two machines differ)
+            same_host = bool(runs[0].fingerprint) and runs[0].fingerprint == runs[i].fingerprint
+            paces = (fleet_pace(ps[0], found[0]), fleet_pace(ps[i], a)) if same_host else None
+            verdict, why = change(found[0], a, paces)
             a0, b = _bracket(found[0]), _bracket(a)
             drop = 1 - b[1] / a0[0] if verdict == "SLOWER" and a0 and b else 0.0
             changes.append((dev, verdict, f"{letters[i]}: {why}", drop))

@@ -110,6 +110,10 @@ class FleetDoc(_Doc):
     single_p99_s: float | None = None
     single_mean_s: float | None = None  # schema 2: what one-at-a-time's rate follows
     offline: dict[str, float] = Field(default_factory=dict)  # max batch -> requests/s
+    # the host's pace (``judge.pace``): seconds of one fixed piece of Python, raw, timed as
+    # the search started and as it ended (empty: not timed, a run stored before it was)
+    pace_s: list[float] = Field(default_factory=list)
+    pace_end_s: list[float] = Field(default_factory=list)
     points: list[PointDoc] = Field(default_factory=list)
     stop_reason: str = ""
     elapsed_s: float = 0.0

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from torchmark.judge import pace
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.point import LoadPoint
 from torchmark.kinds.serving.search import Search, bracket_of
@@ -121,7 +122,8 @@ def consistency(f: FleetDoc) -> tuple[list[str], bool]:
     capacity (the offline figure, a second or less of work, read low); the p99 falling as
     the rate rises, by over ``P99_DROP`` and beyond both intervals, for one setting (the
     machine's load changed during the search: its points are not one curve; the answer is
-    flagged). And whether the last was found."""
+    flagged); the host's pace changed between the search's start and its end (``judge.pace``:
+    flagged the same). And whether either was found."""
     notes: list[str] = []
     one = f.offline.get("1")
     if one and f.single_mean_s:
@@ -166,6 +168,11 @@ def consistency(f: FleetDoc) -> tuple[list[str], bool]:
                     break
             if changed:
                 break
+    ratio = pace.changed(f.pace_s, f.pace_end_s)
+    if ratio is not None:
+        changed = True
+        host = pace.sentence(f.pace_s, f.pace_end_s, "at the search's start", "at its end")
+        notes.append(f"{host}: its rates are that host's at that moment")
     return notes, changed
 
 
@@ -183,6 +190,8 @@ def fleet_doc(
         single_p99_s=_f(stats.percentile(single, stats.TAIL)),
         single_mean_s=_f(float(single.mean())) if single.size else None,
         offline={str(b): r for b, r in s.offline.items() if math.isfinite(r)},
+        pace_s=s.pace,
+        pace_end_s=s.pace_end,
         points=[point_doc(p, processes, threads) for p in s.points],
         stop_reason=s.stop_reason,
         elapsed_s=s.elapsed_s,

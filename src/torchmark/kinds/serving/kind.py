@@ -26,7 +26,7 @@ from typing import Any
 
 from torchmark.devices import Device, resolve
 from torchmark.errors import InputError
-from torchmark.kinds.serving import answer, deployed, generator, stats
+from torchmark.kinds.serving import answer, deployed, generator, pace, stats
 from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
 from torchmark.kinds.serving.fleet import Fleet, ForwardStuck, Local
@@ -170,6 +170,9 @@ class Serving:
     events: Events | None = None
     on_point: Callable[[FleetDoc, LoadPoint], None] | None = None
     clock: Clock = field(default_factory=RealClock)
+    # times the host's pace around each search (``pace.measure``; None: not timed). Timed
+    # by default only on the real clock: a fake clock's run has no host to pace
+    pace: Callable[[], list[float]] | None = None
     model_name: str = ""
     inputs: str = ""
 
@@ -326,6 +329,7 @@ class Serving:
                     seed=cfg.seed,
                     on_point=landed,
                     energy=self._energy(device) if cfg.energy else None,
+                    pace=self.pace or (pace.measure if isinstance(self.clock, RealClock) else None),
                 )
                 said = fleet.said() if isinstance(fleet, Endpoint) else ""
                 if s.best is None and said:  # what the endpoint answered, word for word

@@ -32,6 +32,7 @@ stamp) is ended at ``forward_bound_s``: the parent makes the worker write its st
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import multiprocessing as mp
 import os
@@ -115,6 +116,8 @@ def _worker(
 
         conn.send(("error", one_line(e)))
         return
+    gc.collect()  # torch and the model, never walked again (``oip.serve_forever``)
+    gc.freeze()
     conn.send(("ready", None))
     with contextlib.suppress(EOFError, BrokenPipeError, KeyboardInterrupt):
         while True:

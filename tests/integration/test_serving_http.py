@@ -416,10 +416,14 @@ def test_endpoint_failing_every_request_says_why_and_bad_urls_exit_2(
         code, printed, err = cli(
             capsys, "serving", "m", "--endpoint", srv.url, *ENDPOINT_QUICK, "--db", _db(tmp_path)
         )
-    assert code == 0, err
+    # nothing answered is no answer: kept, shown, and exit 1 with why on one line
+    assert code == 1, err
     text = " ".join(printed.split())
     assert "no arrival rate met p99 <= 500 ms" in text
     assert "every request failed one at a time: HTTP 500: model crashed (x" in text
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: no request was answered: every request failed one at")
+    assert "torchmark show 2" in line and "fix the endpoint" in line
     sock = oip.bind()
     port = sock.getsockname()[1]
     sock.close()

@@ -3,18 +3,21 @@ and two runs of one machine whose hosts ran at different paces compare as "can't
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from test_serving import fake
+import pytest
 
 from torchmark.judge import pace
-from torchmark.kinds.serving import answer
+from torchmark.kinds.serving import answer, generator, kind
 from torchmark.kinds.serving import pace as measured
-from torchmark.kinds.serving.point import PointPlan
-from torchmark.kinds.serving.search import SearchPlan, search
+from torchmark.kinds.serving.fleet import Local
 from torchmark.report.serving import compare_table, fleet_heading, lines
 from torchmark.results import RunRecord
 from torchmark.results.serving import FleetDoc, ServingPayload, read, write
+from torchmark.testing import FakeClock, FakeDevice, FakeExecutor, MemoryStore
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
 
@@ -47,23 +50,41 @@ def test_the_measured_pace_times_the_same_work_each_time() -> None:
     assert measured._unit() == measured._unit()
 
 
-def test_a_search_times_the_pace_at_its_start_and_its_end() -> None:
-    fleet, clock = fake()
-    calls: list[float] = []
+def test_the_pace_is_timed_before_each_fleet_starts_and_after_it_has_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock(0.0)
+    monkeypatch.setattr(generator, "PER_RATE_S", 0.01)
+    monkeypatch.setattr(generator, "RATES", (1_000,))
+    open_now: list[bool] = [False]
+    timed: list[tuple[float, bool]] = []
 
-    def timed() -> list[float]:
-        calls.append(clock.now())
-        return spread(1.0)
+    @contextlib.contextmanager
+    def fleet(self: kind.Serving, *args: Any) -> Iterator[Local]:
+        open_now[0] = True
+        yield Local(FakeExecutor(clock, 0.010), clock)
+        open_now[0] = False
 
-    s = search(fleet, SearchPlan(PointPlan(0.050), batches=(1,), budget_s=30), clock, pace=timed)
-    assert len(calls) == 2 and calls[0] == 0.0 and calls[1] > calls[0]
-    assert s.pace == spread(1.0) and s.pace_end == spread(1.0)
-    doc = answer.fleet_doc(s, "cpu", "fake")
-    assert doc.pace_s == spread(1.0) and not doc.load_changed
-    assert "host pace 1 ms, then 1 ms" in fleet_heading(doc)
-    # without a pace nothing is timed
-    again, clock2 = fake()
-    assert search(again, SearchPlan(PointPlan(0.05), batches=(1,), budget_s=30), clock2).pace == []
+    def paced() -> list[float]:
+        timed.append((clock.now(), open_now[0]))
+        return spread(1.0 if len(timed) == 1 else 1.5)
+
+    monkeypatch.setattr(kind.Serving, "_fleet", fleet)
+    cfg = kind.ServingConfig(model="fake", p99_ms=50, batches=(1,), budget_s=60, point_s=20)
+    device = FakeDevice(FakeClock(0.0), 0, "Fake GPU")
+    run = kind.Serving(cfg, lambda: None, [device], MemoryStore(), clock=clock, pace=paced).run()  # type: ignore[arg-type]
+    assert len(timed) == 2 and not any(was_open for _, was_open in timed)
+    assert timed[1][0] > timed[0][0]  # the search ran between them
+    p = read(run)
+    assert p is not None
+    (f,) = p.fleets
+    assert f.pace_s == spread(1.0) and f.pace_end_s == spread(1.5)
+    assert f.load_changed and any("the host ran 50 % slower after it closed" in n for n in f.notes)
+    assert "host pace 1 ms, then 1.5 ms" in fleet_heading(f)
+    # a fake clock's run with no pace given times none (it has no host to pace)
+    run = kind.Serving(cfg, lambda: None, [device], MemoryStore(), clock=FakeClock(0.0)).run()  # type: ignore[arg-type]
+    p = read(run)
+    assert p is not None and p.fleets[0].pace_s == [] and not p.fleets[0].load_changed
 
 
 def test_a_host_that_slowed_during_the_search_flags_the_answer() -> None:
@@ -71,7 +92,7 @@ def test_a_host_that_slowed_during_the_search_flags_the_answer() -> None:
     answer.refresh(f)
     assert f.load_changed
     note = next(n for n in f.notes if "the host ran" in n)
-    assert "31 % slower at its end than at the search's start" in note
+    assert "31 % slower after it closed than before the fleet started" in note
     p = ServingPayload(model="m", bound_s=0.05, fleets=[f])
     said = lines(p)
     assert any(note in line for line in said)

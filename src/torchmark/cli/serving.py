@@ -23,12 +23,13 @@ from torchmark.cli.app import (
 from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_serving
 from torchmark.cli.target import InputOption, InputsOption, load_target, recording
-from torchmark.errors import InputError
+from torchmark.errors import InputError, TorchmarkError
 from torchmark.run.config import parse_duration, parse_float_list, parse_int_list
 
 if TYPE_CHECKING:
     from torchmark.kinds.serving.model import Recipe, Served
     from torchmark.kinds.serving.point import LoadPoint
+    from torchmark.results import RunRecord
     from torchmark.results.serving import FleetDoc
 
 MODEL_HELP = (
@@ -277,3 +278,21 @@ def serving(
             cfg, recipe, store=store, events=events, on_point=said, name=name, inputs=described
         )
     finish(record, show_serving, json_path, store.url)
+    failed = _all_failed(record)
+    if failed:  # nothing was served: a script must not read that as an answer
+        raise TorchmarkError(
+            f"no request was answered: {failed} (the run is kept: torchmark show "
+            f"{record.run_id}); fix the {'endpoint' if endpoint else 'model'} and run again"
+        )
+
+
+def _all_failed(record: RunRecord) -> str:
+    """The first fleet's reason where every fleet's every request failed, else ''."""
+    from torchmark.results.serving import FAILED_ALL, read
+
+    p = read(record)
+    fleets = p.fleets if p is not None else []
+    reasons = [f.stop_reason for f in fleets]
+    if reasons and all(r.startswith(FAILED_ALL) for r in reasons):
+        return reasons[0]
+    return ""

@@ -191,8 +191,8 @@ def lines(p: ServingPayload) -> list[str]:
         )
     if any(f.pace_s for f in p.fleets):
         out.append(
-            "host pace: the median time of one fixed piece of Python, timed as each search "
-            "started and as it ended; a change beyond its noise flags the answer "
+            "host pace: the median time of one fixed piece of Python, timed before each "
+            "fleet started and after it closed; a change beyond its noise flags the answer "
             "(load_changed), and `compare` says can't tell where two runs' hosts differ"
         )
     energy = {a.energy_note for a in p.answers if a.energy_note}

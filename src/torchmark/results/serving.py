@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 SERVING_SCHEMA = 2
+# a search's stop reason where the fleet answered no request at all (``cli.serving`` exits 1)
+FAILED_ALL = "every request failed one at a time"
 MIGRATED_NOTE = (
     "stored by an earlier torchmark (serving schema 1): its points were judged on their "
     "last three windows, with no minimum duration, no VALID/INVALID in LoadGen's sense "

@@ -171,7 +171,7 @@ def consistency(f: FleetDoc) -> tuple[list[str], bool]:
     ratio = pace.changed(f.pace_s, f.pace_end_s)
     if ratio is not None:
         changed = True
-        host = pace.sentence(f.pace_s, f.pace_end_s, "at the search's start", "at its end")
+        host = pace.sentence(f.pace_s, f.pace_end_s, "before the fleet started", "after it closed")
         notes.append(f"{host}: its rates are that host's at that moment")
     return notes, changed
 

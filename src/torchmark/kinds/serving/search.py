@@ -31,7 +31,7 @@ from torchmark.kinds.serving.clock import Clock
 from torchmark.kinds.serving.fleet import Fleet
 from torchmark.kinds.serving.point import LoadPoint, PointPlan, run_point
 from torchmark.kinds.serving.server import Batching, Requests
-from torchmark.results.serving import ms, per_s
+from torchmark.results.serving import FAILED_ALL, ms, per_s
 
 
 class EnergyRegion(Protocol):
@@ -127,7 +127,8 @@ class Search:
     stop_reason: str = ""
     elapsed_s: float = 0.0
     confirmation: str = ""  # what the re-confirmation found, in words
-    # the host's pace (``pace``) when the search started and when it ended: raw seconds
+    # the host's pace (``pace``) before the fleet started and after it closed: raw seconds
+    # (timed by the caller with none of the fleet's processes running)
     pace: list[float] = field(default_factory=list)
     pace_end: list[float] = field(default_factory=list)
 
@@ -175,19 +176,16 @@ def search(
     on_point: Callable[[LoadPoint], None] | None = None,
     stop: Callable[[], bool] | None = None,
     energy: Callable[[], EnergyRegion] | None = None,
-    pace: Callable[[], list[float]] | None = None,
 ) -> Search:
     """The search of the module docstring. ``on_point`` hears each point as it lands (the
     caller stores it); ``stop()`` true ends the search after the current point;
-    ``energy()`` gives a fresh counter region (``telemetry.energy.Region``) per point;
-    ``pace()`` times the host's fixed work (``pace.measure``) at the start and the end."""
+    ``energy()`` gives a fresh counter region (``telemetry.energy.Region``) per point."""
     t0 = clock.now()
     bound = plan.point.bound_s
-    paced = pace() if pace is not None else []
     single = fleet.single_stream(plan.single_stream_n, min(plan.point.max_point_s, plan.budget_s))
-    s = Search(label, bound, single, {}, pace=paced)
+    s = Search(label, bound, single, {})
     if single.failed.all():
-        s.stop_reason = "every request failed one at a time"
+        s.stop_reason = FAILED_ALL
         return _done(s, clock, t0)
     if s.single_p99_s > bound:
         s.stop_reason = (
@@ -284,8 +282,6 @@ def search(
             break
     spent = left() - aside < plan.point.shortest_s
     s.confirmation = _reconfirm(s, plan, left, probe, stop)
-    if pace is not None:
-        s.pace_end = pace()
     why = _why(s, plan, -1.0 if spent else left(), behind_at)
     s.stop_reason = "; ".join(x for x in (why, s.confirmation) if x)
     return _done(s, clock, t0)

@@ -606,9 +606,9 @@ def serve_forever(app: OipApp, sock: socket.socket, announce: bool = True) -> No
     )
     server = uvicorn.Server(config)
     # What start-up left (torch's import graph, the model) lives as long as the server;
-    # unfrozen, each full collection walked it again and every request waited: 164 ms
-    # stalls every few seconds, a p99 of 167-191 ms at 2,200 requests/s that held 29 ms
-    # frozen (the 2-core VM, 2026-12-06). Production Python servers freeze it the same way.
+    # unfrozen, each full collection walked it again and every request in flight waited:
+    # 164 ms every few seconds at 2,200 requests/s (the 2-core VM, 2026-12-06).
+    # Production Python servers freeze it the same way.
     gc.collect()
     gc.freeze()
     if announce:

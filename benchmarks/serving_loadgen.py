@@ -4,13 +4,14 @@ Protocol server over HTTP, at torchmark's answer and at the top of its bracket.
 
     pip install 'torchmark[loadgen]'
     python benchmarks/serving_loadgen.py [--model simplenet] [--p99-ms 50] [--budget 2m]
-                                         [--seconds 60] [--from-json RUN.json]
+                                         [--seconds S] [--from-json RUN.json]
 
 1. the answer: `torchmark serving MODEL --p99-ms L --budget B` is run (or a stored run's
    JSON read): its as-served answer R (the highest rate within the bound), the lowest
    rate above it measured over (the bracket's top T), and the split and batching found
 2. torchmark's server is started with that split and batching
-3. LoadGen's Server scenario at R, then at min(T, 1.1 R), `--seconds` each (LoadGen's own
+3. LoadGen's Server scenario at R, then at min(T, 1.1 R), `--seconds` each (default: as long
+   as torchmark's answer held in its re-confirmation, the claim checked; LoadGen's own
    minimum is 600 s: shorter here, and said), latencies from LoadGen's scheduled times
    to each answer decoded here; the requests go out on keep-alive connections from an
    event loop in this process (torchmark's client, ``serving.client``), the server in its
@@ -27,6 +28,7 @@ import argparse
 import asyncio
 import gc
 import json
+import math
 import os
 import re
 import resource
@@ -42,6 +44,7 @@ AGREE = 0.10
 
 
 SWITCH_S = 0.0002
+MIN_SECONDS = 10
 
 
 def load() -> str:
@@ -81,6 +84,7 @@ def torchmark_answer(args: argparse.Namespace) -> dict[str, Any]:
         "max_batch": best.max_batch,
         "max_wait_s": best.max_wait_s,
         "sentence": a.sentence,
+        "held_s": best.duration_s if a.confirmed else None,
     }
 
 
@@ -204,7 +208,12 @@ def main() -> int:
     ap.add_argument("--model", default="simplenet")
     ap.add_argument("--p99-ms", type=float, default=50.0)
     ap.add_argument("--budget", default="2m", help="torchmark's search time per device")
-    ap.add_argument("--seconds", type=float, default=60.0, help="LoadGen's time per rate")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="LoadGen's time per rate (default: as long as the answer held, at least 10 s)",
+    )
     ap.add_argument("--from-json", type=Path, default=None, help="a stored run's JSON")
     ap.add_argument("extra", nargs="*", help="more `torchmark serving` options, after --")
     args = ap.parse_args()
@@ -219,6 +228,8 @@ def main() -> int:
     ans = torchmark_answer(args)
     print(f"torchmark: {ans['sentence']}")
     rate, top = float(ans["rate"]), ans["top"]
+    if args.seconds is None:  # the claim checked: it held this long in torchmark's run
+        args.seconds = max(MIN_SECONDS, math.ceil(ans["held_s"] or 0))
     check = min(float(top), (1 + AGREE) * rate) if top else (1 + AGREE) * rate
     name = url_name(ans["model"])
     with OwnServer(builtin(ans["model"]), name, ans["workers"], ans["threads"]) as srv:

@@ -309,6 +309,22 @@ def test_a_copy_bound_case_moves_with_the_link_not_the_device() -> None:
     assert p.floor_s == pytest.approx(0.001)
 
 
+def test_a_launch_bound_case_pays_its_copy_once() -> None:
+    # ten bare launches (0.1 ms of host time) and a copy over the link (0.05 ms): the
+    # source measured 0.15 ms. On a target with the same host and a 2x faster link the
+    # host part stays 0.1 ms and the copy halves; the copy is not counted in the host part
+    case = result("e2e", 1.5e-4, nbytes=5e5, key="h2d:pageable", params={"n": 1})
+    S = link_run("s", 3e12, 1e10, 1e11, 2e-6, [case])
+    T = link_run("t", 3e12, 2e10, 1e11, 2e-6, [])
+    src, tgt = calibrated(machine(S, "gpu"), {}), calibrated(machine(T, "gpu"), {})  # type: ignore[arg-type]
+    (c,) = src.cases.values()
+    w = Work("e", "e2e", "gpu", (Kernel("elementwise", "float32", 0.0, 1e3),) * 10, 10,
+             h2d_bytes=5e5, bare=True)  # fmt: skip
+    p = predict_anchored(c, w, src, tgt, "A", {})
+    assert p.dominant == "launch"
+    assert p.seconds == pytest.approx(1e-4 + 2.5e-5, rel=1e-6)
+
+
 def test_fresh_host_memory_no_ceiling_prices_moves_with_the_term_that_binds_the_case() -> None:
     # a GPU step that fills fresh host memory (0.2 s on the source, what the copy and the
     # add leave), copies it over the pageable link (0.1 s) and adds on the device (1 ms).

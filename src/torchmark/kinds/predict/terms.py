@@ -17,7 +17,8 @@ from add/triad, h (host seconds per launch) from its launch-bound model cases.
 
 Anchored (the case was measured on a source machine S of the same side), the way every
 reference case is predicted in the leave-one-out:
-    GPU, launch-bound on S: the measured time is host time, T_M = max(T_S / r_host, device_M)
+    GPU, launch-bound on S: the measured time is host time (and its copies),
+          T_M = max((T_S - transfer_S) / r_host, device_M) + transfer_M
     GPU, device-bound on S: T_M = max(T_S * device_M / device_S, launch_S / r_host)
     GPU, transfer-bound on S: T_M = (T_S - busy_S) * transfer_M / transfer_S + busy_M
           (busy: the slower of device work and launches)
@@ -294,8 +295,8 @@ def predict_anchored(
             a = max(case.median_s - other, 0.0) / ts.transfer
             t = Terms(tt.compute, tt.memory, ts.launch / r, tt.transfer * a, "gpu")
             return Prediction(t.total, t.dominant, t, basis, hr, floor_s=tt.busy)
-        if ts.launch >= ts.busy:  # the source measured host time
-            host = case.median_s / r
+        if ts.launch >= ts.busy:  # the source measured host time (and its copies)
+            host = max(case.median_s - ts.transfer, 0.0) / r
             t = Terms(tt.compute, tt.memory, host, tt.transfer, "gpu")
             return Prediction(max(host, tt.busy) + tt.transfer, t.dominant, t, basis, hr,
                               floor_s=tt.busy)  # fmt: skip

@@ -23,6 +23,7 @@ import argparse
 import os
 import statistics
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -76,6 +77,12 @@ def table(rows: list[loo.Row], direction: str) -> None:
             f"{pct(loo.error(r.predicted_s['B'], r.measured_s))}  "
             f"{us(lo):>10s} - {us(hi):<10s}{'' if r.covered('B') else ' ✗'} {r.dominant['B']}"
         )
+    for r in (r for r in rows if r.direction == direction):
+        # where B falls back to the naive rule, it says so
+        for said in r.basis["B"].split("; "):
+            if "priced by no ceiling" in said:
+                print(textwrap.fill(f"{r.case}: {said}", 78, initial_indent="  ",
+                                    subsequent_indent="    "))  # fmt: skip
 
 
 def summaries(rows: list[loo.Row], title: str) -> dict[str, loo.Summary]:

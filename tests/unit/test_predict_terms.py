@@ -278,28 +278,65 @@ def test_leave_one_out_never_reads_the_held_out_measurement() -> None:
         assert row.predicted_s == pytest.approx(before[row.case])
 
 
-def test_fresh_host_memory_is_priced_by_the_host_cpus_bandwidth_ratio() -> None:
+def link_run(name: str, dev_bw: float, link: float, host_bw: float, host_dispatch: float,
+             rs: list[Result]) -> RunRecord:  # fmt: skip
+    cs = [
+        Ceiling(device="cuda:0", key="bandwidth", value=dev_bw, unit="B/s", method="t"),
+        Ceiling(device="cuda:0", key="h2d:pageable", value=link, unit="B/s", method="t"),
+        Ceiling(device="cuda:0", key="dispatch", value=1e-5, unit="s", method="t"),
+        Ceiling(device="cpu", key="bandwidth", value=host_bw, unit="B/s", method="t"),
+        Ceiling(device="cpu", key="dispatch", value=host_dispatch, unit="s", method="t"),
+    ]
+    return RunRecord(tool_version="t", fingerprint="f", run_id=name, ceilings=cs,
+                     results=rs)  # fmt: skip
+
+
+def test_a_copy_bound_case_moves_with_the_link_not_the_device() -> None:
+    # a GPU step bound by its copy over the link (1 GB at 10 GB/s: 0.1 s) that took 0.15 s
+    # (the copy ran under its ceiling) and adds on the device (1 ms). The target's link is
+    # 2x faster, its device the same: the copy's unexplained 49 ms is the copy's, so the
+    # step halves; it does not land on the device's 1 ms, scaled 50x
+    case = result("e2e", 0.15, nbytes=1e9, key="h2d:pageable", params={"n": 1})
+    S = link_run("s", 3e12, 1e10, 1e11, 2e-6, [case])
+    T = link_run("t", 3e12, 2e10, 1e11, 2e-6, [])
+    src, tgt = calibrated(machine(S, "gpu"), {}), calibrated(machine(T, "gpu"), {})  # type: ignore[arg-type]
+    (c,) = src.cases.values()
+    w = Work("e", "e2e", "gpu", (Kernel("elementwise", "float32", 0.0, 3e9),), 1, h2d_bytes=1e9,
+             bare=True)  # fmt: skip
+    p = predict_anchored(c, w, src, tgt, "A", {})
+    assert p.dominant == "transfer"
+    assert p.seconds == pytest.approx(0.149 / 2 + 0.001, rel=1e-6)
+    assert p.floor_s == pytest.approx(0.001)
+
+
+def test_a_launch_bound_case_pays_its_copy_once() -> None:
+    # ten bare launches (0.1 ms of host time) and a copy over the link (0.05 ms): the
+    # source measured 0.15 ms. On a target with the same host and a 2x faster link the
+    # host part stays 0.1 ms and the copy halves; the copy is not counted in the host part
+    case = result("e2e", 1.5e-4, nbytes=5e5, key="h2d:pageable", params={"n": 1})
+    S = link_run("s", 3e12, 1e10, 1e11, 2e-6, [case])
+    T = link_run("t", 3e12, 2e10, 1e11, 2e-6, [])
+    src, tgt = calibrated(machine(S, "gpu"), {}), calibrated(machine(T, "gpu"), {})  # type: ignore[arg-type]
+    (c,) = src.cases.values()
+    w = Work("e", "e2e", "gpu", (Kernel("elementwise", "float32", 0.0, 1e3),) * 10, 10,
+             h2d_bytes=5e5, bare=True)  # fmt: skip
+    p = predict_anchored(c, w, src, tgt, "A", {})
+    assert p.dominant == "launch"
+    assert p.seconds == pytest.approx(1e-4 + 2.5e-5, rel=1e-6)
+
+
+def test_fresh_host_memory_no_ceiling_prices_moves_with_the_term_that_binds_the_case() -> None:
     # a GPU step that fills fresh host memory (0.2 s on the source, what the copy and the
-    # add leave), copies it over the link (0.1 s on both) and adds on the device (1 ms):
-    # on a target whose host CPU streams 2x faster, the fill takes half as long, though
-    # its host dispatch floor is 3x slower
+    # add leave), copies it over the pageable link (0.1 s) and adds on the device (1 ms).
+    # The target's link is 1.5x faster, its host CPU streams 2x faster and dispatches 3x
+    # slower: no ceiling prices the fill, so it moves with the copy that binds the step,
+    # as the naive ceiling ratio moves it, and the prediction says so
     bd = {"add_read_write": 3e9, "h2d_copy": 1e9, "host_fill_write": 2e9}
-    case = result("seed-add", 0.301, nbytes=6e9, key="h2d:pageable", variant="intended",
+    case = result("seed-add", 0.301, nbytes=1e9, key="h2d:pageable", variant="intended",
                   params={"size": 12288})  # fmt: skip
     case = case.model_copy(update={"extra": {"bytes_breakdown": bd}})
-
-    def rec(name: str, host_bw: float, host_dispatch: float, rs: list[Result]) -> RunRecord:
-        cs = [
-            Ceiling(device="cuda:0", key="bandwidth", value=3e12, unit="B/s", method="t"),
-            Ceiling(device="cuda:0", key="h2d:pageable", value=1e10, unit="B/s", method="t"),
-            Ceiling(device="cuda:0", key="dispatch", value=1e-5, unit="s", method="t"),
-            Ceiling(device="cpu", key="bandwidth", value=host_bw, unit="B/s", method="t"),
-            Ceiling(device="cpu", key="dispatch", value=host_dispatch, unit="s", method="t"),
-        ]
-        return RunRecord(tool_version="t", fingerprint="f", run_id=name, ceilings=cs,
-                         results=rs)  # fmt: skip
-
-    S, T = rec("s", 1e11, 2e-6, [case]), rec("t", 2e11, 6e-6, [])
+    S = link_run("s", 3e12, 1e10, 1e11, 2e-6, [case])
+    T = link_run("t", 3e12, 1.5e10, 2e11, 6e-6, [])
     src, tgt = machine(S, "gpu"), machine(T, "gpu")
     assert src is not None and tgt is not None
     (c,) = src.cases.values()
@@ -307,5 +344,19 @@ def test_fresh_host_memory_is_priced_by_the_host_cpus_bandwidth_ratio() -> None:
     assert w is not None and w.host_fill_bytes == 2e9
     for proto in ("A", "B"):
         p = predict_anchored(c, w, calibrated(src, {}), calibrated(tgt, {}), proto, {})
-        assert p.seconds == pytest.approx(0.1 + 0.001 + 0.2 / 2, rel=1e-3)
+        assert p.seconds == pytest.approx(0.3 / 1.5 + 0.001, rel=1e-3)
+        assert p.seconds == pytest.approx(loo.naive(c, src, tgt), rel=5e-3)
         assert p.dominant == "transfer"
+        assert "priced by no ceiling" in p.basis and "transfer term" in p.basis
+    # on a CPU the fill moves with the memory term that binds it: the bandwidth ratio
+    cpu = result("seed-add", 0.22, nbytes=5e9, key="bandwidth", variant="intended",
+                 params={"size": 12288}, device="cpu")  # fmt: skip
+    cpu = cpu.model_copy(update={"extra": {"bytes_breakdown": {**bd, "h2d_copy": 0}}})
+    src = calibrated(machine(link_run("s", 3e12, 1e10, 1e11, 2e-6, [cpu]), "cpu"), {})  # type: ignore[arg-type]
+    tgt = calibrated(machine(link_run("t", 3e12, 1e10, 2e11, 6e-6, []), "cpu"), {})  # type: ignore[arg-type]
+    (c,) = src.cases.values()
+    w = loo.micro_work(c.result)
+    assert w is not None
+    p = predict_anchored(c, w, src, tgt, "A", {})
+    assert p.dominant == "memory" and "memory term" in p.basis
+    assert p.seconds == pytest.approx(loo.naive(c, src, tgt), rel=1e-3)

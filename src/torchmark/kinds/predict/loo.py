@@ -100,6 +100,7 @@ class Row:
     naive_s: float | None
     predicted_s: dict[str, float] = field(default_factory=dict)  # protocol -> seconds
     dominant: dict[str, str] = field(default_factory=dict)
+    basis: dict[str, str] = field(default_factory=dict)  # protocol -> how it was predicted
     probes: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     interval: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -143,6 +144,7 @@ def predict_pair(
                 p = predict_anchored(c, w, src, tgt, proto, ws)
                 row.predicted_s[proto] = p.seconds
                 row.dominant[proto] = p.dominant
+                row.basis[proto] = p.basis
                 row.probes[proto] = None
                 if p.dominant == "launch" and p.host and p.host.low != p.host.high:
                     # the host ratio's own spread: the same case at the extreme probes

@@ -17,14 +17,20 @@ from add/triad, h (host seconds per launch) from its launch-bound model cases.
 
 Anchored (the case was measured on a source machine S of the same side), the way every
 reference case is predicted in the leave-one-out:
-    GPU, launch-bound on S: the measured time is host time, T_M = max(T_S / r_host, device_M)
+    GPU, launch-bound on S: the measured time is host time (and its copies),
+          T_M = max((T_S - transfer_S) / r_host, device_M) + transfer_M
     GPU, device-bound on S: T_M = max(T_S * device_M / device_S, launch_S / r_host)
+    GPU, transfer-bound on S: T_M = (T_S - busy_S) * transfer_M / transfer_S + busy_M
+          (busy: the slower of device work and launches)
     CPU: T_M = T_S * [compute_M + memory_M + launch_S / r_host + transfer_M] / total_S
 so what the terms leave out (a kernel's real efficiency, Python between ops) is carried over
-in proportion, and a one-term case reduces exactly to the ratio of the ceilings that bound it.
-The device side on M takes S's efficiencies but M's own GEMM ones where M's run measured
-them (its matmul cases): a model's GEMMs move by the measured matmul rates, not the peaks.
-Fresh host memory a step fills (seed-add intended) moves by the host CPUs' bandwidth ratio.
+with the term that binds the case on S, and a one-term case reduces exactly to the ratio of
+the ceilings that bound it. The device side on M takes S's efficiencies but M's own GEMM ones
+where M's run measured them (its matmul cases): a model's GEMMs move by the measured matmul
+rates, not the peaks. Fresh host memory a step fills (seed-add intended) is priced by no
+ceiling, so it is part of what the terms leave out: it moves with the binding term (on a GPU
+the copy over the link, on a CPU the memory term), the naive ceiling ratio's rule; no proxy
+either run measures (the host CPUs' bandwidth, their dispatch floor) tracks it.
 
 r_host, how much faster M's host runs a launch-bound step than S's: protocol "B", M's own
 launch-bound model cases of *other* workloads measured on both (the ratio of their host
@@ -43,7 +49,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from torchmark.kinds.predict.machine import Calibration, Case, CaseKey, Machine, machine
+from torchmark.kinds.predict.machine import Calibration, Case, CaseKey, Machine
 from torchmark.kinds.predict.work import Side, Work
 
 TERMS = ("compute", "memory", "launch", "transfer")
@@ -275,26 +281,22 @@ def predict_anchored(
     tt = terms(work, tgt, h_src / r if h_src else None, own_gemm(tgt.calib, src.calib))
     basis = f"anchored on {src.name}; host ratio from {hr.basis if hr else 'nothing (1.0)'}"
     if work.host_fill_bytes:
-        # seed-add intended: fresh host pages allocated and filled each call, at a rate no
-        # ceiling measures (page faults: ~8 GB/s against a 140 GB/s bandwidth ceiling). It is
-        # what the measured time leaves after the modelled terms. It is host memory written
-        # (a page fault per fresh page, then the fill), not Python: carried by the ratio of
-        # the host CPUs' measured bandwidth ceilings, the nearest rate either run measured.
-        fill = max(case.median_s - ts.total, 0.0)
-        sc, tc = machine(src.record, "cpu", src.name), machine(tgt.record, "cpu", tgt.name)
-        hc = None
-        if sc is not None and tc is not None and sc.bandwidth and tc.bandwidth:
-            rb = tc.bandwidth / sc.bandwidth
-            hc = HostRatio(rb, rb, rb, "the host CPUs' bandwidth ceilings")
-        rc = hc.value if hc else 1.0
-        t = Terms(tt.compute, tt.memory, tt.launch, tt.transfer + fill / rc, tt.side)
-        return Prediction(
-            t.total, t.dominant, t, basis + f"; host fill from {hc.basis if hc else '-'}", hc,
-            floor_s=tt.busy,
-        )  # fmt: skip
+        basis += (
+            f"; its fresh host memory ({work.host_fill_bytes / 1e9:.2f} GB filled a call) is "
+            f"priced by no ceiling: its time moves with the {ts.dominant} term that binds the "
+            "case, as the naive ceiling ratio moves it"
+        )
     if work.side == "gpu":
-        if ts.launch >= ts.busy:  # the source measured host time
-            host = case.median_s / r
+        if ts.dominant == "transfer":
+            # the copy over the link binds the case: what the terms leave unexplained (fresh
+            # host memory filled, a copy slower than its ceiling) is taken as part of it and
+            # moves by the ratio of the two machines' measured links, not the device's
+            other = max(ts.busy, ts.launch)
+            a = max(case.median_s - other, 0.0) / ts.transfer
+            t = Terms(tt.compute, tt.memory, ts.launch / r, tt.transfer * a, "gpu")
+            return Prediction(t.total, t.dominant, t, basis, hr, floor_s=tt.busy)
+        if ts.launch >= ts.busy:  # the source measured host time (and its copies)
+            host = max(case.median_s - ts.transfer, 0.0) / r
             t = Terms(tt.compute, tt.memory, host, tt.transfer, "gpu")
             return Prediction(max(host, tt.busy) + tt.transfer, t.dominant, t, basis, hr,
                               floor_s=tt.busy)  # fmt: skip

@@ -264,6 +264,19 @@ def test_ceiling_chart_flags_a_bar_above_the_ceiling() -> None:
     assert "triad" not in chart.svg
 
 
+def test_ceiling_axis_ends_at_a_round_value_just_above_the_largest_bar() -> None:
+    run = load("cpu-only")
+    run.results = [r for r in run.results if r.workload != "seed-add"]  # 22.4 % is left
+    svg = charts.ceiling_pct([run]).svg or ""
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+    assert ticks[-1] == "25" and ">100 %<" not in svg  # not 0-140 with its 100 % line
+    assert [charts.ceiling.axis_end(x) for x in (64.7, 140.0, 104.9, 8.3)] == [70, 140, 120, 9]
+    # a bar past the ceiling: the axis runs past 100 %, the ceiling's line drawn
+    svg = charts.ceiling_pct([load("cpu-only")]).svg or ""
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+    assert ticks[-1] == "120" and ">100 %<" in svg
+
+
 def test_ceiling_chart_marks_a_bar_its_verdict_rejects() -> None:
     """A loaded machine's invalid result (a spread the verdict calls a scheduler artefact)
     below 100 % was drawn as a plain bar beside the figures that stand."""

@@ -11,6 +11,7 @@ import pytest
 
 from torchmark import reference
 from torchmark.report import charts, flags, html, markdown
+from torchmark.report.charts import telemetry
 from torchmark.results import RunRecord, Verdict
 from torchmark.results.payloads import ModelPayload, RunPayload, TunePayload
 from torchmark.user.breakeven import NO_GPU
@@ -129,6 +130,27 @@ def test_break_even_chart_names_the_crossing() -> None:
 def test_timeline_rows_read_both_shapes(telemetry: dict[str, object]) -> None:
     (row,) = charts.timeline_rows(telemetry)
     assert row["t"] == 0.5 and row["clock_mhz"] == 1980 and row["power_w"] == 300
+
+
+def test_the_telemetry_chart_draws_the_other_processes_load() -> None:
+    run = load("here-quick")  # 1.5-1.7 of 2 cores used by other processes, a flat clock
+    svg = charts.telemetry_timeline([run]).svg or ""
+    assert "other load (cores)" in svg  # its own axis
+    assert "cpu: other processes' load" in svg and "(cores of 2, mean per result)" in svg
+    # a timeline with the other load row by row: drawn as recorded, said so
+    for r in run.results:
+        if r.telemetry and r.telemetry.get("timeline"):
+            tl = r.telemetry["timeline"]
+            tl["columns"] = [*tl["columns"], "other_cores"]
+            tl["rows"] = [[*row, 0.25 * i] for i, row in enumerate(tl["rows"])]
+    svg = charts.telemetry_timeline([run]).svg or ""
+    assert "(cores of 2)" in svg and "mean per result" not in svg
+    # results back to back: each after the one before (its set-up's readings included)
+    (ts,) = [[row["t"] for row in s] for s in telemetry.timelines([run]).series.values()]
+    assert ts == sorted(ts)
+    # no other load recorded: no such axis
+    plain = charts.telemetry_timeline([load("cpu-gpu")]).svg or ""
+    assert "other load" not in plain
 
 
 def test_timeline_rows_absent() -> None:

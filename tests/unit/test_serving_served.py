@@ -211,3 +211,25 @@ def test_the_html_report_says_what_the_terminal_says_of_a_served_run() -> None:
     assert any("the front end takes" in line for line in said)
     missing = [line for line in said if re.sub(r"\s+", " ", line).strip() not in text]
     assert missing == []
+
+
+def test_the_markdown_report_has_both_answers_of_a_served_run() -> None:
+    from torchmark.report import markdown
+
+    text = markdown.render([_served_run()])  # type: ignore[list-item]
+    served, capacity = text.index("*as served*"), text.index("*model capacity (in process")
+    assert served < capacity
+    assert "| 9.53 | 19.1 |" in text[served:capacity] and "| 38.1 | 76.3 |" in text[capacity:]
+
+
+def test_a_limit_with_nothing_measured_above_it_reads_at_least_everywhere() -> None:
+    from rich.console import Console
+
+    from torchmark.report.serving import answer_table, payload
+
+    p = payload(_served_run())  # type: ignore[arg-type]
+    assert p is not None
+    p.answers[0] = p.answers[0].model_copy(update={"top": None})
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    console.print(answer_table(p))
+    assert ">= 9.53" in console.export_text()

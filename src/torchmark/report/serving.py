@@ -288,19 +288,28 @@ def html_context(run: RunRecord) -> dict[str, Any] | None:
 def markdown_lines(
     run: RunRecord, cell: Callable[[str], str], text: Callable[[object], str]
 ) -> list[str]:
-    """The answer per device as a Markdown table, then the sentences (``report
-    --markdown``)."""
+    """The answer per device as a Markdown table (as served, then the model's capacity in
+    process where the run has both, each titled as the terminal's), then the sentences
+    (``report --markdown``)."""
     p = payload(run)
     if p is None:
         return []
+    out = [text(title(p))]
+    for capacity in (False, True) if p.capacity else (False,):
+        named = answer_table(p, capacity=capacity).title
+        out += ["", f"*{text(named)}*"] if named else [""]
+        out += _markdown_answers(p.capacity if capacity else p.answers, cell)
+    out += ["", *(text(line) for line in lines(p))]
+    return out
+
+
+def _markdown_answers(answers: list[Any], cell: Callable[[str], str]) -> list[str]:
     out = [
-        text(title(p)),
-        "",
         "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req "
         "| Re-confirmed |",
         "|---|---:|---:|---|---|---:|---:|---:|---|",
     ]
-    for a in p.answers:
+    for a in answers:
         least = ">= " if a.generator_bound or a.top is None else ""
         over = "" if a.top is None or a.generator_bound else _rate(a.top)
         row = (
@@ -315,7 +324,6 @@ def markdown_lines(
             held(a),
         )
         out.append("| " + " | ".join(cell(x) for x in row) + " |")
-    out += ["", *(text(line) for line in lines(p))]
     return out
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from torchmark import reference
 from torchmark.report import charts, flags, html, markdown
+from torchmark.report.charts import telemetry
 from torchmark.results import RunRecord, Verdict
 from torchmark.results.payloads import ModelPayload, RunPayload, TunePayload
 from torchmark.user.breakeven import NO_GPU
@@ -58,7 +59,7 @@ def test_the_vs_cpu_column_is_shown_only_where_an_accelerator_has_a_ratio(
     full_page: str,
 ) -> None:
     assert "<th>vs CPU</th>" in full_page and "vs CPU: the" in full_page
-    assert re.search(r'<td class="num">\d[\d.,]*×</td>', full_page)
+    assert re.search(r'<td class="num"[^>]*>\d[\d.,]*×</td>', full_page)
     cpu = html.render([load("cpu-only")])
     assert "vs CPU" not in cpu and 'colspan="8"' in cpu
 
@@ -129,6 +130,27 @@ def test_break_even_chart_names_the_crossing() -> None:
 def test_timeline_rows_read_both_shapes(telemetry: dict[str, object]) -> None:
     (row,) = charts.timeline_rows(telemetry)
     assert row["t"] == 0.5 and row["clock_mhz"] == 1980 and row["power_w"] == 300
+
+
+def test_the_telemetry_chart_draws_the_other_processes_load() -> None:
+    run = load("here-quick")  # 1.5-1.7 of 2 cores used by other processes, a flat clock
+    svg = charts.telemetry_timeline([run]).svg or ""
+    assert "other load (cores)" in svg  # its own axis
+    assert "cpu: other processes' load" in svg and "(cores of 2, mean per result)" in svg
+    # a timeline with the other load row by row: drawn as recorded, said so
+    for r in run.results:
+        if r.telemetry and r.telemetry.get("timeline"):
+            tl = r.telemetry["timeline"]
+            tl["columns"] = [*tl["columns"], "other_cores"]
+            tl["rows"] = [[*row, 0.25 * i] for i, row in enumerate(tl["rows"])]
+    svg = charts.telemetry_timeline([run]).svg or ""
+    assert "(cores of 2)" in svg and "mean per result" not in svg
+    # results back to back: each after the one before (its set-up's readings included)
+    (ts,) = [[row["t"] for row in s] for s in telemetry.timelines([run]).series.values()]
+    assert ts == sorted(ts)
+    # no other load recorded: no such axis
+    plain = charts.telemetry_timeline([load("cpu-gpu")]).svg or ""
+    assert "other load" not in plain
 
 
 def test_timeline_rows_absent() -> None:
@@ -262,6 +284,19 @@ def test_ceiling_chart_flags_a_bar_above_the_ceiling() -> None:
     assert "22.4 % of bw" in chart.svg and ">100 %<" in chart.svg
     # The WRONG triad has no percentage and no bar.
     assert "triad" not in chart.svg
+
+
+def test_ceiling_axis_ends_at_a_round_value_just_above_the_largest_bar() -> None:
+    run = load("cpu-only")
+    run.results = [r for r in run.results if r.workload != "seed-add"]  # 22.4 % is left
+    svg = charts.ceiling_pct([run]).svg or ""
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+    assert ticks[-1] == "25" and ">100 %<" not in svg  # not 0-140 with its 100 % line
+    assert [charts.ceiling.axis_end(x) for x in (64.7, 140.0, 104.9, 8.3)] == [70, 140, 120, 9]
+    # a bar past the ceiling: the axis runs past 100 %, the ceiling's line drawn
+    svg = charts.ceiling_pct([load("cpu-only")]).svg or ""
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+    assert ticks[-1] == "120" and ">100 %<" in svg
 
 
 def test_ceiling_chart_marks_a_bar_its_verdict_rejects() -> None:

@@ -157,3 +157,79 @@ def test_a_server_that_does_not_start_is_said_and_the_run_goes_on(
     (a,) = p.answers  # as served: none, said why; the capacity kept beside it
     assert a.max_rate is None and "not served" in a.why_none
     assert p.capacity[0].max_rate is not None and p.front_end == {}
+
+
+def _served_run() -> object:
+    """The fixture run (a real tiny CPU run) as if it had also served the model over HTTP:
+    a second fleet, as served, at a quarter of the in-process rates."""
+    from pathlib import Path
+
+    from torchmark.results import RunRecord
+    from torchmark.results.serving import read, write
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "runs" / "serving-cpu.json"
+    run = RunRecord.model_validate_json(fixture.read_text())
+    p = read(run)
+    assert p is not None
+    inproc = p.fleets[0]
+    points = [pt.model_copy(update={"rate": pt.rate / 4}) for pt in inproc.points]
+    over = inproc.model_copy(
+        update={"points": points, "served": "oip", "model_workers": 1, "model_threads": 1}
+    )
+    p.fleets = [inproc, deployed.answer.refresh(over)]
+    write(run, _analysed(p))
+    return run
+
+
+def test_the_html_report_says_what_the_terminal_says_of_a_served_run() -> None:
+    import html as html_lib
+    import re
+
+    from rich.console import Console
+
+    from torchmark.report import html
+    from torchmark.report.serving import answer_table, payload, serving_view
+
+    run = _served_run()
+    p = payload(run)  # type: ignore[arg-type]
+    assert p is not None and p.capacity and p.front_end
+    page = re.sub(r"<[^>]+>", " ", html.render([run]))  # type: ignore[list-item]
+    text = re.sub(r"\s+", " ", html_lib.unescape(page))
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    for t in (answer_table(p), answer_table(p, capacity=True)):
+        assert t.title and t.title in text  # "as served", "model capacity (in process, ...)"
+        console.print(t)
+    numbers = set(re.findall(r"\d[\d,.]*(?:-\d[\d,.]*)?", console.export_text()))
+    assert numbers
+    cells = set(re.findall(r"\d[\d,.]*(?:-\d[\d,.]*)?", text))
+    assert numbers <= cells, numbers - cells
+    console = Console(width=200, record=True, highlight=False, markup=False)
+    for part in serving_view(run):  # type: ignore[arg-type]
+        if not hasattr(part, "columns"):  # every sentence and heading, word for word
+            console.print(part, soft_wrap=True)
+    said = [line for line in console.export_text().splitlines() if line.strip()]
+    assert any("the front end takes" in line for line in said)
+    missing = [line for line in said if re.sub(r"\s+", " ", line).strip() not in text]
+    assert missing == []
+
+
+def test_the_markdown_report_has_both_answers_of_a_served_run() -> None:
+    from torchmark.report import markdown
+
+    text = markdown.render([_served_run()])  # type: ignore[list-item]
+    served, capacity = text.index("*as served*"), text.index("*model capacity (in process")
+    assert served < capacity
+    assert "| 9.53 | 19.1 |" in text[served:capacity] and "| 38.1 | 76.3 |" in text[capacity:]
+
+
+def test_a_limit_with_nothing_measured_above_it_reads_at_least_everywhere() -> None:
+    from rich.console import Console
+
+    from torchmark.report.serving import answer_table, payload
+
+    p = payload(_served_run())  # type: ignore[arg-type]
+    assert p is not None
+    p.answers[0] = p.answers[0].model_copy(update={"top": None})
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    console.print(answer_table(p))
+    assert ">= 9.53" in console.export_text()

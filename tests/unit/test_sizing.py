@@ -94,7 +94,18 @@ def test_the_plan_estimate_names_its_peak_and_bounds() -> None:
     assert with_ceilings.ceilings_s > 0 and with_ceilings.peak_what.startswith("the ceilings")
     text = plan_budget.lines(cases, ceilings=False, process_bytes=300 * MiB)
     assert text[0].startswith("sizes: fake: LLC reported 1 GiB, counted as 32 MiB")
-    assert "estimate of wall time: measuring 3 cases takes 1 s to 12 s" in text[1]
+    assert b.timeout_s == pytest.approx(3 * (0.025 + 2.0))
+    # each end says what it assumes: settling at the least, timing out, the most
+    assert text[1] == (
+        "estimate of wall time: 3 cases take 1 s if each settles at its stopping rule's least "
+        "(quick calls, steady timings); 6 s if each runs to its time-out (timings that never "
+        "settle, as under other load); 12 s at the most (calls of seconds: warm-up times out "
+        "too); setting cases up (models, data, compiling) adds to it"
+    )
+    ceilings = plan_budget.lines(cases, quick=True)[1]
+    assert "; plus up to " in ceilings and ceilings.endswith(
+        " for ceilings not cached yet; setting cases up (models, data, compiling) adds to it"
+    )
     assert "estimate of peak memory: 684 MiB (300 MiB this process now" in text[2]
 
 

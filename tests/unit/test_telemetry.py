@@ -181,6 +181,25 @@ def test_cpu_load_splits_own_and_other_cores() -> None:
     assert cpu_load(readings[:1], 10.2, 11.9) is None  # one reading: no rate
 
 
+def test_the_timeline_has_the_cores_other_processes_used_row_by_row() -> None:
+    from torchmark.telemetry.trace import timeline
+
+    host = [
+        (10.0, {"busy_s": 100.0, "proc_s": 5.0, "clock_mhz": 3000.0}),
+        (10.1, {"busy_s": 100.1, "proc_s": 5.05, "clock_mhz": 3000.0}),
+        (11.0, {"busy_s": 101.5, "proc_s": 5.4, "clock_mhz": 3000.0}),
+        (12.0, {"busy_s": 103.5, "proc_s": 5.8, "clock_mhz": 3000.0}),
+    ]
+    tl = timeline(host, "host", 10.0, 2)
+    other = [row[tl["columns"].index("other_cores")] for row in tl["rows"]]
+    # none before 0.2 s of readings (CPU times tick in 10 ms); then over >= 0.2 s back
+    assert other == [None, None, 1.17, 1.6]  # (1.4 - 0.35) / 0.9, (2 - 0.4) / 1
+    # a GPU's timeline reads the host's CPU times beside its own readings
+    gpu = [(t, {"sm_mhz": 1980}) for t in (10.0, 11.0, 12.0)]
+    tl = timeline(gpu, "device", 10.0, 2, host)
+    assert [row[-1] for row in tl["rows"]] == [None, 1.17, 1.6]
+
+
 # --- Sampler and watch ----------------------------------------------------------------
 
 
@@ -306,8 +325,9 @@ def test_summary_of_recorded_trace_is_json_and_has_a_timeline() -> None:
     assert Recording.from_dict(rec.as_dict()) == rec  # a fixture round-trips
     s = summarize(rec)
     json.dumps(s)
-    assert s["timeline"]["columns"] == ["t_s", "clock_mhz", "temp_c", "power_w", "util_pct"]
-    assert s["timeline"]["rows"][0] == [-0.02, 1980, 70, 650.0, 100]
+    columns = ["t_s", "clock_mhz", "temp_c", "power_w", "util_pct", "other_cores"]
+    assert s["timeline"]["columns"] == columns
+    assert s["timeline"]["rows"][0] == [-0.02, 1980, 70, 650.0, 100, None]
     assert s["temp_c"] == [70, 87]
     assert s["clock_pct_of_max"] == 70.4
     assert s["energy_j"] == 1333.0

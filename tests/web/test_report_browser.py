@@ -24,11 +24,11 @@ def load(name: str) -> RunRecord:
     return RunRecord.model_validate_json((RUNS / f"{name}.json").read_text())
 
 
-def open_report(browser, tmp_path: Path, names: list[str] | list[RunRecord]):  # type: ignore[no-untyped-def]
+def open_report(browser, tmp_path: Path, names: list[str] | list[RunRecord], width: int = 1280):  # type: ignore[no-untyped-def]
     runs = [load(n) if isinstance(n, str) else n for n in names]
     page_file = tmp_path / "report.html"
     page_file.write_text(html.render(runs), encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": width, "height": 900})
     outside: list[str] = []
 
     def route(r):  # type: ignore[no-untyped-def]
@@ -100,4 +100,45 @@ def test_tune_recommendation_reads_in_the_page(browser, tmp_path: Path) -> None:
     code = page.locator("pre.code")
     assert code.is_visible() and code.inner_text() == "torch.set_num_threads(1)"
     assert outside == []
+    page.close()
+
+
+# Where each verdict cell lies: inside the viewport, or inside a box of its own that scrolls
+# sideways (and is itself inside the viewport); and the page itself never scrolls sideways.
+VERDICT_CELLS = """() => {
+  const out = [];
+  const rows = 'table.results tbody tr:not(.workload) td:last-child';
+  for (const td of document.querySelectorAll(rows)) {
+    const r = td.getBoundingClientRect();
+    let box = td.parentElement;
+    while (box && getComputedStyle(box).overflowX !== 'auto') box = box.parentElement;
+    const b = box ? box.getBoundingClientRect() : null;
+    out.push({inView: r.left >= 0 && r.right <= innerWidth,
+              inBox: !!b && b.left >= 0 && b.right <= innerWidth
+                     && r.right <= b.left + box.scrollWidth + 1});
+  }
+  return out;
+}"""
+
+# Each chart text's size as drawn on the screen: its font size times the scale the SVG is
+# drawn at (getComputedStyle alone reads the size in the chart's own units).
+CHART_TEXT_PX = """() => Array.from(document.querySelectorAll('svg.chart text')).map(t => {
+  const m = t.getScreenCTM();
+  return parseFloat(getComputedStyle(t).fontSize) * Math.sqrt(Math.abs(m.a * m.d - m.b * m.c));
+})"""
+
+
+def test_on_a_phone_verdicts_are_reachable_and_chart_text_is_readable(
+    browser, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    page, outside = open_report(browser, tmp_path, ["cpu-gpu"], width=390)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    cells = page.evaluate(VERDICT_CELLS)
+    assert cells and all(c["inView"] or c["inBox"] for c in cells), cells
+    # the results reflow: each verdict on the screen itself, not in a box scrolled sideways
+    assert all(c["inView"] for c in cells), cells
+    sizes = page.evaluate(CHART_TEXT_PX)
+    assert len(sizes) > 50 and min(sizes) >= 9, sorted(sizes)[:5]
+    assert outside == []
+    page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
     page.close()

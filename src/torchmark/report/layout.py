@@ -345,6 +345,19 @@ class FitTable:
                 out.append(Text(" " * room).append(line))
         return out
 
+    def full(self) -> dict[str, object]:
+        """The table in full, as plain strings, for a page (which has room, and scrolls
+        where it has not): its title, and the headers, alignment and cells of the columns
+        with content, each cell in its full form."""
+        shown = [i for i in range(len(self.columns)) if self._has_content(i)]
+        title = self.title.plain if isinstance(self.title, Text) else self.title
+        return {
+            "title": title or "",
+            "headers": [self.columns[i].header for i in shown],
+            "right": [self.columns[i].justify == "right" for i in shown],
+            "rows": [[_pick(r.cells[i], False).plain for i in shown] for r in self.rows],
+        }
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         # The title on a line of its own: as the table's title it would wrap to the
         # table's width, which can be far narrower than the console.

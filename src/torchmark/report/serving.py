@@ -74,7 +74,9 @@ def answer_table(p: ServingPayload, capacity: bool = False) -> FitTable:
             t.row(a.device, "", "none", "", "", "", "", "", "")
             continue
         top = "" if a.top is None or a.generator_bound else f"-{_rate(a.top)}"
-        at_least = ">= " if a.generator_bound else ""
+        # no rate above measured over the bound, or the generator ended the climb: the
+        # device's limit lies somewhere above this rate
+        at_least = ">= " if a.generator_bound or a.top is None else ""
         count = ""
         if a.needed_range is not None:
             lo, hi = a.needed_range
@@ -222,29 +224,39 @@ def front_end_sentence(p: ServingPayload, device: str, share: float) -> str:
     return f"{device}: the front end takes {100 * share:.0f} %{rates}"
 
 
+POINTS_KEY = (
+    "* the highest rate within the bound; R: a re-confirmation; done/s: requests finished per s"
+)
+
+
+def parts(p: ServingPayload, run: RunRecord) -> list[tuple[str, str | FitTable]]:
+    """Everything a serving run says, in order, as (what, it): the answer tables ("table":
+    as served, then the model's capacity in process), each fleet's heading ("heading") and
+    points, then the sentences ("line"). The terminal and the HTML report both lay out
+    these, so neither says what the other leaves out."""
+    out: list[tuple[str, str | FitTable]] = [("table", answer_table(p))]
+    if p.capacity:
+        out.append(("table", answer_table(p, capacity=True)))
+    for f in p.fleets:
+        out.append(("heading", fleet_heading(f)))
+        if f.points:
+            out.append(("table", points_table(f)))
+    out.append(("line", POINTS_KEY))
+    out.extend(("line", line) for line in lines(p))
+    v = run.verdict
+    if v is not None and v.reasons:
+        out.append(("line", f"run verdict: {v.level}: " + "; ".join(v.reasons)))
+    return out
+
+
 def serving_view(run: RunRecord) -> list[RenderableType]:
     """`torchmark serving` (and `show` of its run): the answer table, then each fleet's
     points, then the sentences."""
     p = payload(run)
     if p is None:
         return [Text("no serving result stored in this run")]
-    out: list[RenderableType] = [Text(title(p), style="bold"), answer_table(p)]
-    if p.capacity:
-        out.append(answer_table(p, capacity=True))
-    for f in p.fleets:
-        out.append(Text(fleet_heading(f)))
-        if f.points:
-            out.append(points_table(f))
-    out.append(
-        Text(
-            "* the highest rate within the bound; R: a re-confirmation; done/s: requests "
-            "finished per s"
-        )
-    )
-    out.extend(Text(line) for line in lines(p))
-    v = run.verdict
-    if v is not None and v.reasons:
-        out.append(Text(f"run verdict: {v.level}: " + "; ".join(v.reasons)))
+    out: list[RenderableType] = [Text(title(p), style="bold")]
+    out += [it if isinstance(it, FitTable) else Text(it) for _, it in parts(p, run)]
     return out
 
 
@@ -257,50 +269,47 @@ def held(a: Any) -> str:
 
 
 def html_context(run: RunRecord) -> dict[str, Any] | None:
-    """The serving section of the HTML report (None for another kind of run)."""
+    """The serving section of the HTML report (None for another kind of run): the same
+    tables and sentences as the terminal's (``parts``), each table in full."""
     p = payload(run)
     if p is None:
         return None
     return {
         "title": title(p),
-        "answers": [
-            {
-                "device": a.device,
-                "label": a.label,
-                "max_rate": ("≥ " if a.generator_bound or a.top is None else "")
-                + _rate(a.max_rate),
-                "top": _rate(a.top) if a.top and not a.generator_bound else "",
-                "split": a.split,
-                "batching": a.batching,
-                "p99": _ms(a.p99_s) + (f" {', '.join(a.flags)}" if a.flags else ""),
-                "ci": _ci(a.p99_ci_s),
-                "cost": "" if a.cost_per_million is None else fmt.sig(a.cost_per_million, 3),
-                "energy": "" if a.j_per_request is None else fmt.sig(a.j_per_request, 3),
-                "needed": "" if a.needed is None else str(a.needed),
-                "held": held(a),
-            }
-            for a in p.answers
+        "parts": [
+            {"kind": kind, "table": it.full()}
+            if isinstance(it, FitTable)
+            else {"kind": kind, "text": it}
+            for kind, it in parts(p, run)
         ],
-        "lines": lines(p),
     }
 
 
 def markdown_lines(
     run: RunRecord, cell: Callable[[str], str], text: Callable[[object], str]
 ) -> list[str]:
-    """The answer per device as a Markdown table, then the sentences (``report
-    --markdown``)."""
+    """The answer per device as a Markdown table (as served, then the model's capacity in
+    process where the run has both, each titled as the terminal's), then the sentences
+    (``report --markdown``)."""
     p = payload(run)
     if p is None:
         return []
+    out = [text(title(p))]
+    for capacity in (False, True) if p.capacity else (False,):
+        named = answer_table(p, capacity=capacity).title
+        out += ["", f"*{text(named)}*"] if named else [""]
+        out += _markdown_answers(p.capacity if capacity else p.answers, cell)
+    out += ["", *(text(line) for line in lines(p))]
+    return out
+
+
+def _markdown_answers(answers: list[Any], cell: Callable[[str], str]) -> list[str]:
     out = [
-        text(title(p)),
-        "",
         "| Device | Max req/s | Over at | Split | Batching | p99 (95 % CI) | Cost/M | J/req "
         "| Re-confirmed |",
         "|---|---:|---:|---|---|---:|---:|---:|---|",
     ]
-    for a in p.answers:
+    for a in answers:
         least = ">= " if a.generator_bound or a.top is None else ""
         over = "" if a.top is None or a.generator_bound else _rate(a.top)
         row = (
@@ -315,7 +324,6 @@ def markdown_lines(
             held(a),
         )
         out.append("| " + " | ".join(cell(x) for x in row) + " |")
-    out += ["", *(text(line) for line in lines(p))]
     return out
 
 

@@ -247,10 +247,18 @@ def cpu_load(
 
 
 def timeline(
-    readings: list[tuple[float, Reading]], role: str, t_origin: float, cores: int | None
+    readings: list[tuple[float, Reading]],
+    role: str,
+    t_origin: float,
+    cores: int | None,
+    host: list[tuple[float, Reading]] | None = None,
 ) -> dict[str, Any]:
-    """Compact (t, clock, temp, power, util) rows for reports, at most TIMELINE_ROWS."""
+    """Compact (t, clock, temp, power, util, other cores) rows for reports, at most
+    TIMELINE_ROWS. ``host``: the host's readings, whose CPU times give the cores other
+    processes used up to each row (the run's own never count)."""
     rows = []
+    host = host if host is not None else (readings if role != "device" else [])
+    host_times = [t for t, _ in host]
     for j, (t, r) in enumerate(readings):
         if role == "device":
             clock, util = r.get("sm_mhz"), r.get("util_pct")
@@ -260,9 +268,33 @@ def timeline(
                 tp, p = readings[j - 1]
                 if t > tp:
                     util = 100 * (r["busy_s"] - p["busy_s"]) / (t - tp) / cores
-        rows.append([round(t - t_origin, 3), clock, r.get("temp_c"), r.get("power_w"), _r1(util)])
+        other = _other_cores(host, host_times, t)
+        rows.append(
+            [round(t - t_origin, 3), clock, r.get("temp_c"), r.get("power_w"), _r1(util), other]
+        )
     step = max(1, math.ceil(len(rows) / TIMELINE_ROWS))
-    return {"columns": ["t_s", "clock_mhz", "temp_c", "power_w", "util_pct"], "rows": rows[::step]}
+    columns = ["t_s", "clock_mhz", "temp_c", "power_w", "util_pct", "other_cores"]
+    return {"columns": columns, "rows": rows[::step]}
+
+
+# psutil's CPU times tick in 10 ms jiffies: other load is read over >= 0.2 s (as cpu_load)
+OTHER_WINDOW_S = 0.2
+
+
+def _other_cores(host: list[tuple[float, Reading]], times: list[float], t: float) -> float | None:
+    """Cores other processes used over the >= 0.2 s of host readings up to ``t``."""
+    b = bisect.bisect_right(times, t + 1e-9) - 1
+    if b < 1:
+        return None
+    a = bisect.bisect_right(times, times[b] - OTHER_WINDOW_S) - 1
+    if a < 0:
+        return None
+    (ta, ra), (tb, rb) = host[a], host[b]
+    try:
+        busy, own = rb["busy_s"] - ra["busy_s"], rb["proc_s"] - ra["proc_s"]
+    except (KeyError, TypeError):
+        return None  # a host source without CPU times
+    return round(max(busy - own, 0.0) / (tb - ta), 2)
 
 
 def _r1(x: float | None) -> float | None:
@@ -369,7 +401,9 @@ def summarize(rec: Recording) -> dict[str, Any]:
     out["torch_threads"] = rec.torch_threads
     tl_name = dev_name or ("host" if host else None)
     if tl_name and start is not None:
-        out["timeline"] = timeline(readings_of[tl_name], rec.sources[tl_name].role, start, cores)
+        out["timeline"] = timeline(
+            readings_of[tl_name], rec.sources[tl_name].role, start, cores, host
+        )
     out["flags"] = flags_of(out, rec.accelerator)
     return out
 

@@ -26,8 +26,9 @@ GROUP_RULE = {"model": "model", "micro": "micro"}
 
 @dataclass(frozen=True)
 class Budget:
-    low_s: float  # measuring the cases at the least ...
-    high_s: float  # ... and at the most, by their rules
+    low_s: float  # measuring the cases at the least: each settles at its rule's least ...
+    high_s: float  # ... and at the most, by their rules: warm-up and samples time out
+    timeout_s: float  # each case's samples run to the time-out, its warm-up short
     ceilings_s: float  # ceilings at the most (0: cached, or not measured)
     peak_bytes: int  # largest buffers held at once (ceilings or one case)
     peak_what: str
@@ -43,9 +44,12 @@ def rule_of(case: Case, override: str | None) -> StoppingRule:
 
 def case_bounds(rule: StoppingRule, device: Device) -> tuple[float, float]:
     """(least, most) seconds of one case's warm-up and samples under ``rule``."""
+    return _least(rule, device), 2 * rule.max_time_s
+
+
+def _least(rule: StoppingRule, device: Device) -> float:
     samples = getattr(rule, "min_samples", getattr(rule, "samples", 1))
-    low = WARMUP_S + max(getattr(rule, "min_time_s", 0.0), samples * device.min_sample_s)
-    return low, 2 * rule.max_time_s
+    return WARMUP_S + max(getattr(rule, "min_time_s", 0.0), samples * device.min_sample_s)
 
 
 def estimate(
@@ -61,11 +65,13 @@ def estimate(
     from torchmark.ceilings.base import rule as ceiling_rule_for
     from torchmark.format import case_label
 
-    low = high = 0.0
+    low = high = timeout = 0.0
     peak, what, unknown = 0, "nothing", 0
     for c in cases:
-        lo, hi = case_bounds(rule_of(c, rule), c.device)
+        case_rule = rule_of(c, rule)
+        lo, hi = case_bounds(case_rule, c.device)
         low, high = low + lo, high + hi
+        timeout += WARMUP_S + case_rule.max_time_s
         w = WORKLOADS.get(c.workload)() if c.workload in WORKLOADS else None
         need = w.memory_bytes(c) if w is not None else None
         if need is None:
@@ -80,7 +86,24 @@ def estimate(
             spent += timed * case_bounds(ceiling_rule, d)[1]
             if held > peak:
                 peak, what = held, f"the ceilings' buffers on {d.name}"
-    return Budget(low, high, spent, peak, what, unknown)
+    return Budget(low, high, timeout, spent, peak, what, unknown)
+
+
+def wall_time(n: int, b: Budget, ceiling_part: str = "") -> str:
+    """The wall time's bounds, each with what it assumes: each case settling at its rule's
+    least (quick calls, steady timings), each running to its time-out (timings that never
+    settle: other load), and the most (calls of seconds: the warm-up times out too)."""
+    from torchmark.format import plural
+
+    most = ""
+    if b.high_s > b.timeout_s * 1.05:  # said apart only where it tells something
+        most = f"; {span(b.high_s)} at the most (calls of seconds: warm-up times out too)"
+    return (
+        f"estimate of wall time: {plural(n, 'case')} take {span(b.low_s)} if each settles at "
+        f"its stopping rule's least (quick calls, steady timings); {span(b.timeout_s)} if "
+        f"each runs to its time-out (timings that never settle, as under other load)"
+        f"{most}{ceiling_part}; setting cases up (models, data, compiling) adds to it"
+    )
 
 
 def span(seconds: float) -> str:
@@ -113,13 +136,9 @@ def lines(
     b = estimate(cases, rule=rule, ceilings=ceilings, quick=quick, cached=cached)
     out = [f"sizes: {sizing(d)}" for d in dict.fromkeys(c.device for c in cases)]
     ceiling_part = (
-        f", plus up to {span(b.ceilings_s)} for ceilings not cached yet" if b.ceilings_s else ""
+        f"; plus up to {span(b.ceilings_s)} for ceilings not cached yet" if b.ceilings_s else ""
     )
-    out.append(
-        f"estimate of wall time: measuring {plural(len(cases), 'case')} takes "
-        f"{span(b.low_s)} to {span(b.high_s)} by the stopping rules' bounds"
-        f"{ceiling_part}; setting cases up (models, data, compiling) adds to it"
-    )
+    out.append(wall_time(len(cases), b, ceiling_part))
     now = f"{binary_bytes(process_bytes)} this process now + " if process_bytes else ""
     total = (process_bytes or 0) + b.peak_bytes
     left_out = (

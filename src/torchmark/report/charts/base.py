@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,14 @@ def _svg(fig: Figure) -> str:
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     # Natural size (width/height in pt) kept: charts show at one text size, and CSS
-    # (max-width: 100 %; height: auto) shrinks a wide one to the page.
-    return '<svg class="chart"' + text[text.index("<svg") + 4 :]
+    # (max-width: 100 %; height: auto) shrinks a wide one to the page. On a phone the page
+    # keeps it at least 1.4 px a point wide (--pt, the viewBox's width in points), so its
+    # smallest text (6.5 pt) reads at >= 9 px, and the chart scrolls in its box: shrunk to
+    # 390 px its text was ~4 px.
+    svg = text[text.index("<svg") + 4 :]
+    found = re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg[: svg.index(">")])
+    width = f' style="--pt: {float(found.group(1)):.0f}"' if found else ""
+    return '<svg class="chart"' + width + svg
 
 
 def _figure(

@@ -12,6 +12,26 @@ from torchmark.results import RunRecord
 ABOVE = "#b3261e"  # above a measured ceiling: impossible, a measurement error
 
 
+def ticks(end: float) -> list[float]:
+    """The % axis's ticks from 0 to ``end`` (1, 2 or 5 x 10^k apart, at most 10 steps)."""
+    from matplotlib.ticker import MaxNLocator
+
+    found = MaxNLocator(nbins=10, steps=[1, 2, 5, 10]).tick_values(0, end)
+    return [float(t) for t in found if 0 <= t <= end * (1 + 1e-9)]
+
+
+def axis_end(highest: float) -> float:
+    """Where the % axis ends: the first round value (a tick 1, 2 or 5 x 10^k apart, at
+    most 10 of them) at or above ``highest``, the largest bar or whisker: an axis to 140 %
+    under a largest bar of 64.7 % leaves half the chart empty. It runs past 100 % only
+    where a bar does (a measurement error, or a working set in cache)."""
+    from matplotlib.ticker import MaxNLocator
+
+    highest = max(highest, 1e-9)
+    found = MaxNLocator(nbins=10, steps=[1, 2, 5, 10]).tick_values(0, highest)
+    return float(min(t for t in found if t >= highest * (1 - 1e-9)))
+
+
 def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
     """Each result's median rate as % of the ceiling it is held against, quartiles as
     whiskers, the 100 % line drawn: above it is a measurement error, unless the working set
@@ -46,7 +66,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
         colour = {k: cycle[i % len(cycle)] for i, k in enumerate(kinds)}
         fig, ax = _plot(0.26 * len(bars) + 1.3)
         ys = list(range(len(bars)))
-        top = max(100.0, *(b[3] for b in bars))
+        end = axis_end(max(max(b[1], b[3]) for b in bars))
         ps = [b[1] for b in bars]
         above = [p > 100 and not c for p, c in zip(ps, cached, strict=True)]
         marked = [a or bool(w) for a, w in zip(above, rejected, strict=True)]
@@ -72,7 +92,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
                 else ""
             )
             ax.text(
-                max(b[1], b[3]) + top * 0.01,
+                max(b[1], b[3]) + end * 0.01,
                 y,
                 f"{fmt.pct(b[1])} of {b[4]}{said}",
                 fontsize=7.5,
@@ -85,16 +105,20 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
                 tick.set_color(ABOVE)
                 tick.set_fontweight("bold")
         ax.invert_yaxis()
-        ax.axvline(100, color="black", linewidth=1, linestyle="--")
-        ax.set_xlim(0, top * 1.45)  # room for the value labels
-        ax.annotate(
-            "100 %",
-            (100, 1.0),
-            xycoords=("data", "axes fraction"),
-            fontsize=8,
-            ha="center",
-            va="bottom",
-        )
+        # the axis ends at ``end``; past it, room for the value labels (no ticks, no grid)
+        ax.set_xlim(0, end * 1.45)
+        ax.set_xticks(ticks(end))
+        ax.spines["bottom"].set_bounds(0, end)
+        if end >= 100:  # the ceiling's line, where a bar or its whisker reaches it
+            ax.axvline(100, color="black", linewidth=1, linestyle="--")
+            ax.annotate(
+                "100 %",
+                (100, 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=8,
+                ha="center",
+                va="bottom",
+            )
         ax.set_xlabel("% of this machine's measured ceiling (median; whiskers: quartiles)")
         ax.grid(axis="y", visible=False)
         handles = [Patch(color=colour[k], label=k) for k in kinds]

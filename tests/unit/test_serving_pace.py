@@ -131,3 +131,20 @@ def test_compare_says_cant_tell_where_the_host_ran_slower_in_the_slower_run() ->
     assert compare_table([a, other])[1][0][1] == "SLOWER"
     # runs stored before the pace was timed: the brackets decide
     assert compare_table([_run(3_090, 3_433, []), slow_host])[1][0][1] == "SLOWER"
+
+
+def test_compare_says_at_least_where_nothing_over_was_measured() -> None:
+    from rich.console import Console
+
+    a = _run(3_090, 3_433, [])
+    b = _run(1_274, 5_000, [])
+    p = read(b)
+    assert p is not None
+    p.answers[0] = p.answers[0].model_copy(update={"top": None})
+    write(b, p)
+    table, changes = compare_table([a, b])
+    console = Console(width=80, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert ">= 1,274" in text and "3,090-3,433" in text
+    assert changes[0][1] == "UNCLEAR"

@@ -421,8 +421,9 @@ def compare_table(
             if b is None:
                 cells.append("none" if a is not None else fmt.DASH)
             else:
-                top = "" if b[1] == float("inf") else f"-{_rate(b[1])}"
-                cells.append(f"{_rate(b[0])}{top}")
+                # nothing measured over it (or the generator ended the climb): at least
+                at_least = b[1] == float("inf")
+                cells.append(f">= {_rate(b[0])}" if at_least else f"{_rate(b[0])}-{_rate(b[1])}")
         words = []
         for i, a in enumerate(found[1:], start=1):
             if found[0] is None or a is None:

@@ -97,7 +97,8 @@ def compare(
     3 cannot judge (UNCLEAR beyond the limit, invalid or WRONG, or a case that no longer
     runs).
     """
-    from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
+    from torchmark.judge.comparison import compare as judged  # scipy (~0.8 s)
+    from torchmark.report import compare as cmp_mod
 
     specs = list(runs or [])
     if server is not None:
@@ -136,7 +137,7 @@ def compare(
         return _compare_serving(records, fail_on_regression)
     if any(verdicts.is_prediction(r.kind) for r in records):
         return _compare_predicted(records, fail_on_regression)
-    result = cmp_mod.compare(records)
+    result = judged(records)
     for part in cmp_mod.comparison_renderables(result, console.width):
         console.print(part)
     if fail_on_regression is not None:
@@ -195,10 +196,11 @@ def _newest_placeable(db: str | None) -> RunRecord:
 
 def _gate(result: Comparison, pct: float) -> None:
     """--fail-on-regression: one line per failing case on stderr, then the exit code."""
+    from torchmark.judge.comparison import cannot_judge, regressions
     from torchmark.report import compare as cmp_mod
 
-    bad = cmp_mod.regressions(result, pct)
-    unsure = cmp_mod.cannot_judge(result, pct)
+    bad = regressions(result, pct)
+    unsure = cannot_judge(result, pct)
     for i, c in bad:
         err_console.print(
             f"regression: {_case(c)} takes {c.time_change or 0:.1%} longer in "

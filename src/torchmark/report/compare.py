@@ -21,36 +21,10 @@ from torchmark import format as fmt
 from torchmark import reference
 from torchmark.errors import InputError
 from torchmark.judge import verdicts
-from torchmark.judge.comparison import (
-    INDEPENDENT_RULE,
-    Change,
-    Comparison,
-    Key,
-    Verdict,
-    cannot_judge,
-    compare,
-    judge,
-    regressions,
-    run_name,
-)
+from torchmark.judge.comparison import INDEPENDENT_RULE, Comparison, run_name
 from torchmark.report.pipeline import comparison_parts
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
-
-RULE = INDEPENDENT_RULE
-__all__ = [
-    "RULE",
-    "Change",
-    "Comparison",
-    "Key",
-    "Verdict",
-    "cannot_judge",
-    "compare",
-    "comparison_renderables",
-    "judge",
-    "regressions",
-]
-_name = run_name
 
 
 def letter(i: int) -> str:
@@ -67,7 +41,7 @@ def run_legend(runs: Sequence[RunRecord]) -> list[str]:
             if isinstance(info, dict)
         )
         lines.append(
-            f"{letter(i)} = {_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
+            f"{letter(i)} = {run_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
             f"{host + '  ' if host else ''}[{devs or 'devices not recorded'}]  {r.status}"
         )
     return lines
@@ -308,7 +282,7 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
         parts.append(Text("\n".join(only)))
     # the input workloads' breakdown side by side (nothing when no run has them)
     parts += comparison_parts(cmp, [letter(i) for i in range(len(cmp.runs))])
-    return [*parts, Text(RULE, style="dim")]
+    return [*parts, Text(INDEPENDENT_RULE, style="dim")]
 
 
 # Rank, it/s, implied and % columns with their gaps; the hardware column gets the rest.

@@ -5,6 +5,7 @@ time: nothing here depends on this machine's speed or load)."""
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 from pathlib import Path
 
 import mpmath
@@ -14,7 +15,7 @@ from scipy import stats as sps
 
 from torchmark.kinds.serving import answer, stats
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.fleet import Local
+from torchmark.kinds.serving.fleet import Local, expect
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.server import Batching
@@ -601,3 +602,22 @@ def test_history_counts_a_serving_runs_answers_by_their_verdicts(
     store.save(run)
     (summary,) = store.list_runs()
     assert (summary.n_ok, summary.n_results) == counted
+
+
+def test_a_serving_process_answer_is_read_by_its_tag_and_a_failure_names_the_process() -> None:
+    ours, theirs = mp.Pipe()
+    theirs.send(("ready", 1))
+    assert expect(ours, "ready", 1.0, RuntimeError, "a worker") == 1
+    theirs.send(("end", None))
+    assert expect(ours, ("window", "end"), 1.0, RuntimeError, "a worker") == ("end", None)
+    theirs.send(("done", 2))
+    with pytest.raises(RuntimeError, match="a worker said 'done' where 'ready' was expected"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")
+    theirs.send(("error", "ValueError: bad input"))
+    with pytest.raises(RuntimeError, match="a worker failed: ValueError: bad input"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")
+    with pytest.raises(RuntimeError, match=r"a worker did not answer within 0\.01 s"):
+        expect(ours, "ready", 0.01, RuntimeError, "a worker")
+    theirs.close()
+    with pytest.raises(RuntimeError, match=r"a worker died \(its pipe closed\)"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")

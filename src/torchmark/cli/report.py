@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -187,11 +188,8 @@ def _compare_predicted(records: list[RunRecord], pct: float | None) -> None:
 
 
 def _newest_placeable(db: str | None) -> RunRecord:
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         return reference.newest_placeable(store)
-    finally:
-        store.close()
 
 
 def _gate(result: Comparison, pct: float) -> None:

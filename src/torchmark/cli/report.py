@@ -195,14 +195,13 @@ def _newest_placeable(db: str | None) -> RunRecord:
 def _gate(result: Comparison, pct: float) -> None:
     """--fail-on-regression: one line per failing case on stderr, then the exit code."""
     from torchmark.judge.comparison import cannot_judge, regressions
-    from torchmark.report import compare as cmp_mod
 
     bad = regressions(result, pct)
     unsure = cannot_judge(result, pct)
     for i, c in bad:
         err_console.print(
             f"regression: {_case(c)} takes {c.time_change or 0:.1%} longer in "
-            f"{cmp_mod.letter(i)} than in A (limit {pct:g} %)",
+            f"{fmt.run_letter(i)} than in A (limit {pct:g} %)",
             soft_wrap=one_line(err_console),
             markup=False,
         )
@@ -210,7 +209,7 @@ def _gate(result: Comparison, pct: float) -> None:
         # "median time +49.3% in B, UNCLEAR: p=2e-23 but the 49.3% change is within the
         # noise": the reason keeps its own words, after the verdict it explains
         what = (
-            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, {c.verdict}: {c.why}"
+            f"median time {c.time_change or 0:+.1%} in {fmt.run_letter(i)}, {c.verdict}: {c.why}"
             if c.verdict
             else c.why
         )

@@ -27,10 +27,6 @@ from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
 
 
-def letter(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
-
-
 def run_legend(runs: Sequence[RunRecord]) -> list[str]:
     lines = []
     for i, r in enumerate(runs):
@@ -41,7 +37,7 @@ def run_legend(runs: Sequence[RunRecord]) -> list[str]:
             if isinstance(info, dict)
         )
         lines.append(
-            f"{letter(i)} = {run_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
+            f"{fmt.run_letter(i)} = {run_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
             f"{host + '  ' if host else ''}[{devs or 'devices not recorded'}]  {r.status}"
         )
     return lines
@@ -74,7 +70,7 @@ def _rows(cmp: Comparison) -> list[list[str]]:
 def _headers(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
     out = ["case", "device", "A"]
     for i in range(1, len(cmp.runs)):
-        x = letter(ids[i] if ids else i)
+        x = fmt.run_letter(ids[i] if ids else i)
         out += [x, f"{x}/A", f"{x} vs A"]
     return out
 
@@ -154,8 +150,8 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
             or cached(c.a, c.b)
             or loaded(c.a, c.b)
         ):
-            vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
-            vs = f" in {letter(ids[i])}" if ids else vs
+            vs = f" in {fmt.run_letter(i)}" if len(cmp.runs) > 2 else ""
+            vs = f" in {fmt.run_letter(ids[i])}" if ids else vs
             said = c.verdict or "not comparable"
             out.append(f"{_case(c.a)} on {c.a.device}{vs}: {said}, {c.why}")
     return out
@@ -172,7 +168,7 @@ def stacked_lines(
     to case (``  A 50.0 it/s   B 45.5 it/s   B/A 0.909×  SLOWER``; where that overflows
     ``width``, the ratio and verdict on a line of their own); and the same notes."""
     rows = _rows(cmp)
-    names = [letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
+    names = [fmt.run_letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
     # (label, value) per figure: A's throughput, then per later run its throughput, its
     # speed relative to A, its verdict
     fields = [
@@ -233,9 +229,8 @@ def only_lines(cmp: Comparison) -> list[str]:
         cases = ", ".join(
             fmt.case_label(r.variant, r.params, r.workload, r.device) for r in results
         )
-        lines.append(
-            f"only in {letter(i)} ({fmt.plural(len(results), 'case')}, not compared): {cases}"
-        )
+        n = fmt.plural(len(results), "case")
+        lines.append(f"only in {fmt.run_letter(i)} ({n}, not compared): {cases}")
     return lines
 
 
@@ -250,11 +245,12 @@ def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str
             v = c.verdict or "not comparable"
             counts[v] = counts.get(v, 0) + 1
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        lines.append(f"{letter(i)} vs A, {len(changes)} shared cases: {tally}")
+        x = fmt.run_letter(i)
+        lines.append(f"{x} vs A, {len(changes)} shared cases: {tally}")
         busy = sum(1 for c in changes if c.verdict and loaded(c.a, c.b))
         if busy:
             lines.append(
-                f"{letter(i)} vs A: {busy} of {len(changes)} cases ran under other processes' "
+                f"{x} vs A: {busy} of {len(changes)} cases ran under other processes' "
                 "load on one side or both: their verdicts may be the load's"
             )
     return lines
@@ -281,7 +277,7 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     if only := only_lines(cmp):
         parts.append(Text("\n".join(only)))
     # the input workloads' breakdown side by side (nothing when no run has them)
-    parts += comparison_parts(cmp, [letter(i) for i in range(len(cmp.runs))])
+    parts += comparison_parts(cmp, [fmt.run_letter(i) for i in range(len(cmp.runs))])
     return [*parts, Text(INDEPENDENT_RULE, style="dim")]
 
 

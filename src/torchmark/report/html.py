@@ -293,7 +293,6 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
     if len(runs) < 2:
         return []
     from torchmark.judge.comparison import compare
-    from torchmark.report.compare import letter
 
     try:
         cmp = compare(runs)
@@ -304,7 +303,7 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
         for c in changes:
             out.append(
                 {
-                    "vs": f"{letter(i)} vs A",
+                    "vs": f"{fmt.run_letter(i)} vs A",
                     "case": fmt.case_label(c.a.variant, c.a.params, c.a.workload),
                     "device": c.a.device,
                     "ratio": fmt.ratio(c.speed) if c.speed else fmt.DASH,

@@ -391,7 +391,7 @@ def compare_table(
     """Each device's max rate per run (A first), and each later run's change against A:
     (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
     ps = comparable(runs)
-    letters = [chr(ord("A") + i) for i in range(len(ps))]
+    letters = [fmt.run_letter(i) for i in range(len(ps))]
     # like with like: as served where every run served the model over HTTP, else each
     # run's in-process answer (runs stored before as served have only that)
     served = all(p.capacity for p in ps)

@@ -51,15 +51,11 @@ MIN_WHY = 28
 MIN_CASE = 24
 
 
-def _case(r: Result) -> str:
-    return fmt.case_label(r.variant, r.params, r.workload)  # as `run` names it
-
-
 def _rows(cmp: Comparison) -> list[list[str]]:
     rows = []
     for j in range(len(cmp.shared_keys)):
         a = cmp.changes[0][j].a
-        row = [_case(a), a.device, _cell(a)]
+        row = [fmt.result_label(a, device=False), a.device, _cell(a)]
         for changes in cmp.changes:
             c = changes[j]
             row += [_cell(c.b), fmt.ratio(c.speed), c.verdict or "n/a"]
@@ -153,7 +149,7 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
             vs = f" in {fmt.run_letter(i)}" if len(cmp.runs) > 2 else ""
             vs = f" in {fmt.run_letter(ids[i])}" if ids else vs
             said = c.verdict or "not comparable"
-            out.append(f"{_case(c.a)} on {c.a.device}{vs}: {said}, {c.why}")
+            out.append(f"{fmt.result_label(c.a)}{vs}: {said}, {c.why}")
     return out
 
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.results import IMPORTED, Result, RunRecord
-from torchmark.store.migrations import migrate_document
+from torchmark.results.schema import migrate_document
 
 FORMATS: tuple[str, ...] = ("json", "csv")
 # Fields every exported run has; without them a JSON object is not taken for a run (all

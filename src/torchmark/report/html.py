@@ -18,11 +18,10 @@ from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
 from torchmark.report.parts import parts_note
-from torchmark.report.rows import ceiling_rows
+from torchmark.report.rows import ceiling_rows, devices_of
 from torchmark.report.table import (
     case_key,
     ceiling_cell,
-    devices_of,
     seed_placement,
     speedup,
     spread_cell,

@@ -30,7 +30,6 @@ __all__ = [
     "case_key",
     "ceiling_cell",
     "ceilings_table",
-    "devices_of",
     "flag_words",
     "results_table",
     "run_tables",

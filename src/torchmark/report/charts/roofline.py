@@ -20,7 +20,7 @@ from torchmark.report.charts.base import (
     _run_prefix,
     _svg,
 )
-from torchmark.report.table import devices_of
+from torchmark.report.rows import devices_of
 from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.results.payloads import OpRow, ProfilePayload, ProfileSummary
 

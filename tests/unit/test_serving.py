@@ -621,3 +621,13 @@ def test_a_serving_process_answer_is_read_by_its_tag_and_a_failure_names_the_pro
     theirs.close()
     with pytest.raises(RuntimeError, match=r"a worker died \(its pipe closed\)"):
         expect(ours, "ready", 1.0, RuntimeError, "a worker")
+
+
+def test_the_load_generator_bounds_its_errors_as_the_board_does() -> None:
+    from torchmark.kinds.serving.client import _Run
+    from torchmark.results.serving import bound_errors
+
+    r = _Run()
+    for i in range(25):  # 25 distinct messages: the first 20 kept, the rest one count
+        r.done(r.add(0.0), f"HTTP 500: request {i}")
+    assert len(r.errors) == 21 and bound_errors(r.errors) == r.errors

@@ -47,10 +47,9 @@ from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.arrivals import Arrivals
 from torchmark.kinds.serving.fleet import LEAD_S, WindowData, expect
 from torchmark.kinds.serving.server import Requests
+from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
 
 MAX_CONNECTIONS = 512
-MAX_ERRORS = 20
-OTHER_ERRORS = "(other errors)"
 START_TIMEOUT_S = 60.0
 GRACE_S = 30.0
 CHECK_S = 0.02  # how often timed-out requests and the parent's "stop" are looked for

@@ -19,9 +19,8 @@ from torchmark import format as fmt
 from torchmark.judge import pace
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
-from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
+from torchmark.results.serving import KIND, FleetDoc, PointDoc, ServingPayload, ms, per_s, read
 
-KIND = "serving"
 OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}
 
 

@@ -96,6 +96,11 @@ def spread(rel_iqr: float | None) -> str:
     return "> 100 %" if rel_iqr > 1 else pct(100 * rel_iqr, digits=2)
 
 
+def run_letter(i: int) -> str:
+    """The ``i``-th run of a comparison as every table names it: A ... Z, then R27, R28."""
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
+
+
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """``plural(1, "sample") == "1 sample"``, ``plural(4, "sample") == "4 samples"``."""
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"

@@ -139,10 +139,10 @@ def test_a_duration_that_is_not_positive_time_is_one_line_exit_2(
 def test_tune_command_prints_ranked_table_and_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchmark.kinds.tune import kind as tune_mod
+    from torchmark.kinds.tune import search
 
     # the table and code, not the noisy-baseline stop (tests/unit/test_tune_verdicts.py)
-    monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
+    monkeypatch.setattr(search, "BASELINE_MAX_REL_IQR", float("inf"))
     out = tmp_path / "tune.json"
     code = run(
         [

@@ -9,7 +9,8 @@ import torch
 
 from torchmark import variants
 from torchmark.devices import CPUDevice
-from torchmark.kinds.tune.kind import Candidate, code_lines, tune
+from torchmark.kinds.tune.candidates import Candidate, code_lines
+from torchmark.kinds.tune.kind import tune
 from torchmark.testing import MemoryStore
 from torchmark.user import spec
 
@@ -22,9 +23,9 @@ def any_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
     noisy baseline (tests/unit/test_tune_verdicts.py, on fixed samples): on this loaded
     2-core machine a baseline read 149 % spread with 0.6 other cores busy, and the search
     they check would not run."""
-    from torchmark.kinds.tune import kind as tune_mod
+    from torchmark.kinds.tune import search
 
-    monkeypatch.setattr(tune_mod.search, "BASELINE_MAX_REL_IQR", float("inf"))
+    monkeypatch.setattr(search, "BASELINE_MAX_REL_IQR", float("inf"))
 
 
 @pytest.mark.usefixtures("any_baseline")
@@ -163,10 +164,10 @@ class Hangs(torch.nn.Module):
 def test_a_hung_forward_cannot_outlast_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from torchmark.kinds.tune import kind as tune_mod
+    from torchmark.kinds.tune import search
 
-    monkeypatch.setattr(tune_mod.search, "MIN_CALL_BOUND_S", 0.0)
-    monkeypatch.setattr(tune_mod.search, "COMPILE_RESERVE_S", 1.0)  # budget 10 s + 1 s: <= 11 s
+    monkeypatch.setattr(search, "MIN_CALL_BOUND_S", 0.0)
+    monkeypatch.setattr(search, "COMPILE_RESERVE_S", 1.0)  # budget 10 s + 1 s: <= 11 s
     t0 = time.perf_counter()
     store = MemoryStore()
     # 10 s: the baseline needs 4 s of budget left when it starts, and a loaded machine took

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 from torchmark.errors import InputError
-from torchmark.judge.comparison import cannot_judge, paired
-from torchmark.report.compare import compare, comparison_renderables, judge, regressions
+from torchmark.judge.comparison import cannot_judge, compare, judge, paired, regressions
+from torchmark.report.compare import comparison_renderables
 from torchmark.results import Result, RunRecord, Work
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -124,7 +124,6 @@ def test_rendered_comparison_states_the_rule_and_leftovers() -> None:
 
 
 def test_one_sample_a_side_is_unclear_not_a_regression() -> None:
-    from torchmark.report.compare import judge
     from torchmark.results import Result
 
     a = Result(workload="w", variant="v", device="cpu", samples_s=[1.00])

@@ -16,9 +16,10 @@ from rich.console import Console
 from test_report_table import load, matches_golden
 
 from inputruns import RAW, run, slowed
+from torchmark.judge.comparison import compare
 from torchmark.loaders import LoaderConfig, config_of
 from torchmark.report import charts, html, markdown
-from torchmark.report.compare import compare, comparison_renderables
+from torchmark.report.compare import comparison_renderables
 from torchmark.report.pipeline import config_cell, pipeline_tables, step_parts
 from torchmark.results import RunRecord
 

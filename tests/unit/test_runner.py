@@ -15,11 +15,12 @@ from torchmark.devices import CPUDevice, Device
 from torchmark.errors import CaseSkipped, OutOfMemory, RunInterrupted, WrongResultError
 from torchmark.results import Result, Work
 from torchmark.run import plan, runner
-from torchmark.run.case import call_floor_s, one_thread_s, repeatable
+from torchmark.run.case import call_floor_s, repeatable
 from torchmark.run.config import RunConfig
 from torchmark.run.record import new_record
 from torchmark.run.session import Session
 from torchmark.testing import FakeClock, FakeDevice, MemoryStore
+from torchmark.timing.loop import one_thread_s
 from torchmark.workloads import Case, PlanOptions, Prepared, Workload
 
 

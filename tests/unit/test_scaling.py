@@ -14,18 +14,13 @@ from rich.console import Console
 from torchmark.devices import resolve
 from torchmark.errors import InputError
 from torchmark.judge.comparison import compare
+from torchmark.judge.stragglers import RankTimes
+from torchmark.judge.worlds import world_difference
 from torchmark.kinds.ranks import ladder as ladder_mod
 from torchmark.kinds.ranks import rank as rank_mod
 from torchmark.launch.env import World
 from torchmark.launch.torchrun import Launch
-from torchmark.report.scaling import (
-    RankTimes,
-    ladder,
-    ladder_renderables,
-    loss_lines,
-    straggler,
-    world_difference,
-)
+from torchmark.report.scaling import ladder, ladder_renderables, loss_lines, straggler
 from torchmark.results import Result, RunRecord, Work
 from torchmark.run.config import RunConfig
 from torchmark.workloads import Case

@@ -5,6 +5,7 @@ time: nothing here depends on this machine's speed or load)."""
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 from pathlib import Path
 
 import mpmath
@@ -14,7 +15,7 @@ from scipy import stats as sps
 
 from torchmark.kinds.serving import answer, stats
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.fleet import Local
+from torchmark.kinds.serving.fleet import Local, expect
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.server import Batching
@@ -606,3 +607,32 @@ def test_history_counts_a_serving_runs_answers_by_their_verdicts(
     store.save(run)
     (summary,) = store.list_runs()
     assert (summary.n_ok, summary.n_results) == counted
+
+
+def test_a_serving_process_answer_is_read_by_its_tag_and_a_failure_names_the_process() -> None:
+    ours, theirs = mp.Pipe()
+    theirs.send(("ready", 1))
+    assert expect(ours, "ready", 1.0, RuntimeError, "a worker") == 1
+    theirs.send(("end", None))
+    assert expect(ours, ("window", "end"), 1.0, RuntimeError, "a worker") == ("end", None)
+    theirs.send(("done", 2))
+    with pytest.raises(RuntimeError, match="a worker said 'done' where 'ready' was expected"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")
+    theirs.send(("error", "ValueError: bad input"))
+    with pytest.raises(RuntimeError, match="a worker failed: ValueError: bad input"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")
+    with pytest.raises(RuntimeError, match=r"a worker did not answer within 0\.01 s"):
+        expect(ours, "ready", 0.01, RuntimeError, "a worker")
+    theirs.close()
+    with pytest.raises(RuntimeError, match=r"a worker died \(its pipe closed\)"):
+        expect(ours, "ready", 1.0, RuntimeError, "a worker")
+
+
+def test_the_load_generator_bounds_its_errors_as_the_board_does() -> None:
+    from torchmark.kinds.serving.client import _Run
+    from torchmark.results.serving import bound_errors
+
+    r = _Run()
+    for i in range(25):  # 25 distinct messages: the first 20 kept, the rest one count
+        r.done(r.add(0.0), f"HTTP 500: request {i}")
+    assert len(r.errors) == 21 and bound_errors(r.errors) == r.errors

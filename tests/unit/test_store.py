@@ -14,9 +14,10 @@ from sqlalchemy import exc as sa_exc
 
 from torchmark.errors import InputError, RunNotFoundError, StoreError
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, Verdict, Work
+from torchmark.results.schema import NewerSchemaError, migrate_document
 from torchmark.store import SQLStore, open_store
 from torchmark.store import migrations as mig
-from torchmark.store.migrations import NewerSchemaError, migrate_database, migrate_document
+from torchmark.store.migrations import migrate_database
 
 T0 = datetime(2026, 11, 21, 8, 30, 12, 345678, tzinfo=timezone.utc)
 # Samples whose decimal text is long: a store that rounds them would fail the equality checks.

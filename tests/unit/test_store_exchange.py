@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from torchmark.errors import InputError, UnknownNameError
-from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, Verdict, Work
-from torchmark.store import migrations as mig
+from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, Verdict, Work, schema
 from torchmark.store import open_store
 from torchmark.store.exchange import CSV_COLUMNS, export_run, import_run, parse_run
 
@@ -202,7 +201,7 @@ def test_older_document_is_migrated_on_import(monkeypatch: pytest.MonkeyPatch) -
     def v0_to_v1(d: dict) -> dict:  # type: ignore[type-arg]
         return {k: v for k, v in d.items() if k != "measurements"} | {"results": d["measurements"]}
 
-    monkeypatch.setitem(mig.DOC_STEPS, 0, v0_to_v1)
+    monkeypatch.setitem(schema.DOC_STEPS, 0, v0_to_v1)
     back = parse_run(json.dumps(old))
     assert back.schema_version == SCHEMA_VERSION
     assert export_run(back, "json") == export_run(make_run(), "json")

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from torchmark.errors import InputError
-from torchmark.kinds.tune import kind as tune_mod
-from torchmark.kinds.tune.kind import Tuner, tune
+from torchmark.kinds.tune import search
+from torchmark.kinds.tune.kind import tune
+from torchmark.kinds.tune.search import Tuner
 from torchmark.stats.measurement import Measurement
 
 Timing = Callable[[dict[str, Any]], list[float]]
@@ -61,8 +62,8 @@ def issue_like(config: dict[str, Any]) -> list[float]:
 
 def test_speedup_is_the_ratio_of_the_latencies_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_timing(monkeypatch, issue_like)
-    monkeypatch.setattr(tune_mod.search, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
-    monkeypatch.setattr(tune_mod.search, "BASELINE_MIN_ROUNDS", 60)
+    monkeypatch.setattr(search, "MIN_ROUNDS", 60)  # 10 cycles of the fixed samples
+    monkeypatch.setattr(search, "BASELINE_MIN_ROUNDS", 60)
     rec = run()
     rows = [c for c in rec.payload.candidates if c.latency_ms is not None]
     assert len(rows) >= 4, rec.payload.candidates
@@ -87,7 +88,7 @@ def test_a_baseline_too_noisy_stops_the_search_with_the_reason(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     wild = [1e-3, 9e-3, 2e-3, 30e-3, 1.5e-3, 12e-3]
-    assert Measurement(tuple(wild)).rel_iqr > tune_mod.search.BASELINE_MAX_REL_IQR
+    assert Measurement(tuple(wild)).rel_iqr > search.BASELINE_MAX_REL_IQR
     fake_timing(monkeypatch, lambda config: wild)
     rec = run(max_latency_ms=5.0)
     assert [c.stage for c in rec.payload.candidates] == ["baseline"]

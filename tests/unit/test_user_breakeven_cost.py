@@ -7,7 +7,7 @@ import pytest
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError
-from torchmark.kinds.tune.kind import paired_verdict
+from torchmark.kinds.tune.search import paired_verdict
 from torchmark.results import Result, Work
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.user import breakeven, cost

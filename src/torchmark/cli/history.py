@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -110,11 +111,8 @@ def history(
     """List stored runs, newest first."""
     if limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         runs = store.list_runs(limit)
-    finally:
-        store.close()
     if as_json:
         sys.stdout.write(json.dumps(history_rows(runs), indent=2) + "\n")
     elif not runs:
@@ -136,11 +134,8 @@ def export(
     """Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets)."""
     if fmt not in FORMATS:
         raise UnknownNameError("format", fmt, FORMATS)
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         record = store.load(run)
-    finally:
-        store.close()
     text = export_run(record, fmt)
     if output is None:
         sys.stdout.write(text)
@@ -177,8 +172,7 @@ def import_(
     refused = refusal(record)  # the board's bounds are this store's: one rule, one module
     if refused:
         raise InputError(f"{file} is refused: {refused}")
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         if _already_stored(store, record):
             # the same file imported again: one copy, not a new one each time
             err_console.print(
@@ -188,8 +182,6 @@ def import_(
             console.print(record.run_id)
             return
         run_id = store.save(record)
-    finally:
-        store.close()
     if record.run_id and run_id != record.run_id:
         err_console.print(  # one line in a log or a pipe: a long store path must not cut it
             f"Run id {record.run_id} is already in {store.url}; both are kept, "

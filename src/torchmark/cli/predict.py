@@ -4,6 +4,7 @@ from its op profile here and a measured run of that machine (``kinds.predict``);
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -72,11 +73,8 @@ def resolve_target(target: str, server: str | None, db: str | None) -> tuple[Run
         record = parse_document(doc, str(path)) if isinstance(doc, dict) else import_run(path)
         record.run_id = record.run_id or path.stem
         return record, "run from a file"
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         return store.load(target), "stored run"
-    finally:
-        store.close()
 
 
 def same_device_runs(

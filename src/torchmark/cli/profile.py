@@ -18,7 +18,6 @@ from torchmark.cli.app import (
     JsonOutOption,
     NoCeilingsOption,
     app,
-    ceilings_choice,
     console,
 )
 from torchmark.cli.output import check_json_path, finish
@@ -29,6 +28,7 @@ from torchmark.errors import InputError
 
 @app.command()
 def profile(
+    ctx: typer.Context,
     spec: Annotated[
         str | None,
         typer.Argument(
@@ -87,16 +87,7 @@ def profile(
             "--scenario/--precision/--size select built-in cases; your model is profiled in "
             "inference at --batch (try variants with `torchmark tune SPEC`)"
         )
-    cfg = sel.selected(
-        device,
-        workload,
-        scenario,
-        precision,
-        batch,
-        size,
-        stopping,
-        **ceilings_choice(ceilings, no_ceilings),
-    )
+    cfg = sel.selected(ctx.params)
     check_json_path(json_path)
     check_json_path(trace, "--trace")  # written after minutes of profiling: checked first
     target, user_spec = None, None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,7 +98,8 @@ def compare(
     3 cannot judge (UNCLEAR beyond the limit, invalid or WRONG, or a case that no longer
     runs).
     """
-    from torchmark.report import compare as cmp_mod  # scipy (~0.8 s): `report` needs none
+    from torchmark.judge.comparison import compare as judged  # scipy (~0.8 s)
+    from torchmark.report import compare as cmp_mod
 
     specs = list(runs or [])
     if server is not None:
@@ -136,7 +138,7 @@ def compare(
         return _compare_serving(records, fail_on_regression)
     if any(verdicts.is_prediction(r.kind) for r in records):
         return _compare_predicted(records, fail_on_regression)
-    result = cmp_mod.compare(records)
+    result = judged(records)
     for part in cmp_mod.comparison_renderables(result, console.width):
         console.print(part)
     if fail_on_regression is not None:
@@ -186,23 +188,20 @@ def _compare_predicted(records: list[RunRecord], pct: float | None) -> None:
 
 
 def _newest_placeable(db: str | None) -> RunRecord:
-    store = open_store(db)
-    try:
+    with contextlib.closing(open_store(db)) as store:
         return reference.newest_placeable(store)
-    finally:
-        store.close()
 
 
 def _gate(result: Comparison, pct: float) -> None:
     """--fail-on-regression: one line per failing case on stderr, then the exit code."""
-    from torchmark.report import compare as cmp_mod
+    from torchmark.judge.comparison import cannot_judge, regressions
 
-    bad = cmp_mod.regressions(result, pct)
-    unsure = cmp_mod.cannot_judge(result, pct)
+    bad = regressions(result, pct)
+    unsure = cannot_judge(result, pct)
     for i, c in bad:
         err_console.print(
             f"regression: {_case(c)} takes {c.time_change or 0:.1%} longer in "
-            f"{cmp_mod.letter(i)} than in A (limit {pct:g} %)",
+            f"{fmt.run_letter(i)} than in A (limit {pct:g} %)",
             soft_wrap=one_line(err_console),
             markup=False,
         )
@@ -210,7 +209,7 @@ def _gate(result: Comparison, pct: float) -> None:
         # "median time +49.3% in B, UNCLEAR: p=2e-23 but the 49.3% change is within the
         # noise": the reason keeps its own words, after the verdict it explains
         what = (
-            f"median time {c.time_change or 0:+.1%} in {cmp_mod.letter(i)}, {c.verdict}: {c.why}"
+            f"median time {c.time_change or 0:+.1%} in {fmt.run_letter(i)}, {c.verdict}: {c.why}"
             if c.verdict
             else c.why
         )

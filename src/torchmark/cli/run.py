@@ -22,7 +22,6 @@ from torchmark.cli.app import (
     NoCeilingsOption,
     TelemetryOption,
     app,
-    ceilings_choice,
     console,
     open_store,
 )
@@ -136,17 +135,10 @@ def run(
     from torchmark.launch import torchrun
 
     cfg = sel.selected(
-        device,
-        workload,
-        scenario,
-        precision,
-        batch,
-        size,
-        stopping,
+        ctx.params,
         suite="quick" if quick else suite,
         threads=threads_of(threads, dry_run),
         timing=timing,
-        **ceilings_choice(ceilings, no_ceilings),
         remeasure_ceilings=remeasure_ceilings,
         telemetry=telemetry,
         cache_dir=cache_dir,

@@ -4,9 +4,12 @@ checks cannot drift apart."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from torchmark.cli.app import ceilings_choice
 
 if TYPE_CHECKING:
     from torchmark.run.config import RunConfig
@@ -34,29 +37,24 @@ StoppingOption = Annotated[
 ]
 
 
-def selected(
-    device: list[str] | None,
-    workload: list[str] | None,
-    scenario: list[str] | None,
-    precision: list[str] | None,
-    batch: str | None,
-    size: str | None,
-    stopping: str | None,
-    **more: Any,
-) -> RunConfig:
-    """The selectors (and ``more`` RunConfig fields) as a checked RunConfig: a bad value
-    fails here with one line naming the option, before anything is loaded or measured."""
+def selected(params: Mapping[str, Any], **more: Any) -> RunConfig:
+    """The selectors among a command's parsed options (``ctx.params``, by the parameter
+    names `run` and `profile` share: device, workload, ... stopping, ceilings, no_ceilings)
+    and ``more`` RunConfig fields as a checked RunConfig: a bad value fails here with one
+    line naming the option, before anything is loaded or measured."""
     from torchmark.run.config import RunConfig, parse_int_list, validate
 
+    ceilings = ceilings_choice(params["ceilings"], params["no_ceilings"])
     return validate(
         RunConfig(
-            devices=tuple(device or ("all",)),
-            workloads=tuple(workload or ()),
-            scenarios=tuple(scenario or ()),
-            precisions=tuple(precision or ()),
-            batches=parse_int_list(batch, "--batch"),
-            sizes=parse_int_list(size, "--size"),
-            rule=stopping,
+            devices=tuple(params["device"] or ("all",)),
+            workloads=tuple(params["workload"] or ()),
+            scenarios=tuple(params["scenario"] or ()),
+            precisions=tuple(params["precision"] or ()),
+            batches=parse_int_list(params["batch"], "--batch"),
+            sizes=parse_int_list(params["size"], "--size"),
+            rule=params["stopping"],
+            **ceilings,
             **more,
         )
     )

@@ -39,11 +39,8 @@ def document(run: str, db: str | None) -> tuple[dict[str, Any], list[str]]:
     if is_file_spec(run):
         record = import_run(run)
     else:
-        store = open_store(db)
-        try:
+        with contextlib.closing(open_store(db)) as store:
             record = store.load(run)
-        finally:
-            store.close()
     return prepare(json.loads(export_run(record)), _identity())
 
 

@@ -101,9 +101,6 @@ class CPUDevice(Device):
     def cores(self) -> int | None:
         return psutil.cpu_count(logical=True)
 
-    def reset_peak_memory(self) -> None:
-        self._rss_base = psutil.Process().memory_info().rss
-
     def peak_memory_bytes(self) -> int | None:
         # ru_maxrss is the process high-water mark in KiB on Linux; it cannot be reset, so it
         # is an upper bound for the case, stated as host RSS peak.

@@ -17,12 +17,10 @@ from torchmark.results import Ceiling
 # CPUs: no datasheet row, so a bound from the core count: every core at 6 GHz (above any
 # shipped boost clock) doing 64 FP32 FLOP a cycle (two AVX-512 FMA units) or 2,048 in a low
 # precision (AMX: 1,024 bf16/int8 multiply-adds a cycle), moving 192 bytes a cycle (two
-# 64-byte loads and a store from L1); from memory (a working set >= 8x the last-level
-# cache) at most 2.5 TB/s (two Xeon Max sockets' HBM).
+# 64-byte loads and a store from L1).
 CPU_HZ = 6e9
 CPU_FLOP_PER_CYCLE = {"fp32": 64, "low": 2048}
 CPU_BYTES_PER_CYCLE = 192
-CPU_MEMORY_BPS = 2.5e12
 CPU_CORES_UNKNOWN = 512  # a document without a core count: two 256-core sockets
 # Accelerators not in the datasheet table: above every one shipped by 2026 (B200: 8 TB/s,
 # 4.5 dense int8 POPS).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from torchmark import format as fmt
 from torchmark.results import Ceiling, RunRecord
 
 __all__ = ["loaded_set", "one_set"]
@@ -27,12 +28,8 @@ def loaded_set(ceilings: Sequence[Ceiling]) -> float | None:
     return None
 
 
-def _letter(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
-
-
 def _names(idx: Sequence[int]) -> str:
-    said = [f"{_letter(i)}'s" for i in idx]
+    said = [f"{fmt.run_letter(i)}'s" for i in idx]
     return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
 
 
@@ -68,7 +65,7 @@ def one_set(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[str]]:
                 out[i] = _held_against(out[i], dev, sets[q])
             who = _names([q, *moved]).replace("'s", "")
             notes.append(
-                f"% of ceiling on {dev}: {who} against {_letter(q)}'s quiet ceilings, one "
+                f"% of ceiling on {dev}: {who} against {fmt.run_letter(q)}'s quiet ceilings, one "
                 "set for all"
             )
         if cannot:

@@ -40,7 +40,6 @@ from torchmark.results import Result, RunRecord
 from torchmark.stats.measurement import Measurement
 
 Verdict = Literal["FASTER", "SLOWER", "SAME", "UNCLEAR"]
-VERDICTS: tuple[Verdict, ...] = ("FASTER", "SLOWER", "SAME", "UNCLEAR")
 PRACTICAL = 0.02  # below 2 % no change matters in practice, whatever a test says
 ALPHA_INDEPENDENT = 0.01
 ALPHA_PAIRED = 0.05

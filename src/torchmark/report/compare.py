@@ -21,40 +21,10 @@ from torchmark import format as fmt
 from torchmark import reference
 from torchmark.errors import InputError
 from torchmark.judge import verdicts
-from torchmark.judge.comparison import (
-    INDEPENDENT_RULE,
-    Change,
-    Comparison,
-    Key,
-    Verdict,
-    cannot_judge,
-    compare,
-    judge,
-    regressions,
-    run_name,
-)
+from torchmark.judge.comparison import INDEPENDENT_RULE, Comparison, run_name
 from torchmark.report.pipeline import comparison_parts
 from torchmark.report.table import add_row
 from torchmark.results import Result, RunRecord
-
-RULE = INDEPENDENT_RULE
-__all__ = [
-    "RULE",
-    "Change",
-    "Comparison",
-    "Key",
-    "Verdict",
-    "cannot_judge",
-    "compare",
-    "comparison_renderables",
-    "judge",
-    "regressions",
-]
-_name = run_name
-
-
-def letter(i: int) -> str:
-    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
 
 
 def run_legend(runs: Sequence[RunRecord]) -> list[str]:
@@ -67,7 +37,7 @@ def run_legend(runs: Sequence[RunRecord]) -> list[str]:
             if isinstance(info, dict)
         )
         lines.append(
-            f"{letter(i)} = {_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
+            f"{fmt.run_letter(i)} = {run_name(r, i)}  {r.created_utc:%Y-%m-%d %H:%M} UTC  "
             f"{host + '  ' if host else ''}[{devs or 'devices not recorded'}]  {r.status}"
         )
     return lines
@@ -81,15 +51,11 @@ MIN_WHY = 28
 MIN_CASE = 24
 
 
-def _case(r: Result) -> str:
-    return fmt.case_label(r.variant, r.params, r.workload)  # as `run` names it
-
-
 def _rows(cmp: Comparison) -> list[list[str]]:
     rows = []
     for j in range(len(cmp.shared_keys)):
         a = cmp.changes[0][j].a
-        row = [_case(a), a.device, _cell(a)]
+        row = [fmt.result_label(a, device=False), a.device, _cell(a)]
         for changes in cmp.changes:
             c = changes[j]
             row += [_cell(c.b), fmt.ratio(c.speed), c.verdict or "n/a"]
@@ -100,7 +66,7 @@ def _rows(cmp: Comparison) -> list[list[str]]:
 def _headers(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str]:
     out = ["case", "device", "A"]
     for i in range(1, len(cmp.runs)):
-        x = letter(ids[i] if ids else i)
+        x = fmt.run_letter(ids[i] if ids else i)
         out += [x, f"{x}/A", f"{x} vs A"]
     return out
 
@@ -180,10 +146,10 @@ def _notes(cmp: Comparison, j: int, ids: Sequence[int] | None) -> list[str]:
             or cached(c.a, c.b)
             or loaded(c.a, c.b)
         ):
-            vs = f" in {letter(i)}" if len(cmp.runs) > 2 else ""
-            vs = f" in {letter(ids[i])}" if ids else vs
+            vs = f" in {fmt.run_letter(i)}" if len(cmp.runs) > 2 else ""
+            vs = f" in {fmt.run_letter(ids[i])}" if ids else vs
             said = c.verdict or "not comparable"
-            out.append(f"{_case(c.a)} on {c.a.device}{vs}: {said}, {c.why}")
+            out.append(f"{fmt.result_label(c.a)}{vs}: {said}, {c.why}")
     return out
 
 
@@ -198,7 +164,7 @@ def stacked_lines(
     to case (``  A 50.0 it/s   B 45.5 it/s   B/A 0.909×  SLOWER``; where that overflows
     ``width``, the ratio and verdict on a line of their own); and the same notes."""
     rows = _rows(cmp)
-    names = [letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
+    names = [fmt.run_letter(ids[i] if ids else i) for i in range(len(cmp.runs))]
     # (label, value) per figure: A's throughput, then per later run its throughput, its
     # speed relative to A, its verdict
     fields = [
@@ -259,9 +225,8 @@ def only_lines(cmp: Comparison) -> list[str]:
         cases = ", ".join(
             fmt.case_label(r.variant, r.params, r.workload, r.device) for r in results
         )
-        lines.append(
-            f"only in {letter(i)} ({fmt.plural(len(results), 'case')}, not compared): {cases}"
-        )
+        n = fmt.plural(len(results), "case")
+        lines.append(f"only in {fmt.run_letter(i)} ({n}, not compared): {cases}")
     return lines
 
 
@@ -276,11 +241,12 @@ def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str
             v = c.verdict or "not comparable"
             counts[v] = counts.get(v, 0) + 1
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        lines.append(f"{letter(i)} vs A, {len(changes)} shared cases: {tally}")
+        x = fmt.run_letter(i)
+        lines.append(f"{x} vs A, {len(changes)} shared cases: {tally}")
         busy = sum(1 for c in changes if c.verdict and loaded(c.a, c.b))
         if busy:
             lines.append(
-                f"{letter(i)} vs A: {busy} of {len(changes)} cases ran under other processes' "
+                f"{x} vs A: {busy} of {len(changes)} cases ran under other processes' "
                 "load on one side or both: their verdicts may be the load's"
             )
     return lines
@@ -307,8 +273,8 @@ def comparison_renderables(cmp: Comparison, width: int = 120) -> list[Renderable
     if only := only_lines(cmp):
         parts.append(Text("\n".join(only)))
     # the input workloads' breakdown side by side (nothing when no run has them)
-    parts += comparison_parts(cmp, [letter(i) for i in range(len(cmp.runs))])
-    return [*parts, Text(RULE, style="dim")]
+    parts += comparison_parts(cmp, [fmt.run_letter(i) for i in range(len(cmp.runs))])
+    return [*parts, Text(INDEPENDENT_RULE, style="dim")]
 
 
 # Rank, it/s, implied and % columns with their gaps; the hardware column gets the rest.

@@ -18,11 +18,10 @@ from torchmark.reference import device_label, seed_results
 from torchmark.report import charts as charts_mod
 from torchmark.report.flags import pills as _pills
 from torchmark.report.parts import parts_note
-from torchmark.report.rows import ceiling_rows
+from torchmark.report.rows import ceiling_rows, devices_of
 from torchmark.report.table import (
     case_key,
     ceiling_cell,
-    devices_of,
     seed_placement,
     speedup,
     spread_cell,
@@ -293,7 +292,6 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
     if len(runs) < 2:
         return []
     from torchmark.judge.comparison import compare
-    from torchmark.report.compare import letter
 
     try:
         cmp = compare(runs)
@@ -304,7 +302,7 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
         for c in changes:
             out.append(
                 {
-                    "vs": f"{letter(i)} vs A",
+                    "vs": f"{fmt.run_letter(i)} vs A",
                     "case": fmt.case_label(c.a.variant, c.a.params, c.a.workload),
                     "device": c.a.device,
                     "ratio": fmt.ratio(c.speed) if c.speed else fmt.DASH,

@@ -48,9 +48,6 @@ def share(part: float | None, step: float | None) -> str:
     return f"{round(100 * part / step)} %"
 
 
-HEADERS = ("loader", "device", "step", "wait", "copy", "compute", "vs resident")
-
-
 def breakdown_cells(r: Result, resident: Result | None) -> list[str]:
     """One configuration's step, its wait / copy / compute shares and its ratio to the
     device-resident step: the cells every view of the breakdown prints."""

@@ -29,13 +29,7 @@ from torchmark import format as fmt
 from torchmark.judge import verdicts
 from torchmark.judge.stragglers import RankTimes, rank_times
 from torchmark.judge.stragglers import find as find_straggler
-from torchmark.judge.worlds import (
-    is_training,
-    result_world,
-    rung_size,
-    world_difference,
-    world_label,
-)
+from torchmark.judge.worlds import is_training, result_world, rung_size
 from torchmark.kinds.ranks.comm import CommCheck, comm_check, comm_check_text
 from torchmark.report.layout import Col, FitTable
 from torchmark.results import Result, RunRecord
@@ -343,21 +337,3 @@ def ladder_renderables(
         lines = rank_lines(rungs) + loss_lines(rungs) + notes
         out.append(Text("\n".join(lines)))
     return out
-
-
-__all__ = [
-    "CommCheck",
-    "Efficiency",
-    "RankTimes",
-    "Rung",
-    "comm_check",
-    "comm_check_text",
-    "ladder",
-    "ladder_renderables",
-    "loss_lines",
-    "overhead_line",
-    "result_world",
-    "straggler",
-    "world_difference",
-    "world_label",
-]

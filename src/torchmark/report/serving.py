@@ -19,9 +19,8 @@ from torchmark import format as fmt
 from torchmark.judge import pace
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
-from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload, ms, per_s, read
+from torchmark.results.serving import KIND, FleetDoc, PointDoc, ServingPayload, ms, per_s, read
 
-KIND = "serving"
 OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}
 
 
@@ -399,7 +398,7 @@ def compare_table(
     """Each device's max rate per run (A first), and each later run's change against A:
     (device, verdict, why, the least drop a SLOWER bracket proves) for the gate."""
     ps = comparable(runs)
-    letters = [chr(ord("A") + i) for i in range(len(ps))]
+    letters = [fmt.run_letter(i) for i in range(len(ps))]
     # like with like: as served where every run served the model over HTTP, else each
     # run's in-process answer (runs stored before as served have only that)
     served = all(p.capacity for p in ps)

@@ -30,7 +30,6 @@ __all__ = [
     "case_key",
     "ceiling_cell",
     "ceilings_table",
-    "devices_of",
     "flag_words",
     "results_table",
     "run_tables",
@@ -39,9 +38,6 @@ __all__ = [
     "spread_cell",
     "status_cell",
 ]
-
-# A workload sweeping a precision parameter gets a "best" row per device.
-PRECISION_KEYS = fmt.PRECISION_KEYS
 
 # Cases sit under their workload's name, indented: no blank line per workload.
 INDENT = "  "
@@ -198,8 +194,9 @@ def spread_cell(r: Result) -> str:
 
 
 def _precision_key(results: Iterable[Result]) -> str | None:
+    """The precision parameter a workload sweeps (it gets a "best" row per device)."""
     results = list(results)
-    for k in PRECISION_KEYS:
+    for k in fmt.PRECISION_KEYS:
         if len({str(r.params.get(k)) for r in results if k in r.params}) > 1:
             return k
     return None

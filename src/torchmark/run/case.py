@@ -35,7 +35,6 @@ __all__ = [
     "SWEEP_STOPPED",
     "call_floor_s",
     "measured",
-    "one_thread_s",
     "repeatable",
     "run_case",
     "skipped",

@@ -13,15 +13,14 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.results import IMPORTED, Result, RunRecord
-from torchmark.store.migrations import migrate_document
+from torchmark.results.schema import migrate_document
 
-Format = Literal["json", "csv"]
 FORMATS: tuple[str, ...] = ("json", "csv")
 # Fields every exported run has; without them a JSON object is not taken for a run (all
 # RunRecord fields have defaults, so `{}` alone would otherwise validate).

@@ -20,11 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from torchmark.errors import StoreError
-from torchmark.results.schema import (  # the document steps, re-exported
-    DOC_STEPS,
-    NewerSchemaError,
-    migrate_document,
-)
 
 DB_SCHEMA_VERSION = 3
 
@@ -111,8 +106,5 @@ def migrate_database(
 __all__ = [
     "DB_SCHEMA_VERSION",
     "DB_STEPS",
-    "DOC_STEPS",
-    "NewerSchemaError",
     "migrate_database",
-    "migrate_document",
 ]

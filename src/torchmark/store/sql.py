@@ -57,8 +57,9 @@ from torchmark.errors import (
 )
 from torchmark.judge.verdicts import COUNTED, kind_of
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
+from torchmark.results.schema import migrate_document
 from torchmark.store.base import ResultStore, RunSummary
-from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database, migrate_document
+from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
 SQLITE_MAGIC = b"SQLite format 3\x00"

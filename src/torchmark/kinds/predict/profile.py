@@ -23,7 +23,7 @@ import torch
 
 from torchmark.devices.cpu import CPUDevice
 from torchmark.errors import CaseSkipped, InputError
-from torchmark.kinds.predict.machine import CaseKey, case_key
+from torchmark.kinds.predict.machine import CaseKey
 from torchmark.kinds.predict.work import Kernel, Side, Work, from_ops
 from torchmark.user.inputs import InputFactory, tensors_in
 from torchmark.workloads.oplist import Op, accelerator_optimizers, record
@@ -191,6 +191,3 @@ def _cache_file(workload: str) -> Path:
     return (
         Path(platformdirs.user_cache_dir("torchmark")) / f"predict-works-{h.hexdigest()[:16]}.json"
     )
-
-
-__all__ = ["Profiled", "builtin", "case_key", "reference_works", "user"]

@@ -45,12 +45,11 @@ import numpy as np
 
 from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.arrivals import Arrivals
-from torchmark.kinds.serving.fleet import LEAD_S, WindowData
+from torchmark.kinds.serving.fleet import LEAD_S, WindowData, expect
 from torchmark.kinds.serving.server import Requests
+from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
 
 MAX_CONNECTIONS = 512
-MAX_ERRORS = 20
-OTHER_ERRORS = "(other errors)"
 START_TIMEOUT_S = 60.0
 GRACE_S = 30.0
 CHECK_S = 0.02  # how often timed-out requests and the parent's "stop" are looked for
@@ -552,17 +551,7 @@ class Client:
         self._expect("ready", START_TIMEOUT_S)
 
     def _expect(self, what: str, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise ClientError(f"the load generator's process did not answer in {timeout:g} s")
-        try:
-            kind, value = self.conn.recv()
-        except EOFError:
-            raise ClientError("the load generator's process died") from None
-        if kind == "error":
-            raise ClientError(f"the load generator failed: {value}")
-        if kind != what:
-            raise ClientError(f"the load generator answered {kind!r}, not {what!r}")
-        return value
+        return expect(self.conn, what, timeout, ClientError, "the load generator's process")
 
     def single_stream(self, n: int, max_s: float) -> Requests:
         self.conn.send(("single", (n, max_s)))

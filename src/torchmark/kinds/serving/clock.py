@@ -54,13 +54,3 @@ class RealClock:
             time.sleep(left - self.spin_s)
         while pc() < t:
             pass
-
-
-def __getattr__(name: str) -> object:
-    """``FakeClock`` here is ``torchmark.testing``'s (the one fake clock), imported only when
-    asked for: the serving loop itself never needs it."""
-    if name == "FakeClock":
-        from torchmark.testing import FakeClock
-
-        return FakeClock
-    raise AttributeError(name)

@@ -10,9 +10,10 @@ processes each running one (``workers.Processes``). Both answer the same three q
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,6 +39,30 @@ def stuck_text(bound_s: float, ran_s: float, where: str) -> str:
         "a load point's time limit): a forward that outlasts a whole point serves no request "
         f"within it); stopped after {ran_s:.3g} s {where}"
     )
+
+
+def expect(
+    conn: Connection,
+    what: str | tuple[str, ...],
+    timeout: float,
+    error: Callable[[str], Exception],
+    who: str,
+    poll: Callable[[Connection, float], bool] = Connection.poll,
+) -> Any:
+    """The value of the next message (tag, value) on a serving process's pipe tagged
+    ``what`` (a tuple of tags: the (tag, value)); ``error`` naming ``who`` where none comes
+    within ``timeout`` (``poll``), the process died or failed, or another tag came."""
+    if not poll(conn, timeout):
+        raise error(f"{who} did not answer within {timeout:g} s")
+    try:
+        tag, value = conn.recv()
+    except EOFError:
+        raise error(f"{who} died (its pipe closed)") from None
+    if tag == "error":
+        raise error(f"{who} failed: {value}")
+    if tag not in (what if isinstance(what, tuple) else (what,)):
+        raise error(f"{who} said {tag!r} where {what!r} was expected")
+    return (tag, value) if isinstance(what, tuple) else value
 
 
 @dataclass

@@ -64,10 +64,6 @@ class GeneratorLimit:
         ok = [c.rate for c in self.checks if c.on_time]
         return max(ok) if ok else 0.0
 
-    @property
-    def at_limit(self) -> RateCheck | None:
-        return next((c for c in self.checks if c.rate == self.limit), None)
-
     def doc(self) -> GeneratorDoc:
         """As the run stores it, with its limit in words (``said()``)."""
         doc = GeneratorDoc(

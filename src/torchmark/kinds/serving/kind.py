@@ -43,14 +43,13 @@ from torchmark.kinds.serving.served import (
 from torchmark.kinds.serving.workers import Processes, splits, usable_cores
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
-from torchmark.results.serving import FleetDoc, ServingPayload
+from torchmark.results.serving import KIND, FleetDoc, ServingPayload
 from torchmark.run import watchdog
 from torchmark.run.record import open_run
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
 from torchmark.workloads import Case
 
-KIND = "serving"
 CPU_BATCHES = (1, 8, 32)
 GPU_BATCHES = (1, 16, 64, 256)
 WAIT_SHARES = (0.0, 0.1)  # max wait tried: none, and a tenth of the bound

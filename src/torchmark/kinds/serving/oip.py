@@ -44,7 +44,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -87,13 +87,6 @@ class TensorSpec:
 
     def doc(self) -> dict[str, Any]:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
-
-
-class Runner(Protocol):
-    """The model as the batcher calls it: one array per input (the batch on dim 0), one
-    array per output."""
-
-    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]: ...
 
 
 @dataclass

@@ -49,6 +49,7 @@ from torchmark.kinds.serving.fleet import (
     LEAD_S,
     ForwardStuck,
     WindowData,
+    expect,
     open_loop,
     single_stream,
     stuck_text,
@@ -261,23 +262,9 @@ class Processes:
         return True
 
     def _expect(self, conn: Connection, what: str | tuple[str, ...], timeout: float) -> Any:
-        """The value of the next message tagged ``what`` (a tuple of tags: (tag, value));
-        ``ForwardStuck`` as soon as a worker's forward runs past the bound."""
-        if not self._poll(conn, timeout):
-            raise WorkerError(f"a serving worker did not answer within {timeout:g} s")
-        try:
-            tag, value = conn.recv()
-        except EOFError:
-            raise WorkerError("a serving worker died (its pipe closed)") from None
-        if tag == "error":
-            raise WorkerError(f"a serving worker failed: {value}")
-        if isinstance(what, tuple):
-            if tag not in what:
-                raise WorkerError(f"a serving worker said {tag!r} where {what} was expected")
-            return tag, value
-        if tag != what:
-            raise WorkerError(f"a serving worker said {tag!r} where {what!r} was expected")
-        return value
+        """``fleet.expect``, raising ``ForwardStuck`` as soon as a worker's forward runs past
+        the bound."""
+        return expect(conn, what, timeout, WorkerError, "a serving worker", self._poll)
 
     def single_stream(self, n: int, max_s: float) -> Requests:
         """One worker, one request at a time (the others idle): latency at this thread

@@ -43,15 +43,11 @@ from torch import nn
 from torchmark import variants
 from torchmark.devices import resolve
 from torchmark.errors import InputError
-from torchmark.kinds.tune import search
-from torchmark.kinds.tune.candidates import Candidate, code_lines
 from torchmark.kinds.tune.search import (
     CANDIDATE_RESERVE_S,
     COMPILE_RESERVE_S,
     PER_CANDIDATE_S,
-    Measured,
     Tuner,
-    paired_verdict,
 )
 from torchmark.kinds.tune.summary import summarise
 from torchmark.kinds.tune.workload import TuneWorkload, _Keywords
@@ -189,19 +185,3 @@ def tune(
             # user's to fix (one line, exit 2), not a search that keeps the baseline
             raise InputError(f"the model failed on inputs {probe.describe()}: {raised[0]}")
     return session.record
-
-
-__all__ = [
-    "DEFAULT_BUDGET_S",
-    "PER_CANDIDATE_S",
-    "Candidate",
-    "Measured",
-    "TuneConfig",
-    "TuneWorkload",
-    "Tuner",
-    "code_lines",
-    "paired_verdict",
-    "search",
-    "summarise",
-    "tune",
-]

@@ -18,31 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torchmark.report.charts.base import HEIGHT, RC, WIDTH, Chart, case_words
-from torchmark.report.charts.batch import BATCH_KEYS, throughput_vs_batch
-from torchmark.report.charts.ceiling import ABOVE, ceiling_pct
+from torchmark.report.charts.base import Chart
+from torchmark.report.charts.batch import throughput_vs_batch
+from torchmark.report.charts.ceiling import ceiling_pct
 from torchmark.report.charts.collectives import collectives_busbw
-from torchmark.report.charts.pipeline import STEP_PARTS, input_breakdown, workers_curve
+from torchmark.report.charts.pipeline import input_breakdown, workers_curve
 from torchmark.report.charts.precision import precision_bars
 from torchmark.report.charts.roofline import ops_roofline, roofline
-from torchmark.report.charts.seed import KIND_COLOURS, MINE, seed_table
+from torchmark.report.charts.seed import seed_table
 from torchmark.report.charts.speedup import break_even, speedup_per_workload
 from torchmark.report.charts.telemetry import telemetry_timeline, timeline_rows
 from torchmark.results import RunRecord
 
 __all__ = [
-    "ABOVE",
-    "BATCH_KEYS",
-    "HEIGHT",
-    "KIND_COLOURS",
-    "MINE",
-    "RC",
-    "STEP_PARTS",
-    "WIDTH",
     "Chart",
     "all_charts",
     "break_even",
-    "case_words",
     "ceiling_pct",
     "collectives_busbw",
     "input_breakdown",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torchmark import format as fmt
-from torchmark.results import Result, RunRecord
+from torchmark.results import RunRecord
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -120,8 +120,3 @@ def _log(ax: Axes, which: str, base: int = 10) -> None:
 
 def _run_prefix(runs: Sequence[RunRecord], run: RunRecord) -> str:
     return f"{run.run_id} " if len(runs) > 1 else ""
-
-
-def case_words(r: Result) -> str:
-    """The case as the tables name it: ``simplenet/infer fp32 b=64``."""
-    return fmt.case_label(r.variant, r.params, r.workload)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from torchmark import format as fmt
 from torchmark.judge import verdicts
-from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg, case_words
+from torchmark.report.charts.base import Chart, _plot, _rc, _run_prefix, _svg
 from torchmark.results import RunRecord
 
 ABOVE = "#b3261e"  # above a measured ceiling: impossible, a measurement error
@@ -50,7 +50,7 @@ def ceiling_pct(runs: Sequence[RunRecord]) -> Chart:
             q1, q3 = r.measurement.quartiles
             # a rate is work / time: the slow quartile (q3) gives the low percentage
             lo, hi = p * r.median_s / q3, p * r.median_s / q1 if q1 > 0 else p
-            label = f"{_run_prefix(runs, run)}{case_words(r)} · {r.device}"
+            label = f"{_run_prefix(runs, run)}{fmt.result_label(r, device=False)} · {r.device}"
             bars.append((label, p, lo, hi, fmt.ceiling_label(r.ceiling)))
             # by its verdict: in the cache but past what a cache moves is still an error
             cached.append(verdicts.kind_of(r) == "in_cache")

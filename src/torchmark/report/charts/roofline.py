@@ -19,9 +19,8 @@ from torchmark.report.charts.base import (
     _rc,
     _run_prefix,
     _svg,
-    case_words,
 )
-from torchmark.report.table import devices_of
+from torchmark.report.rows import devices_of
 from torchmark.results import Ceiling, Result, RunRecord
 from torchmark.results.payloads import OpRow, ProfilePayload, ProfileSummary
 
@@ -66,7 +65,9 @@ def roofline(runs: Sequence[RunRecord]) -> Chart:
             mine = [r for r in run.results if r.device == d and r.ok and verdicts.may(r, "compare")]
             placed = [r for r in mine if r.work.flops > 0 and r.work.bytes > 0]
             strip = [r for r in mine if r.work.flops > 0 and not r.work.bytes > 0]
-            no_flops += [f"{case_words(r)} · {d}" for r in mine if not r.work.flops > 0]
+            no_flops += [
+                f"{fmt.result_label(r, device=False)} · {d}" for r in mine if not r.work.flops > 0
+            ]
             peak = any(c.device == d and c.key.startswith("matmul:") for c in run.ceilings)
             if placed or (strip and peak):  # FLOP/s alone, with no roof, is no roofline
                 panels.append((_run_prefix(runs, run) + d, run, placed, strip))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from torchmark.ceilings.base import MiB, random
+from torchmark.ceilings.base import MiB
 from torchmark.devices.base import Device
-from torchmark.devices.cache import BEYOND, beyond_cache, buffer_cap, is_beyond_cache, llc
 from torchmark.workloads.base import PlanOptions, Suite
 
 KiB = 2**10
@@ -52,19 +51,13 @@ def sizes_or(opts: PlanOptions, default: list[int]) -> list[int]:
 
 
 __all__ = [
-    "BEYOND",
     "QUICK_CASE_BYTES",
     "QUICK_HELD_BYTES",
     "QUICK_PEAK_BYTES",
     "KiB",
     "MiB",
-    "beyond_cache",
-    "buffer_cap",
     "fits",
     "geometric",
-    "is_beyond_cache",
-    "llc",
-    "random",
     "room_bytes",
     "rule_for",
     "sizes_or",

@@ -15,22 +15,18 @@ from typing import Any, ClassVar
 
 import torch
 
+from torchmark.ceilings.base import random
 from torchmark.devices.base import Device
+from torchmark.devices.cache import BEYOND, beyond_cache, buffer_cap, is_beyond_cache, llc
 from torchmark.errors import CaseSkipped, WrongResultError
 from torchmark.format import binary_bytes
 from torchmark.results import Work
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload
 from torchmark.workloads.micro._common import (
-    BEYOND,
     KiB,
     MiB,
-    beyond_cache,
-    buffer_cap,
     fits,
     geometric,
-    is_beyond_cache,
-    llc,
-    random,
     rule_for,
     sizes_or,
 )

@@ -148,3 +148,15 @@ def test_compare_says_at_least_where_nothing_over_was_measured() -> None:
     text = console.export_text()
     assert ">= 1,274" in text and "3,090-3,433" in text
     assert changes[0][1] == "UNCLEAR"
+
+
+def test_compare_cant_tell_where_either_answer_saw_its_machine_change() -> None:
+    a = _run(1_935, 2_150, [])
+    b = _run(2_362, 2_624, [])
+    assert compare_table([a, b])[1][0][1] == "FASTER"
+    p = read(a)
+    assert p is not None
+    p.answers[0] = p.answers[0].model_copy(update={"flags": ["load_changed"]})
+    write(a, p)
+    (change,) = compare_table([a, b])[1]
+    assert change[1] == "UNCLEAR" and "A's machine changed during its search" in change[2]

@@ -345,7 +345,8 @@ def change(
     UNCLEAR when they overlap (the search resolves a limit to its bracket, no finer).
     ``paces``: the host's pace timed in each run (``judge.pace``, one machine's two runs):
     a host that ran slower in the slower run (faster in the faster) beyond its noise makes
-    the change UNCLEAR, the host's and not the serving's as far as the runs can tell."""
+    the change UNCLEAR, the host's and not the serving's as far as the runs can tell; so
+    does an answer flagged ``load_changed`` (its machine changed during its search)."""
     a, b = _bracket(first), _bracket(later)
     for name, x in (("A", first), ("this run", later)):
         if a is not None and b is not None and getattr(x, "confirmed", None) is False:
@@ -358,6 +359,12 @@ def change(
         verdict, why = "SLOWER", f"failed at {_rate(b[1])}/s where A served {_rate(a[0])}/s"
     else:
         return "UNCLEAR", "the searches' brackets overlap"
+    for name, x in (("A", first), ("this run", later)):
+        if "load_changed" in (getattr(x, "flags", None) or ()):
+            return "UNCLEAR", (
+                f"{why}, but {name}'s machine changed during its search (load_changed): "
+                "can't tell the serving from the machine"
+            )
     ratio = pace.changed(*paces) if paces else None
     if paces and ratio is not None and (ratio > 1) == (verdict == "SLOWER"):
         host = pace.sentence(paces[0], paces[1], "in A", "in this run")

@@ -321,3 +321,18 @@ def _how_it_ended(status: int) -> str:
         sig = os.WTERMSIG(status)
         return f"the measuring process was killed by {signal.Signals(sig).name}"
     return f"the measuring process exited with code {os.waitstatus_to_exitcode(status)}"
+
+
+def exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """In a pool's worker process: exit once ``parent``, the process that started it, is
+    gone. A pool's worker waits for work for ever on its queue, and a parent ended without
+    its shutdown (SIGKILL, a supervisor's time-out, ``os._exit``) left it behind: a
+    leaderboard's drawing process, a serving model worker of 250 MB seen an hour later."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="torchmark-parent-watch", daemon=True).start()

@@ -36,6 +36,7 @@ from sqlalchemy import Engine
 
 from torchmark import __version__
 from torchmark.results import RunRecord
+from torchmark.run.isolation import exit_with_parent
 from torchmark.web.accounts import metadata, now, submissions_t
 
 log = logging.getLogger(__name__)
@@ -85,19 +86,6 @@ def render_page(run: RunRecord) -> bytes:
     return gzip.compress(html.render([run]).encode(), compresslevel=6, mtime=0)
 
 
-def _leave_with(parent: int) -> None:
-    """In a drawing process: exit once the server process that started it is gone. A
-    uvicorn worker ended without its shutdown (SIGKILL, or its supervisor's time-out) left
-    its drawing process waiting for work for ever (seen in the 2-worker test)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="torchmark-report-parent", daemon=True).start()
-
-
 def _processes(pool: Executor) -> list[multiprocessing.process.BaseProcess]:
     # ProcessPoolExecutor's own table (no public one before Python 3.14's kill_workers);
     # a thread pool (the tests') has none
@@ -124,7 +112,7 @@ def _spawned_pool(workers: int) -> Executor:
     return ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_leave_with,
+        initializer=exit_with_parent,
         initargs=(os.getpid(),),
     )
 

@@ -425,8 +425,12 @@ def fake_model(
 _WORKER: Any = None
 
 
-def _init_worker(recipe: Any, threads: int) -> None:
+def _init_worker(recipe: Any, threads: int, parent: int) -> None:
     import torch
+
+    from torchmark.run.isolation import exit_with_parent
+
+    exit_with_parent(parent)  # a server ended without its shutdown leaves none behind
 
     torch.set_num_threads(threads)
     global _WORKER
@@ -542,7 +546,7 @@ def torch_model(
             model_workers,
             mp_context=mp.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(recipe, threads),
+            initargs=(recipe, threads, os.getpid()),
         )
         fn, slots = _run_in_worker, model_workers
         # every worker built and warm before the first request (a cold one takes seconds)

@@ -42,3 +42,30 @@ def test_a_cpu_result_its_verdict_rejects_is_not_compared() -> None:
     (row,) = compare([predicted(1, 3e-4)], run, "m.py:make")
     assert row.verdict == "CPU result invalid: not compared" and row.cpu_s is None
     assert "not known" in break_even([row], "H100")
+
+
+def test_the_here_table_wraps_its_intervals_and_verdicts_at_80_columns() -> None:
+    from rich.console import Console
+
+    from torchmark.report.predict import here_table
+    from torchmark.results.payloads import HereRow, PredictPayload, PredictTarget
+
+    rows = [
+        HereRow(batch=1, view="e2e", cpu_s=315e-6, cpu_low=311e-6, cpu_high=462e-6,
+                target_s=124e-6, target_low=70.3e-6, target_high=209e-6,
+                verdict="target faster"),
+        HereRow(batch=8, view="e2e", target_s=133e-6, target_low=79.6e-6,
+                target_high=218e-6, verdict="CPU result invalid: not compared"),
+    ]  # fmt: skip
+    target = PredictTarget(name="h100-quick", source="reference", side="gpu", device="cuda:0",
+                           model="NVIDIA H100 80GB HBM3")  # fmt: skip
+    run = RunRecord(tool_version="t", fingerprint="f", kind="predict",
+                    payload=PredictPayload(target=target, here=rows))  # fmt: skip
+    console = Console(width=80, record=True, highlight=False, markup=False)
+    console.print(here_table(run))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    # each interval whole on its line; the verdict's words all there (wrapped in its column)
+    for said in ("(311 µs - 462 µs)", "(70.3 µs - 209 µs)", "(79.6 µs - 218 µs)"):
+        assert said in text, said
+    assert all(w in text.split() for w in ["CPU", "result", "invalid:", "not", "compared"])

@@ -135,20 +135,22 @@ def here_table(record: RunRecord) -> FitTable:
     target = p.target.model if p is not None and p.target is not None else "target"
     t = FitTable(
         Col("batch", justify="right"),
-        Col("this CPU (measured)", justify="right", short_header="CPU"),
-        Col(f"{target} (predicted)", justify="right", short_header="target"),
-        Col("verdict"),
+        # the interval and the verdict's reason wrap rather than end in "..." at 80 columns
+        Col("this CPU (measured)", justify="right", short_header="CPU", wrap=18),
+        Col(f"{target} (predicted)", justify="right", short_header="target", wrap=18),
+        Col("verdict", wrap=16),
         title=f"Your model: this CPU (measured) vs {target} (predicted), "
         f"{rows[0].view if rows else 'e2e'} view",
     )
     for r in rows:
+        # the figure, then its interval on a line of its own: never cut, never split
         cpu = (
-            f"{fmt.duration(r.cpu_s)} ({fmt.duration(r.cpu_low)} - {fmt.duration(r.cpu_high)})"
+            f"{fmt.duration(r.cpu_s)}\n({fmt.duration(r.cpu_low)} - {fmt.duration(r.cpu_high)})"
             if r.cpu_s is not None
             else "not measured"
         )
         tgt = (
-            f"{fmt.duration(r.target_s)} ({fmt.duration(r.target_low)} - "
+            f"{fmt.duration(r.target_s)}\n({fmt.duration(r.target_low)} - "
             f"{fmt.duration(r.target_high)})"
             if r.target_s is not None
             else "not predicted"

@@ -319,8 +319,8 @@ class Serving:
                 self.on_point(doc, p)
 
         # the host's pace, timed with none of the fleet's processes alive: before it
-        # starts and after it has closed (inside, its server drains a queue, its workers
-        # import torch, and the pace read them: 1.2 ms then 2.2 ms on a quiet host)
+        # starts and after it has closed (inside, its server draining a queue and its
+        # workers importing torch would be read as the host)
         timer = self.pace or (pace.measure if isinstance(self.clock, RealClock) else None)
         paced = timer() if timer is not None else []
         try:

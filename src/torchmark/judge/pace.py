@@ -18,18 +18,13 @@ so that its median's interval is a few percent wide on a quiet host.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import median
 
 from torchmark.stats.order import quantile_ci
 
 # Paces apart by less than this are the same pace whatever their intervals say: a host
 # whose Python runs 5 % slower moves no serving answer beyond its search's own 5 % steps.
 SAME_WITHIN = 0.10
-
-
-def median(samples: Sequence[float]) -> float:
-    s = sorted(samples)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def changed(before: Sequence[float], after: Sequence[float]) -> float | None:

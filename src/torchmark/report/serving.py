@@ -9,6 +9,7 @@ stored payload (no torch; numpy only for the curve's drawing, through matplotlib
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -155,7 +156,7 @@ def fleet_heading(f: FleetDoc) -> str:
         rates = ", ".join(f"{b}: {_rate(r)}/s" for b, r in f.offline.items())
         parts.append(f"offline by max batch {rates}")
     if f.pace_s and f.pace_end_s:  # judge.pace: the host's, beside the model's own figures
-        a, b = pace.median(f.pace_s), pace.median(f.pace_end_s)
+        a, b = statistics.median(f.pace_s), statistics.median(f.pace_end_s)
         parts.append(f"host pace {1e3 * a:.3g} ms, then {1e3 * b:.3g} ms")
     return f"{f.device}{split}" + (": " + "; ".join(parts) if parts else "")
 

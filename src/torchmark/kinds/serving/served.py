@@ -315,12 +315,16 @@ class OwnServer:
         if self._said:
             raise ForwardStuck(self._said)
 
-    def _running(self) -> bool:
+    def _started(self) -> Iterator[tuple[int, float]]:
+        """(pid, when its forward started) for each of the server's processes in a forward."""
         for stamp in Path(self._stamps).glob("*.stamp"):
-            with contextlib.suppress(OSError, struct.error):
-                if struct.unpack("d", stamp.read_bytes()[:8])[0]:
-                    return True
-        return False
+            with contextlib.suppress(OSError, struct.error, ValueError):
+                (started,) = struct.unpack("d", stamp.read_bytes()[:8])
+                if started:
+                    yield int(stamp.stem), started
+
+    def _running(self) -> bool:
+        return next(self._started(), None) is not None
 
     def _watch(self) -> None:
         """Every ``WATCH_S``: any process of the server whose forward has run past the
@@ -329,11 +333,10 @@ class OwnServer:
         bound = self.forward_bound_s
         while not self._decided.wait(WATCH_S):
             now = time.monotonic()
-            for stamp in Path(self._stamps).glob("*.stamp"):
-                with contextlib.suppress(OSError, struct.error):
-                    (started,) = struct.unpack("d", stamp.read_bytes()[:8])
-                    if started and now - started >= bound:
-                        self._kill_stuck(int(stamp.stem), started)
+            for pid, started in self._started():
+                if now - started >= bound:
+                    with contextlib.suppress(OSError, struct.error):
+                        self._kill_stuck(pid, started)
                         return
 
     def _kill_stuck(self, pid: int, started: float) -> None:

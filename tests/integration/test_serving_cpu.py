@@ -273,6 +273,16 @@ def test_as_served_answers_beside_the_models_capacity(
     assert "cpu as served (model in the front end's process, 1 thread):" in text
     assert "cpu model capacity (in process):" in text
     assert "(as served)" in text and "[cpu as served" in text
+    # where the client and the server ran, read from their processes: on a host with
+    # fewer than 3 allowed cores they share them all, and the run says so
+    allowed = sorted(os.sched_getaffinity(0))
+    f = p.fleets[1]
+    if len(allowed) < 3:
+        assert f.client_cores == f.server_cores == allowed
+        assert f"the load generator shares the {len(allowed)} core" in text
+    else:
+        assert (f.client_cores, f.server_cores) == (allowed[-1:], allowed[:-1])
+        assert f"client on core {allowed[-1]}, server on cores" in text
     # as served on a busy 2-core host may meet the bound at no rate that holds: then it
     # says why, and no share is said; the run's verdict is still the as-served one
     if a.max_rate is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -28,7 +29,7 @@ import pytest
 
 from clitest import cli
 from torchmark.errors import InputError
-from torchmark.kinds.serving import client, oip
+from torchmark.kinds.serving import client, cores, oip
 from torchmark.kinds.serving.point import PointPlan, run_point
 from torchmark.kinds.serving.search import SearchPlan, search
 from torchmark.kinds.serving.served import Endpoint, OwnServer
@@ -214,6 +215,76 @@ def test_the_search_drives_the_endpoint_and_stays_under_the_devices_capacity(
     s = search(fleet, plan, RealClock())
     assert s.offline[1] <= 1 / D * 1.02
     assert s.points and s.best is not None, s.stop_reason
+
+
+# -- the cores each process runs on, as the plan says ------------------------------------------
+
+needs_two_cores = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning needs CPU affinity and 2 allowed cores",
+)
+
+
+@needs_two_cores
+def test_the_client_and_the_server_pin_themselves_to_the_planned_cores() -> None:
+    """With the threshold lowered to this machine's 2 cores: the client on the last, the
+    server on the rest, as each process's affinity says from the parent."""
+    allowed = cores.allowed_cores()
+    plan = cores.plan(allowed, min_cores=2)
+    assert plan.client == allowed[-1:] and plan.server == allowed[:-1]
+    with (
+        OwnServer(name="fake", fake_ms=1e3 * D, cores=plan.server) as srv,
+        Endpoint(srv.url, "fake", BOUND, own=True, client_cores=plan.client) as ep,
+    ):
+        assert os.sched_getaffinity(srv.proc.pid) == set(plan.server)
+        assert os.sched_getaffinity(ep.client.proc.pid) == set(plan.client)
+        assert srv.cores == plan.server and ep.client_cores == plan.client
+        single = ep.single_stream(5, 5.0)  # and it serves, pinned
+        assert len(single) == 5 and not single.failed.any()
+        assert os.sched_getaffinity(ep.client.proc.pid) == set(plan.client)
+
+
+@needs_two_cores
+def test_unpinned_the_client_and_the_server_share_every_allowed_core() -> None:
+    allowed = cores.allowed_cores()
+    plan = cores.plan(allowed)  # 2 cores here: below the threshold of 3
+    with (
+        OwnServer(name="fake", fake_ms=1e3 * D, cores=plan.server) as srv,
+        Endpoint(srv.url, "fake", BOUND, own=True, client_cores=plan.client) as ep,
+    ):
+        assert srv.cores == ep.client_cores == allowed
+
+
+def test_a_core_it_may_not_run_on_is_one_clear_error() -> None:
+    from torchmark.kinds.serving.served import ServerError
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    with pytest.raises(ServerError, match=r"--cores 4096: "):
+        OwnServer(name="fake", fake_ms=1e3 * D, cores=(4096,))
+    with SpecServer("ok") as srv, pytest.raises(client.ClientError, match=r"cores \[4096\]"):
+        Endpoint(srv.url, "m", BOUND, client_cores=(4096,))
+
+
+def test_a_server_that_fails_to_start_says_its_last_line() -> None:
+    from torchmark.kinds.serving.served import ServerError
+
+    with pytest.raises(ServerError, match=r"did not start: \w+Error: "):
+        OwnServer(int, "m")  # a "recipe" whose model is 0: no module to serve
+
+
+@pytest.mark.slow
+@needs_two_cores
+def test_the_servers_model_workers_run_on_the_servers_cores() -> None:
+    import psutil
+
+    from torchmark.kinds.serving.model import builtin
+
+    plan = cores.plan(cores.allowed_cores(), min_cores=2)
+    with OwnServer(builtin("simplenet"), "simplenet", 1, 1, cores=plan.server) as srv:
+        kids = psutil.Process(srv.proc.pid).children(recursive=True)
+        assert kids, "a model worker of its own"
+        assert all(k.cpu_affinity() == list(plan.server) for k in kids)
 
 
 # -- a second server, written here from the protocol, and hostile ones -----------------------

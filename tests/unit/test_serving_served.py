@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from torchmark.kinds.serving import deployed
+from torchmark.kinds.serving import deployed, kind
+from torchmark.kinds.serving.cores import CorePlan, plan
 from torchmark.kinds.serving.served import served_splits, url_name
 from torchmark.report.serving import lines
 from torchmark.results.serving import FleetDoc, PointDoc, ServingPayload
@@ -233,3 +234,152 @@ def test_a_limit_with_nothing_measured_above_it_reads_at_least_everywhere() -> N
     console = Console(width=80, record=True, highlight=False, markup=False)
     console.print(answer_table(p))
     assert ">= 9.53" in console.export_text()
+
+
+# -- the cores the load generator and the server run on --------------------------------------
+
+
+def test_the_client_gets_the_last_allowed_core_and_the_server_the_rest() -> None:
+    sixteen = plan(range(16), pinnable=True)
+    assert sixteen.client == (15,) and sixteen.server == tuple(range(15))
+    assert sixteen.server_cores == 15 and sixteen.note == ""
+    three = plan({0, 1, 2}, pinnable=True)
+    assert (three.client, three.server) == ((2,), (0, 1))
+    odd = plan({9, 2, 7, 3}, pinnable=True)  # a cpuset with holes: taskset -c 2,3,7,9
+    assert (odd.client, odd.server, odd.server_cores) == ((9,), (2, 3, 7), 3)
+    two = plan({0, 1}, pinnable=True)
+    assert two.client == two.server == () and two.server_cores == 2
+    assert two.note == (
+        "the load generator shares the 2 cores with the server (a machine with 3 or more "
+        "gives it one of its own)"
+    )
+    assert "the 1 core with" in plan({4}, pinnable=True).note
+    mac = plan(range(16), pinnable=False)  # no sched_setaffinity: unpinned, and said
+    assert mac.client == mac.server == () and mac.server_cores == 16
+    assert "not pinned" in mac.note and "sched_setaffinity" in mac.note
+
+
+def _serving(cores: CorePlan, **cfg: object) -> kind.Serving:
+    from torchmark.devices import resolve
+    from torchmark.kinds.serving.model import builtin
+    from torchmark.testing import MemoryStore
+
+    config = kind.ServingConfig(
+        "simplenet",
+        100,
+        batches=(1,),
+        budget_s=60,
+        point_s=20,
+        energy=False,
+        **cfg,  # type: ignore[arg-type]
+    )
+    return kind.Serving(config, builtin("simplenet"), resolve(["cpu"]), MemoryStore(), cores=cores)
+
+
+def test_the_served_splits_are_searched_over_the_servers_cores_only() -> None:
+    from torchmark.devices import resolve
+
+    (cpu,) = resolve(["cpu"])
+    sixteen = plan(range(16), pinnable=True)
+    assert _serving(sixteen)._served_splits(cpu) == served_splits(15)
+    assert served_splits(15) == [(0, 15), (1, 14), (2, 7), (4, 3), (8, 1)]
+    assert _serving(sixteen, max_procs=2)._served_splits(cpu) == [(0, 15), (1, 14), (2, 7)]
+    assert _serving(sixteen, split=False)._served_splits(cpu) == [(0, 15)]
+    shared = plan({0, 1}, pinnable=True)  # not pinned: the server has both
+    assert _serving(shared)._served_splits(cpu) == [(0, 2), (1, 1)]
+
+
+def _run_as_served(monkeypatch: pytest.MonkeyPatch, cores: CorePlan) -> ServingPayload:
+    """A run on a fake clock down the kind's own as-served path, to a fake server that ran
+    where the plan it was given says (its client's and server's cores, as read back)."""
+    import contextlib
+    from collections.abc import Iterator
+    from typing import Any
+
+    from torchmark.kinds.serving import generator
+    from torchmark.kinds.serving.fleet import Local
+    from torchmark.results.serving import read
+    from torchmark.testing import FakeClock, FakeExecutor
+
+    monkeypatch.setattr(generator, "PER_RATE_S", 0.01)
+    monkeypatch.setattr(generator, "RATES", (1_000,))
+    clock = FakeClock(0.0)
+
+    @contextlib.contextmanager
+    def as_served(*args: Any, cores: CorePlan, **kw: Any) -> Iterator[Local]:
+        fleet = Local(FakeExecutor(clock, 0.01), clock)
+        fleet.client_cores = cores.client or cores.allowed  # type: ignore[attr-defined]
+        fleet.server_cores = cores.server or cores.allowed  # type: ignore[attr-defined]
+        yield fleet
+
+    real = kind.Serving._fleet
+
+    def fleet(self: kind.Serving, device: Any, planned: Any, max_batch: int) -> Any:
+        if planned.served:  # the kind's own path, to the server's (faked) start
+            return real(self, device, planned, max_batch)
+        return contextlib.nullcontext(Local(FakeExecutor(clock, 0.01), clock))
+
+    monkeypatch.setattr(kind, "as_served", as_served)
+    monkeypatch.setattr(kind.Serving, "_fleet", fleet)
+    run = _serving(cores, split=False)
+    run.clock = clock
+    p = read(run.run())
+    assert p is not None
+    return p
+
+
+def test_a_two_core_run_says_the_load_generator_shares_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchmark.report.serving import fleet_heading
+
+    p = _run_as_served(monkeypatch, plan({0, 1}, pinnable=True))
+    assert [f.served for f in p.fleets] == ["", "oip"]
+    inproc, served = p.fleets
+    assert inproc.client_cores is None and inproc.cores == ""  # the capacity: as it was
+    assert (served.client_cores, served.server_cores) == ([0, 1], [0, 1])
+    assert served.cores == "client and server share cores 0-1"
+    said = lines(p)
+    assert sum("the load generator shares the 2 cores with the server" in x for x in said) == 1
+    assert ", client and server share cores 0-1: " in fleet_heading(served)
+
+
+def test_a_sixteen_core_run_stores_and_shows_where_each_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from torchmark.report.serving import cores_lines, fleet_heading
+
+    p = _run_as_served(monkeypatch, plan(range(16), pinnable=True))
+    served = p.fleets[1]
+    assert (served.client_cores, served.server_cores) == ([15], list(range(15)))
+    assert served.model_workers == 0 and served.model_threads == 15
+    assert not any("shares" in x for x in lines(p))
+    text = "client on core 15, server on cores 0-14"
+    assert served.cores == text and f", {text}: " in fleet_heading(served)
+    assert cores_lines(p) == [f"as served: {text}"]
+
+
+def test_the_cores_are_said_compactly_and_old_runs_read_as_before() -> None:
+    from torchmark.results.serving import core_list
+
+    assert core_list([15]) == "core 15" and core_list([0, 1]) == "cores 0-1"
+    assert core_list([9, 2, 7, 3]) == "cores 2-3,7,9"
+    wide = FleetDoc(device="cpu", label="cpu", client_cores=[127], server_cores=list(range(127)))
+    assert wide.cores == "client on core 127, server on cores 0-126"
+    holes = wide.model_copy(update={"client_cores": [9], "server_cores": [2, 3, 7]})
+    assert holes.cores == "client on core 9, server on cores 2-3,7"
+    old = FleetDoc.model_validate({"device": "cpu", "label": "cpu", "served": "oip"})
+    assert old.client_cores is None and old.cores == ""
+
+
+def test_the_markdown_report_says_where_the_client_and_server_ran() -> None:
+    from torchmark.report import markdown
+    from torchmark.results.serving import read, write
+
+    run = _served_run()
+    assert "client on" not in markdown.render([run])  # type: ignore[list-item]
+    p = read(run)  # type: ignore[arg-type]
+    assert p is not None
+    p.fleets[1].client_cores, p.fleets[1].server_cores = [3], [0, 1, 2]
+    write(run, p)  # type: ignore[arg-type]
+    assert "as served: client on core 3, server on cores 0-2" in markdown.render([run])  # type: ignore[list-item]

@@ -140,10 +140,12 @@ def _short(batching: str) -> str:
 
 def fleet_heading(f: FleetDoc) -> str:
     """``cpu as 2 x 1 (processes x threads): single-stream p50 0.28 ms, p99 8.7 ms;
-    offline 1: 870/s, 8: 4,981/s``: the two scenarios the search starts from."""
+    offline 1: 870/s, 8: 4,981/s``: the two scenarios the search starts from (as served,
+    the cores the client and the server ran on: ``client on core 15, server on cores
+    0-14``)."""
     split = f" as {f.processes} x {f.threads} (processes x threads)" if f.threads else ""
     if f.served:
-        split = f" {f.served_as}"
+        split = f" {f.served_as}" + (f", {f.cores}" if f.cores else "")
     parts = []
     if f.single_n:
         mean = ""
@@ -299,8 +301,21 @@ def markdown_lines(
         named = answer_table(p, capacity=capacity).title
         out += ["", f"*{text(named)}*"] if named else [""]
         out += _markdown_answers(p.capacity if capacity else p.answers, cell)
+    cores = cores_lines(p)
+    if cores:
+        out += ["", *(text(line) for line in cores)]
     out += ["", *(text(line) for line in lines(p))]
     return out
+
+
+def cores_lines(p: ServingPayload) -> list[str]:
+    """The cores each served fleet's client and server ran on, one line for all where they
+    agree (``as served: client on core 15, server on cores 0-14``); the terminal and HTML
+    say it in each fleet's heading, which Markdown has not."""
+    said = {(f.device, f.served_as, f.cores) for f in p.fleets if f.served and f.cores}
+    if len({c for _, _, c in said}) == 1:
+        return [f"as served: {next(iter(said))[2]}"]
+    return [f"{d} {how}: {c}" for d, how, c in sorted(said)]
 
 
 def _markdown_answers(answers: list[Any], cell: Callable[[str], str]) -> list[str]:

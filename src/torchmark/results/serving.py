@@ -40,6 +40,18 @@ def per_s(rate: float) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
+def core_list(cores: list[int]) -> str:
+    """``core 15``, ``cores 0-14``, ``cores 2-3,7,9``: runs of cores as taskset writes them."""
+    runs: list[list[int]] = []
+    for c in sorted(set(cores)):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    said = ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+    return f"core{'s' if len(set(cores)) != 1 else ''} {said}"
+
+
 class _Doc(BaseModel):
     # validators built on first use: the commands that list runs never validate one
     model_config = ConfigDict(extra="ignore", defer_build=True)
@@ -132,6 +144,21 @@ class FleetDoc(_Doc):
     endpoint: str = ""  # "endpoint": the URL driven
     model_workers: int | None = None  # "oip" on a CPU: model processes (0: in the server's)
     model_threads: int | None = None  # ... and each one's threads
+    # "oip": the cores the load generator's process and the server's (its front end and
+    # model workers) could run on, read from each once started (None: not known; equal:
+    # not pinned, the two shared them)
+    client_cores: list[int] | None = None
+    server_cores: list[int] | None = None
+
+    @property
+    def cores(self) -> str:
+        """``client on core 15, server on cores 0-14`` (``client and server share cores
+        0-1`` where not pinned; empty where not known)."""
+        if self.client_cores is None or self.server_cores is None:
+            return ""
+        if self.client_cores == self.server_cores:
+            return f"client and server share {core_list(self.server_cores)}"
+        return f"client on {core_list(self.client_cores)}, server on {core_list(self.server_cores)}"
 
     @property
     def served_as(self) -> str:

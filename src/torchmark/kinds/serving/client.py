@@ -16,10 +16,11 @@ makes a result worse; the loop's own delay (wake-up - scheduled) is kept apart a
 lateness, and a point where it decides the tail is the generator's limit, not the
 server's (``point.LoadPoint.generator_behind``, on its p99).
 
-asyncio with uvloop and httptools' response parser, in a process of its own: the clients
-written on aiohttp or httpx cost more CPU per request than the server they drove. The
-loop sleeps on the event loop's timers (1 ms resolution), so arrivals go out in bursts of
-up to a millisecond: each one's lateness says by how much.
+asyncio with uvloop and httptools' response parser, in a process of its own (on a core of
+its own where the host allows 3 or more: ``cores``): the clients written on aiohttp or
+httpx cost more CPU per request than the server they drove. The loop sleeps on the event
+loop's timers (1 ms resolution), so arrivals go out in bursts of up to a millisecond: each
+one's lateness says by how much.
 
 Every request is bounded by ``timeout_s``: a server that never answers ends the point
 with a verdict (``WindowData.gave_up``), never a hang. Errors are counted by message, the
@@ -45,6 +46,7 @@ import numpy as np
 
 from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.arrivals import Arrivals
+from torchmark.kinds.serving.cores import affinity, pin
 from torchmark.kinds.serving.fleet import LEAD_S, WindowData, expect
 from torchmark.kinds.serving.server import Requests
 from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
@@ -497,10 +499,15 @@ async def _windows(pool: _Pool, conn: Connection, rate: float, window_s: float, 
         stop.set()
 
 
-def _main(conn: Connection, target: Target) -> None:
+def _main(conn: Connection, target: Target, cores: tuple[int, ...] = ()) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends us
+    try:  # on its own core before anything is sent (``cores``)
+        pin(cores)
+    except OSError as e:
+        conn.send(("error", f"cannot run on cores {list(cores)}: {e}"))
+        return
     try:
         import uvloop
 
@@ -514,7 +521,7 @@ def _main(conn: Connection, target: Target) -> None:
     # never walked again by the collector (``oip.serve_forever``: 160-180 ms walks)
     gc.collect()
     gc.freeze()
-    conn.send(("ready", None))
+    conn.send(("ready", affinity()))
     while True:
         try:
             cmd, args = conn.recv()
@@ -538,17 +545,19 @@ def _main(conn: Connection, target: Target) -> None:
 
 
 class Client:
-    """The client process, driven from the parent (``served.Endpoint``)."""
+    """The client process, driven from the parent (``served.Endpoint``); ``cores``: the
+    cores it pins itself to as it starts (() where it is not pinned), and ``affinity`` the
+    ones it had once started (None where the platform cannot say)."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, cores: tuple[int, ...] = ()) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_main, args=(child, target), daemon=True)
+        self.proc = ctx.Process(target=_main, args=(child, target, cores), daemon=True)
         self.proc.start()
         child.close()
         self.target = target
         self.errors: dict[str, int] = {}
-        self._expect("ready", START_TIMEOUT_S)
+        self.affinity: tuple[int, ...] | None = self._expect("ready", START_TIMEOUT_S)
 
     def _expect(self, what: str, timeout: float) -> Any:
         return expect(self.conn, what, timeout, ClientError, "the load generator's process")

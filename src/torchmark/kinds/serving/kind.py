@@ -29,6 +29,8 @@ from torchmark.errors import InputError
 from torchmark.kinds.serving import answer, deployed, generator, pace, stats
 from torchmark.kinds.serving.client import ClientError
 from torchmark.kinds.serving.clock import Clock, RealClock
+from torchmark.kinds.serving.cores import CorePlan
+from torchmark.kinds.serving.cores import plan as plan_cores
 from torchmark.kinds.serving.fleet import Fleet, ForwardStuck, Local
 from torchmark.kinds.serving.model import ModelExecutor, Recipe, is_builtin
 from torchmark.kinds.serving.point import MIN_DURATION_S, MIN_POINT_S, LoadPoint, PointPlan
@@ -174,6 +176,9 @@ class Serving:
     pace: Callable[[], list[float]] | None = None
     model_name: str = ""
     inputs: str = ""
+    # as served: the load generator's and the server's cores (None: planned from this
+    # process's affinity when the run starts)
+    cores: CorePlan | None = None
 
     def run(self) -> RunRecord:
         validate(self.cfg)
@@ -205,8 +210,12 @@ class Serving:
         if absent:
             payload.notes.append(f"as served: not available, {absent}: in process only")
         prices = _prices(self.cfg, self.devices)
-        session, live = self._open(payload, prices)
+        if self.cores is None:
+            self.cores = plan_cores()
         plan = self._fleets()
+        if self.cores.note and any(f.served == "oip" for f in plan):
+            payload.notes.append(self.cores.note)
+        session, live = self._open(payload, prices)
         session.planned([f.case for f in plan])
         spent: dict[str, float] = {}  # per device: the search time its fleets took
         with session:
@@ -264,11 +273,13 @@ class Serving:
         return out
 
     def _served_splits(self, device: Device) -> list[tuple[int, int]]:
+        """Over the server's cores: those the load generator's core leaves it."""
         if device.is_accelerator:
             return [(0, 1)]
+        cores = (self.cores or plan_cores()).server_cores
         if not self.cfg.split:
-            return [(0, self.cfg.threads or usable_cores())]
-        return served_splits(usable_cores())[: (self.cfg.max_procs or usable_cores()) + 1]
+            return [(0, self.cfg.threads or cores)]
+        return served_splits(cores)[: (self.cfg.max_procs or cores) + 1]
 
     def _splits(self, device: Device) -> list[tuple[int, int | None]]:
         if device.is_accelerator:
@@ -325,6 +336,10 @@ class Serving:
         paced = timer() if timer is not None else []
         try:
             with self._fleet(device, planned, max(batches)) as fleet:
+                cores = _cores_of(fleet) if served == "oip" else {}
+                where.update(cores)
+                for k, v in cores.items():  # stored from the first point on
+                    setattr(doc, k, v)
                 s: Search = search(
                     fleet,
                     plan,
@@ -375,6 +390,7 @@ class Serving:
                 threads or 1,
                 device.name,
                 forward_bound_s=self._forward_bound_s(),
+                cores=self.cores,
             ) as ep:
                 yield ep
             return
@@ -454,6 +470,16 @@ def _where(planned: _Planned, cfg: ServingConfig) -> dict[str, Any]:
         workers, threads = planned.split
         return {"served": "oip", "model_workers": workers, "model_threads": threads}
     return {}
+
+
+def _cores_of(fleet: Fleet) -> dict[str, Any]:
+    """The fleet document's fields that say the cores its client and server ran on."""
+    client = getattr(fleet, "client_cores", None)
+    server = getattr(fleet, "server_cores", None)
+    return {
+        "client_cores": list(client) if client is not None else None,
+        "server_cores": list(server) if server is not None else None,
+    }
 
 
 def _picklable(recipe: Recipe) -> bool:

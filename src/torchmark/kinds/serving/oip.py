@@ -25,7 +25,8 @@ processes of ``threads`` threads each: the cores split between the front end (th
 process's event loop) and the model.
 
 Run as its own process: ``python -m torchmark.kinds.serving.oip --model simplenet --port 0``
-prints ``listening on http://127.0.0.1:PORT`` (the port it bound) once it is ready.
+prints ``listening on http://127.0.0.1:PORT`` (the port it bound) once it is ready;
+``--cores`` pins it, and so its model workers, to those cores as it starts.
 """
 
 from __future__ import annotations
@@ -628,8 +629,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--model-workers", type=int, default=0, help="0: the model in-process")
     ap.add_argument("--threads", type=int, default=1, help="the model's threads (each worker)")
     ap.add_argument("--device", default="cpu", help="the model's device, e.g. cuda:0")
+    ap.add_argument(
+        "--cores", default="", help="the cores it and its model workers run on, e.g. 0,1,2"
+    )
     ap.add_argument("--recipe", default=None, help=argparse.SUPPRESS)  # a pickled recipe file
     a = ap.parse_args(argv)
+    if a.cores:  # before the model or its workers start: they inherit it
+        from torchmark.kinds.serving.cores import pin
+
+        try:
+            pin(int(c) for c in a.cores.split(","))
+        except (OSError, ValueError) as e:
+            ap.error(f"--cores {a.cores}: {e}")
     name = a.name or a.model
     if a.fake_ms is not None:
         model = fake_model(name, a.fake_ms / 1e3, a.fake_item_ms / 1e3)

@@ -3,7 +3,8 @@ Open Inference Protocol v2 endpoint, so the search and the point judge measure t
 its users reach it.
 
     OwnServer(recipe, ...)     torchmark's server (``oip``) started as a subprocess: "as
-                               served"; its batcher is set per search setting
+                               served"; its batcher is set per search setting; on the
+                               cores ``cores.plan`` leaves it, the client on its own
     Endpoint(url, name, ...)   the Fleet: the model's tensors read from /v2/models/{name},
                                one request pre-encoded (binary tensor data), the client
                                process started; the user's server (``--endpoint``)
@@ -41,6 +42,7 @@ import numpy as np
 
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.kinds.serving.client import Client, Target, infer_request
+from torchmark.kinds.serving.cores import CorePlan, affinity
 from torchmark.kinds.serving.fleet import ForwardStuck, WindowData, stuck_text
 from torchmark.kinds.serving.oip import READY_LINE, STAMPS_ENV
 from torchmark.kinds.serving.server import GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
@@ -102,7 +104,13 @@ class Endpoint:
     instances = 1
 
     def __init__(
-        self, url: str, model: str, bound_s: float, own: bool = False, seed: int = 0
+        self,
+        url: str,
+        model: str,
+        bound_s: float,
+        own: bool = False,
+        seed: int = 0,
+        client_cores: tuple[int, ...] = (),
     ) -> None:
         absent = missing()
         if absent:
@@ -145,7 +153,11 @@ class Endpoint:
             self.timeout_s,
         )
         self.batching: Batching | None = None
-        self.client = Client(self.target)
+        self.client = Client(self.target, client_cores)
+        # the cores the client and (torchmark's own) server had, as read from each process
+        # once it started (None: not known)
+        self.client_cores = self.client.affinity
+        self.server_cores: tuple[int, ...] | None = None
         # torchmark's own server: why it was killed ("" while its forwards are in bound)
         self.stuck: Callable[[float], str] | None = None
 
@@ -261,6 +273,7 @@ class OwnServer:
         env: dict[str, str] | None = None,
         device: str = "cpu",
         forward_bound_s: float | None = None,
+        cores: tuple[int, ...] = (),
     ) -> None:
         self.name = name
         self.forward_bound_s = forward_bound_s
@@ -270,6 +283,8 @@ class OwnServer:
         args = [sys.executable, "-m", "torchmark.kinds.serving.oip", "--name", name]
         args += ["--model-workers", str(model_workers), "--threads", str(threads)]
         args += ["--device", device]
+        if cores:  # it pins itself as it starts: its model workers inherit the cores
+            args += ["--cores", ",".join(map(str, cores))]
         self._recipe_file: str | None = None
         if fake_ms is not None:
             args += ["--fake-ms", str(fake_ms)]
@@ -293,6 +308,7 @@ class OwnServer:
             self._watcher = threading.Thread(target=self._watch, daemon=True)
             self._watcher.start()
         self.url = self._wait_ready()
+        self.cores = affinity(self.proc.pid)  # what it runs on (None: not known)
 
     def stuck(self, wait_s: float = 0.0) -> str:
         """Why the server was killed, a forward of its model past the bound ("" if not);
@@ -373,8 +389,10 @@ class OwnServer:
                 break
             if line.startswith(READY_LINE):
                 return "http://" + line[len(READY_LINE) :].split()[0]
-        self.close()
+        self._killpg()  # it and any worker it started: its stderr then ends
+        self.proc.wait()
         err = self.proc.stderr.read() if self.proc.stderr else ""
+        self.close()
         last = err.strip().splitlines()[-1] if err.strip() else "no message"
         raise ServerError(f"torchmark's OIP server did not start: {last}")
 
@@ -420,16 +438,26 @@ def as_served(
     threads: int = 1,
     device: str = "cpu",
     forward_bound_s: float | None = None,
+    cores: CorePlan | None = None,
 ) -> Iterator[Endpoint]:
     """The model behind torchmark's own server, and the fleet that drives it; with
-    ``forward_bound_s``, a forward past it kills the server (``ForwardStuck`` next)."""
+    ``forward_bound_s``, a forward past it kills the server (``ForwardStuck`` next);
+    ``cores``: the client's and the server's cores (``cores.plan``; None: not pinned)."""
     name = url_name(name)
+    cores = cores or CorePlan()
     with (
         OwnServer(
-            recipe, name, model_workers, threads, device=device, forward_bound_s=forward_bound_s
+            recipe,
+            name,
+            model_workers,
+            threads,
+            device=device,
+            forward_bound_s=forward_bound_s,
+            cores=cores.server,
         ) as srv,
-        Endpoint(srv.url, name, bound_s, own=True) as fleet,
+        Endpoint(srv.url, name, bound_s, own=True, client_cores=cores.client) as fleet,
     ):
+        fleet.server_cores = srv.cores
         if forward_bound_s is not None:
             fleet.stuck = srv.stuck
         yield fleet

@@ -275,16 +275,22 @@ def test_a_server_that_fails_to_start_says_its_last_line() -> None:
 
 @pytest.mark.slow
 @needs_two_cores
-def test_the_servers_model_workers_run_on_the_servers_cores() -> None:
+def test_as_served_pins_the_client_and_the_server_with_its_model_workers() -> None:
     import psutil
 
     from torchmark.kinds.serving.model import builtin
+    from torchmark.kinds.serving.served import as_served
 
     plan = cores.plan(cores.allowed_cores(), min_cores=2)
-    with OwnServer(builtin("simplenet"), "simplenet", 1, 1, cores=plan.server) as srv:
-        kids = psutil.Process(srv.proc.pid).children(recursive=True)
+    with as_served(builtin("simplenet"), "simplenet", BOUND, 1, 1, cores=plan) as ep:
+        assert (ep.client_cores, ep.server_cores) == (plan.client, plan.server)
+        assert os.sched_getaffinity(ep.client.proc.pid) == set(plan.client)
+        (srv,) = [  # torchmark's server with a model: none other in this session
+            p for p in psutil.Process().children() if {"--recipe", "--cores"} <= set(p.cmdline())
+        ]
+        kids = srv.children(recursive=True)
         assert kids, "a model worker of its own"
-        assert all(k.cpu_affinity() == list(plan.server) for k in kids)
+        assert all(p.cpu_affinity() == list(plan.server) for p in [srv, *kids])
 
 
 # -- a second server, written here from the protocol, and hostile ones -----------------------

@@ -15,7 +15,11 @@ Protocol server over HTTP, at torchmark's answer and at the top of its bracket.
    minimum is 600 s: shorter here, and said), latencies from LoadGen's scheduled times
    to each answer decoded here; the requests go out on keep-alive connections from an
    event loop in this process (torchmark's client, ``serving.client``), the server in its
+   own process
 4. prints LoadGen's VALID / INVALID per rate, its p99 and early-stopping estimate
+
+Where torchmark's run pinned its client to a core of its own and the server to the rest
+(3 or more cores), LoadGen's process takes the client's core and the server the same rest.
 
 The two max rates agree within 10 % when LoadGen calls R VALID and min(T, 1.1 R) INVALID:
 LoadGen's own limit then lies within 10 % above R. Exits 1 otherwise (or on any failed
@@ -85,6 +89,10 @@ def torchmark_answer(args: argparse.Namespace) -> dict[str, Any]:
         "max_wait_s": best.max_wait_s,
         "sentence": a.sentence,
         "held_s": best.duration_s if a.confirmed else None,
+        # where torchmark's run pinned its client and server (None or equal: it did not)
+        "client_cores": f.client_cores,
+        "server_cores": f.server_cores,
+        "cores": f.cores,
     }
 
 
@@ -221,6 +229,7 @@ def main() -> int:
         import mlperf_loadgen as lg
     except ImportError:
         sys.exit("MLPerf LoadGen is not installed: pip install 'torchmark[loadgen]'")
+    from torchmark.kinds.serving.cores import pin
     from torchmark.kinds.serving.model import builtin
     from torchmark.kinds.serving.served import Endpoint, OwnServer, _post, url_name
 
@@ -232,7 +241,22 @@ def main() -> int:
         args.seconds = max(MIN_SECONDS, math.ceil(ans["held_s"] or 0))
     check = min(float(top), (1 + AGREE) * rate) if top else (1 + AGREE) * rate
     name = url_name(ans["model"])
-    with OwnServer(builtin(ans["model"]), name, ans["workers"], ans["threads"]) as srv:
+    # pinned as torchmark's run was: LoadGen (this process) on its client's core, the
+    # server on the rest, so that the two generators are checked on the same cores
+    client_cores, server_cores = ans["client_cores"], ans["server_cores"]
+    pinned = client_cores is not None and client_cores != server_cores
+    try:
+        pin(client_cores if pinned else ())
+    except OSError as e:
+        sys.exit(f"this host cannot run on the run's cores ({ans['cores']}): {e}")
+    print(f"cores: {ans['cores'] or 'not stored'} (LoadGen in the client's place)", flush=True)
+    with OwnServer(
+        builtin(ans["model"]),
+        name,
+        ans["workers"],
+        ans["threads"],
+        cores=tuple(server_cores) if pinned else (),
+    ) as srv:
         batching = {"max_batch": ans["max_batch"], "max_wait_s": ans["max_wait_s"]}
         _post(f"{srv.url}/torchmark/batching", batching)
         with Endpoint(srv.url, name, ans["bound_s"]) as ep:  # the request, as torchmark's

@@ -5,21 +5,33 @@ Protocol server over HTTP, at torchmark's answer and at the top of its bracket.
     pip install 'torchmark[loadgen]'
     python benchmarks/serving_loadgen.py [--model simplenet] [--p99-ms 50] [--budget 2m]
                                          [--seconds S] [--from-json RUN.json]
+                                         [--rounds 2] [--ladder 0.8,0.9]
 
 1. the answer: `torchmark serving MODEL --p99-ms L --budget B` is run (or a stored run's
    JSON read): its as-served answer R (the highest rate within the bound), the lowest
    rate above it measured over (the bracket's top T), and the split and batching found
 2. torchmark's server is started with that split and batching
-3. LoadGen's Server scenario at R, then at min(T, 1.1 R), `--seconds` each (default: as long
+3. at R, then at min(T, 1.1 R), `--rounds` times (default 2), LoadGen's Server scenario
+   and torchmark's own client take turns on the same server, the order flipped each round
+   (torchmark, LoadGen; LoadGen, torchmark; ...: ABBA), `--seconds` each (default: as long
    as torchmark's answer held in its re-confirmation, the claim checked; LoadGen's own
-   minimum is 600 s: shorter here, and said), latencies from LoadGen's scheduled times
-   to each answer decoded here; the requests go out on keep-alive connections from an
-   event loop in this process (torchmark's client, ``serving.client``), the server in its
-4. prints LoadGen's VALID / INVALID per rate, its p99 and early-stopping estimate
+   minimum is 600 s: shorter here, and said). A host whose pace drifts (a VM's neighbours)
+   then moves both tools alike, and each pair says whether the two instruments agree at
+   that moment, whatever the host did between pairs. The host's pace (``judge.pace``) is
+   timed before each turn and printed beside it.
+   LoadGen's latencies run from its scheduled times to each answer decoded here; its
+   requests go out on keep-alive connections from an event loop in this process
+   (torchmark's client, ``serving.client``); torchmark's client runs in its own process,
+   judged as its search judges a point (``serving.point.run_point``: held, VALID)
+4. prints each turn's verdict, p99 and pace, then per rate how often each tool passed;
+   with `--ladder 0.8,0.9` (more rates, as fractions of the answer) each tool's own max
+   rate in each round, so that the two tools' limits are compared at the same moments
 
-The two max rates agree within 10 % when LoadGen calls R VALID and min(T, 1.1 R) INVALID:
-LoadGen's own limit then lies within 10 % above R. Exits 1 otherwise (or on any failed
-request). On a loaded host both move: the load average is printed at the start and end.
+The two max rates agree within 10 % when LoadGen calls R VALID and min(T, 1.1 R) INVALID
+in every round: LoadGen's own limit then lies within 10 % above R. Exits 1 otherwise (or
+on any failed request). The pairs where the two tools disagree are counted apart: they
+are the instrument's disagreement, not the host's drift. The load average is printed at
+the start and end.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import math
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +52,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 AGREE = 0.10
 
@@ -177,6 +192,14 @@ def loadgen_server(lg: Any, sut: HttpSut, rate: float, bound_s: float, seconds: 
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     text = (out / "mlperf_log_summary.txt").read_text()
+    # the same queries timed here, from LoadGen's issue call on: what LoadGen's p99 has
+    # above these is LoadGen's own path to the call (its thread's wake-up, the GIL)
+    run = sut.pool.run
+    reqs = run.requests(0, len(run.arrival))
+    here = {
+        "issue_p99_ms": f"{1e3 * float(np.nanpercentile(reqs.finish - reqs.arrival, 99)):.2f}",
+        "send_p99_ms": f"{1e3 * float(np.nanpercentile(reqs.start - reqs.arrival, 99)):.2f}",
+    }
 
     def grab(pattern: str) -> str:
         m = re.search(pattern, text)
@@ -196,6 +219,7 @@ def loadgen_server(lg: Any, sut: HttpSut, rate: float, bound_s: float, seconds: 
         # this process's CPU a query (LoadGen, its binding, the HTTP client): on a host whose
         # cores the server also uses, the generator's cost is taken from the server
         "cpu_us": 1e6 * cpu_s / max(1, len(sut.ids)),
+        **here,
     }
 
 
@@ -215,14 +239,26 @@ def main() -> int:
         help="LoadGen's time per rate (default: as long as the answer held, at least 10 s)",
     )
     ap.add_argument("--from-json", type=Path, default=None, help="a stored run's JSON")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="turns of each tool at each rate, order flipped"
+    )
+    ap.add_argument(
+        "--ladder",
+        type=lambda x: [float(f) for f in x.split(",")],
+        default=None,
+        help="more rates, as fractions of the answer (0.8,0.9,1.1): each tool's own max rate "
+        "in each round is then printed",
+    )
     ap.add_argument("extra", nargs="*", help="more `torchmark serving` options, after --")
     args = ap.parse_args()
     try:
         import mlperf_loadgen as lg
     except ImportError:
         sys.exit("MLPerf LoadGen is not installed: pip install 'torchmark[loadgen]'")
+    from torchmark.kinds.serving import pace
     from torchmark.kinds.serving.model import builtin
-    from torchmark.kinds.serving.served import Endpoint, OwnServer, _post, url_name
+    from torchmark.kinds.serving.served import Endpoint, OwnServer, url_name
+    from torchmark.kinds.serving.server import Batching
 
     print(f"start: {load()}", flush=True)
     ans = torchmark_answer(args)
@@ -232,46 +268,143 @@ def main() -> int:
         args.seconds = max(MIN_SECONDS, math.ceil(ans["held_s"] or 0))
     check = min(float(top), (1 + AGREE) * rate) if top else (1 + AGREE) * rate
     name = url_name(ans["model"])
-    with OwnServer(builtin(ans["model"]), name, ans["workers"], ans["threads"]) as srv:
-        batching = {"max_batch": ans["max_batch"], "max_wait_s": ans["max_wait_s"]}
-        _post(f"{srv.url}/torchmark/batching", batching)
-        with Endpoint(srv.url, name, ans["bound_s"]) as ep:  # the request, as torchmark's
-            sut = HttpSut(lg, ep.target)
+    batching = Batching(ans["max_batch"], ans["max_wait_s"])
+    ladder = tuple(f * rate for f in args.ladder) if args.ladder else ()
+    rates = (rate, check, *(r for r in ladder if r not in (rate, check)))
+    turns: list[dict[str, Any]] = []
+    with (
+        OwnServer(builtin(ans["model"]), name, ans["workers"], ans["threads"]) as srv,
+        Endpoint(srv.url, name, ans["bound_s"], own=True) as ep,  # torchmark's client
+    ):
+        sut = HttpSut(lg, ep.target)  # the same request, sent from this process
         print(
             f"server: {ans['workers']} model worker(s) x {ans['threads']} thread(s), "
-            f"max batch {ans['max_batch']}, wait {1e3 * ans['max_wait_s']:g} ms; LoadGen "
-            f"{args.seconds:g} s a rate (its own minimum is 600 s)",
+            f"max batch {ans['max_batch']}, wait {1e3 * ans['max_wait_s']:g} ms; "
+            f"{args.rounds} round(s) of torchmark's client and LoadGen in turn (ABBA), "
+            f"{args.seconds:g} s a turn (LoadGen's own minimum is 600 s)",
             flush=True,
         )
-        results = [loadgen_server(lg, sut, r, ans["bound_s"], args.seconds) for r in (rate, check)]
-    for r, what in zip(results, ("the answer", "above it"), strict=True):
-        print(
-            f"LoadGen at {r['rate']:,.0f}/s ({what}): {r['valid']}; scheduled "
-            f"{r['scheduled']}/s, completed {r['completed']}/s, p99 {r['p99_ms']} ms, "
-            f"p99 within the bound: {r['constraints']}; early stopping: {r['early']}; "
-            f"errors {r['errors'] or 'none'}; this process's CPU {r['cpu_us']:.0f} µs a query"
+        for k in range(args.rounds):
+            order = ("torchmark", "LoadGen") if k % 2 == 0 else ("LoadGen", "torchmark")
+            for r in sorted(rates):
+                for tool in order:
+                    pace_ms = 1e3 * statistics.median(pace.measure())
+                    if tool == "LoadGen":
+                        t = loadgen_server(lg, sut, r, ans["bound_s"], args.seconds)
+                    else:
+                        t = torchmark_point(ep, r, batching, ans["bound_s"], args.seconds, k)
+                    t.update(round=k + 1, tool=tool, pace_ms=pace_ms)
+                    turns.append(t)
+                    print(turn_line(t), flush=True)
+    if ladder:
+        limits(turns, rates)
+    return verdict(turns, (rate, check))
+
+
+def torchmark_point(
+    ep: Any, rate: float, batching: Any, bound_s: float, seconds: float, seed: int
+) -> dict[str, Any]:
+    """One point of torchmark's own client at ``rate``, held for ``seconds`` and judged
+    as its search judges one (within: it held; VALID in LoadGen's sense)."""
+    from torchmark.kinds.serving.point import PointPlan, run_point
+
+    p = run_point(ep, rate, batching, PointPlan(bound_s).longer(seconds), seed=seed)
+    return {
+        "rate": rate,
+        "passed": p.outcome == "within",
+        "valid": "VALID" if p.valid else "INVALID",
+        "p99_ms": f"{1e3 * p.loadgen_p99_s:.2f}",
+        "said": f"{'held' if p.outcome == 'within' else p.outcome}: {p.why}",
+        "errors": dict(p.errors),
+        "seconds": p.span_s,
+    }
+
+
+def turn_line(t: dict[str, Any]) -> str:
+    if t["tool"] == "LoadGen":
+        said = (
+            f"from its issue call, timed here: p99 {t['issue_p99_ms']} ms (of it to the send "
+            f"{t['send_p99_ms']} ms); "
+            f"scheduled {t['scheduled']}/s, completed {t['completed']}/s, p99 within the bound: "
+            f"{t['constraints']}; early stopping: {t['early']}; this process's CPU "
+            f"{t['cpu_us']:.0f} µs a query"
         )
-    low, high = results
-    valid = low["valid"] == "VALID" and not low["errors"]
+    else:
+        said = f"{t['said']} ({t['seconds']:.3g} s)"
+    errors = f"; errors {t['errors']}" if t["errors"] else ""
+    return (
+        f"round {t['round']} {t['tool']:9} at {t['rate']:,.0f}/s: {t['valid']}, p99 "
+        f"{t['p99_ms']} ms, host pace {t['pace_ms']:.2f} ms; {said}{errors}"
+    )
+
+
+def passed(t: dict[str, Any]) -> bool:
+    """A turn's verdict: LoadGen's VALID, torchmark's client's held; no failed request."""
+    ok = t["valid"] == "VALID" if t["tool"] == "LoadGen" else t["passed"]
+    return bool(ok) and not t["errors"]
+
+
+def limits(turns: list[dict[str, Any]], rates: tuple[float, ...]) -> None:
+    """Each tool's own max rate in each round: the highest rate it passed below the lowest
+    it failed (its turns at all rates of a round lie within minutes of the other tool's)."""
+    for k in sorted({t["round"] for t in turns}):
+        said = []
+        for tool in ("torchmark", "LoadGen"):
+            mine = {t["rate"]: passed(t) for t in turns if t["round"] == k and t["tool"] == tool}
+            failed = min((r for r, ok in mine.items() if not ok), default=math.inf)
+            best = max((r for r, ok in mine.items() if ok and r < failed), default=None)
+            top = "" if failed == math.inf else f", failed {failed:,.0f}"
+            said.append(f"{tool} held {best:,.0f}{top}" if best else f"{tool} held none{top}")
+        print(
+            f"round {k}, the ladder {', '.join(f'{r:,.0f}' for r in sorted(rates))}: "
+            + "; ".join(said)
+        )
+
+
+def verdict(turns: list[dict[str, Any]], rates: tuple[float, float]) -> int:
+    """Per rate, how often each tool passed; the pairs that disagree; the check's verdict."""
+    rate, check = rates
+    for r, what in zip(rates, ("the answer", "above it"), strict=True):
+        at = [t for t in turns if t["rate"] == r]
+        lg_ok = sum(t["valid"] == "VALID" and not t["errors"] for t in at if t["tool"] == "LoadGen")
+        tm_ok = sum(t["passed"] for t in at if t["tool"] == "torchmark")
+        n = len(at) // 2
+        print(
+            f"at {r:,.0f}/s ({what}): LoadGen VALID {lg_ok} of {n}, torchmark's client held "
+            f"{tm_ok} of {n}"
+        )
+    pairs: dict[tuple[int, float], list[bool]] = {}
+    for t in turns:
+        pairs.setdefault((t["round"], t["rate"]), []).append(passed(t))
+    split = sum(len(set(v)) > 1 for v in pairs.values())
+    print(
+        f"the two tools, back to back on one server: same verdict in {len(pairs) - split} of "
+        f"{len(pairs)} pairs"
+        + (f" ({split} where one passed and the other did not)" if split else "")
+    )
+    lg = [t for t in turns if t["tool"] == "LoadGen"]
+    low = [t for t in lg if t["rate"] == rate]
+    high = [t for t in lg if t["rate"] == check]
+    valid = all(t["valid"] == "VALID" and not t["errors"] for t in low)
     # INVALID for the tail itself, not only for too few queries to prove it (early stopping)
-    over = high["valid"] == "INVALID" and (high["constraints"] == "NO" or high["errors"])
+    over = all(t["valid"] == "INVALID" and (t["constraints"] == "NO" or t["errors"]) for t in high)
     if valid and over:
-        verdict = "agree"
-    elif valid and high["valid"] == "INVALID":
-        verdict = (
+        said = "agree"
+    elif valid and all(t["valid"] == "INVALID" for t in high):
+        said = (
             "can't be told apart: above it LoadGen's INVALID is early stopping's (too few "
             "queries to prove the tail) with the p99 itself within the bound; a longer "
             "--seconds says more. They do not yet agree"
         )
     else:
-        verdict = "do not agree"
+        said = "do not agree"
     print(
-        f"torchmark's {rate:,.0f}/s and LoadGen's max rate {verdict} within {AGREE:.0%} "
-        f"(agreeing needs LoadGen VALID at {rate:,.0f}, INVALID at {check:,.0f})"
+        f"torchmark's {rate:,.0f}/s and LoadGen's max rate {said} within {AGREE:.0%} "
+        f"(agreeing needs LoadGen VALID at {rate:,.0f} and INVALID at {check:,.0f} in every "
+        "round)"
     )
-    ok = verdict == "agree"
     print(f"end: {load()}")
-    return 0 if ok else 1
+    return 0 if said == "agree" else 1
 
 
 if __name__ == "__main__":

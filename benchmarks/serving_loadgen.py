@@ -38,22 +38,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import math
+import multiprocessing as mp
 import os
 import re
 import resource
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 AGREE = 0.10
 
@@ -103,68 +108,153 @@ def torchmark_answer(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-class HttpSut:
-    """LoadGen's system under test: each query an OIP request over HTTP, sent from an
-    event loop thread; LoadGen hears each answer as it is decoded."""
+# the hot path's records: (LoadGen's query id, its issue time) out; (query id, failed) back
+ISSUED = struct.Struct("=Qd")
+ANSWERED = struct.Struct("=Q?")
+
+
+def _sender(ctl: Connection, issued: Connection, answered: Connection, target: Any) -> None:
+    """The harness's client process: LoadGen's queries, read from ``issued``, sent as OIP
+    requests over keep-alive connections (torchmark's client, ``serving.client``); each
+    answer's query id written back on ``answered`` as it is decoded."""
+    import signal
+
+    from torchmark.kinds.serving import client
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    pool = client._Pool(target)
+    ids: list[int] = []
+    errors: dict[str, int] = {}
+
+    class Run(client._Run):  # type: ignore[misc]
+        def done(self, i: int, error: str | None, batch: int = 0) -> None:
+            first = self.finish[i] != self.finish[i]  # NaN: not answered before
+            super().done(i, error, batch)
+            if first:
+                if error is not None:
+                    errors[error] = errors.get(error, 0) + 1
+                answered.send_bytes(ANSWERED.pack(ids[i], error is not None))
+
+    def on_issued() -> None:
+        data = issued.recv_bytes()
+        now = time.perf_counter()
+        for qid, t in ISSUED.iter_unpack(data):
+            i = pool.run.add(t, now - t)
+            ids.append(qid)
+            pool.submit(i)
+
+    def on_ctl() -> None:
+        cmd = ctl.recv()
+        if cmd == "reset":
+            pool.reset()  # the last run's waiting requests and connections in flight
+            pool.run = Run()
+            ids.clear()
+            errors.clear()
+            ctl.send("ok")
+        elif cmd == "record":
+            run = pool.run
+            os.set_blocking(ctl.fileno(), True)  # the loop made it non-blocking; it is large
+            ctl.send((run.requests(0, len(run.arrival)), dict(errors)))
+            os.set_blocking(ctl.fileno(), False)
+        else:
+            loop.stop()
+
+    loop.add_reader(issued.fileno(), on_issued)
+    loop.add_reader(ctl.fileno(), on_ctl)
+    watch = loop.create_task(client._watch(pool))
+    gc.collect()
+    gc.freeze()  # its start-up objects are never walked again by the collector
+    ctl.send("ready")
+    loop.run_forever()
+    watch.cancel()
+
+
+class ProcessSut:
+    """LoadGen's system under test: each query an OIP request over HTTP, sent from a
+    client process of its own; LoadGen hears each answer as it is decoded there.
+
+    LoadGen's process does no more than hand each query's id to a pipe and, on a thread
+    of its own, each answered id to LoadGen: a harness that sent the requests from an
+    event loop in LoadGen's process made LoadGen's issuing thread and the loop share the
+    GIL, and its requests left 2-73 ms (p99) after LoadGen issued them at 1,800-2,500/s
+    on the 2-core VM (2026-12-07), where torchmark's client process sends on time."""
 
     def __init__(self, lg: Any, target: Any) -> None:
-        from torchmark.kinds.serving import client
-
-        self.lg, self.client = lg, client
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.pool = client._Pool(target)
-        self.errors: dict[str, int] = {}
-        self.ids: list[int] = []
-        self._reset()
-        asyncio.run_coroutine_threadsafe(client._watch(self.pool), self.loop)
-        # LoadGen's process times every answer: its start-up objects are never walked again
-        # by the collector (a full walk here stalled every query 183 ms, as in the server)
+        ctx = mp.get_context("spawn")
+        self.lg = lg
+        self.ctl, ctl = ctx.Pipe()
+        issued_r, self.issued = ctx.Pipe(duplex=False)
+        self.answered, answered_w = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(
+            target=_sender, args=(ctl, issued_r, answered_w, target), daemon=True
+        )
+        self.proc.start()
+        for c in (ctl, issued_r, answered_w):
+            c.close()
+        if not self.ctl.poll(60) or self.ctl.recv() != "ready":
+            sys.exit("the harness's client process did not start")
+        self.completer = threading.Thread(target=self._complete, daemon=True)
+        self.completer.start()
         gc.collect()
         gc.freeze()
-        # LoadGen's issuing thread and this loop's thread share the GIL: at Python's 5 ms
-        # switch interval each query could wait that long to be sent, and the p99 at
-        # 2,200/s read 220-247 ms here; at 0.2 ms, 60-94 ms (the 2-core VM, 2026-12-06)
+        # LoadGen's issuing thread and the completer share the GIL: each hands it on
+        # within 0.2 ms rather than Python's 5 ms
         sys.setswitchinterval(SWITCH_S)
+        self.errors: dict[str, int] = {}
+        self.issued_n = 0
 
-    def _reset(self) -> None:
-        """A fresh record (and LoadGen's ids) for the next run, made on the loop's thread."""
-        sut = self
+    def cpu_s(self) -> float:
+        """CPU time of LoadGen's process and the harness's client process so far."""
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        child = psutil.Process(self.proc.pid).cpu_times()
+        return me.ru_utime + me.ru_stime + child.user + child.system
 
-        class Run(self.client._Run):  # type: ignore[name-defined,misc]
-            def done(self, i: int, error: str | None, batch: int = 0) -> None:
-                first = self.finish[i] != self.finish[i]  # NaN: not answered before
-                super().done(i, error, batch)
-                if first:
-                    if error is not None:
-                        sut.errors[error] = sut.errors.get(error, 0) + 1
-                    resp = sut.lg.QuerySampleResponse(sut.ids[i], 0, 0)
-                    sut.lg.QuerySamplesComplete([resp])
+    def _complete(self) -> None:
+        lg = self.lg
+        while True:
+            try:
+                data = self.answered.recv_bytes()
+            except (EOFError, OSError):
+                return
+            lg.QuerySamplesComplete(
+                [lg.QuerySampleResponse(qid, 0, 0) for qid, _ in ANSWERED.iter_unpack(data)]
+            )
 
-        async def make() -> None:
-            self.pool.reset()  # the last run's waiting requests and connections in flight
-            self.pool.run = Run()
-            self.ids = []
+    def reset(self) -> None:
+        self.ctl.send("reset")
+        self.ctl.recv()
+        self.issued_n = 0
 
-        asyncio.run_coroutine_threadsafe(make(), self.loop).result()
+    def record(self) -> Any:
+        """The last run's requests (as the client timed them) and errors."""
+        self.ctl.send("record")
+        reqs, self.errors = self.ctl.recv()
+        return reqs
 
     def issue(self, samples: list[Any]) -> None:
-        now = time.perf_counter()
-        items = [(s.id, now) for s in samples]
-        self.loop.call_soon_threadsafe(self._send, items)
-
-    def _send(self, items: list[tuple[int, float]]) -> None:
-        for qid, t in items:
-            i = self.pool.run.add(t)
-            self.ids.append(qid)
-            self.pool.submit(i)
+        now = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in both processes
+        self.issued.send_bytes(b"".join(ISSUED.pack(s.id, now) for s in samples))
+        self.issued_n += len(samples)
 
     def flush(self) -> None:
         pass
 
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ctl.send("close")
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
 
-def loadgen_server(lg: Any, sut: HttpSut, rate: float, bound_s: float, seconds: float) -> dict:
+
+def loadgen_server(lg: Any, sut: ProcessSut, rate: float, bound_s: float, seconds: float) -> dict:
     """One LoadGen Server-scenario run at ``rate``: its summary's verdict and figures."""
     settings = lg.TestSettings()
     settings.scenario = lg.TestScenario.Server
@@ -181,21 +271,18 @@ def loadgen_server(lg: Any, sut: HttpSut, rate: float, bound_s: float, seconds: 
     log.copy_summary_to_stdout = False
     log_settings = lg.LogSettings()
     log_settings.log_output = log
-    sut.errors.clear()
-    sut._reset()
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    sut.reset()
+    cpu0 = sut.cpu_s()
     handle = lg.ConstructSUT(sut.issue, sut.flush)
     qsl = lg.ConstructQSL(1024, 1024, lambda s: None, lambda s: None)
     lg.StartTestWithLogSettings(handle, qsl, settings, log_settings)
     lg.DestroyQSL(qsl)
     lg.DestroySUT(handle)
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    cpu_s = sut.cpu_s() - cpu0
     text = (out / "mlperf_log_summary.txt").read_text()
     # the same queries timed here, from LoadGen's issue call on: what LoadGen's p99 has
     # above these is LoadGen's own path to the call (its thread's wake-up, the GIL)
-    run = sut.pool.run
-    reqs = run.requests(0, len(run.arrival))
+    reqs = sut.record()
     here = {
         "issue_p99_ms": f"{1e3 * float(np.nanpercentile(reqs.finish - reqs.arrival, 99)):.2f}",
         "send_p99_ms": f"{1e3 * float(np.nanpercentile(reqs.start - reqs.arrival, 99)):.2f}",
@@ -216,9 +303,9 @@ def loadgen_server(lg: Any, sut: HttpSut, rate: float, bound_s: float, seconds: 
             x.strip(" *") for x in grab(r"Early Stopping Result:\s*\n((?:\s*\*.*\n)+)").splitlines()
         ),
         "errors": dict(sut.errors),
-        # this process's CPU a query (LoadGen, its binding, the HTTP client): on a host whose
+        # the harness's CPU a query (LoadGen, its binding, the HTTP client): on a host whose
         # cores the server also uses, the generator's cost is taken from the server
-        "cpu_us": 1e6 * cpu_s / max(1, len(sut.ids)),
+        "cpu_us": 1e6 * cpu_s / max(1, sut.issued_n),
         **here,
     }
 
@@ -276,7 +363,7 @@ def main() -> int:
         OwnServer(builtin(ans["model"]), name, ans["workers"], ans["threads"]) as srv,
         Endpoint(srv.url, name, ans["bound_s"], own=True) as ep,  # torchmark's client
     ):
-        sut = HttpSut(lg, ep.target)  # the same request, sent from this process
+        sut = ProcessSut(lg, ep.target)  # the same request, from a process of its own
         print(
             f"server: {ans['workers']} model worker(s) x {ans['threads']} thread(s), "
             f"max batch {ans['max_batch']}, wait {1e3 * ans['max_wait_s']:g} ms; "
@@ -296,6 +383,7 @@ def main() -> int:
                     t.update(round=k + 1, tool=tool, pace_ms=pace_ms)
                     turns.append(t)
                     print(turn_line(t), flush=True)
+        sut.close()
     if ladder:
         limits(turns, rates)
     return verdict(turns, (rate, check))
@@ -326,7 +414,7 @@ def turn_line(t: dict[str, Any]) -> str:
             f"from its issue call, timed here: p99 {t['issue_p99_ms']} ms (of it to the send "
             f"{t['send_p99_ms']} ms); "
             f"scheduled {t['scheduled']}/s, completed {t['completed']}/s, p99 within the bound: "
-            f"{t['constraints']}; early stopping: {t['early']}; this process's CPU "
+            f"{t['constraints']}; early stopping: {t['early']}; the harness's CPU "
             f"{t['cpu_us']:.0f} µs a query"
         )
     else:

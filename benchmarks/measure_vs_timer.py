@@ -20,6 +20,7 @@ loaded machine rerun before believing a FAIL.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -71,8 +72,9 @@ def ops() -> dict[str, Callable[[], Any]]:
 class Run:
     """One tool's measurement of one op in one round."""
 
-    def __init__(self, median: float, n: int, rel_iqr: float) -> None:
+    def __init__(self, median: float, n: int, rel_iqr: float, calls: int) -> None:
         self.median, self.n, self.rel_iqr = median, n, rel_iqr
+        self.calls = calls  # calls per sample (torchmark) or per block (Timer)
 
 
 class CPUTimeDevice(CPUDevice):
@@ -85,23 +87,38 @@ class CPUTimeDevice(CPUDevice):
 def with_torchmark(fn: Callable[[], Any], rule: str, cpu_time: bool) -> Run:
     device = CPUTimeDevice() if cpu_time else "cpu"
     m = torchmark.measure(fn, device, rule=preset(rule))
-    return Run(m.median, m.n, m.rel_iqr)
+    return Run(m.median, m.n, m.rel_iqr, m.calls_per_sample)
 
 
-def with_timer(fn: Callable[[], Any], threads: int, cpu_time: bool, blocked: bool) -> Run:
+def with_timer(
+    fn: Callable[[], Any], threads: int, cpu_time: bool, reference: str, calls: int
+) -> Run:
+    """``blocked``: blocked_autorange for 1 s (its block: one call for ops of a millisecond
+    or more); ``adaptive``: adaptive_autorange; ``same-k``: blocks of ``calls`` calls, as
+    many as 1 s holds (Timer.timeit each), the sample torchmark times."""
     clock = time.process_time if cpu_time else time.perf_counter
     timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=clock)
-    m = timer.blocked_autorange(min_run_time=1.0) if blocked else timer.adaptive_autorange()
-    return Run(m.median, len(m.times), m.iqr / m.median)
+    if reference == "same-k":
+        times: list[float] = []
+        while math.fsum(times) * calls < 1.0:
+            times.append(timer.timeit(number=calls).median)
+        q1, _, q3 = statistics.quantiles(times, n=4)
+        median = statistics.median(times)
+        return Run(median, len(times), (q3 - q1) / median, calls)
+    m = timer.blocked_autorange(min_run_time=1.0) if reference == "blocked" else None
+    m = m or timer.adaptive_autorange()
+    return Run(m.median, len(m.times), m.iqr / m.median, m.number_per_run)
 
 
 def sitting_failed(args: argparse.Namespace, cpu_time: bool) -> bool:
     """One sitting: every op, ``args.rounds`` ABBA rounds; True where an op missed."""
-    failed, blocked = False, args.reference == "blocked"
+    failed = False
     for name, fn in ops().items():
         if args.only and not any(part in name for part in args.only):
             continue
         fn()  # first call outside both tools: neither should pay for lazy init
+        # the calls a torchmark sample holds, for a reference timed in the same blocks
+        calls = with_torchmark(fn, args.rule, cpu_time).calls
         tm: list[Run] = []
         tt: list[Run] = []
         for r in range(args.rounds):
@@ -109,7 +126,7 @@ def sitting_failed(args: argparse.Namespace, cpu_time: bool) -> bool:
                 if tool == "tm":
                     tm.append(with_torchmark(fn, args.rule, cpu_time))
                 else:
-                    tt.append(with_timer(fn, args.threads, cpu_time, blocked))
+                    tt.append(with_timer(fn, args.threads, cpu_time, args.reference, calls))
         # pairs taken back to back share the machine's state: their ratio cancels drift
         ratios = [a.median / b.median for a, b in zip(tm, tt, strict=True)]
         ratio = statistics.median(ratios)
@@ -128,7 +145,7 @@ def sitting_failed(args: argparse.Namespace, cpu_time: bool) -> bool:
             f"{statistics.median(a.rel_iqr for a in tm):5.1%}/"
             f"{statistics.median(b.rel_iqr for b in tt):5.1%} "
             f"{statistics.median(a.n for a in tm):>4.0f}/{statistics.median(b.n for b in tt):<4.0f}"
-            f"  {said}"
+            f" {tm[0].calls:>2}/{tt[0].calls:<2} {said}"
         )
     return failed
 
@@ -143,9 +160,10 @@ def main() -> int:
     )
     ap.add_argument(
         "--reference",
-        choices=("blocked", "adaptive"),
+        choices=("blocked", "adaptive", "same-k"),
         default="blocked",
-        help="torch.utils.benchmark's blocked_autorange (1 s) or adaptive_autorange",
+        help="torch.utils.benchmark's blocked_autorange (1 s), adaptive_autorange, or "
+        "same-k: Timer's blocks of as many calls as a torchmark sample holds (1 s)",
     )
     ap.add_argument("--sittings", type=int, default=1, help="repeat it all this many times")
     ap.add_argument(
@@ -167,10 +185,11 @@ def main() -> int:
     print("headline = median over rounds, with its 95 % interval (order statistics);")
     print("CAN'T TELL: a miss whose interval reaches the target band (more --rounds);")
     print("spread = median rel. IQR within a run,")
-    print("n = median samples (torchmark) / blocks (Timer) a run\n")
+    print("n = median samples (torchmark) / blocks (Timer) a run; k = calls in each")
+    print("(a median of k-call means exceeds a median of single calls by the times' skew)\n")
     head = (
         f"{'op':22} {'torchmark':>10} {'Timer':>10} {'ratio':>6} {'95% CI':>13}"
-        f" {'spread tm/T':>12} {'n tm/T':>9}"
+        f" {'spread tm/T':>12} {'n tm/T':>9} {'k tm/T':>6}"
     )
     print(head)
     print("-" * (len(head) + 6))

@@ -71,8 +71,8 @@ SUITE: tuple[Bench, ...] = (
     Bench(
         "serving_loadgen",
         "Does MLPerf LoadGen's Server scenario agree with serving's as-served answer?",
-        "LoadGen VALID at the answer, INVALID at the bracket's top, within 10 %",
-        quick=None,  # a serving search, then LoadGen for a minute at each of two rates
+        "LoadGen VALID at the answer, INVALID at the bracket's top in every round, within 10 %",
+        quick=None,  # a serving search, then LoadGen and its client in turn at two rates: minutes
     ),
     Bench(
         "predict_loo",

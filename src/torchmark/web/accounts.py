@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -161,30 +161,6 @@ class Accounts:
                     )
                 ).scalar_one()
             )
-
-    def record(
-        self,
-        content_hash: str,
-        run_id: str,
-        token_name: str,
-        division: str,
-        machine: str,
-        also: Callable[[Connection], None] | None = None,
-    ) -> str:
-        """Record a stored run as a submission; returns the run id kept for this content
-        (the earlier one when a concurrent twin got there first). ``also`` writes in the
-        same transaction (the ranking index), so it exists exactly when the record does."""
-        try:
-            with self.engine.begin() as conn:
-                self.record_in(conn, content_hash, run_id, token_name, division, machine)
-                if also is not None:
-                    also(conn)
-        except sa.exc.IntegrityError:
-            first = self.submission(content_hash)
-            if first is None:
-                raise
-            return first
-        return run_id
 
     @staticmethod
     def record_in(

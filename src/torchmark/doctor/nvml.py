@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from torchmark.doctor.base import Facts
+from torchmark.telemetry.nvml import _text
 
 
 def _q(
@@ -82,10 +83,6 @@ def read_nvml() -> Facts:
         return {"ok": False, "error": f"NVML failed while reading GPUs: {e}", "gpus": []}
     finally:
         _q(nv.nvmlShutdown)
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 @contextlib.contextmanager

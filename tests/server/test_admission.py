@@ -104,7 +104,7 @@ def test_a_serving_runs_error_flood_is_stored_bounded() -> None:
     sent = import_run(path)
     point = sent.payload.serving.fleets[0].points[0]  # type: ignore[union-attr]
     point.errors = {f"RuntimeError: shape {i}": 1 for i in range(500)}
-    run = admission.admit(json.loads(export_run(sent)), "the run")
+    run = admission.checked(json.loads(export_run(sent)), "the run")
     kept = run.payload.serving.fleets[0].points[0].errors  # type: ignore[union-attr]
     assert len(kept) == MAX_ERRORS + 1 and kept[OTHER_ERRORS] == 500 - MAX_ERRORS
 

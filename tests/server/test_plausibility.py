@@ -204,7 +204,8 @@ def test_a_run_stored_before_with_unverified_work_is_not_ranked(
     run = builtin_run()
     run.results[0].work = run.results[0].work.model_copy(update={"items": 7.0})
     run_id = app.state.store.save(run)
-    accounts.record("old", run_id, "alice", "standard", "m1")
+    with accounts.engine.begin() as conn:
+        accounts.record_in(conn, "old", run_id, "alice", "standard", "m1")
     assert cases.backfill(accounts.engine, app.state.store) == 1
     assert client.get("/api/v1/leaderboard", params=MATMUL).json() == []
     assert export_run(run)  # the run itself is kept as it was sent

@@ -91,7 +91,8 @@ def test_a_command_stored_before_is_never_shown(server: tuple[TestClient, str, A
     store = app.state.store  # type: ignore[attr-defined]
     run = leaky_run()
     run_id = store.save(run)
-    accounts.record("old", run_id, "alice", "standard", "m1")
+    with accounts.engine.begin() as conn:
+        accounts.record_in(conn, "old", run_id, "alice", "standard", "m1")
     pages = [f"/runs/{run_id}", f"/api/v1/runs/{run_id}", f"/api/v1/runs/{run_id}?format=csv"]
     pages += ["/api/v1/results", "/api/v1/results?format=csv"]
     for page in pages:

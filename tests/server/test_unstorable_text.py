@@ -60,7 +60,9 @@ def test_a_run_stored_with_such_text_before_is_read_by_every_reader(
     run = make_run(note=f"x{SURROGATE}y{NUL}z")
     run_id = app.state.store.save(run)
     rows = cases.index_rows(run, run_id, "standard", "m1")
-    accounts.record("old", run_id, "alice", "standard", "m1", also=lambda c: cases.insert(c, rows))
+    with accounts.engine.begin() as conn:
+        accounts.record_in(conn, "old", run_id, "alice", "standard", "m1")
+        cases.insert(conn, rows)
     case = {"workload": "add", "variant": "seed", "params": '{"n": 1000}'}
     for page in (
         "/",

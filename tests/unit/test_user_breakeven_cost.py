@@ -7,7 +7,7 @@ import pytest
 
 from torchmark.devices import CPUDevice
 from torchmark.errors import InputError
-from torchmark.kinds.tune.search import paired_verdict
+from torchmark.judge.comparison import paired
 from torchmark.results import Result, Work
 from torchmark.testing import FakeClock, FakeDevice
 from torchmark.user import breakeven, cost
@@ -146,11 +146,11 @@ def test_cost_per_million_and_cheaper_device() -> None:
 
 def test_paired_verdict() -> None:
     base = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
-    assert paired_verdict(base, [b / 2 for b in base]) == "faster"
-    assert paired_verdict(base, [b * 2 for b in base]) == "slower"
+    assert paired(base, [b / 2 for b in base]).verdict == "FASTER"
+    assert paired(base, [b * 2 for b in base]).verdict == "SLOWER"
     steady = [1.0 + 0.001 * ((i * 7) % 5 - 2) for i in range(20)]  # ±0.2 %, 20 rounds
-    assert paired_verdict(steady, steady) == "same"
-    assert paired_verdict(base, base) == "unclear"  # 6 rounds: the CI spans ±4 %
+    assert paired(steady, steady).verdict == "SAME"
+    assert paired(base, base).verdict == "UNCLEAR"  # 6 rounds: the CI spans ±4 %
     # drift both ways: the medians differ 2x but the rounds disagree: can't tell, not "same"
-    assert paired_verdict([3.0, 0.2, 5.0, 0.3, 4.0, 0.25], [1.0] * 6) == "unclear"
-    assert paired_verdict([2.0, 2.0], [1.0, 1.0]) == "unclear"  # too few rounds to tell
+    assert paired([3.0, 0.2, 5.0, 0.3, 4.0, 0.25], [1.0] * 6).verdict == "UNCLEAR"
+    assert paired([2.0, 2.0], [1.0, 1.0]).verdict == "UNCLEAR"  # too few rounds to tell

@@ -35,21 +35,15 @@ class CannotJudge(TorchmarkError):
 RUN_HELP = "Run ids from `torchmark history`, `latest`, or exported JSON files."
 
 
-def _is_file(spec: str) -> bool:
-    from torchmark.store.exchange import is_file_spec  # by spelling: ids and paths never clash
-
-    return is_file_spec(spec)
-
-
 def load_runs(specs: Sequence[str], db: str | None) -> list[RunRecord]:
     """Runs by id or ``latest`` from the store, or from JSON files (migrated on import)."""
-    from torchmark.store.exchange import import_run
+    from torchmark.store.exchange import import_run, is_file_spec
 
     store: Any = None
     out = []
     try:
         for spec in specs:
-            if _is_file(spec):
+            if is_file_spec(spec):  # by spelling: ids and paths never clash
                 record = import_run(Path(spec))
                 record.run_id = record.run_id or Path(spec).stem
             else:

@@ -191,9 +191,10 @@ def list_plan(
     if world is None and not opts.wanted:
         no_strategy_alone(strategy)
     from torchmark.run import plan
+    from torchmark.workloads.micro.collectives import planned_world
 
     ranks = opts.nproc * opts.nnodes if world is None and opts.wanted else None
-    with contextlib.nullcontext() if ranks is None else _planned_world(ranks):
+    with contextlib.nullcontext() if ranks is None else planned_world(ranks):
         the_plan = plan.make_plan(cfg)
         unused(cfg, the_plan.cases_for)
     if ranks is not None:
@@ -324,12 +325,6 @@ def resume_run(
     with shown_even_if_interrupted(render, json_path, resumable=True, db=db), events.shown():
         record = resume.run(plan, store, events, json_path=json_path)
     finish(record, render, json_path, store.url)
-
-
-def _planned_world(ranks: int) -> contextlib.AbstractContextManager[None]:
-    from torchmark.workloads.micro.collectives import planned_world
-
-    return planned_world(ranks)
 
 
 def unused(cfg: RunConfig, plan: Callable[[RunConfig], Sequence[Case]]) -> None:

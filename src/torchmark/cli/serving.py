@@ -29,7 +29,6 @@ from torchmark.run.config import parse_duration, parse_float_list, parse_int_lis
 if TYPE_CHECKING:
     from torchmark.kinds.serving.model import Recipe, Served
     from torchmark.kinds.serving.point import LoadPoint
-    from torchmark.results import RunRecord
     from torchmark.results.serving import FleetDoc
 
 MODEL_HELP = (
@@ -214,6 +213,7 @@ def serving(
     db: DbOption = None,
 ) -> None:
     from torchmark.kinds.serving.kind import ServingConfig, serve, validate
+    from torchmark.results.serving import FAILED_ALL, read
     from torchmark.user.cost import parse_price
 
     if p99_ms is None:
@@ -278,21 +278,11 @@ def serving(
             cfg, recipe, store=store, events=events, on_point=said, name=name, inputs=described
         )
     finish(record, show_serving, json_path, store.url)
-    failed = _all_failed(record)
-    if failed:  # nothing was served: a script must not read that as an answer
+    p = read(record)
+    reasons = [f.stop_reason for f in p.fleets] if p is not None else []
+    # every request failed: nothing was served, which a script must not read as an answer
+    if reasons and all(r.startswith(FAILED_ALL) for r in reasons):
         raise TorchmarkError(
-            f"no request was answered: {failed} (the run is kept: torchmark show "
+            f"no request was answered: {reasons[0]} (the run is kept: torchmark show "
             f"{record.run_id}); fix the {'endpoint' if endpoint else 'model'} and run again"
         )
-
-
-def _all_failed(record: RunRecord) -> str:
-    """The first fleet's reason where every fleet's every request failed, else ''."""
-    from torchmark.results.serving import FAILED_ALL, read
-
-    p = read(record)
-    fleets = p.fleets if p is not None else []
-    reasons = [f.stop_reason for f in fleets]
-    if reasons and all(r.startswith(FAILED_ALL) for r in reasons):
-        return reasons[0]
-    return ""

@@ -35,10 +35,6 @@ ISA_FLAGS = (
 )
 
 
-def _cpuinfo() -> dict[str, Any]:
-    return host.cpu_facts()
-
-
 _llc_bytes = host.llc_bytes  # a module global: tests pretend another cache size here
 
 # torch's threads as this process began: torchmark sets threads only through
@@ -58,7 +54,7 @@ class CPUDevice(Device):
 
     @functools.cache  # noqa: B019 - one CPUDevice per process; info is static
     def info(self) -> dict[str, Any]:
-        ci = _cpuinfo()
+        ci = host.cpu_facts()
         flags = set(ci.get("flags", []))
         llc = _llc_bytes()
         return {

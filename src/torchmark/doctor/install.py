@@ -18,14 +18,10 @@ def wheel_for(cuda_driver: list[int] | None) -> str:
     return f"pip install torch --index-url https://download.pytorch.org/whl/{tag}"
 
 
-def _cuda_build(f: Facts) -> bool:
-    return bool(f["torch"]["cuda"] or f["torch"]["hip"])
-
-
 def check_torch_build(f: Facts) -> list[Check]:
     t, gpus = f["torch"], f["nvidia_gpus_seen"]
     build = f"torch {t['version']}"
-    if not _cuda_build(f):
+    if not (t["cuda"] or t["hip"]):
         if gpus:
             return [
                 Check(

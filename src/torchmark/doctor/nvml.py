@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from torchmark.doctor.base import Facts
+from torchmark.telemetry.nvml import _text
 
 
 def _q(
@@ -26,6 +27,8 @@ def _q(
 
 
 def read_nvml() -> Facts:
+    from torchmark.hardware.throttle import decode_reasons
+
     try:
         import pynvml as nv
 
@@ -60,7 +63,7 @@ def read_nvml() -> Facts:
                         nv.nvmlDeviceGetPowerManagementDefaultLimit, h, scale=1e-3
                     ),
                     "temp_c": _q(nv.nvmlDeviceGetTemperature, h, 0),
-                    "reasons": None if reasons is None else _decode(reasons),
+                    "reasons": None if reasons is None else decode_reasons(int(reasons)),
                     "pcie_gen": _q(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
                     "pcie_gen_max": _q(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
                     "pcie_width": _q(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
@@ -80,16 +83,6 @@ def read_nvml() -> Facts:
         return {"ok": False, "error": f"NVML failed while reading GPUs: {e}", "gpus": []}
     finally:
         _q(nv.nvmlShutdown)
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def _decode(mask: int) -> list[str]:
-    from torchmark.hardware.throttle import decode_reasons
-
-    return decode_reasons(int(mask))
 
 
 @contextlib.contextmanager

@@ -248,18 +248,6 @@ def _model(run: RunRecord) -> dict[str, Any] | None:
     }
 
 
-def _predict(run: RunRecord) -> dict[str, Any] | None:
-    from torchmark.report.predict import html_context
-
-    return html_context(run)
-
-
-def profile_section(run: RunRecord) -> dict[str, Any] | None:
-    from torchmark.report.profile import html_context
-
-    return html_context(run)
-
-
 def _inputs(run: RunRecord) -> list[dict[str, Any]]:
     """Per input workload that ran: the stacked breakdown, the workers curve (or why
     either is missing) and the advice, as the terminal prints it."""
@@ -315,6 +303,8 @@ def _comparison(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
 
 def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
     from torchmark.judge.ceilings import one_set
+    from torchmark.report.predict import html_context as predict_context
+    from torchmark.report.profile import html_context as profile_context
 
     runs, ceiling_notes = one_set(runs)  # % of ceiling read across runs: one set, or said
     charts = [_chart(c) for c in charts_mod.all_charts(runs)]
@@ -340,9 +330,9 @@ def context(runs: Sequence[RunRecord]) -> dict[str, Any]:
                 "seed_chart": _chart(charts_mod.seed_table(run)) if seed_results(run) else None,
                 "tune": _tune(run),
                 "serving": _serving(run),
-                "profile": profile_section(run),
+                "profile": profile_context(run),
                 "model": _model(run),
-                "predict": _predict(run),
+                "predict": predict_context(run),
                 "inputs": _inputs(run),
                 "break_even_note": _break_even_note(run),
                 "parts": parts_note(run),  # a resumed run: measured in N parts, the gaps

@@ -144,9 +144,3 @@ def quantile_ci(
 ) -> tuple[float, float]:
     """Distribution-free confidence interval of the q-quantile (see the module)."""
     return ci_of_sorted(numpy_sorted(map(float, samples)), q, confidence)
-
-
-def has_interval(n: int, q: float, confidence: float = 0.95) -> bool:
-    """Both bounds of the q-quantile's interval exist with n samples."""
-    lo, hi = quantile_ranks(n, q, confidence)
-    return lo >= 0 and hi < n

@@ -68,7 +68,7 @@ def open_store(url: str | None = None) -> ResultStore:
     if base == "sqlite":
         return _open_sqlite(Path(url.split("://", 1)[1][1:]))
     if base in POSTGRES_SCHEMES:
-        return _open_postgres(url)
+        return postgres_store(url)
     scheme = url.split("://", 1)[0].lower()
     raise InputError(f"unsupported results store URL scheme {scheme!r}; use {SUPPORTED}")
 
@@ -117,7 +117,3 @@ def _foreign_keys_on(engine: sa.Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
-
-
-def _open_postgres(url: str) -> SQLStore:
-    return postgres_store(url)

@@ -231,7 +231,7 @@ def parse_document(doc: Any, label: str = "the input", *, strict: bool = False) 
     it first): the same checks and messages, without writing and reading it again."""
     if not isinstance(doc, dict):
         raise InputError(
-            f"{label} is not a torchmark run: expected a JSON object, got {_json_kind(doc)}"
+            f"{label} is not a torchmark run: expected a JSON object, got {json_kind(doc)}"
         )
     if (
         "schema_version" not in doc
@@ -258,6 +258,7 @@ def parse_document(doc: Any, label: str = "the input", *, strict: bool = False) 
         raise InputError(f"{label} is not a torchmark run: {where}: {msg}") from None
 
 
-def _json_kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """How an error names the JSON type of a value that is not an object."""
     names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")

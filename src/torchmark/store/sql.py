@@ -644,33 +644,6 @@ class SQLStore(ResultStore):
 
         self._write("reopen a run", work)
 
-    def sync_run(self, run: RunRecord) -> str:
-        """Make the store hold exactly ``run`` (header, ceilings, every result), in one
-        transaction: for a run whose writes failed while the store was away. Keeps
-        ``run.run_id`` if stored already (its stored results are replaced by ``run.results``);
-        otherwise stores it under a free id. Returns the run id."""
-
-        def work(conn: Connection) -> str:
-            run_id = run.run_id
-            exists = run_id is not None and (
-                conn.execute(sa.select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
-                is not None
-            )
-            if not exists or run_id is None:
-                run_id = self._free_id(conn, run, run_id)
-                self._insert_run(conn, run, run_id, _writer_of(run))
-                return run_id
-            row = self._run_row(run)
-            conn.execute(runs_t.update().where(runs_t.c.run_id == run_id).values(**row))
-            conn.execute(results_t.delete().where(results_t.c.run_id == run_id))
-            for result in run.results:
-                self._insert_result(conn, run_id, result)
-            if run.ceilings:
-                self._put_ceilings(conn, run_id, run.ceilings)
-            return run_id
-
-        return self._write("store the run again", work)
-
     def save(self, run: RunRecord, also: Callable[[Connection, str], None] | None = None) -> str:
         """Store ``run`` under a free id (its own where free); returns the id. ``also(conn,
         run_id)`` writes in the same transaction (the leaderboard's submission record and

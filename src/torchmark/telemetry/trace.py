@@ -236,14 +236,19 @@ def cpu_load(
     # psutil's CPU times tick in 10 ms jiffies: below 0.2 s the split is mostly rounding.
     if dt < 0.2:
         return None
-    own = (b["proc_s"] - a["proc_s"]) / dt
-    busy = (b["busy_s"] - a["busy_s"]) / dt
+    own, other = _own_other(a, b, dt)
     return {
         "own_cores": round(own, 2),
-        "other_cores": round(max(busy - own, 0.0), 2),
+        "other_cores": round(other, 2),
         "steal_cores": round(max((b["steal_s"] - a["steal_s"]) / dt, 0.0), 2),
         "span_s": round(dt, 3),
     }
+
+
+def _own_other(a: Reading, b: Reading, dt: float) -> tuple[float, float]:
+    """Cores this process and all other processes used between two host readings."""
+    own = (b["proc_s"] - a["proc_s"]) / dt
+    return own, max((b["busy_s"] - a["busy_s"]) / dt - own, 0.0)
 
 
 def timeline(
@@ -289,12 +294,10 @@ def _other_cores(host: list[tuple[float, Reading]], times: list[float], t: float
     a = bisect.bisect_right(times, times[b] - OTHER_WINDOW_S) - 1
     if a < 0:
         return None
-    (ta, ra), (tb, rb) = host[a], host[b]
     try:
-        busy, own = rb["busy_s"] - ra["busy_s"], rb["proc_s"] - ra["proc_s"]
+        return round(_own_other(host[a][1], host[b][1], times[b] - times[a])[1], 2)
     except (KeyError, TypeError):
         return None  # a host source without CPU times
-    return round(max(busy - own, 0.0) / (tb - ta), 2)
 
 
 def _r1(x: float | None) -> float | None:

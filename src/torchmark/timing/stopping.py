@@ -94,24 +94,26 @@ class Adaptive:
         if elapsed_s >= self.max_time_s and n >= 1:
             return (
                 "time_out"
-                if n < self.min_samples or self._noise(samples) > self.target
+                if n < self.min_samples or rel_ci_halfwidth(samples) > self.target
                 else "converged"
             )
         if n < self.min_samples or elapsed_s < self.min_time_s:
             return None
         if n > 64 and n % (n // 32):
             return None
-        noise = self._noise(samples)
+        noise = rel_ci_halfwidth(samples)
         if noise <= self.target:
             return "converged"
         if self.reach and self._beyond_reach(noise, elapsed_s):
             half = n // 2
             half_s = elapsed_s * math.fsum(samples[:half]) / math.fsum(samples)
-            if half >= self.min_samples and self._beyond_reach(self._noise(samples[:half]), half_s):
+            if half >= self.min_samples and self._beyond_reach(
+                rel_ci_halfwidth(samples[:half]), half_s
+            ):
                 return "out_of_reach"
         quarter = n // 4
         if n & (n - 1) == 0 and quarter >= self.min_samples:
-            before = self._noise(samples[:quarter])
+            before = rel_ci_halfwidth(samples[:quarter])
             if math.isfinite(before) and noise > 0.9 * before:
                 return "stalled"
         return None
@@ -119,10 +121,6 @@ class Adaptive:
     def _beyond_reach(self, noise: float, elapsed_s: float) -> bool:
         """Whether the time-out could not bring ``noise`` (at ``elapsed_s``) to the target."""
         return noise * math.sqrt(elapsed_s / self.max_time_s) > self.reach * self.target
-
-    @staticmethod
-    def _noise(samples: Sequence[float]) -> float:
-        return rel_ci_halfwidth(samples)
 
     def describe(self) -> str:
         args = ", ".join(f"{k}={v}" for k, v in asdict(self).items() if k != "name")

@@ -9,14 +9,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from torchmark.errors import InputError, StoreError
+from torchmark.results import utcnow
 from torchmark.store import ResultStore, SQLStore
 
 metadata = sa.MetaData()
@@ -45,10 +46,6 @@ submissions_t = sa.Table(
 # another): several server processes on one PostgreSQL database take turns through it
 _PG_WRITE_LOCK = 0x746D_7365_7276  # "tmserv"
 TOKEN_BYTES = 32  # 256 random bits: guessing one is out of reach, so a fast hash suffices
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def token_hash(token: str) -> str:
@@ -107,7 +104,7 @@ class Accounts:
                 )
             conn.execute(
                 tokens_t.insert().values(
-                    name=name, token_hash=token_hash(token), created_utc=now().isoformat()
+                    name=name, token_hash=token_hash(token), created_utc=utcnow().isoformat()
                 )
             )
         return token
@@ -122,7 +119,7 @@ class Accounts:
             done = conn.execute(
                 tokens_t.update()
                 .where(tokens_t.c.name == name, tokens_t.c.revoked_utc.is_(None))
-                .values(revoked_utc=now().isoformat())
+                .values(revoked_utc=utcnow().isoformat())
             )
         if done.rowcount == 0:
             names = ", ".join(t.name for t in self.list_tokens() if t.revoked_utc is None)
@@ -149,7 +146,7 @@ class Accounts:
             ).scalar()
 
     def count_since(self, token_name: str, hours: float) -> int:
-        since = (now() - timedelta(hours=hours)).isoformat()
+        since = (utcnow() - timedelta(hours=hours)).isoformat()
         with self.engine.connect() as conn:
             return int(
                 conn.execute(
@@ -161,30 +158,6 @@ class Accounts:
                     )
                 ).scalar_one()
             )
-
-    def record(
-        self,
-        content_hash: str,
-        run_id: str,
-        token_name: str,
-        division: str,
-        machine: str,
-        also: Callable[[Connection], None] | None = None,
-    ) -> str:
-        """Record a stored run as a submission; returns the run id kept for this content
-        (the earlier one when a concurrent twin got there first). ``also`` writes in the
-        same transaction (the ranking index), so it exists exactly when the record does."""
-        try:
-            with self.engine.begin() as conn:
-                self.record_in(conn, content_hash, run_id, token_name, division, machine)
-                if also is not None:
-                    also(conn)
-        except sa.exc.IntegrityError:
-            first = self.submission(content_hash)
-            if first is None:
-                raise
-            return first
-        return run_id
 
     @staticmethod
     def record_in(
@@ -201,7 +174,7 @@ class Accounts:
                 content_hash=content_hash,
                 run_id=run_id,
                 token_name=token_name,
-                submitted_utc=now().isoformat(),
+                submitted_utc=utcnow().isoformat(),
                 division=division,
                 machine=machine,
             )

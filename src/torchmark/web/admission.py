@@ -11,7 +11,6 @@ checker, run by submitters and reviewers alike).
                     device records the hardware catalogue says are not that device
     checked(doc)    the run as sent, fit to store: stripped, checked, its serving answers
                     made again, its error maps bounded
-    admit(doc)      and every verdict (the run's too) judged again: as the board stores it
 
 Torch-free, like the whole server.
 """
@@ -90,14 +89,6 @@ def refusal(run: RunRecord, now: datetime | None = None) -> str | None:
         or over_duration(run, now)
         or catalog.claim_refusal(run.environment.get("devices") or {})
     )
-
-
-def admit(doc: Any, what: str, *, strip: bool = True, now: datetime | None = None) -> RunRecord:
-    """The run in ``doc`` as the board stores it: ``checked``, then every verdict judged
-    here (``plausible.rejudged``: never better than sent; the run's from its results)."""
-    from torchmark.web import plausible
-
-    return plausible.rejudged(checked(doc, what, strip=strip, now=now))
 
 
 def checked(doc: Any, what: str, *, strip: bool = True, now: datetime | None = None) -> RunRecord:

@@ -21,6 +21,7 @@ from torchmark.hardware import catalog, datasheet
 from torchmark.hardware.physical import ACCELERATOR_BPS, ACCELERATOR_FLOPS, IN_CACHE_FACTOR
 from torchmark.judge.validity import ORDER, judge, judge_run
 from torchmark.results import Result, RunRecord, Verdict
+from torchmark.store.exchange import json_kind
 from torchmark.web import catalogue
 
 # JSON nested deeper than this is refused before it is parsed: a run document is ~6 levels
@@ -72,10 +73,10 @@ def environment_shape(doc: dict[str, Any]) -> str | None:
     kinds = {"devices": dict, "software": dict, "env_vars": dict, "precision": dict}
     for key, kind in kinds.items():
         if key in env and env[key] is not None and not isinstance(env[key], kind):
-            return f"environment.{key}: an object is needed, not {_json_type(env[key])}"
+            return f"environment.{key}: an object is needed, not {json_kind(env[key])}"
     for name, info in (env.get("devices") or {}).items():
         if not isinstance(info, dict):
-            return f"environment.devices.{name}: an object is needed, not {_json_type(info)}"
+            return f"environment.devices.{name}: an object is needed, not {json_kind(info)}"
         for key in ("model", "kind"):
             if key in info and info[key] is not None and not isinstance(info[key], str):
                 return f"environment.devices.{name}.{key}: a string is needed"
@@ -90,11 +91,6 @@ def environment_shape(doc: dict[str, Any]) -> str | None:
     if threads is not None and not isinstance(threads, int | dict):
         return "environment.threads: a number or an object is needed"
     return None
-
-
-def _json_type(value: Any) -> str:
-    names = {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
 
 
 def check(run: RunRecord, now: datetime | None = None) -> str | None:

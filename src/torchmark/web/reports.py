@@ -35,9 +35,9 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from torchmark import __version__
-from torchmark.results import RunRecord
+from torchmark.results import RunRecord, utcnow
 from torchmark.run.isolation import exit_with_parent
-from torchmark.web.accounts import metadata, now, submissions_t
+from torchmark.web.accounts import metadata, submissions_t
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class Reports:
                 conn.execute(reports_t.delete().where(reports_t.c.run_id == run_id))
                 conn.execute(
                     reports_t.insert().values(
-                        run_id=run_id, key=key, page=page, rendered_utc=now().isoformat()
+                        run_id=run_id, key=key, page=page, rendered_utc=utcnow().isoformat()
                     )
                 )
         except sa.exc.IntegrityError:

@@ -33,7 +33,7 @@ from torchmark.kinds.predict import here as here_mod
 from torchmark.kinds.predict import profile as prof_mod
 from torchmark.kinds.predict.machine import CaseKey, Machine, machine
 from torchmark.kinds.predict.terms import (
-    calibrate,
+    calibrated,
     interval,
     predict_unanchored,
     residuals,
@@ -138,7 +138,7 @@ def predict(
         own = None if user is not None else cfg.model  # the predicted workload: left out
         works, said = _reference_works(tgt0)
         payload.notes += said
-        tgt = dataclasses.replace(tgt0, calib=calibrate(tgt0, works, exclude=own))
+        tgt = calibrated(tgt0, works, exclude=own)
         payload.target = _target(cfg, target, source, tgt)
         found = residuals(tgt0, works, exclude=own)
         batches = cfg.batches or _default_batches(tgt, own)

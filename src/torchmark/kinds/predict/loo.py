@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torchmark.kinds.predict.machine import Case, CaseKey, Machine, machine
-from torchmark.kinds.predict.terms import calibrate, predict_anchored, predict_unanchored
+from torchmark.kinds.predict.terms import calibrated, predict_anchored, predict_unanchored
 from torchmark.kinds.predict.work import Side, Work, micro_work
 from torchmark.results import RunRecord
 
@@ -139,8 +139,8 @@ def predict_pair(
             row = Row(direction, c.label, side, c.workload, c.is_model, m.median_s,
                       c.median_s, naive(c, s0, t0))  # fmt: skip
             for proto in PROTOCOLS:
-                src = replace(s0, calib=calibrate(s0, ws, exclude=c.workload))
-                tgt = replace(t0, calib=calibrate(t0, wt, exclude=c.workload))
+                src = calibrated(s0, ws, exclude=c.workload)
+                tgt = calibrated(t0, wt, exclude=c.workload)
                 p = predict_anchored(c, w, src, tgt, proto, ws)
                 row.predicted_s[proto] = p.seconds
                 row.dominant[proto] = p.dominant
@@ -239,7 +239,7 @@ def unanchored(
         for key, c in m.cases.items():
             if not c.is_model or key not in works:
                 continue
-            tgt = replace(m, calib=calibrate(m, works, exclude=c.workload))
+            tgt = calibrated(m, works, exclude=c.workload)
             p = predict_unanchored(works[key], tgt)
             out.append(
                 Unanchored(name, c.label, side, c.median_s,

@@ -86,12 +86,6 @@ def _nbytes(x: Any) -> float:
     return float(sum(t.numel() * t.element_size() for t in tensors_in(x)))
 
 
-def _state_bytes(module: torch.nn.Module) -> float:
-    return float(
-        sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
-    )
-
-
 def builtin(workload: str, params: dict[str, Any], side: Side) -> Profiled:
     """A built-in model case (``torchmark run``'s step at these params) recorded here."""
     from torchmark.workloads import load_builtins
@@ -127,9 +121,10 @@ def user(
     except Exception as e:
         raise InputError(f"the model failed at batch {batch} here: {type(e).__name__}: {e}") from e
     inputs = _nbytes(host.args) + _nbytes(host.kwargs)
+    state = _nbytes([*model.parameters(), *model.buffers()])
     return Profiled(
         f"{name} b={batch}", name, side, {"batch": batch}, ops,
-        h2d_bytes=inputs, d2h_bytes=_nbytes(out), memory_bytes=_state_bytes(model) + inputs,
+        h2d_bytes=inputs, d2h_bytes=_nbytes(out), memory_bytes=state + inputs,
     )  # fmt: skip
 
 

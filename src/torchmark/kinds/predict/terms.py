@@ -351,7 +351,7 @@ def residuals(tgt: Machine, works: Mapping[CaseKey, Work], exclude: str | None) 
             continue
         held_out = {k: v for k, v in works.items() if tgt.cases.get(k) is None
                     or tgt.cases[k].workload not in (exclude, c.workload)}  # fmt: skip
-        m = replace(tgt, calib=calibrate(tgt, held_out, exclude=c.workload))
+        m = calibrated(tgt, held_out, exclude=c.workload)
         p = predict_unanchored(w, m)
         if p.refused is None and p.seconds > 0:
             out.append(Residual(c.label, p.dominant, c.median_s / p.seconds))

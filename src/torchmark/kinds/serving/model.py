@@ -75,6 +75,8 @@ def is_builtin(recipe: Recipe) -> bool:
 
 def split_requests(host: Inputs, n: int) -> list[Inputs]:
     """``n`` requests of one item each from inputs of batch ``n``, each its own memory."""
+    from torchmark.user.inputs import map_tree
+
     out = []
     for i in range(n):
 
@@ -83,14 +85,8 @@ def split_requests(host: Inputs, n: int) -> list[Inputs]:
                 return x[i : i + 1].clone()
             return x
 
-        out.append(Inputs(_map(row, host.args), _map(row, host.kwargs)))
+        out.append(Inputs(map_tree(row, host.args), map_tree(row, host.kwargs)))
     return out
-
-
-def _map(fn: Callable[[Any], Any], obj: Any) -> Any:
-    from torchmark.user.inputs import map_tree
-
-    return map_tree(fn, obj)
 
 
 def batch_of(requests: Sequence[Inputs]) -> Inputs:

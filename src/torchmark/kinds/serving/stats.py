@@ -92,12 +92,6 @@ def min_requests(q: float = TAIL, confidence: float = CONFIDENCE, margin: float 
     return int(n[bad[-1] + 1])
 
 
-def tail_ci_exists(n: int, q: float = TAIL, confidence: float = CONFIDENCE) -> bool:
-    """Both bounds of the q-quantile's interval exist with n requests (p99 at 95 %: n >= 368,
-    since 0.99**n must fall under 2.5 % for the largest request to bound it from above)."""
-    return order.has_interval(n, q, confidence)
-
-
 def tail_low(x: np.ndarray, q: float = TAIL, confidence: float = CONFIDENCE) -> float:
     """The lower bound of the q-quantile's interval alone (one partition, no sort): cheap
     enough to run between windows; NaN where the requests cannot give it."""

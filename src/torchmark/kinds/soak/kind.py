@@ -262,11 +262,6 @@ def windows(
     return out
 
 
-def _load_of(wins: Sequence[SoakWindow]) -> float | None:
-    """Other processes' mean load over the windows, in cores (None: not read)."""
-    return _mean([w.other_cores for w in wins])
-
-
 def _mean(xs: Sequence[float | None]) -> float | None:
     vals = [x for x in xs if x is not None]
     return round(sum(vals) / len(vals), 1) if vals else None
@@ -302,7 +297,7 @@ def trend_reasons(
     cause = max(reasons, key=lambda k: reasons[k]) if reasons else None  # the most often
     how = "rose" if change > 0 else "fell"
     text = f"throughput {how} {100 * abs(change):.0f} % from the first to the last {span}"
-    loads = [_load_of(part) for part in (first, last)]
+    loads = [_mean([w.other_cores for w in part]) for part in (first, last)]  # None: not read
     worst = max((x for x in loads if x is not None), default=None)
     summary = {"other_cores": worst, "logical_cores": logical_cores}
     if worst is not None and competing(summary, accelerator):

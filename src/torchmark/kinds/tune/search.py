@@ -77,11 +77,6 @@ class Measured:
         return None if self.judgement is None else self.judgement.verdict
 
 
-def paired_verdict(base: Sequence[float], cand: Sequence[float], items: float = 1.0) -> str:
-    """faster / slower / same / unclear (``comparison.paired``) in tune's lower case."""
-    return paired(base, cand, items).verdict.lower()
-
-
 class Tuner:
     """The staged search on one device; every measured candidate lands in ``measured``.
 
@@ -118,9 +113,6 @@ class Tuner:
 
     def left_s(self) -> float:
         return self.deadline - time.perf_counter()
-
-    def _store(self, case: Case, result: Result) -> None:
-        self.session.add(case, result)  # kept, stored (or kept for a re-sync), events told
 
     def _prepare(self, case: Case) -> Prepared:
         prep = self.wl.prepare(case)
@@ -181,7 +173,7 @@ class Tuner:
         m.max_error = self.wl.errors.get((self.device.name, cand.name))
         if m.result.status == "wrong":
             m.status = "rejected"
-        self._store(case, m.result)
+        self.session.add(case, m.result)  # kept, stored (or kept for a re-sync), events told
         self.measured.append(m)
         return m
 

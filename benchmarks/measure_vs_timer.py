@@ -84,9 +84,10 @@ class CPUTimeDevice(CPUDevice):
         return HostTimer(self.synchronize, time.process_time)
 
 
-def with_torchmark(fn: Callable[[], Any], rule: str, cpu_time: bool) -> Run:
+def with_torchmark(fn: Callable[[], Any], rule: str, cpu_time: bool, calls: int | None) -> Run:
+    """``calls``: the calls each sample holds (None: torchmark's own choice, >= 10 ms)."""
     device = CPUTimeDevice() if cpu_time else "cpu"
-    m = torchmark.measure(fn, device, rule=preset(rule))
+    m = torchmark.measure(fn, device, rule=preset(rule), calls_per_sample=calls)
     return Run(m.median, m.n, m.rel_iqr, m.calls_per_sample)
 
 
@@ -117,14 +118,16 @@ def sitting_failed(args: argparse.Namespace, cpu_time: bool) -> bool:
         if args.only and not any(part in name for part in args.only):
             continue
         fn()  # first call outside both tools: neither should pay for lazy init
-        # the calls a torchmark sample holds, for a reference timed in the same blocks
-        calls = with_torchmark(fn, args.rule, cpu_time).calls
+        # same-k: both tools' samples hold the same calls, fixed for the op (torchmark's
+        # own choice moves with its warm-up's estimate of a call, from sample to sample)
+        calls = with_torchmark(fn, args.rule, cpu_time, None).calls
+        fixed = calls if args.reference == "same-k" else None
         tm: list[Run] = []
         tt: list[Run] = []
         for r in range(args.rounds):
             for tool in ("tm", "timer") if r % 2 == 0 else ("timer", "tm"):
                 if tool == "tm":
-                    tm.append(with_torchmark(fn, args.rule, cpu_time))
+                    tm.append(with_torchmark(fn, args.rule, cpu_time, fixed))
                 else:
                     tt.append(with_timer(fn, args.threads, cpu_time, args.reference, calls))
         # pairs taken back to back share the machine's state: their ratio cancels drift
@@ -163,7 +166,8 @@ def main() -> int:
         choices=("blocked", "adaptive", "same-k"),
         default="blocked",
         help="torch.utils.benchmark's blocked_autorange (1 s), adaptive_autorange, or "
-        "same-k: Timer's blocks of as many calls as a torchmark sample holds (1 s)",
+        "same-k: both tools' samples of the same calls, as many as torchmark's first "
+        "sample held (Timer's blocks for 1 s)",
     )
     ap.add_argument("--sittings", type=int, default=1, help="repeat it all this many times")
     ap.add_argument(

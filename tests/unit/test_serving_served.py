@@ -347,7 +347,7 @@ def test_a_two_core_run_says_the_load_generator_shares_them(
 def test_a_sixteen_core_run_stores_and_shows_where_each_ran(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from torchmark.report.serving import cores_lines, fleet_heading
+    from torchmark.report.serving import cores_lines, fleet_heading, front_end_sentence
 
     p = _run_as_served(monkeypatch, plan(range(16), pinnable=True))
     served = p.fleets[1]
@@ -357,6 +357,14 @@ def test_a_sixteen_core_run_stores_and_shows_where_each_ran(
     text = "client on core 15, server on cores 0-14"
     assert served.cores == text and f", {text}: " in fleet_heading(served)
     assert cores_lines(p) == [f"as served: {text}"]
+    # the gap to the in-process capacity holds the load generator's core: said beside it
+    p.answers[0].fleet = 1  # as served, the answer found on that fleet
+    said = front_end_sentence(p, "cpu", 0.5)
+    assert said.endswith(
+        "; as served the server had 15 of the 16 cores, the load generator the rest"
+    )
+    p.fleets[1].client_cores = p.fleets[1].server_cores  # not pinned: nothing more to say
+    assert "cores" not in front_end_sentence(p, "cpu", 0.5)
 
 
 def test_the_cores_are_said_compactly_and_old_runs_read_as_before() -> None:

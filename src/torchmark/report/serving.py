@@ -213,10 +213,17 @@ def lines(p: ServingPayload) -> list[str]:
 
 
 def front_end_sentence(p: ServingPayload, device: str, share: float) -> str:
-    """``cpu: the front end takes 99 % (1,718 req/s as served, 356,438 in process)``."""
-    served = next((a.max_rate for a in p.answers if a.device == device), None)
+    """``cpu: the front end takes 99 % (1,718 req/s as served, 356,438 in process)``; where
+    the load generator had a core of its own, the server's share of the cores is said: the
+    gap then holds that core too."""
+    answer = next((a for a in p.answers if a.device == device), None)
+    served = answer.max_rate if answer is not None else None
     cap = next((a.max_rate for a in p.capacity if a.device == device), None)
     rates = f" ({_rate(served)} req/s as served, {_rate(cap)} in process)" if served and cap else ""
+    f = p.fleets[answer.fleet] if answer is not None and answer.fleet is not None else None
+    if f is not None and f.client_cores and f.server_cores and f.client_cores != f.server_cores:
+        n, of = len(f.server_cores), len(f.server_cores) + len(f.client_cores)
+        rates += f"; as served the server had {n} of the {of} cores, the load generator the rest"
     if share < 0:  # served above the in-process capacity: each a bracket, neither exact
         return (
             f"{device}: as served reached {-100 * share:.0f} % more than in process{rates}: "

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from torchmark.devices.host import available_cores
 from torchmark.kinds.serving.served import missing
-from torchmark.kinds.serving.workers import usable_cores
 from torchmark.results import RunRecord
 from torchmark.results.serving import read
 
@@ -63,7 +63,7 @@ def test_a_served_forward_holding_the_gil_ends_each_fleet_with_where_it_stuck(
     assert len(fleets) >= 1
     if missing() is None:  # behind the server: the model in its process, then in workers
         oip = [f.model_workers for f in fleets if f.served == "oip"]
-        assert 0 in oip and (usable_cores() < 2 or 1 in oip), oip
+        assert 0 in oip and (available_cores() < 2 or 1 in oip), oip
     for f in fleets:
         assert f.stop_reason.startswith("stuck: "), f.stop_reason
         assert "holds_the_gil.py:22 in forward" in f.stop_reason, f.stop_reason

@@ -136,8 +136,14 @@ def torch_sees_only_the_host() -> bool:
     return not built["cuda"] or not any(os.path.exists(p) for p in NVIDIA_SIGNS)
 
 
+def allowed_cores() -> tuple[int, ...]:
+    """The cores this process may run on, its affinity (a Slurm, taskset or cpuset limit
+    counts); () where the platform cannot say."""
+    get = getattr(os, "sched_getaffinity", None)
+    return tuple(sorted(get(0))) if get is not None else ()
+
+
 def available_cores() -> int:
-    """Cores this process may run on (its affinity: a Slurm or taskset limit counts)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """How many cores this process may run on (``allowed_cores``; the machine's count where
+    the platform cannot say)."""
+    return len(allowed_cores()) or os.cpu_count() or 1

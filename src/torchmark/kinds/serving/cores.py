@@ -20,6 +20,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from torchmark.devices.host import allowed_cores
+
 MIN_CORES = 3  # the fewest allowed cores on which the client gets one of its own
 
 
@@ -37,12 +39,6 @@ class CorePlan:
     def server_cores(self) -> int:
         """How many cores the server's front end and model workers share."""
         return len(self.server or self.allowed) or os.cpu_count() or 1
-
-
-def allowed_cores() -> tuple[int, ...]:
-    """The cores this process may run on (() where the platform cannot say)."""
-    get = getattr(os, "sched_getaffinity", None)
-    return tuple(sorted(get(0))) if get is not None else ()
 
 
 def can_pin() -> bool:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchmark.devices import Device, resolve
+from torchmark.devices.host import available_cores
 from torchmark.errors import InputError
 from torchmark.kinds.serving import answer, deployed, generator, pace, stats
 from torchmark.kinds.serving.client import ClientError
@@ -42,7 +43,7 @@ from torchmark.kinds.serving.served import (
     missing,
     served_splits,
 )
-from torchmark.kinds.serving.workers import Processes, splits, usable_cores
+from torchmark.kinds.serving.workers import Processes, splits
 from torchmark.results import RunRecord
 from torchmark.results import serving as stored
 from torchmark.results.serving import KIND, FleetDoc, ServingPayload
@@ -284,7 +285,7 @@ class Serving:
     def _splits(self, device: Device) -> list[tuple[int, int | None]]:
         if device.is_accelerator:
             return [(1, None)]
-        cores = usable_cores()
+        cores = available_cores()
         if not self.cfg.split or self.recipe is None or not _picklable(self.recipe):
             return [(1, self.cfg.threads or cores)]
         return list(splits(cores, self.cfg.max_procs))
@@ -437,7 +438,7 @@ def _other_load() -> str | None:
 
     if not hasattr(os, "getloadavg"):
         return None
-    load, cores = os.getloadavg()[0], usable_cores()
+    load, cores = os.getloadavg()[0], available_cores()
     if load < cores:
         return None
     return (

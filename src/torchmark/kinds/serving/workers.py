@@ -35,7 +35,6 @@ import contextlib
 import gc
 import math
 import multiprocessing as mp
-import os
 import signal
 import tempfile
 import time
@@ -70,13 +69,6 @@ WATCH_S = 0.1
 
 class WorkerError(TorchmarkError):
     """A worker process failed to start or answer."""
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def splits(cores: int, max_procs: int | None = None) -> list[tuple[int, int]]:

@@ -101,10 +101,26 @@ def seed(db: Path, out: Path) -> list[str]:
     store = open_store(f"sqlite:///{db}")
     try:
         ids = [store.save(r) for r in runs]
-        (out / "run.json").write_text(export_run(store.load(ids[0]), "json"))
+        for i, run_id in enumerate(ids):  # run.json, run1.json: the other tree imports them
+            (out / f"run{i or ''}.json").write_text(export_run(store.load(run_id), "json"))
     finally:
         store.close()
     return ids
+
+
+def seed_other(src: Path, db: Path, out: Path, ids: list[str]) -> None:
+    """The same two runs stored by another source tree itself (its `import`): a store this
+    tree wrote may be at a newer layout, which an older tree refuses."""
+    for i in range(len(ids)):
+        argv = ["import", str(out / f"run{i or ''}.json"), "--db", f"sqlite:///{db}"]
+        p = subprocess.run(
+            [sys.executable, "-m", "torchmark", *argv],
+            env={**installed_env(), "PYTHONPATH": str(src)},
+            capture_output=True,
+            text=True,
+        )
+        if p.returncode != 0 or p.stdout.strip() != ids[i]:
+            raise SystemExit(f"{src}: torchmark {' '.join(argv)} failed:\n{p.stderr}")
 
 
 def commands(ids: list[str], tmp: Path) -> dict[str, list[str]]:
@@ -114,7 +130,8 @@ def commands(ids: list[str], tmp: Path) -> dict[str, list[str]]:
         "--version": ["--version"],
         "history": ["history"],
         "export": ["export", a],
-        "import": ["import", str(tmp / "run.json"), "--db", f"sqlite:///{tmp / 'imp.db'}"],
+        # each tree its own file ({tree}): an older tree refuses a newer one's layout
+        "import": ["import", str(tmp / "run.json"), "--db", f"sqlite:///{tmp}/imp-{{tree}}.db"],
         "compare": ["compare", a, b],
         "report --markdown": ["report", a, "--markdown", "-"],
         "report --html": ["report", a, "--html", str(tmp / "r.html")],
@@ -199,10 +216,13 @@ def main() -> int:
         tmp = Path(d)
         ids = seed(tmp / "runs.db", tmp)
         trees = {"after": SRC} | ({"before": args.before} if args.before else {})
-        # one copy of the store per tree: a newer tree may migrate the file on opening it
+        # one store per tree: a newer tree may migrate the file, an older one refuse it
         envs = {}
-        for tree in trees:
-            shutil.copy(tmp / "runs.db", tmp / f"{tree}.db")
+        for tree, src in trees.items():
+            if tree == "after":
+                shutil.copy(tmp / "runs.db", tmp / f"{tree}.db")
+            else:
+                seed_other(src, tmp / f"{tree}.db", tmp, ids)
             envs[tree] = {
                 **installed_env(),
                 "TORCHMARK_DB": f"sqlite:///{tmp / f'{tree}.db'}",
@@ -222,13 +242,16 @@ def main() -> int:
         for label, argv in cmds.items():
             for _ in range(args.runs):  # interleaved: both trees see the same load
                 for tree, src in trees.items():
+                    mine = [a.replace("{tree}", tree) for a in argv]
                     times.setdefault((label, tree), []).append(
-                        first_line(src, argv, envs[tree])
+                        first_line(src, mine, envs[tree])
                         if label in FIRST_LINE
-                        else once(src, argv, envs[tree], tree == "after")
+                        else once(src, mine, envs[tree], tree == "after")
                     )
         imports = {
-            (k, t): heavy_imports(s, v, envs[t]) for k, v in cmds.items() for t, s in trees.items()
+            (k, t): heavy_imports(s, [a.replace("{tree}", t) for a in v], envs[t])
+            for k, v in cmds.items()
+            for t, s in trees.items()
         }
 
     missed = []

@@ -27,7 +27,7 @@ def test_the_error_line_prints_markup_as_written(
     def boom(db: str | None) -> None:
         raise InputError("model failed in [/layer] block " + PWN)
 
-    monkeypatch.setattr(history_mod, "open_store", boom)
+    monkeypatch.setattr(history_mod, "read_store", boom)
     code, _, err = cli(capsys, "history")
     assert code == 2, err
     assert err.strip() == "error: model failed in [/layer] block " + PWN

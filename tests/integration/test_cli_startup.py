@@ -199,7 +199,7 @@ def test_ctrl_c_in_a_command_exits_130(monkeypatch: pytest.MonkeyPatch, tmp_path
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(history, "open_store", interrupted)
+    monkeypatch.setattr(history, "read_store", interrupted)
     with pytest.raises(SystemExit) as e:
         main(["history", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
     assert e.value.code == 130

@@ -377,6 +377,31 @@ def test_readers_of_runs_without_an_input_workload_start_without_numpy(
     )
 
 
+# The readers of a local SQLite store read it with the standard library (store/read.py):
+# importing SQLAlchemy alone is 0.2-0.4 s, most of their start.
+SQLALCHEMY_FREE = {
+    "history": ["history"],
+    "history --json": ["history", "--json"],
+    "show latest": ["show", "latest"],
+    "export json": ["export", "latest"],
+    "compare (two stored runs)": ["compare", "latest", "latest"],
+    "report --markdown (stored)": ["report", "--markdown", "-", "latest"],
+}
+
+
+@pytest.mark.parametrize("what", SQLALCHEMY_FREE)
+def test_readers_of_a_local_store_start_without_sqlalchemy(
+    what: str, store: tuple[dict[str, str], Path]
+) -> None:
+    env, _ = store
+    p, chain = _watched(SQLALCHEMY_FREE[what], {**env, "WATCHED": "sqlalchemy"})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert chain is None, (
+        f"torchmark {what} imported sqlalchemy: {chain[-1]} imported it "
+        f"(through {' -> '.join(chain)})"
+    )
+
+
 # `list`, `env` and `doctor` read what only an imported torch knows from what the
 # last command that imported it kept: the workload catalog (cli/catalog.py) and torch's facts
 # (run/torchfacts.py), here after one `list` and one `env --refresh`.

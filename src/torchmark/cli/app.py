@@ -302,6 +302,15 @@ def open_store(option: str | None):  # type: ignore[no-untyped-def]
     return _open(db_url(option))
 
 
+def read_store(option: str | None):  # type: ignore[no-untyped-def]
+    """The store to read runs from (``load``, ``list_runs``): a local SQLite file read as it
+    is without SQLAlchemy where it can be (``store.open_reader``), else the full store."""
+    from torchmark.store import open_reader
+
+    url = db_url(option)
+    return open_reader(url) or open_store(url)
+
+
 def _show_version(value: bool) -> None:
     if value:
         from torchmark import __version__

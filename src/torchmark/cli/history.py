@@ -12,12 +12,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from torchmark.cli.app import DbOption, app, console, err_console, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, open_store, read_store
 from torchmark.errors import InputError, UnknownNameError
 from torchmark.judge import verdicts
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.store.base import RunSummary
-from torchmark.store.exchange import FORMATS, export_run, import_run
 
 
 def shown_status(r: RunSummary) -> str:
@@ -111,7 +110,7 @@ def history(
     """List stored runs, newest first."""
     if limit < 1:
         raise InputError(f"--limit must be at least 1, not {limit}")
-    with contextlib.closing(open_store(db)) as store:
+    with contextlib.closing(read_store(db)) as store:
         runs = store.list_runs(limit)
     if as_json:
         sys.stdout.write(json.dumps(history_rows(runs), indent=2) + "\n")
@@ -132,9 +131,11 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets)."""
+    from torchmark.store.exchange import FORMATS, export_run
+
     if fmt not in FORMATS:
         raise UnknownNameError("format", fmt, FORMATS)
-    with contextlib.closing(open_store(db)) as store:
+    with contextlib.closing(read_store(db)) as store:
         record = store.load(run)
     text = export_run(record, fmt)
     if output is None:
@@ -166,6 +167,7 @@ def import_(
     db: DbOption = None,
 ) -> None:
     """Store a run exported as JSON (keeps its id unless that id is already taken)."""
+    from torchmark.store.exchange import import_run
     from torchmark.web.admission import refusal
 
     record = import_run(file)  # parse and validate fully before the store is touched

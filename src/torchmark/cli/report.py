@@ -12,7 +12,7 @@ import typer
 
 from torchmark import format as fmt
 from torchmark import reference
-from torchmark.cli.app import DbOption, app, console, err_console, one_line, open_store
+from torchmark.cli.app import DbOption, app, console, err_console, one_line, read_store
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.judge import verdicts
 from torchmark.results import RunRecord
@@ -47,7 +47,7 @@ def load_runs(specs: Sequence[str], db: str | None) -> list[RunRecord]:
                 record = import_run(Path(spec))
                 record.run_id = record.run_id or Path(spec).stem
             else:
-                store = store or open_store(db)
+                store = store or read_store(db)
                 record = store.load(spec)
             out.append(record)
     finally:
@@ -182,7 +182,7 @@ def _compare_predicted(records: list[RunRecord], pct: float | None) -> None:
 
 
 def _newest_placeable(db: str | None) -> RunRecord:
-    with contextlib.closing(open_store(db)) as store:
+    with contextlib.closing(read_store(db)) as store:
         return reference.newest_placeable(store)
 
 

@@ -13,14 +13,18 @@ Accepted URLs (SQLAlchemy's spelling)::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
-import sqlalchemy as sa
-from sqlalchemy.pool import StaticPool
 
 from torchmark.errors import InputError, StoreError, StorePathError
-from torchmark.store.base import ResultStore, RunSummary
-from torchmark.store.sql import FIX, SQLITE_MAGIC, SQLStore, postgres_store, sqlite_store
+from torchmark.store.read import SQLITE_MAGIC, open_reader
+
+if TYPE_CHECKING:  # SQLAlchemy on first open: open_reader's commands never import it
+    import sqlalchemy as sa
+
+    from torchmark.store.base import ResultStore, RunSummary
+    from torchmark.store.sql import SQLStore
 
 __all__ = [
     "ResultStore",
@@ -28,8 +32,22 @@ __all__ = [
     "SQLStore",
     "default_board_path",
     "default_path",
+    "open_reader",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("ResultStore", "RunSummary"):
+        from torchmark.store import base
+
+        return getattr(base, name)
+    if name == "SQLStore":
+        from torchmark.store.sql import SQLStore
+
+        return SQLStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SUPPORTED = "sqlite:///PATH, postgresql://USER@HOST/DB, or a plain file path"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -57,6 +75,8 @@ def _base_scheme(url: str) -> str:
 
 def open_store(url: str | None = None) -> ResultStore:
     """Open (creating if needed) the results store at ``url``; see the module docstring."""
+    from torchmark.store.sql import postgres_store
+
     if url is None or not url.strip():
         return _open_sqlite(default_path())
     url = url.strip()
@@ -74,6 +94,11 @@ def open_store(url: str | None = None) -> ResultStore:
 
 
 def _open_memory() -> SQLStore:
+    import sqlalchemy as sa
+    from sqlalchemy.pool import StaticPool
+
+    from torchmark.store.sql import SQLStore
+
     # One shared connection: each new connection to ":memory:" would be a new, empty database.
     engine = sa.create_engine(
         "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
@@ -83,6 +108,8 @@ def _open_memory() -> SQLStore:
 
 
 def _open_sqlite(path: Path) -> SQLStore:
+    from torchmark.store.sql import FIX, sqlite_store
+
     path = path.expanduser().absolute()
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a database file; {FIX}")
@@ -112,6 +139,8 @@ def _open_sqlite(path: Path) -> SQLStore:
 
 
 def _foreign_keys_on(engine: sa.Engine) -> None:
+    import sqlalchemy as sa
+
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
         cur = dbapi_conn.cursor()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from torchmark.results import Ceiling, Result, RunRecord
+if TYPE_CHECKING:  # `history` lists runs without importing the run documents' models
+    from torchmark.results import Ceiling, Result, RunRecord
 
 
 class RunSummary(BaseModel):

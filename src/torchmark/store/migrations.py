@@ -15,15 +15,16 @@ future layout could lose data.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-
-import sqlalchemy as sa
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from torchmark.errors import StoreError
+from torchmark.store.read import DB_SCHEMA_VERSION
 
-DB_SCHEMA_VERSION = 3
+if TYPE_CHECKING:  # SQLAlchemy is imported by the steps: reading a store needs only the number
+    from sqlalchemy import Connection
 
-DbStep = Callable[[Connection], None]
+
+DbStep = Callable[["Connection"], None]
 
 # Columns version 1 declared VARCHAR(n): PostgreSQL enforced the widths (a 168-character
 # model spec path could not be stored), SQLite ignored them.
@@ -39,6 +40,8 @@ _V1_BOUNDED = {
 
 def _db_v1_to_v2(conn: Connection) -> None:
     """Unbounded text; runs get their local insertion order and their writer process."""
+    import sqlalchemy as sa
+
     if conn.dialect.name == "postgresql":
         for table, columns in _V1_BOUNDED.items():
             alters = ", ".join(f"ALTER COLUMN {c} TYPE TEXT" for c in columns)
@@ -58,6 +61,8 @@ def _db_v2_to_v3(conn: Connection) -> None:
     ``history`` counts ok results by their verdict without reading every document."""
     import json
 
+    import sqlalchemy as sa
+
     from torchmark.judge.verdicts import kind_of_doc
 
     if "verdict" not in {c["name"] for c in sa.inspect(conn).get_columns("results")}:
@@ -76,7 +81,31 @@ def _db_v2_to_v3(conn: Connection) -> None:
         conn.execute(sa.text(update), rows)
 
 
-DB_STEPS: dict[int, DbStep] = {1: _db_v1_to_v2, 2: _db_v2_to_v3}
+def _db_v3_to_v4(conn: Connection) -> None:
+    """Each run's summary (``store.read.summary_of``: its process's pid, a serving run's
+    answers counted) in a column of its own, so that ``history`` reads no header: a serving
+    run's holds its raw samples (~2 MB)."""
+    import json
+
+    import sqlalchemy as sa
+
+    from torchmark.store.read import summary_of  # its rule, for every stored run
+
+    if "summary" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}:
+        conn.exec_driver_sql("ALTER TABLE runs ADD COLUMN summary TEXT")
+    rows = []
+    for run_id, header in conn.execute(sa.text("SELECT run_id, header FROM runs")):
+        try:
+            parsed = json.loads(header)
+        except ValueError:
+            continue  # a damaged header: history finds it so without a summary
+        if isinstance(parsed, dict):
+            rows.append({"summary": summary_of(parsed), "id": run_id})
+    if rows:
+        conn.execute(sa.text("UPDATE runs SET summary = :summary WHERE run_id = :id"), rows)
+
+
+DB_STEPS: dict[int, DbStep] = {1: _db_v1_to_v2, 2: _db_v2_to_v3, 3: _db_v3_to_v4}
 
 
 def migrate_database(

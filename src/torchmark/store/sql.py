@@ -1,10 +1,11 @@
 """SQLStore: the one ResultStore implementation, on SQLAlchemy Core, for SQLite and PostgreSQL.
 
-Layout (``DB_SCHEMA_VERSION`` 3)::
+Layout (``DB_SCHEMA_VERSION`` 4)::
 
     meta           key -> value            schema_version, created_utc, tool_version
     runs           one row per run         id, kind, times, status, who/where + header JSON,
-                                           stored_seq (local insertion order), writer
+                                           stored_seq (local insertion order), writer,
+                                           summary (what history lists: store/read.py)
     results        one row per result      (run_id, seq) + indexed names + verdict kind
                                            (torchmark.judge.verdicts) + doc JSON
     run_ceilings   one row per run         the ceilings the run's percentages used (JSON)
@@ -25,7 +26,6 @@ for ``retry_s`` seconds before ``StoreUnavailable`` says why; a full disk fails 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
@@ -48,27 +48,24 @@ from sqlalchemy.pool import NullPool
 from torchmark import __version__
 from torchmark.errors import (
     InputError,
-    RunNotFoundError,
     StoreError,
     StoreFull,
     StorePathError,
     StoreUnavailable,
     first_line,
 )
-from torchmark.judge.verdicts import COUNTED, kind_of
+from torchmark.judge.verdicts import kind_of
 from torchmark.results import SCHEMA_VERSION, Ceiling, Result, RunRecord, utcnow
-from torchmark.results.schema import migrate_document
+from torchmark.store import read
 from torchmark.store.base import ResultStore, RunSummary
 from torchmark.store.migrations import DB_SCHEMA_VERSION, migrate_database
+from torchmark.store.read import SQLITE_BUSY_S, json_or_none, with_reason
 
 FIX = "pass --db sqlite:///other.db or set TORCHMARK_DB"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # Total time a write keeps retrying a passing failure: a PostgreSQL restart takes ~20 s, a
 # competing SQLite writer holds its lock for one transaction (milliseconds); 60 s covers both
 # while a run that cannot store still ends within a minute (and keeps its results in memory).
 RETRY_S = 60.0
-# Each SQLite attempt waits this long for a lock before the retry loop sees "locked".
-SQLITE_BUSY_S = 10.0
 # libpq would wait for ever on a server that accepts and never answers (135 s measured, in
 # silence); ?connect_timeout= in the URL overrides this.
 PG_CONNECT_TIMEOUT_S = 10
@@ -121,6 +118,9 @@ runs_t = sa.Table(
     # process died (SIGKILL, power loss) from one still measuring; NULL for imports and
     # schema-1 rows, which are judged by the header's pid and the run's time instead.
     _text("writer", nullable=True),
+    # JSON {pid, answers}: what history says of the run beyond the columns above, so that it
+    # never parses a header (a serving run's holds its raw samples); read.summary_of
+    _text("summary", nullable=True),
 )
 results_t = sa.Table(
     "results",
@@ -458,19 +458,16 @@ class SQLStore(ResultStore):
     def _mark_gone_runs(self) -> list[str]:
         """Runs still `running` whose measuring process on this host is gone become
         `incomplete`, with a note; returns their ids. Reads first: writes only if needed."""
-        query = sa.select(
-            runs_t.c.run_id, runs_t.c.created_utc, runs_t.c.writer, runs_t.c.header
-        ).where(runs_t.c.status == "running")
         try:
             with self.engine.connect() as conn:
-                rows = conn.execute(query).all()
+                rows = _on(conn)(read.RUNNING, {})
         except sa_exc.SQLAlchemyError:
             return []  # best effort: history still shows "process gone" by itself
         gone = {}
-        for row in rows:
-            note = _gone_note(row.writer, row.header, row.created_utc)
+        for run_id, created_utc, writer, header in rows:
+            note = read.gone_note(writer, header, created_utc)
             if note:
-                gone[row.run_id] = note
+                gone[run_id] = note
         if not gone:
             return []
 
@@ -484,15 +481,13 @@ class SQLStore(ResultStore):
                 ).scalar()
                 if header is None:
                     continue  # finished meanwhile
-                try:
-                    doc = json.loads(header)
-                except ValueError:
-                    doc = None
+                doc = json_or_none(header)
                 values: dict[str, Any] = {"status": "incomplete"}
                 if isinstance(doc, dict):
                     doc["status"] = "incomplete"
-                    doc["verdict"] = _with_reason(doc.get("verdict"), note)
+                    doc["verdict"] = with_reason(doc.get("verdict"), note)
                     values["header"] = dumps(doc)
+                    values["summary"] = read.summary_of(doc)
                 conn.execute(runs_t.update().where(runs_t.c.run_id == run_id).values(**values))
                 done.append(run_id)
             return done
@@ -518,6 +513,7 @@ class SQLStore(ResultStore):
         return run.model_dump(mode="json", exclude={"results", "ceilings", "run_id"})
 
     def _run_row(self, run: RunRecord) -> dict[str, Any]:
+        header = self._header(run)
         return {
             "kind": run.kind,
             "created_utc": iso_utc(run.created_utc),
@@ -529,7 +525,8 @@ class SQLStore(ResultStore):
             "host": str(run.environment.get("host") or ""),
             "devices": dumps(_devices_of(run)),
             "command": run.command,
-            "header": dumps(self._header(run)),
+            "header": dumps(header),
+            "summary": read.summary_of(header),
         }
 
     def _insert_run(
@@ -578,7 +575,7 @@ class SQLStore(ResultStore):
             sa.select(runs_t.c.devices).where(runs_t.c.run_id == run_id)
         ).scalar()
         if devices is None:
-            raise self._not_found(run_id)
+            raise read.not_found(run_id, self.where)
         try:
             return list(json.loads(devices))
         except ValueError:
@@ -633,7 +630,7 @@ class SQLStore(ResultStore):
                 sa.select(runs_t.c.status).where(runs_t.c.run_id == run_id)
             ).scalar()
             if status is None:
-                raise self._not_found(run_id)
+                raise read.not_found(run_id, self.where)
             if status != "incomplete":  # checked and changed in one write transaction
                 raise InputError(f"run {run_id} is {status} now: it cannot be resumed")
             row = self._run_row(run)
@@ -658,120 +655,15 @@ class SQLStore(ResultStore):
 
         return self._write("import a run", work)
 
-    # -- reading -----------------------------------------------------------------------
-
-    def _not_found(self, run_id: str) -> RunNotFoundError:
-        return RunNotFoundError(
-            f"no run {run_id!r} in {self.where}; `torchmark history` lists the stored run ids"
-        )
-
-    def _latest_id(self, conn: Connection) -> str:
-        """The newest finished run stored here (insertion order), skipping damaged ones."""
-        rows = conn.execute(
-            sa.select(runs_t.c.run_id, runs_t.c.header, runs_t.c.status).order_by(
-                runs_t.c.stored_seq.desc(), runs_t.c.run_id.desc()
-            )
-        )
-        running = None
-        for row in rows:
-            if row.status == "running":
-                running = running or row.run_id
-                continue
-            if _json_or_none(row.header) is not None:
-                return str(row.run_id)
-        if running is not None:
-            raise RunNotFoundError(
-                f"no finished run in {self.where} yet (run {running} is still running; "
-                f"name it to read it as it is)"
-            )
-        raise RunNotFoundError(f"no runs stored in {self.where} yet; `torchmark run` makes one")
+    # -- reading (the queries and their rows: store/read.py) -----------------------------
 
     def load(self, run_id: str) -> RunRecord:
-        damage: list[str] = []
         with self._read("read a run") as conn:
-            if run_id == "latest":
-                run_id = self._latest_id(conn)
-            row = conn.execute(sa.select(runs_t).where(runs_t.c.run_id == run_id)).first()
-            if row is None:
-                raise self._not_found(run_id)
-            ceilings = conn.execute(
-                sa.select(run_ceilings_t.c.doc).where(run_ceilings_t.c.run_id == run_id)
-            ).scalar()
-            results = conn.execute(
-                sa.select(results_t.c.seq, results_t.c.doc)
-                .where(results_t.c.run_id == run_id)
-                .order_by(results_t.c.seq)
-            ).all()
-            doc = _json_or_none(row.header)
-            if not isinstance(doc, dict):
-                raise StoreError(
-                    f"run {run_id} in {self.where} is damaged (its stored header is not "
-                    f"readable JSON) and cannot be read; the other runs are unaffected"
-                )
-            doc["run_id"] = run_id
-            doc["status"] = row.status  # the column: what history shows and marking changes
-            doc["ceilings"] = []
-            if ceilings:
-                parsed = _json_or_none(ceilings)
-                if isinstance(parsed, list):
-                    doc["ceilings"] = parsed
-                else:
-                    damage.append("its stored ceilings are damaged and were left out")
-            kept: list[tuple[int, Any]] = []
-            for seq, text in results:
-                parsed = _json_or_none(text)
-                if isinstance(parsed, dict):
-                    kept.append((seq, parsed))
-                else:
-                    damage.append(f"stored result {seq} is damaged (not JSON) and was left out")
-            doc["results"] = [r for _, r in kept]
-        doc = migrate_document(doc, what=f"run {run_id} in {self.where}")
-        valid = []
-        for (seq, _), r in zip(kept, doc["results"], strict=True):
-            try:
-                valid.append(Result.model_validate(r))
-            except ValueError:
-                damage.append(f"stored result {seq} is damaged and was left out")
-        for note in damage:
-            doc["verdict"] = _with_reason(doc.get("verdict"), note)
-        try:
-            record = RunRecord.model_validate({**doc, "results": []})
-        except ValueError as e:
-            raise StoreError(
-                f"run {run_id} in {self.where} is damaged and cannot be read "
-                f"({' '.join(str(e).splitlines()[:3])})"
-            ) from None
-        record.results = valid
-        return record
+            return read.load_run(_on(conn), run_id, self.where)
 
     def list_runs(self, limit: int | None = None) -> list[RunSummary]:
-        if limit is not None and limit < 1:
-            raise InputError(f"limit must be at least 1, not {limit}")
-        counts = (
-            sa.select(
-                results_t.c.run_id,
-                sa.func.count().label("n"),
-                # ok by the verdict rule: an invalid or unreliable result is not ok
-                sa.func.sum(
-                    sa.case(
-                        (results_t.c.verdict.in_(COUNTED), 1),
-                        (sa.and_(results_t.c.verdict.is_(None), results_t.c.status == "ok"), 1),
-                        else_=0,
-                    )
-                ).label("ok"),
-            )
-            .group_by(results_t.c.run_id)
-            .subquery()
-        )
-        query = (
-            sa.select(runs_t, counts.c.n, counts.c.ok)
-            .select_from(runs_t.outerjoin(counts, counts.c.run_id == runs_t.c.run_id))
-            .order_by(runs_t.c.stored_seq.desc(), runs_t.c.run_id.desc())
-            .limit(limit)
-        )
         with self._read("list runs") as conn:
-            rows = conn.execute(query).all()
-        return [_summary(r) for r in rows]
+            return read.list_runs(_on(conn), limit)
 
     # -- ceiling cache -------------------------------------------------------------------
 
@@ -824,55 +716,13 @@ def usable_run_id(run_id: str) -> bool:
     )  # fmt: skip
 
 
-def _json_or_none(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+def _on(conn: Connection) -> read.Query:
+    """store/read.py's queries, run on this connection."""
 
+    def query(sql: str, params: dict[str, Any]) -> list[Any]:
+        return list(conn.execute(sa.text(sql), params).all())
 
-def _with_reason(verdict: Any, note: str) -> dict[str, Any]:
-    """A verdict dict that also says ``note``: at least `warn`, reasons kept."""
-    v = verdict if isinstance(verdict, dict) else {}
-    reasons = [r for r in v.get("reasons", []) if isinstance(r, str)]
-    level = v.get("level") if v.get("level") in ("warn", "invalid") else "warn"
-    return {"level": level, "reasons": [*reasons, note] if note not in reasons else reasons}
-
-
-def _summary(r: Any) -> RunSummary:
-    header = _json_or_none(r.header)
-    devices = _json_or_none(r.devices)
-    damaged = not isinstance(header, dict) or not isinstance(devices, list)
-    pid = (header.get("environment") or {}).get("pid") if isinstance(header, dict) else None
-    ok, total = int(r.ok or 0), int(r.n or 0)
-    if r.kind == "serving" and not total:  # its findings are answers, one per device
-        from torchmark.judge.verdicts import answers_counted
-
-        ok, total = answers_counted(header) or (ok, total)
-    return RunSummary(
-        run_id=r.run_id,
-        kind=r.kind,
-        created_utc=datetime.fromisoformat(r.created_utc),
-        status="damaged" if damaged else r.status,
-        devices=[str(d) for d in devices] if isinstance(devices, list) else [],
-        n_results=total,
-        n_ok=ok,
-        tool_version=r.tool_version,
-        command=r.command,
-        host=r.host,
-        pid=pid if isinstance(pid, int) and r.status == "running" else None,
-    )
-
-
-def _process_started(pid: int) -> float | None:
-    import psutil  # here, not at import: `history` startup does not pay for it
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
+    return query
 
 
 def _writer_of(run: RunRecord) -> str:
@@ -880,36 +730,7 @@ def _writer_of(run: RunRecord) -> str:
     process's start time, so a reused pid is not taken for the measuring process."""
     pid = run.environment.get("pid")
     pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else os.getpid()
-    return dumps({"host": socket.gethostname(), "pid": pid, "started": _process_started(pid)})
-
-
-def _gone_note(writer: str | None, header: str, created_utc: str) -> str | None:
-    """Why a `running` run is orphaned, or None while its process lives (or it cannot be
-    told: another host, an import)."""
-    if writer is None:  # an import or a schema-1 row: the header's pid and the run's time
-        env = (_json_or_none(header) or {}).get("environment") or {}
-        host, pid = env.get("host"), env.get("pid")
-        try:
-            started_before = datetime.fromisoformat(created_utc).timestamp() + 1
-        except ValueError:
-            return None
-        w: dict[str, Any] = {"host": host, "pid": pid, "before": started_before}
-    else:
-        w = _json_or_none(writer) or {}
-    host, pid = w.get("host"), w.get("pid")
-    if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool):
-        return None
-    now = _process_started(pid)
-    if now is not None:
-        started = w.get("started")
-        if "before" in w and now <= w["before"]:
-            return None
-        if isinstance(started, (int, float)) and math.isclose(now, started, abs_tol=1.0):
-            return None
-    return (
-        f"marked incomplete on {utcnow():%Y-%m-%d %H:%M} UTC: its process {pid} on {host} "
-        f"ended without finishing the run (killed or lost power)"
-    )
+    return dumps({"host": socket.gethostname(), "pid": pid, "started": read.process_started(pid)})
 
 
 def _sqlite_transactions(engine: Engine) -> None:

@@ -355,49 +355,39 @@ def test_read_only_commands_start_without_torch(
 
 
 # The readers of stored runs that hold no input workload (whose advice tests its gains with
-# numpy) start without numpy too: ~0.05 s of `show latest`'s 0.4 s.
-NUMPY_FREE = {
-    "history": ["history"],
-    "show (a run, a model run)": ["show", ONE, str(RUNS / "v1-model.json")],
-    "show latest": ["show", "latest"],
-    "export json": ["export", "latest"],
-    "report --markdown": ["report", "--markdown", "-", ONE],
+# numpy) start without numpy: ~0.05 s of `show latest`'s start. The readers of a local
+# SQLite store read it with the standard library (store/read.py) and start without
+# SQLAlchemy: importing it alone is 0.2-0.4 s, most of their start.
+WITHOUT = {
+    "numpy": {
+        "history": ["history"],
+        "show (a run, a model run)": ["show", ONE, str(RUNS / "v1-model.json")],
+        "show latest": ["show", "latest"],
+        "export json": ["export", "latest"],
+        "report --markdown": ["report", "--markdown", "-", ONE],
+    },
+    "sqlalchemy": {
+        "history": ["history"],
+        "history --json": ["history", "--json"],
+        "show latest": ["show", "latest"],
+        "export json": ["export", "latest"],
+        "compare (two stored runs)": ["compare", "latest", "latest"],
+        "report --markdown (stored)": ["report", "--markdown", "-", "latest"],
+    },
 }
 
 
-@pytest.mark.parametrize("what", NUMPY_FREE)
-def test_readers_of_runs_without_an_input_workload_start_without_numpy(
-    what: str, store: tuple[dict[str, str], Path]
+@pytest.mark.parametrize(
+    ("module", "what"), [(m, what) for m, commands in WITHOUT.items() for what in commands]
+)
+def test_readers_of_stored_runs_start_without_numpy_or_sqlalchemy(
+    module: str, what: str, store: tuple[dict[str, str], Path]
 ) -> None:
     env, _ = store
-    p, chain = _watched(NUMPY_FREE[what], {**env, "WATCHED": "numpy"})
+    p, chain = _watched(WITHOUT[module][what], {**env, "WATCHED": module})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert chain is None, (
-        f"torchmark {what} imported numpy: {chain[-1]} imported it (through {' -> '.join(chain)})"
-    )
-
-
-# The readers of a local SQLite store read it with the standard library (store/read.py):
-# importing SQLAlchemy alone is 0.2-0.4 s, most of their start.
-SQLALCHEMY_FREE = {
-    "history": ["history"],
-    "history --json": ["history", "--json"],
-    "show latest": ["show", "latest"],
-    "export json": ["export", "latest"],
-    "compare (two stored runs)": ["compare", "latest", "latest"],
-    "report --markdown (stored)": ["report", "--markdown", "-", "latest"],
-}
-
-
-@pytest.mark.parametrize("what", SQLALCHEMY_FREE)
-def test_readers_of_a_local_store_start_without_sqlalchemy(
-    what: str, store: tuple[dict[str, str], Path]
-) -> None:
-    env, _ = store
-    p, chain = _watched(SQLALCHEMY_FREE[what], {**env, "WATCHED": "sqlalchemy"})
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert chain is None, (
-        f"torchmark {what} imported sqlalchemy: {chain[-1]} imported it "
+        f"torchmark {what} imported {module}: {chain[-1]} imported it "
         f"(through {' -> '.join(chain)})"
     )
 

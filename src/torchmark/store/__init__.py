@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 
 from torchmark.errors import InputError, StoreError, StorePathError
-from torchmark.store.read import SQLITE_MAGIC, open_reader
+from torchmark.store.read import MEMORY_URLS, SQLITE_MAGIC, open_reader, sqlite_path
 
 if TYPE_CHECKING:  # SQLAlchemy on first open: open_reader's commands never import it
     import sqlalchemy as sa
@@ -77,17 +77,13 @@ def open_store(url: str | None = None) -> ResultStore:
     """Open (creating if needed) the results store at ``url``; see the module docstring."""
     from torchmark.store.sql import postgres_store
 
-    if url is None or not url.strip():
-        return _open_sqlite(default_path())
-    url = url.strip()
-    if url in (":memory:", "sqlite://", "sqlite:///:memory:"):
+    path = sqlite_path(url)  # the one reading of a file's URL, open_reader's too
+    if path is not None:
+        return _open_sqlite(path)
+    url = (url or "").strip()
+    if url in MEMORY_URLS:
         return _open_memory()
-    if "://" not in url:
-        return _open_sqlite(Path(url))
-    base = _base_scheme(url)
-    if base == "sqlite":
-        return _open_sqlite(Path(url.split("://", 1)[1][1:]))
-    if base in POSTGRES_SCHEMES:
+    if _base_scheme(url) in POSTGRES_SCHEMES:
         return postgres_store(url)
     scheme = url.split("://", 1)[0].lower()
     raise InputError(f"unsupported results store URL scheme {scheme!r}; use {SUPPORTED}")

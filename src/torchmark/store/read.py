@@ -43,6 +43,7 @@ DB_SCHEMA_VERSION = 4
 # Each SQLite attempt waits this long for a lock (a writer mid-transaction) before failing.
 SQLITE_BUSY_S = 10.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
+MEMORY_URLS = (":memory:", "sqlite://", "sqlite:///:memory:")
 
 # (sql, parameters) -> rows as tuples: sqlite3's cursor, or SQLAlchemy's text() on a connection
 Query = Callable[[str, dict[str, Any]], Sequence[Sequence[Any]]]
@@ -86,11 +87,16 @@ def with_reason(verdict: Any, note: str) -> dict[str, Any]:
 
 
 def summary_of(header: dict[str, Any]) -> str:
-    """The ``runs.summary`` column for a run header: what ``history`` says of the run beyond
-    its other columns (the measuring process's pid; a serving run's answers, ok/total)."""
+    """The ``runs.summary`` column for a run header (``_summary_fields`` as JSON)."""
+    return json.dumps(_summary_fields(header), separators=(",", ":"))
+
+
+def _summary_fields(header: dict[str, Any]) -> dict[str, Any]:
+    """What ``history`` says of a run beyond its other columns: the measuring process's
+    pid; a serving run's answers, ok/total."""
     pid = (header.get("environment") or {}).get("pid")
     pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-    return json.dumps({"pid": pid, "answers": answers_counted(header)}, separators=(",", ":"))
+    return {"pid": pid, "answers": answers_counted(header)}
 
 
 def list_runs(query: Query, limit: int | None) -> list[RunSummary]:
@@ -114,10 +120,10 @@ def _summary(row: Sequence[Any]) -> RunSummary:
     else:  # written without one (an older torchmark's row, a header no migration could read)
         header = json_or_none(header_text)
         intact = isinstance(header, dict)
-        summary = json.loads(summary_of(header)) if isinstance(header, dict) else {}
+        summary = _summary_fields(header) if isinstance(header, dict) else {}
     ok, total = int(ok or 0), int(n or 0)
     answers = summary.get("answers")
-    if kind == "serving" and not total and isinstance(answers, list) and len(answers) == 2:
+    if kind == "serving" and not total and isinstance(answers, (list, tuple)) and len(answers) == 2:
         ok, total = int(answers[0]), int(answers[1])  # its findings are answers, one per device
     pid = summary.get("pid")
     return RunSummary(
@@ -299,7 +305,7 @@ def sqlite_path(url: str | None) -> Path | None:
 
         return default_path()
     url = url.strip()
-    if url in (":memory:", "sqlite://", "sqlite:///:memory:"):
+    if url in MEMORY_URLS:
         return None
     if "://" not in url:
         return Path(url).expanduser().absolute()

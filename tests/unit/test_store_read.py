@@ -12,13 +12,21 @@ from pathlib import Path
 import pytest
 
 from torchmark.errors import RunNotFoundError, StoreError
+from torchmark.judge.verdicts import COUNTED, kind_of
 from torchmark.store import SQLStore, open_reader, open_store
 from torchmark.store import migrations as mig
 from torchmark.store.exchange import import_run
 from torchmark.store.read import SQLiteReader, sqlite_path
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
-FILES = ["cpu-only.json", "serving-cpu.json", "v1-model.json", "tune-cpu.json", "v1-run.json"]
+FILES = [
+    "verdicts-a.json",  # results judged ok, warn and invalid, and two without a verdict
+    "cpu-only.json",
+    "serving-cpu.json",
+    "v1-model.json",
+    "tune-cpu.json",
+    "v1-run.json",
+]
 
 
 @pytest.fixture
@@ -56,6 +64,10 @@ def test_the_reader_lists_and_loads_what_the_full_store_does(db: Path) -> None:
     assert reader.list_runs(2) == full.list_runs(2) == listed[:2]
     serving = next(r for r in listed if r.kind == "serving")
     assert serving.n_results >= 1  # its answers counted, from the summary column
+    judged = listed[-1]  # verdicts-a: ok by the verdict rule only, its invalid ones not
+    counted = [kind_of(r) in COUNTED for r in reader.load(judged.run_id).results]
+    assert (judged.n_ok, judged.n_results) == (sum(counted), 10)
+    assert 0 < judged.n_ok < 10
     for r in listed:
         assert reader.load(r.run_id) == full.load(r.run_id)
     assert reader.load("latest") == full.load("latest")

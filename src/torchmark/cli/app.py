@@ -119,6 +119,7 @@ def _named_values(params: list[Any]) -> list[Any]:
     alone. An option's value gets its name from METAVARS; an argument shows its name in
     capitals, without the Python type beside it (``spec <str>``) nor typer's ``{spec}``
     in the usage line."""
+    PlainValues.install(params)
     for p in params:
         if p.metavar is not None:
             pass
@@ -139,9 +140,77 @@ def _named_values(params: list[Any]) -> list[Any]:
     return params
 
 
+# A Path parameter with these settings asks typer for no check beyond the type.
+PATH_AS_TYPED = {"exists": False, "file_okay": True, "dir_okay": True, "writable": False,
+                 "readable": True, "resolve_path": False, "allow_dash": False,
+                 "path_type": None}  # fmt: skip
+NOT_PLAIN = object()
+
+
+class PlainValues:
+    """A parameter's coercion, without a pydantic TypeAdapter where its value needs none.
+
+    typer 0.29 builds a TypeAdapter for every parameter of the command that runs before it
+    coerces the value, given or not: importing pydantic's adapter machinery and building
+    them was ~0.08 s of `torchmark list`'s start (0.28 s). A value that is absent, or
+    already of the parameter's plain type (a default; words for a str or a list of str; a
+    path to write that is not there yet), comes back as that adapter returns it; every
+    other value goes to typer's own coercion, built then. Typers without this hook
+    (``_runtime_param``) are left as they are."""
+
+    def __init__(self, param: Any) -> None:
+        self._param = param
+        self._typer: Any = None
+
+    @classmethod
+    def install(cls, params: list[Any]) -> None:
+        """On each of a command's parameters, the help option included."""
+        for p in params:
+            if getattr(p, "_runtime_param", False) is None and hasattr(p, "type_descriptor"):
+                p._runtime_param = cls(p)
+
+    def plain(self, value: Any) -> Any:
+        """``value`` as typer's adapter returns it where no check applies (the parameter's
+        own plain type, a bool not counted as an int; no parser, range or clamp), else
+        ``NOT_PLAIN``."""
+        d = self._param.type_descriptor
+        info = d.parameter_info
+        if d.file_annotation is not None or info.parser is not None or info.clamp:
+            return NOT_PLAIN
+        if info.min is not None or info.max is not None:
+            return NOT_PLAIN
+        kind = d.annotation
+        if kind in (str, int, float, bool) and type(value) is kind:
+            return value
+        words = isinstance(value, list | tuple) and all(type(v) is str for v in value)
+        if kind == list[str] and words:
+            return list(value)
+        as_typed = all(getattr(info, k, None) == v for k, v in PATH_AS_TYPED.items())
+        if kind is Path and type(value) is str and value and as_typed:
+            try:
+                os.stat(value)  # typer's own check: a path that is there goes to typer
+            except OSError:
+                return Path(value)  # a file to write, not there yet: typer's Path(value)
+            except ValueError:
+                pass
+        return NOT_PLAIN
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # typer's RuntimeParam.coerce: nothing given, nothing to build
+            return () if param.multiple or param.nargs == -1 else None
+        plain = self.plain(value)
+        if plain is not NOT_PLAIN:
+            return plain
+        if self._typer is None:
+            from typer._coercion import build_runtime_param
+
+            self._typer = build_runtime_param(self._param.type_descriptor)
+        return self._typer.coerce(value, param=param, ctx=ctx)
+
+
 class Command(TyperCommand):
     """Every command's class (LazyGroup sets it): help that names each value, its paragraphs
-    wrapped as wholes."""
+    wrapped as wholes, values coerced without pydantic where they need none."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -338,6 +407,11 @@ def main(argv: list[str] | None = None) -> None:
 
     named = [a for a in (argv if argv is not None else sys.argv[1:]) if a in COMMANDS][:1]
     torchfacts.KEEP_BY = " ".join(["torchmark", *named])  # who keeps torch's facts
+    # pydantic looks for plugins (observability hooks) in every installed package's entry
+    # points when it builds its first validator: 0.01-0.03 s of `show`'s start with 73
+    # packages, more in a full environment, for documents torchmark wrote itself. Set to
+    # anything (empty: plugins on), the user's choice stands.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         # Outside standalone mode click returns the code of a `typer.Exit` (a failing
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.

@@ -8,16 +8,19 @@ everything already measured.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel
 
 if TYPE_CHECKING:  # `history` lists runs without importing the run documents' models
     from torchmark.results import Ceiling, Result, RunRecord
 
 
-class RunSummary(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """One stored run's line in `history`: built by the store from its own columns (a
+    dataclass: listing runs imports no pydantic)."""
+
     run_id: str
     kind: str
     created_utc: datetime

@@ -211,6 +211,14 @@ class MemoryStore:
             for i, r in reversed(self.runs.items())
         ][:limit]
 
+    def runs_holding(self, workload: str, variant: str) -> list[str]:
+        return [
+            i
+            for i, r in reversed(self.runs.items())
+            if r.status != "running"
+            and any(x.workload == workload and x.variant == variant for x in r.results)
+        ]
+
     def cached_ceilings(self, fingerprint: str, device: str) -> list[Any] | None:
         return self.cache.get((fingerprint, device))
 

@@ -134,6 +134,11 @@ def test_incremental_writes_and_lookup(store: SQLStore, pg_url: str) -> None:
         (older, 2, 1),  # stored last: newest in this store, whatever its date
         (run_id, 2, 1),
     ]
+    # runs holding an mm int8 result, found by query: the finished ones, newest first
+    assert reopened.runs_holding("mm", "int8") == []  # both still running
+    done = [reopened.save(make_run(h).model_copy(update={"status": "complete"})) for h in (-3, -2)]
+    assert reopened.runs_holding("mm", "int8") == done[::-1]
+    assert reopened.runs_holding("mm", "no-such-variant") == []
     reopened.close()
     with pytest.raises(RunNotFoundError, match="torchmark history"):
         store.load("nope")

@@ -96,6 +96,26 @@ def test_damaged_rows_read_the_same_through_either(db: Path) -> None:
     assert "stored result 0 is damaged (not JSON) and was left out" in partial.verdict.reasons
 
 
+def test_runs_holding_a_workload_are_found_without_reading_the_others(db: Path) -> None:
+    from torchmark.reference import newest_placeable, seed_results
+
+    reader, full = _both(db)
+    loaded = [reader.load(r.run_id) for r in reader.list_runs()]  # newest first
+    seeded = [r for r in loaded if any(x.workload == "seed-add" for x in r.results)]
+    held = [r.run_id for r in seeded]
+    assert len(held) == 2
+    assert reader.runs_holding("seed-add", "as-published") == held
+    assert full.runs_holding("seed-add", "as-published") == held
+    assert reader.runs_holding("seed-add", "no-such-variant") == []
+    assert all(seed_results(r) for r in seeded)  # both at the blog's size
+    assert newest_placeable(reader).run_id == newest_placeable(full).run_id == held[0]
+    # a damaged run holding one is passed over for the one before it
+    _sql(db, "UPDATE runs SET header = '{\"oops' WHERE run_id = ?", held[0])
+    assert newest_placeable(_reader(db)).run_id == held[1]
+    reader.close()
+    full.close()
+
+
 def test_history_reads_no_header(db: Path) -> None:
     # A serving run keeps its raw samples in the header (~2 MB each as served): history
     # parsed every one (0.3 s for 7 runs). Its counts now come from the summary column: a

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from torchmark.errors import InputError, UnknownNameError
+from torchmark.errors import InputError, StoreError, UnknownNameError
 from torchmark.judge import verdicts
 from torchmark.results import Result, RunRecord
 
@@ -151,10 +151,11 @@ def newest_placeable(store: Any) -> RunRecord:
     """The newest finished run with a result ``seed_results`` can place: what ``compare
     --reference`` takes when no run is named. Not ``latest``: that may be a tune or model
     run, and telling the user to run seed-add again when one is stored is wrong."""
-    for summary in store.list_runs():
-        if summary.status == "running" or not summary.n_ok:
+    for run_id in store.runs_holding(SEED_WORKLOAD, SEED_VARIANT):
+        try:
+            record = store.load(run_id)
+        except StoreError:  # a damaged run places nothing: the one before it may
             continue
-        record = store.load(summary.run_id)
         if seed_results(record):
             return record
     raise InputError(

@@ -70,6 +70,11 @@ class ResultStore(ABC):
         """Newest first."""
 
     @abstractmethod
+    def runs_holding(self, workload: str, variant: str) -> list[str]:
+        """Ids of the finished runs holding a result of ``workload`` ``variant``, newest
+        first."""
+
+    @abstractmethod
     def cached_ceilings(self, fingerprint: str, device: str) -> list[Ceiling] | None: ...
 
     @abstractmethod

@@ -67,6 +67,12 @@ _HEADER = "SELECT status, header FROM runs WHERE run_id = :id"
 _CEILINGS = "SELECT doc FROM run_ceilings WHERE run_id = :id"
 _RESULTS = "SELECT seq, doc FROM results WHERE run_id = :id ORDER BY seq"
 RUNNING = "SELECT run_id, created_utc, writer, header FROM runs WHERE status = 'running'"
+_HOLDING = """
+SELECT r.run_id FROM runs r
+WHERE r.status != 'running' AND EXISTS (
+    SELECT 1 FROM results s
+    WHERE s.run_id = r.run_id AND s.workload = :workload AND s.variant = :variant)
+ORDER BY r.stored_seq DESC, r.run_id DESC"""
 
 
 def json_or_none(text: str | None) -> Any:
@@ -158,6 +164,12 @@ def load_run(query: Query, run_id: str, where: str) -> RunRecord:
             f"and cannot be read; the other runs are unaffected"
         )
     return _assemble(query, run_id, status, doc, where)
+
+
+def runs_holding(query: Query, workload: str, variant: str) -> list[str]:
+    """The finished runs holding a result of ``workload`` ``variant``, newest first: the
+    ones worth loading to find one (`compare --reference`), found without parsing any."""
+    return [str(row[0]) for row in query(_HOLDING, {"workload": workload, "variant": variant})]
 
 
 def not_found(run_id: str, where: str) -> RunNotFoundError:
@@ -279,8 +291,9 @@ def gone_note(writer: str | None, header: str | None, created_utc: str) -> str |
 
 
 class SQLiteReader:
-    """``load`` and ``list_runs`` of a SQLite results store, on ``sqlite3`` alone, changing
-    nothing; made by ``open_reader``, which checked the file first."""
+    """``load``, ``list_runs`` and ``runs_holding`` of a SQLite results store, on
+    ``sqlite3`` alone, changing nothing; made by ``open_reader``, which checked the file
+    first."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn, self.path = conn, path
@@ -297,6 +310,9 @@ class SQLiteReader:
 
     def list_runs(self, limit: int | None = None) -> list[RunSummary]:
         return list_runs(self._query, limit)
+
+    def runs_holding(self, workload: str, variant: str) -> list[str]:
+        return runs_holding(self._query, workload, variant)
 
     def close(self) -> None:
         self._conn.close()

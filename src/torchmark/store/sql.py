@@ -665,6 +665,10 @@ class SQLStore(ResultStore):
         with self._read("list runs") as conn:
             return read.list_runs(_on(conn), limit)
 
+    def runs_holding(self, workload: str, variant: str) -> list[str]:
+        with self._read("list runs") as conn:
+            return read.runs_holding(_on(conn), workload, variant)
+
     # -- ceiling cache -------------------------------------------------------------------
 
     def cached_ceilings(self, fingerprint: str, device: str) -> list[Ceiling] | None:

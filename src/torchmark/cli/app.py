@@ -2,6 +2,7 @@
 
 Environment variables read by the CLI (and only here):
     TORCHMARK_DB     default results store URL (``--db`` overrides)
+and one it sets where the user has not: PYDANTIC_DISABLE_PLUGINS (``main``).
 """
 
 from __future__ import annotations

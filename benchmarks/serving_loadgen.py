@@ -137,18 +137,16 @@ def _sender(ctl: Connection, issued: Connection, answered: Connection, target: A
     except ImportError:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    pool = client._Pool(target)
     ids: list[int] = []
     errors: dict[str, int] = {}
 
-    class Run(client._Run):  # type: ignore[misc]
-        def done(self, i: int, error: str | None, batch: int = 0) -> None:
-            first = self.finish[i] != self.finish[i]  # NaN: not answered before
-            super().done(i, error, batch)
-            if first:
-                if error is not None:
-                    errors[error] = errors.get(error, 0) + 1
-                answered.send_bytes(ANSWERED.pack(ids[i], error is not None))
+    def on_done(i: int, error: str | None) -> None:  # each request's first answer or failure
+        if error is not None:
+            errors[error] = errors.get(error, 0) + 1
+        answered.send_bytes(ANSWERED.pack(ids[i], error is not None))
+
+    pool = client.Pool(target)
+    pool.run = client.Ledger(on_done)
 
     def on_issued() -> None:
         data = issued.recv_bytes()
@@ -162,7 +160,7 @@ def _sender(ctl: Connection, issued: Connection, answered: Connection, target: A
         cmd = ctl.recv()
         if cmd == "reset":
             pool.reset()  # the last run's waiting requests and connections in flight
-            pool.run = Run()
+            pool.run = client.Ledger(on_done)
             ids.clear()
             errors.clear()
             ctl.send("ok")
@@ -176,7 +174,7 @@ def _sender(ctl: Connection, issued: Connection, answered: Connection, target: A
 
     loop.add_reader(issued.fileno(), on_issued)
     loop.add_reader(ctl.fileno(), on_ctl)
-    watch = loop.create_task(client._watch(pool))
+    watch = loop.create_task(client.watch_timeouts(pool))
     gc.collect()
     gc.freeze()  # its start-up objects are never walked again by the collector
     ctl.send("ready")

@@ -628,10 +628,23 @@ def test_a_serving_process_answer_is_read_by_its_tag_and_a_failure_names_the_pro
 
 
 def test_the_load_generator_bounds_its_errors_as_the_board_does() -> None:
-    from torchmark.kinds.serving.client import _Run
+    from torchmark.kinds.serving.client import Ledger
     from torchmark.results.serving import bound_errors
 
-    r = _Run()
+    r = Ledger()
     for i in range(25):  # 25 distinct messages: the first 20 kept, the rest one count
         r.done(r.add(0.0), f"HTTP 500: request {i}")
     assert len(r.errors) == 21 and bound_errors(r.errors) == r.errors
+
+
+def test_the_ledger_tells_each_requests_first_end_once() -> None:
+    from torchmark.kinds.serving.client import Ledger
+
+    told: list[tuple[int, str | None]] = []
+    r = Ledger(on_done=lambda i, error: told.append((i, error)))
+    a, b = r.add(0.0), r.add(0.0)
+    r.done(b, "timed out")
+    r.done(a, None, batch=4)
+    r.done(b, None)  # an answer after its time-out: already ended, not told again
+    assert told == [(b, "timed out"), (a, None)]
+    assert (r.left, r.failed, r.batch) == (0, [False, True], [4, 0])

@@ -37,7 +37,7 @@ import json
 import math
 import multiprocessing as mp
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -163,10 +163,13 @@ def check_answer(
 # --- the client process ----------------------------------------------------------------
 
 
-class _Run:
-    """The requests of one command: per request its times, failure and batch."""
+class Ledger:
+    """The requests of one command: per request its times, failure and batch.
+    ``on_done(i, error)`` is told of each request's first answer or failure (a harness
+    passing answers on: benchmarks/serving_loadgen.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[int, str | None], None] | None = None) -> None:
+        self.on_done = on_done
         self.arrival: list[float] = []
         self.start: list[float] = []
         self.finish: list[float] = []
@@ -200,6 +203,8 @@ class _Run:
             self.errors[key] = self.errors.get(key, 0) + 1
         self.left -= 1
         self.changed.set()
+        if self.on_done is not None:
+            self.on_done(i, error)
 
     def requests(self, lo: int, hi: int) -> Requests:
         f = np.asarray
@@ -216,7 +221,7 @@ class _Run:
 class _Conn(asyncio.Protocol):
     """One keep-alive connection: one request at a time, its answer parsed by httptools."""
 
-    def __init__(self, pool: _Pool) -> None:
+    def __init__(self, pool: Pool) -> None:
         import httptools
 
         self.pool = pool
@@ -285,7 +290,7 @@ class _Conn(asyncio.Protocol):
             self.transport.abort()
 
 
-class _Pool:
+class Pool:
     """Idle keep-alive connections; a request with none idle opens one (up to the most),
     or waits for the first to come free."""
 
@@ -296,7 +301,7 @@ class _Pool:
         self.opening = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self.waiting: collections.deque[int] = collections.deque()
-        self.run = _Run()
+        self.run = Ledger()
 
     def submit(self, i: int) -> None:
         if self.idle:
@@ -364,16 +369,17 @@ class _Pool:
                 c.current = None
                 c.close()
         self.waiting.clear()
-        self.run = _Run()
+        self.run = Ledger()
 
 
-async def _watch(pool: _Pool) -> None:
+async def watch_timeouts(pool: Pool) -> None:
+    """Fail the requests past their time-out, every CHECK_S, for as long as the loop runs."""
     while True:
         await asyncio.sleep(CHECK_S)
         pool.expire(time.perf_counter())
 
 
-async def _single(pool: _Pool, n: int, max_s: float) -> dict[str, Any]:
+async def _single(pool: Pool, n: int, max_s: float) -> dict[str, Any]:
     """One request at a time; stops at the first that times out or cannot connect."""
     run = pool.run
     t_end = time.perf_counter() + max_s
@@ -392,7 +398,7 @@ async def _single(pool: _Pool, n: int, max_s: float) -> dict[str, Any]:
     return {"requests": run.requests(0, len(run.arrival)), "errors": dict(run.errors)}
 
 
-async def _offline(pool: _Pool, n: int, max_s: float, concurrency: int) -> dict[str, Any]:
+async def _offline(pool: Pool, n: int, max_s: float, concurrency: int) -> dict[str, Any]:
     """``n`` requests due at once, ``concurrency`` of them in flight at a time."""
     run = pool.run
     t0 = time.perf_counter()
@@ -413,7 +419,7 @@ async def _offline(pool: _Pool, n: int, max_s: float, concurrency: int) -> dict[
     return {"requests": reqs, "took": took, "errors": dict(run.errors)}
 
 
-async def _windows(pool: _Pool, conn: Connection, rate: float, window_s: float, seed: int) -> None:
+async def _windows(pool: Pool, conn: Connection, rate: float, window_s: float, seed: int) -> None:
     run = pool.run
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter() + LEAD_S
@@ -515,8 +521,8 @@ def _main(conn: Connection, target: Target, cores: tuple[int, ...] = ()) -> None
     except ImportError:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    pool = _Pool(target)
-    watch = loop.create_task(_watch(pool))
+    pool = Pool(target)
+    watch = loop.create_task(watch_timeouts(pool))
     # the instrument's own pauses land in every latency it times: what start-up left is
     # never walked again by the collector (``oip.serve_forever``: 160-180 ms walks)
     gc.collect()

@@ -6,8 +6,10 @@
 Each command runs against a temporary SQLite store holding two small runs. Figures per
 command: median wall time and median CPU time (user + sys of the child; on a shared machine
 the wall clock also counts waiting for a core, CPU time does not), and which heavy libraries
-the process imported. With --before, the other source tree's command runs right after this
-tree's, round by round, so both see the same load, and the ratio after/before is printed.
+the process imported. With --before, the other source tree's command runs beside this
+tree's, round by round in ABBA order, so both see the same load; the ratio printed is the
+median of the rounds' after/before ratios with its 95 % interval, and it says faster or
+slower only where that interval lies wholly on one side of 1 (else "can't tell").
 
 Targets: every read-only command (`--help`, `--version`, `history`, `export`, `compare`,
 `report --markdown`, `show latest`, `list`, `env`) <= 0.4 s wall or <= 3x `python -c pass`
@@ -16,7 +18,9 @@ and `env` with torch's facts kept (the first `list` per install and an `env --re
 first, keep them; any run keeps torch's facts too). `doctor` prints the checks that need no
 torch first and the rest after importing torch: its time to the first check printed has the
 same target (``doctor, first check``); its whole time is printed beside `python -c "import
-torch"`. Exits 1 when a target is missed.
+torch"`. A target is met where the median's 95 % interval (order statistics) lies at or
+under it, MISSED where it lies above, CAN'T TELL where it straddles it (more --runs: 7 runs
+give the interval from the fastest to the slowest). Exits 1 unless every target is met.
 
 The commands start as an installed tool does: with its modules' bytecode compiled (pip
 compiles an installed package; the trees here are compiled once first) and
@@ -37,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -180,6 +185,33 @@ def once(src: Path, argv: list[str], env: dict[str, str], strict: bool) -> tuple
     return wall, cpu
 
 
+def goal_words(walls: list[float], goal: float) -> str:
+    """``met`` where the median's 95 % interval lies at or under the goal, ``MISSED`` where
+    it lies above, ``CAN'T TELL`` where the noise straddles it (more --runs): on this VM one
+    command's median moved 0.38-0.45 s between two quiet runs."""
+    from torchmark.stats.order import quantile_ci
+
+    lo, hi = quantile_ci(walls, 0.5)
+    if hi <= goal:
+        return "met"
+    if lo > goal:
+        return "MISSED"
+    return f"CAN'T TELL ({lo:.2f}-{hi:.2f} s)"
+
+
+def ratio_words(ratios: Iterable[float]) -> str:
+    """The median of the rounds' ratios (this tree / before, each pair taken back to back)
+    with its 95 % interval, and which way it goes only where the interval says so."""
+    from torchmark.stats.order import quantile_ci
+
+    kept = [r for r in ratios if r == r]  # NaN: the tree before lacks the command
+    if not kept:
+        return f"{'-':>6} {'':>11}"
+    lo, hi = quantile_ci(kept, 0.5)
+    way = "faster" if hi < 1 else "slower" if lo > 1 else "can't tell"
+    return f"{statistics.median(kept):>6.2f} {f'{lo:.2f}-{hi:.2f}':>11} {way:<10}"
+
+
 def installed_env() -> dict[str, str]:
     """This environment as an installed tool's: modules' bytecode written and read."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -240,8 +272,8 @@ def main() -> int:
         torch_s = [plain(["-c", "import torch"]) for _ in range(3)]
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for label, argv in cmds.items():
-            for _ in range(args.runs):  # interleaved: both trees see the same load
-                for tree, src in trees.items():
+            for r in range(args.runs):  # interleaved, ABBA: both trees see the same load
+                for tree, src in list(trees.items())[:: 1 if r % 2 == 0 else -1]:
                     mine = [a.replace("{tree}", tree) for a in argv]
                     times.setdefault((label, tree), []).append(
                         first_line(src, mine, envs[tree])
@@ -263,20 +295,25 @@ def main() -> int:
     head = f"{'command':<18} {'wall s':>7} {'cpu s':>6}  heavy imports"
     if args.before:
         head = (
-            f"{'command':<18} {'wall s':>7} {'cpu s':>6} {'before':>7} {'ratio':>6}  heavy imports"
+            f"{'command':<18} {'wall s':>7} {'cpu s':>6} {'before':>7} {'ratio':>6} "
+            f"{'95% CI':>11} {'':<10}  heavy imports"
         )
     print(f"\nmedian of {args.runs} fresh processes each (python -m torchmark ...)\n{head}")
     for label in cmds:
-        wall = statistics.median(w for w, _ in times[(label, "after")])
+        walls = [w for w, _ in times[(label, "after")]]
+        wall = statistics.median(walls)
         cpu = statistics.median(c for _, c in times[(label, "after")])
         line = f"{label:<18} {wall:>7.2f} {cpu:>6.2f}"
         if args.before:
             was = statistics.median(w for w, _ in times[(label, "before")])
-            line += f" {was:>7.2f} {wall / was:>6.2f}"
+            pairs = zip(walls, (w for w, _ in times[(label, "before")]), strict=True)
+            line += f" {was:>7.2f} {ratio_words(a / b for a, b in pairs)}"
         line += "  " + (", ".join(imports[(label, "after")]) or "-")
-        ok = wall <= goal if label in TARGETED else None
-        if ok is not None:
-            line += f"   goal: {'met' if ok else 'MISSED'}"
+        ok = None
+        if label in TARGETED:
+            verdict = goal_words(walls, goal)
+            ok = verdict == "met"
+            line += f"   goal: {verdict}"
             if not ok:
                 missed.append(label)
         said = f"<= {goal:.2f} s" if label in TARGETED else ""

@@ -30,7 +30,7 @@ SUITE: tuple[Bench, ...] = (
         "How long does each command take to start (fresh processes)?",
         "every read-only command (--help, --version, history, export, compare, report "
         "--markdown, show latest, list, env, doctor's first line) <= 0.4 s wall",
-        quick=("--runs", "3"),
+        quick=("--runs", "7"),  # the fewest whose median has a 95 % interval
     ),
     Bench(
         "overhead",

@@ -47,6 +47,8 @@ from pathlib import Path
 
 import figures
 
+from torchmark.stats.order import quantile_ci  # the parent only: no child's start
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 HEAVY = ("torch", "scipy", "matplotlib", "sqlalchemy", "numpy", "pydantic")
 # every command that only reads (import writes a run; report --html draws with matplotlib;
@@ -189,8 +191,6 @@ def goal_words(walls: list[float], goal: float) -> str:
     """``met`` where the median's 95 % interval lies at or under the goal, ``MISSED`` where
     it lies above, ``CAN'T TELL`` where the noise straddles it (more --runs): on this VM one
     command's median moved 0.38-0.45 s between two quiet runs."""
-    from torchmark.stats.order import quantile_ci
-
     lo, hi = quantile_ci(walls, 0.5)
     if hi <= goal:
         return "met"
@@ -202,8 +202,6 @@ def goal_words(walls: list[float], goal: float) -> str:
 def ratio_words(ratios: Iterable[float]) -> str:
     """The median of the rounds' ratios (this tree / before, each pair taken back to back)
     with its 95 % interval, and which way it goes only where the interval says so."""
-    from torchmark.stats.order import quantile_ci
-
     kept = [r for r in ratios if r == r]  # NaN: the tree before lacks the command
     if not kept:
         return f"{'-':>6} {'':>11}"

@@ -181,11 +181,11 @@ class PlainValues:
         if info.min is not None or info.max is not None:
             return NOT_PLAIN
         kind = d.annotation
-        if kind in (str, int, float, bool) and type(value) is kind:
-            return value
-        words = isinstance(value, list | tuple) and all(type(v) is str for v in value)
-        if kind == list[str] and words:
-            return list(value)
+        if kind in (str, int, float, bool):
+            return value if type(value) is kind else NOT_PLAIN
+        if kind == list[str]:
+            words = isinstance(value, list | tuple) and all(type(v) is str for v in value)
+            return list(value) if words else NOT_PLAIN
         as_typed = all(getattr(info, k, None) == v for k, v in PATH_AS_TYPED.items())
         if kind is Path and type(value) is str and value and as_typed:
             try:

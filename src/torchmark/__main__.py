@@ -1,3 +1,19 @@
-from torchmark.cli import main
+"""The ``torchmark`` command and ``python -m torchmark``: the process's entry."""
 
-main()
+import gc
+
+
+def main() -> None:
+    """Runs the command line with the cyclic garbage collector held off while the command
+    starts: importing typer, rich and pydantic and building the stored documents'
+    validators runs ~100 collections that find nothing to free (~0.025 s of `show`'s 0.35 s).
+    ``cli.app.LazyGroup.get_command`` freezes what the command's import left and turns
+    collection back on before the command runs."""
+    gc.disable()
+    from torchmark.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

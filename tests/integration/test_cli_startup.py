@@ -130,6 +130,44 @@ def test_views_of_stored_runs_import_no_torch(
     assert "torch" not in heavy
 
 
+# The installed command's entry in a fresh interpreter: each collection the cyclic garbage
+# collector starts once the entry runs says whether `show`'s module was imported by then;
+# at the end, whether collection is on.
+ENTRY = """
+import gc, json, sys
+from torchmark.__main__ import main
+starts = []
+gc.callbacks.append(
+    lambda phase, info: phase == "start" and starts.append("torchmark.cli.show" in sys.modules)
+)
+sys.argv = ["torchmark", *sys.argv[1:]]
+try:
+    main()
+finally:
+    print("GC=" + json.dumps({"starts": starts, "enabled": gc.isenabled()}))
+"""
+
+
+def test_the_entry_holds_collection_until_the_command_is_imported(
+    stored: tuple[dict[str, str], list[str], Path],
+) -> None:
+    env, (a, _), _ = stored
+    p = subprocess.run(
+        [sys.executable, "-c", ENTRY, "show", a],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert f"Run {a}" in p.stdout
+    seen = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("GC="))[3:])
+    # importing typer, rich, pydantic and the command collects nothing; reading the run
+    # (its validators built) does, with collection on again for the command's own work
+    assert seen["starts"] and all(seen["starts"])
+    assert seen["enabled"]
+
+
 def test_help_lists_every_command_and_version_prints(capsys: pytest.CaptureFixture[str]) -> None:
     main(["-h"])  # exit 0: main() returns
     out = capsys.readouterr().out

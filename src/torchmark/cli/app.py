@@ -248,8 +248,10 @@ class LazyGroup(TyperGroup):
         importlib.import_module(f"torchmark.cli.{entry.module}")
         # What importing left (torch alone: ~170k objects) lives as long as the process; a
         # full collection walked it again after every case of a run (0.1-0.2 s CPU each,
-        # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it.
+        # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it;
+        # the entry (``torchmark.__main__``) held collection off until here.
         gc.freeze()
+        gc.enable()
         for info in app.registered_commands:
             if info.cls in (None, TyperCommand):
                 info.cls = Command

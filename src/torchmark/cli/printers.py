@@ -7,22 +7,18 @@ under a second; the measuring modules import torch, ~1.3 s).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rich.console import RenderableType
 from rich.text import Text
 
 from torchmark.cli.app import console
-from torchmark.report.bench import bench_view
-from torchmark.report.model import model_view
-from torchmark.report.predict import predict_view
-from torchmark.report.serving import serving_view
-from torchmark.report.soak import soak_view
-from torchmark.report.tune import tune_view
-from torchmark.results import RunRecord
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from torchmark.results import RunRecord
 
 __all__ = [
-    "printer",
     "show_bench",
     "show_distributed",
     "show_model",
@@ -35,13 +31,17 @@ __all__ = [
 ]
 
 
+def printed(parts: list[RenderableType]) -> None:
+    for part in parts:
+        console.print(part)
+
+
 def show_run(record: RunRecord, verbose: bool = False) -> None:
     """`torchmark run` (and `model --loader`): results, notes, the input breakdown, ceilings;
     ``verbose``: how each ceiling was measured."""
     from torchmark.report.table import run_tables
 
-    for renderable in run_tables(record, verbose=verbose):
-        console.print(renderable)
+    printed(run_tables(record, verbose=verbose))
 
 
 def show_distributed(record: RunRecord, verbose: bool = False) -> None:
@@ -55,22 +55,43 @@ def show_distributed(record: RunRecord, verbose: bool = False) -> None:
         console.print(table)
 
 
-def printer(view: Callable[[RunRecord], list[RenderableType]]) -> Callable[[RunRecord], None]:
-    """What ``recording`` and ``finish`` show a record with: its view, part by part."""
-
-    def show(record: RunRecord) -> None:
-        for part in view(record):
-            console.print(part)
-
-    return show
+# Each kind's view is imported when a run of that kind is shown: `show` imports one.
 
 
-show_model = printer(model_view)
-show_predict = printer(predict_view)
-show_tune = printer(tune_view)
-show_serving = printer(serving_view)
-show_soak = printer(soak_view)
-show_bench = printer(bench_view)
+def show_model(record: RunRecord) -> None:
+    from torchmark.report.model import model_view
+
+    printed(model_view(record))
+
+
+def show_predict(record: RunRecord) -> None:
+    from torchmark.report.predict import predict_view
+
+    printed(predict_view(record))
+
+
+def show_tune(record: RunRecord) -> None:
+    from torchmark.report.tune import tune_view
+
+    printed(tune_view(record))
+
+
+def show_serving(record: RunRecord) -> None:
+    from torchmark.report.serving import serving_view
+
+    printed(serving_view(record))
+
+
+def show_soak(record: RunRecord) -> None:
+    from torchmark.report.soak import soak_view
+
+    printed(soak_view(record))
+
+
+def show_bench(record: RunRecord) -> None:
+    from torchmark.report.bench import bench_view
+
+    printed(bench_view(record))
 
 
 def show_profile(record: RunRecord, verbose: bool = False) -> None:

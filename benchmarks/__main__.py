@@ -6,10 +6,11 @@
     torchmark compare BEFORE AFTER              # two suite runs: what got slower
 
 Each script runs as its own process with this tree's ``src`` first on the path, its output
-shown as it comes; its outcome is its exit status (0 met, 1 missed; "not available" where it
-said so, as a GPU script does without a GPU). Its timed figures become the run's results
-(``benchmarks/figures.py``), so ``torchmark compare`` says FASTER / SLOWER against their
-noise; its other figures are stored beside their goals. Exit 1 when any goal was missed.
+shown as it comes; its outcome is its exit status (0 met, 1 missed, 3 can't tell: the noise
+straddles a goal; "not available" where it said so, as a GPU script does without a GPU).
+Its timed figures become the run's results (``benchmarks/figures.py``), so ``torchmark
+compare`` says FASTER / SLOWER against their noise; its other figures are stored beside
+their goals. Exit 1 when any goal was missed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.figures import ENV
+from benchmarks.figures import CANT_TELL, ENV
 from benchmarks.suite import BY_NAME, SUITE, Bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +50,7 @@ class BenchConfig:
 @dataclass
 class Outcome:
     bench: Bench
-    outcome: str  # met / missed / not available / failed / done (no goal)
+    outcome: str  # met / missed / can't tell / not available / failed / done (no goal)
     wall_s: float
     figures: list[dict[str, Any]]
 
@@ -106,7 +107,7 @@ def outcome_of(code: int, output: str, has_goal: bool) -> str:
         return "not available"  # its first word: a part of it not available is no outcome
     if code == 0:
         return "met" if has_goal else "done"
-    return "missed" if code == 1 else "failed"
+    return {1: "missed", CANT_TELL: "can't tell"}.get(code, "failed")
 
 
 def store_run(outcomes: list[Outcome], quick: bool, db: str | None, argv: list[str]) -> str | None:

@@ -20,7 +20,8 @@ torch first and the rest after importing torch: its time to the first check prin
 same target (``doctor, first check``); its whole time is printed beside `python -c "import
 torch"`. A target is met where the median's 95 % interval (order statistics) lies at or
 under it, MISSED where it lies above, CAN'T TELL where it straddles it (more --runs: 7 runs
-give the interval from the fastest to the slowest). Exits 1 unless every target is met.
+give the interval from the fastest to the slowest). Exits 0 when every target is met, 1
+when one is MISSED, else 3.
 
 The commands start as an installed tool does: with its modules' bytecode compiled (pip
 compiles an installed package; the trees here are compiled once first) and
@@ -46,8 +47,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import figures
-
-from torchmark.stats.order import quantile_ci  # the parent only: no child's start
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 HEAVY = ("torch", "scipy", "matplotlib", "sqlalchemy", "numpy", "pydantic")
@@ -187,27 +186,22 @@ def once(src: Path, argv: list[str], env: dict[str, str], strict: bool) -> tuple
     return wall, cpu
 
 
-def goal_words(walls: list[float], goal: float) -> str:
-    """``met`` where the median's 95 % interval lies at or under the goal, ``MISSED`` where
-    it lies above, ``CAN'T TELL`` where the noise straddles it (more --runs): on this VM one
-    command's median moved 0.38-0.45 s between two quiet runs."""
-    lo, hi = quantile_ci(walls, 0.5)
-    if hi <= goal:
-        return "met"
-    if lo > goal:
-        return "MISSED"
-    return f"CAN'T TELL ({lo:.2f}-{hi:.2f} s)"
+def goal_words(verdict: figures.Judged) -> str:
+    """``met``, ``MISSED`` or ``CAN'T TELL (lo-hi s)``: the median's interval where the
+    noise straddles the goal."""
+    if verdict.said != "CAN'T TELL":
+        return verdict.said
+    return f"{verdict.said} ({verdict.lo:.2f}-{verdict.hi:.2f} s)"
 
 
 def ratio_words(ratios: Iterable[float]) -> str:
     """The median of the rounds' ratios (this tree / before, each pair taken back to back)
     with its 95 % interval, and which way it goes only where the interval says so."""
-    kept = [r for r in ratios if r == r]  # NaN: the tree before lacks the command
-    if not kept:
+    j = figures.judged(ratios, high=1.0)
+    if j.median != j.median:  # NaN: the tree before lacks the command
         return f"{'-':>6} {'':>11}"
-    lo, hi = quantile_ci(kept, 0.5)
-    way = "faster" if hi < 1 else "slower" if lo > 1 else "can't tell"
-    return f"{statistics.median(kept):>6.2f} {f'{lo:.2f}-{hi:.2f}':>11} {way:<10}"
+    way = {"met": "faster", "MISSED": "slower"}.get(j.said, "can't tell")
+    return f"{j.median:>6.2f} {f'{j.lo:.2f}-{j.hi:.2f}':>11} {way:<10}"
 
 
 def installed_env() -> dict[str, str]:
@@ -284,7 +278,7 @@ def main() -> int:
             for t, s in trees.items()
         }
 
-    missed = []
+    said: list[str] = []  # each targeted command's verdict
     floor = statistics.median(base)
     goal = max(GOAL_S, 3 * floor)
     with_torch = statistics.median(torch_s)
@@ -309,20 +303,19 @@ def main() -> int:
         line += "  " + (", ".join(imports[(label, "after")]) or "-")
         ok = None
         if label in TARGETED:
-            verdict = goal_words(walls, goal)
-            ok = verdict == "met"
-            line += f"   goal: {verdict}"
-            if not ok:
-                missed.append(label)
-        said = f"<= {goal:.2f} s" if label in TARGETED else ""
-        figures.timed(label, [w for w, _ in times[(label, "after")]], said, ok)
+            verdict = figures.judged(walls, high=goal)
+            ok = verdict.said == "met"
+            line += f"   goal: {goal_words(verdict)}"
+            said.append(verdict.said)
+        target = f"<= {goal:.2f} s" if label in TARGETED else ""
+        figures.timed(label, [w for w, _ in times[(label, "after")]], target, ok)
         print(line)
     if args.before:
         print("\nbefore, heavy imports:")
         for label in cmds:
             print(f"  {label:<18} {', '.join(imports[(label, 'before')]) or '-'}")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
-    return 1 if missed else 0
+    return figures.exit_status(said)
 
 
 if __name__ == "__main__":

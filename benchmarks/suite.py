@@ -48,7 +48,7 @@ SUITE: tuple[Bench, ...] = (
         "measure_vs_timer",
         "Does torchmark.measure agree with torch.utils.benchmark's Timer?",
         "medians within 3 %",
-        quick=("--rounds", "3", "--only", "matmul", "--clock", "cpu"),
+        quick=("--rounds", "7", "--only", "matmul", "--clock", "cpu"),
     ),
     Bench(
         "telemetry_overhead",

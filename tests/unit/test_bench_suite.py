@@ -4,6 +4,7 @@ a script's outcome in one word, and two suite runs that `torchmark compare` tell
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,55 @@ def test_figures_go_to_the_runner_only_under_it(
 
 
 @pytest.mark.parametrize(
+    ("rounds", "low", "high", "said"),
+    [
+        ([0.30, 0.31, 0.32, 0.33, 0.34, 0.35, 0.36], -math.inf, 0.4, "met"),
+        ([0.41, 0.42, 0.43, 0.44, 0.45, 0.46, 0.47], -math.inf, 0.4, "MISSED"),
+        # the median (0.38) under the goal, the slowest round above it: the noise's
+        ([0.30, 0.32, 0.35, 0.38, 0.39, 0.40, 0.47], -math.inf, 0.4, "CAN'T TELL"),
+        ([0.99, 0.995, 1.0, 1.0, 1.005, 1.01, 1.02], 0.97, 1.03, "met"),
+        ([0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96], 0.97, 1.03, "MISSED"),
+        ([1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.10], 0.97, 1.03, "MISSED"),
+        ([0.96, 0.99, 1.0, 1.0, 1.0, 1.01, 1.02], 0.97, 1.03, "CAN'T TELL"),
+        # too few rounds for an interval: inside the band, yet never a met goal
+        ([1.0, 1.0, 1.0], 0.97, 1.03, "CAN'T TELL"),
+        ([float("nan")] * 7, 0.97, 1.03, "CAN'T TELL"),
+    ],
+)
+def test_a_figure_is_judged_by_its_medians_interval(
+    rounds: list[float], low: float, high: float, said: str
+) -> None:
+    from benchmarks import figures
+
+    verdict = figures.judged(rounds, low, high)
+    assert verdict.said == said
+    if rounds[0] == rounds[0]:
+        assert verdict.median == sorted(rounds)[len(rounds) // 2]
+        assert verdict.lo <= verdict.median <= verdict.hi or len(rounds) < 6
+
+
+@pytest.mark.parametrize(
+    ("said", "status"),
+    [
+        (["met", "met"], 0),
+        ([], 0),
+        (["met", "CAN'T TELL"], 3),
+        (["CAN'T TELL", "MISSED", "met"], 1),
+    ],
+)
+def test_a_script_exits_with_its_worst_verdict(said: list[str], status: int) -> None:
+    from benchmarks import figures
+
+    assert figures.exit_status(said) == status
+
+
+@pytest.mark.parametrize(
     ("code", "output", "goal", "outcome"),
     [
         (0, "goal: met", True, "met"),
         (0, "figures", False, "done"),
         (1, "goal: MISSED", True, "missed"),
+        (3, "goal: CAN'T TELL (0.36-0.43 s)", True, "can't tell"),
         (0, "not available: no CUDA device", True, "not available"),
         (0, "part 1: 3 %\npart 2 not available: no run given", False, "done"),
         (1, "Traceback (most recent call last):\n  ...", True, "failed"),

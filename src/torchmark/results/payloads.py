@@ -492,7 +492,7 @@ class BenchScript(Kept):
     name: str
     question: str
     goal: str
-    outcome: str  # met / missed / not available / failed
+    outcome: str  # met / missed / can't tell / not available / failed / done (no goal)
     wall_s: float
 
 

@@ -21,7 +21,7 @@ cuda` would measure. Each case's time is estimated from:
   worked out from that run's wall time.
 
 Every constant is printed; none is a measurement of the standard suite (there is none yet):
-this is the estimate issue 23 asks for, to be replaced by the measured time on a lent GPU.
+an estimate, to be replaced by the measured time on a lent GPU.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Does torchmark.measure agree with a plain CUDA-event loop and triton's do_bench on a GPU?
 
-The GPU counterpart of measure_vs_timer.py (issue 15: "torchmark.measure vs
-triton.testing.do_bench or a plain CUDA-event loop on the same kernels in one process:
-medians within 3 %"). Each kernel is timed by the three tools in rounds, the order rotated
+The GPU counterpart of measure_vs_timer.py: torchmark.measure against
+triton.testing.do_bench and a plain CUDA-event loop on the same kernels in one process,
+medians within 3 %. Each kernel is timed by the three tools in rounds, the order rotated
 each round so a drift of the GPU's clocks falls on all; the headline is the median of the
 per-round ratios torchmark / other.
 

@@ -45,7 +45,7 @@ from torchmark.devices.base import HostTimer, SampleTimer, TimingMode
 from torchmark.devices.cpu import CPUDevice
 from torchmark.timing import preset
 
-TARGET = 0.03  # issue 2: "medians agree within 3 %"
+TARGET = 0.03  # the medians agree within 3 %
 
 
 def ops() -> dict[str, Callable[[], Any]]:

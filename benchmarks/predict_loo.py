@@ -1,6 +1,6 @@
 """How close does `torchmark predict` come? Leave one out on the committed reference runs.
 
-1. Anchored (issue 31's check): every case of h200-quick predicted from h100-quick's results
+1. Anchored: every case of h200-quick predicted from h100-quick's results
    and the H200 run's ceilings and other cases (predictor B: kinds/predict/terms.py), and
    the reverse, on the GPU and on the host CPUs; each case's error beside the naive
    predictor's (each case scaled by the ratio of the measured ceiling that bounds it), the

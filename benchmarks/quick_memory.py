@@ -10,7 +10,7 @@
   three tensors must fit half of it too (workloads/micro/seed_add.py).
 
 Each run is a fresh process; its peak RSS is the kernel's (``wait4``'s ru_maxrss). Printed
-with the machine, its memory and its load. Goals (issue 23): <= 2 GB peak RSS alone, with
+with the machine, its memory and its load. Goals: <= 2 GB peak RSS alone, with
 the fake L3 and with little memory; four concurrent runs all exit 0. Exit 1 when a goal is
 missed. The blog's loop at the blog's 12288^2 holds three 604 MB tensors: with torch's own
 resident pages (``python -c "import torch"``: 0.28 GB here) 2.09 GB at the least. A quick

@@ -8,8 +8,7 @@ fresh SQLite store, so ceilings are measured every time. Per run: wall time and 
 (user + sys of the process and its children). On a shared machine compare the paired
 ratios printed here, never absolute times across sessions.
 
-Target (issues 9, 23): <= 45 s wall on a quiet 2-core machine (58.9 s measured there
-before issue 9, 49.2 s before issue 23).
+Target: <= 45 s wall on a quiet 2-core machine.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ woke for the ones it was idle before, and how long it took to catch up on the ot
 rate: arrivals, median / p99 / max lateness. Also the loop's cost per request with every
 request queued at once (no sleeping: its bookkeeping alone).
 
-Target (issue 24): >= 10,000 arrivals/s issued with a median lateness under 50 µs on
+Target: >= 10,000 arrivals/s issued with a median lateness under 50 µs on
 2 cores. The load average is printed at the start and the end: on a loaded host the p99
 is the scheduler's (a preempted loop wakes milliseconds late), the median is the loop's.
 Exits 1 when the target is missed.

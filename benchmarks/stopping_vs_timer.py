@@ -9,7 +9,7 @@ drift of the machine falls on all): torchmark's default rule (``Adaptive()``: ta
 time-out 10 s), its ``quick`` preset, and ``Timer.blocked_autorange(min_run_time=0.2)``.
 Printed per workload: wall time to a result (first call and warm-up included, median over
 rounds), the median's run-to-run spread (largest / smallest median over the rounds) and the
-median against Timer's (median of the per-round ratios). The goal (issue 23): the default
+median against Timer's (median of the per-round ratios). The goal: the default
 rule no slower than blocked_autorange where it gains nothing: no smaller spread, the same
 medians. The machine and its load are printed; no target is checked (exit 0).
 """

@@ -13,9 +13,11 @@ slower only where that interval lies wholly on one side of 1 (else "can't tell")
 
 Targets: every read-only command (`--help`, `--version`, `history`, `export`, `compare`,
 `report --markdown`, `show latest`, `list`, `env`) <= 0.4 s wall or <= 3x `python -c pass`
-(timed here too); `list` is timed with its workload catalog kept
-and `env` with torch's facts kept (the first `list` per install and an `env --refresh`, run
-first, keep them; any run keeps torch's facts too). `doctor` prints the checks that need no
+(timed here too, as are the libraries the commands that show stored runs cannot start
+without: `libraries alone`, typer, rich and pydantic imported, the floor under them at that
+moment); `list` is timed with its workload catalog kept and `env` with torch's facts kept
+(the first `list` per install and an `env --refresh`, run first, keep them; any run keeps
+torch's facts too). `doctor` prints the checks that need no
 torch first and the rest after importing torch: its time to the first check printed has the
 same target (``doctor, first check``); its whole time is printed beside `python -c "import
 torch"`. A target is met where the median's 95 % interval (order statistics) lies at or
@@ -66,6 +68,10 @@ TARGETED = (
 )
 FIRST_LINE = {"doctor, first check": ["doctor"]}  # timed to the first line of output
 GOAL_S = 0.4
+# What a command that shows stored runs cannot start without, timed as one: the floor
+# under those commands at this moment (this VM's speed moves ~1.3x within an hour), and,
+# the same in both trees, a control for --before (its ratio is the rounds' noise).
+LIBRARIES = "import typer, rich.console, rich.table; from pydantic import BaseModel"
 
 
 def seed(db: Path, out: Path) -> list[str]:
@@ -146,14 +152,21 @@ def commands(ids: list[str], tmp: Path) -> dict[str, list[str]]:
         "env": ["env"],
         "doctor": ["doctor"],
         **FIRST_LINE,
+        "libraries alone": ["-c", LIBRARIES],
     }
+
+
+def program(argv: list[str]) -> list[str]:
+    """A fresh interpreter's command line: ``python -m torchmark ARGV``, or ARGV as it is
+    where it is a ``-c`` program."""
+    return [sys.executable, *(argv if argv[0] == "-c" else ["-m", "torchmark", *argv])]
 
 
 def first_line(src: Path, argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall s to the first line on stdout, NaN) of one fresh process, left to finish."""
     t = time.perf_counter()
     p = subprocess.Popen(
-        [sys.executable, "-m", "torchmark", *argv],
+        program(argv),
         env={**env, "PYTHONPATH": str(src)},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -173,9 +186,7 @@ def once(src: Path, argv: list[str], env: dict[str, str], strict: bool) -> tuple
     env = {**env, "PYTHONPATH": str(src)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, "-m", "torchmark", *argv], env=env, capture_output=True, text=True
-    )
+    p = subprocess.run(program(argv), env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode not in (0, 1) and not strict:  # doctor exits 1 on a failed check
@@ -218,8 +229,9 @@ def plain(argv: list[str]) -> float:
 
 def heavy_imports(src: Path, argv: list[str], env: dict[str, str]) -> list[str]:
     env = {**env, "PYTHONPATH": str(src)}
+    python, *rest = program(argv)
     p = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "torchmark", *argv],
+        [python, "-X", "importtime", *rest],
         env=env,
         capture_output=True,
         text=True,

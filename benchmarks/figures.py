@@ -18,8 +18,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple
 
-from torchmark.stats.order import quantile_ci
-
 ENV = "TORCHMARK_BENCH_FIGURES"  # the file the runner reads back, one JSON object a line
 # A script's exit status: 0 every goal met, 1 one missed, CANT_TELL where none was missed
 # and the noise straddles one (the runner's "can't tell", never a missed goal).
@@ -60,6 +58,8 @@ def judged(rounds: Iterable[float], low: float = -math.inf, high: float = math.i
     noise straddles an edge (more rounds tell). A point median inside the band is not a
     met goal: on this VM one command's median start moved 0.38-0.45 s between two quiet
     runs."""
+    from torchmark.stats.order import quantile_ci  # here: the runner imports this module
+
     kept = [x for x in rounds if x == x]  # NaN: a round that measured nothing
     if not kept:
         return Judged(math.nan, math.nan, math.nan, "CAN'T TELL")

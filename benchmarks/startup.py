@@ -17,13 +17,12 @@ Targets: every read-only command (`--help`, `--version`, `history`, `export`, `c
 without: `libraries alone`, typer, rich and pydantic imported, the floor under them at that
 moment); `list` is timed with its workload catalog kept and `env` with torch's facts kept
 (the first `list` per install and an `env --refresh`, run first, keep them; any run keeps
-torch's facts too). `doctor` prints the checks that need no
-torch first and the rest after importing torch: its time to the first check printed has the
-same target (``doctor, first check``); its whole time is printed beside `python -c "import
-torch"`. A target is met where the median's 95 % interval (order statistics) lies at or
-under it, MISSED where it lies above, CAN'T TELL where it straddles it (more --runs: 7 runs
-give the interval from the fastest to the slowest). Exits 0 when every target is met, 1
-when one is MISSED, else 3.
+torch's facts too). `doctor` prints the checks that need no torch first and the rest after
+importing torch: its time to the first check printed has the same target (``doctor, first
+check``); its whole time is printed beside `python -c "import torch"`. A target is met where
+the median's 95 % interval (order statistics) lies at or under it, MISSED where it lies
+above, CAN'T TELL where it straddles it (more --runs: 7 runs give the interval from the
+fastest to the slowest). Exits 0 when every target is met, 1 when one is MISSED, else 3.
 
 The commands start as an installed tool does: with its modules' bytecode compiled (pip
 compiles an installed package; the trees here are compiled once first) and
@@ -202,6 +201,8 @@ def goal_words(verdict: figures.Judged) -> str:
     noise straddles the goal."""
     if verdict.said != "CAN'T TELL":
         return verdict.said
+    if verdict.lo != verdict.lo:  # NaN: too few runs
+        return f"{verdict.said} (no interval under 6 runs)"
     return f"{verdict.said} ({verdict.lo:.2f}-{verdict.hi:.2f} s)"
 
 
@@ -320,7 +321,7 @@ def main() -> int:
             line += f"   goal: {goal_words(verdict)}"
             said.append(verdict.said)
         target = f"<= {goal:.2f} s" if label in TARGETED else ""
-        figures.timed(label, [w for w, _ in times[(label, "after")]], target, ok)
+        figures.timed(label, walls, target, ok)
         print(line)
     if args.before:
         print("\nbefore, heavy imports:")

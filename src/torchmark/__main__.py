@@ -12,7 +12,7 @@ def main() -> None:
     gc.disable()
     from torchmark.cli import main as cli_main
 
-    cli_main()
+    cli_main(collection_held=True)
 
 
 if __name__ == "__main__":

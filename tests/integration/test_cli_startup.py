@@ -168,6 +168,21 @@ def test_the_entry_holds_collection_until_the_command_is_imported(
     assert seen["enabled"]
 
 
+def test_a_caller_running_the_cli_in_its_process_keeps_its_collector_setting(
+    stored: tuple[dict[str, str], list[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    env, (a, _), _ = stored
+    gc.disable()
+    try:
+        main(["show", a, "--db", env["TORCHMARK_DB"]])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert f"Run {a}" in capsys.readouterr().out
+
+
 def test_help_lists_every_command_and_version_prints(capsys: pytest.CaptureFixture[str]) -> None:
     main(["-h"])  # exit 0: main() returns
     out = capsys.readouterr().out

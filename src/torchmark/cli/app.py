@@ -248,10 +248,10 @@ class LazyGroup(TyperGroup):
         importlib.import_module(f"torchmark.cli.{entry.module}")
         # What importing left (torch alone: ~170k objects) lives as long as the process; a
         # full collection walked it again after every case of a run (0.1-0.2 s CPU each,
-        # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it;
-        # the entry (``torchmark.__main__``) held collection off until here.
+        # 2.2 s of a quick run on a loaded 2-core machine). Frozen, collections skip it.
         gc.freeze()
-        gc.enable()
+        if _held_collection:  # the entry held it off for the start: on again from here
+            gc.enable()
         for info in app.registered_commands:
             if info.cls in (None, TyperCommand):
                 info.cls = Command
@@ -298,6 +298,9 @@ app = typer.Typer(
 # markup=False: run ids, paths, model errors and reasons reach the terminal as written
 # (rich markup in them, "[/layer]" or "[bold red]pwn[/]", would crash or be swallowed);
 # styled text is built with rich.text.Text instead.
+# True where the process's entry (``torchmark.__main__``) holds the collector off while a
+# command starts; a caller running the CLI in its own process keeps its own setting.
+_held_collection = False
 console = Console(highlight=False, markup=False)
 err_console = Console(stderr=True, highlight=False, markup=False)
 
@@ -403,8 +406,12 @@ def _options(
     """How fast is deep learning on this machine, CPU or GPU, and why."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors print one line and exit non-zero; bugs keep the traceback."""
+def main(argv: list[str] | None = None, *, collection_held: bool = False) -> None:
+    """Entry point: user errors print one line and exit non-zero; bugs keep the traceback.
+    ``collection_held``: the caller turned the cyclic collector off for the start, to be
+    turned on once the command is imported (``LazyGroup.get_command``)."""
+    global _held_collection
+    _held_collection = collection_held
     from torchmark.cli import COMMANDS
     from torchmark.run import torchfacts
 

@@ -72,7 +72,7 @@ class Payload(Kept):
     """What every kind's payload carries; unknown keys are kept (``extra="allow"``)."""
 
     kind: str
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = []
     not_stored: str | None = None  # why the store failed: the run was kept in memory only
 
 
@@ -107,8 +107,8 @@ class BreakEven(Kept):
     e2e: int | str = "not measured"
     device: int | str = "not measured"
     range: list[int] | None = None  # [smallest, largest] batch tried
-    per_batch: list[BreakEvenRow] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    per_batch: list[BreakEvenRow] = []
+    notes: list[str] = []
 
 
 class CostRow(Kept):
@@ -121,10 +121,10 @@ class CostRow(Kept):
 
 
 class CostTable(Kept):
-    prices: dict[str, float] = Field(default_factory=dict)
+    prices: dict[str, float] = {}
     unit: str = "currency per device-hour"
-    rows: list[CostRow] = Field(default_factory=list)
-    cheaper: dict[str, str] = Field(default_factory=dict)  # batch -> the cheaper device
+    rows: list[CostRow] = []
+    cheaper: dict[str, str] = {}  # batch -> the cheaper device
 
 
 class BreakEvenFindings(Kept):
@@ -159,7 +159,7 @@ class Candidate(Kept):
     name: str
     status: str  # baseline / faster / same / unclear / slower / over-budget / rejected / skipped
     stage: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = {}
     verdict: str | None = None
     speedup: float | None = None
     max_error: float | None = None
@@ -182,7 +182,7 @@ class Recommendation(Kept):
     reason: str | None = None
     max_error: float | None = None
     config: dict[str, Any] | None = None
-    code: list[str] = Field(default_factory=list)
+    code: list[str] = []
     baseline_ms: float | None = None
     baseline_rel_iqr: float | None = None
 
@@ -198,17 +198,17 @@ class BestThroughput(Kept):
     latency_ms: float
     baseline_latency_ms: float | None = None
     baseline_batch: int = 1
-    config: dict[str, Any] = Field(default_factory=dict)
-    code: list[str] = Field(default_factory=list)
+    config: dict[str, Any] = {}
+    code: list[str] = []
     # faster batches whose own spread rejects them, each with why (not picked)
-    passed_over: list[str] = Field(default_factory=list)
+    passed_over: list[str] = []
 
 
 class TunePayload(Payload):
     kind: Literal["tune"] = "tune"
-    candidates: list[Candidate] = Field(default_factory=list)
-    recommendation: dict[str, Recommendation] = Field(default_factory=dict)  # per device
-    throughput: dict[str, BestThroughput] = Field(default_factory=dict)  # per device
+    candidates: list[Candidate] = []
+    recommendation: dict[str, Recommendation] = {}  # per device
+    throughput: dict[str, BestThroughput] = {}  # per device
 
 
 # -- soak --------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class SoakWindow(Kept):
     clock_mhz: float | None = None
     temp_c: float | None = None
     power_w: float | None = None
-    throttle: dict[str, int] = Field(default_factory=dict)  # reason -> % of the window
+    throttle: dict[str, int] = {}  # reason -> % of the window
     other_cores: float | None = None  # other processes' CPU time over the window, in cores
 
 
@@ -234,7 +234,7 @@ class SoakSeries(Kept):
     elapsed_s: float = 0.0
     logical_cores: int | None = None  # the host's, for what other processes' load means
     accelerator: bool = False  # a GPU soak needs one free host core, a CPU soak all of them
-    windows: list[SoakWindow] = Field(default_factory=list)
+    windows: list[SoakWindow] = []
 
 
 class SoakPayload(Payload):
@@ -303,7 +303,7 @@ class StepPeak(Kept):
 class StepMemory(Kept):
     """The device allocator's peak per active step."""
 
-    steps: list[StepPeak] = Field(default_factory=list)
+    steps: list[StepPeak] = []
     peak_allocated_bytes: int
     peak_reserved_bytes: int | None = None
     smallest_allocated_bytes: int | None = None
@@ -320,7 +320,7 @@ class MemoryAtPeak(Kept):
     """Memory by what it holds at the step's peak, or ``error``: why it is not known."""
 
     peak_bytes: int | None = None
-    categories: list[MemoryCategory] = Field(default_factory=list)
+    categories: list[MemoryCategory] = []
     note: str | None = None
     error: str | None = None
 
@@ -357,20 +357,20 @@ class ProfileSummary(Kept):
     unprofiled_median_s: float | None = None
     overhead_pct: float | None = None
     verdict: str = ""
-    categories: list[Category] = Field(default_factory=list)
-    ops: list[OpRow] = Field(default_factory=list)
-    rules: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    categories: list[Category] = []
+    ops: list[OpRow] = []
+    rules: list[str] = []
+    notes: list[str] = []
     workload: str | None = None
     device: str | None = None
     wall_us: float | None = None
-    step_us: list[float] = Field(default_factory=list)
+    step_us: list[float] = []
     profiled_mean_s: float | None = None
     # None where a profile stored before the two spreads were kept apart has only the larger
     spread_pct: float | None = None
     profiled_spread_pct: float | None = None
     unprofiled_spread_pct: float | None = None
-    gemms: list[GemmRow] = Field(default_factory=list)
+    gemms: list[GemmRow] = []
     load: dict[str, Any] | None = None  # other processes' load while measured and profiled
     under_load: bool = False  # then the verdict is "can't tell" and nothing is advised
     device_busy_s: float | None = None
@@ -379,7 +379,7 @@ class ProfileSummary(Kept):
     host_rss_peak_bytes: int | None = None
     step_memory: StepMemory | None = None
     memory: MemoryAtPeak | None = None  # None: --no-memory
-    advice: list[Advice] = Field(default_factory=list)
+    advice: list[Advice] = []
     trace_file: str | None = None
 
 
@@ -415,7 +415,7 @@ class PredictTarget(Kept):
     host: str | None = None  # its host CPU's model
     threads: int | None = None  # its torch threads
     memory_bytes: int | None = None
-    calibration: dict[str, Any] = Field(default_factory=dict)  # e_c, e_m, h, h_cases
+    calibration: dict[str, Any] = {}  # e_c, e_m, h, h_cases
 
 
 class PredictedCase(Kept):
@@ -425,19 +425,19 @@ class PredictedCase(Kept):
     case: str
     workload: str
     variant: str  # a user model's view ("device" / "e2e"); a built-in's scenario
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = {}
     side: str = "gpu"
     items: float = 1.0  # items per call (the batch)
     seconds: float | None = None
     low: float | None = None
     high: float | None = None
     dominant: str | None = None  # compute / memory / launch / transfer
-    terms: dict[str, float] = Field(default_factory=dict)
+    terms: dict[str, float] = {}
     floor_s: float | None = None  # the roofline device time: no call is faster
     basis: str = ""
     interval_basis: str = ""
     refused: str | None = None
-    profile: dict[str, Any] = Field(default_factory=dict)  # launches, FLOPs, bytes, families
+    profile: dict[str, Any] = {}  # launches, FLOPs, bytes, families
 
     @property
     def predicted(self) -> bool:
@@ -475,9 +475,9 @@ class PredictPayload(Payload):
     kind: Literal["predict"] = "predict"
     model: str | None = None
     target: PredictTarget | None = None
-    cases: list[PredictedCase] = Field(default_factory=list)
-    measured: list[Measured] = Field(default_factory=list)  # predicted vs measured
-    here: list[HereRow] = Field(default_factory=list)
+    cases: list[PredictedCase] = []
+    measured: list[Measured] = []  # predicted vs measured
+    here: list[HereRow] = []
     here_run: str | None = None  # the model run that measured this CPU (--here)
     break_even: str | None = None  # in words: the batch from which the target wins
     refused: str | None = None  # the whole prediction refused, in one line
@@ -509,8 +509,8 @@ class BenchFigure(Kept):
 
 class BenchPayload(Payload):
     kind: Literal["bench"] = "bench"
-    scripts: list[BenchScript] = Field(default_factory=list)
-    figures: list[BenchFigure] = Field(default_factory=list)
+    scripts: list[BenchScript] = []
+    figures: list[BenchFigure] = []
 
 
 AnyPayload = Annotated[

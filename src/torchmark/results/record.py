@@ -128,7 +128,7 @@ class Ceiling(BaseModel):
     method: str  # how it was measured, in words
     theoretical: float | None = None  # datasheet or clock-derived, same unit
     theoretical_source: str | None = None
-    details: dict[str, Any] = Field(default_factory=dict)  # per-kernel figures, samples
+    details: dict[str, Any] = {}  # per-kernel figures, samples
     provenance: CeilingSource | None = None  # None: measured before torchmark recorded it
 
     _check = field_validator("value")(_amount)
@@ -158,7 +158,7 @@ def link_ceiling(key: str) -> str:
 class Verdict(BaseModel):
     model_config = ConfigDict(defer_build=True)
     level: Literal["ok", "warn", "invalid"] = "ok"
-    reasons: list[str] = Field(default_factory=list)
+    reasons: list[str] = []
 
 
 class Result(BaseModel):
@@ -168,24 +168,24 @@ class Result(BaseModel):
     workload: str
     variant: str
     device: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = {}
     status: Status = "ok"
     reason: str | None = None  # why skipped / wrong
 
-    samples_s: list[float] = Field(default_factory=list)
+    samples_s: list[float] = []
     calls_per_sample: int = 1
     first_call_s: float | None = None
     warmup_calls: int = 0
     stop_reason: str = ""
     rule: str = ""
     timing: str = "e2e"  # "device" (events) or "e2e" (host clock + sync)
-    excluded: list[int] = Field(default_factory=list)  # sample indices set aside (throttled)
+    excluded: list[int] = []  # sample indices set aside (throttled)
 
     work: Work = Field(default_factory=Work)
     headline: Headline = "items"
     ceiling: Ceiling | None = None
-    notes: list[str] = Field(default_factory=list)
-    extra_flags: list[str] = Field(default_factory=list)
+    notes: list[str] = []
+    extra_flags: list[str] = []
     # peak memory, compile time, every rank's samples...: typed keys, others kept as they are
     extra: ResultExtra = Field(default_factory=lambda: ResultExtra())
     telemetry: dict[str, Any] | None = None
@@ -355,11 +355,11 @@ class RunRecord(BaseModel):
     finished_utc: datetime | None = None
     status: Literal["running", "complete", "incomplete"] = "running"
     command: str = ""
-    config: dict[str, Any] = Field(default_factory=dict)
-    environment: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = {}
+    environment: dict[str, Any] = {}
     fingerprint: str = ""
-    ceilings: list[Ceiling] = Field(default_factory=list)
-    results: list[Result] = Field(default_factory=list)
+    ceilings: list[Ceiling] = []
+    results: list[Result] = []
     telemetry: dict[str, Any] | None = None
     verdict: Verdict | None = None
     # an empty payload of the run's own kind (kind is validated first)

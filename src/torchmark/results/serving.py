@@ -67,15 +67,15 @@ class PointDoc(_Doc):
     threads: int | None = None
     outcome: Literal["within", "over", "generator_behind"]
     why: str
-    flags: list[str] = Field(default_factory=list)
+    flags: list[str] = []
     stop_reason: str = ""
     stable: bool = False
-    window_p99_s: list[float | None] = Field(default_factory=list)  # every window's p99
-    window_rate: list[float | None] = Field(default_factory=list)  # finished per second
+    window_p99_s: list[float | None] = []  # every window's p99
+    window_rate: list[float | None] = []  # finished per second
     n: int = 0  # requests kept (the last 3 windows)
     needed: int = 0  # requests the p99's interval asks for (stats.min_requests)
     failed: int = 0
-    errors: dict[str, int] = Field(default_factory=dict)  # first error line -> requests
+    errors: dict[str, int] = {}  # first error line -> requests
     over_bound: int = 0
     late: int = 0  # arrivals the loop woke for late (> max(100 µs, 1 % of the bound))
     achieved_rate: float | None = None
@@ -95,16 +95,16 @@ class PointDoc(_Doc):
     duration_s: float | None = None  # the point's schedule span
     min_duration_s: float | None = None
     valid: bool | None = None  # MLPerf LoadGen's VALID (Server scenario rules)
-    invalid_why: list[str] = Field(default_factory=list)
+    invalid_why: list[str] = []
     loadgen_p99_s: float | None = None  # LoadGen's percentile: sorted[floor(0.99 n)]
     early_p99_s: float | None = None  # LoadGen's early-stopping estimate of the p99
     early_needed: int | None = None  # requests early stopping asks, with over_bound over
-    parts_p99_s: list[float | None] = Field(default_factory=list)  # each third's p99
+    parts_p99_s: list[float | None] = []  # each third's p99
     holds: bool | None = None  # no third surely over the bound
     confirm: bool = False  # the answer's re-confirmation
     # raw: every kept request's latency (a seeded uniform sample of 20,000 beyond that: n
     # says how many there were; the percentiles above are of them all)
-    latency_us: list[int] = Field(default_factory=list)
+    latency_us: list[int] = []
 
     @property
     def loadgen(self) -> str:
@@ -123,12 +123,12 @@ class FleetDoc(_Doc):
     single_p50_s: float | None = None
     single_p99_s: float | None = None
     single_mean_s: float | None = None  # schema 2: what one-at-a-time's rate follows
-    offline: dict[str, float] = Field(default_factory=dict)  # max batch -> requests/s
+    offline: dict[str, float] = {}  # max batch -> requests/s
     # the host's pace (``judge.pace``): seconds of one fixed piece of Python, raw, timed as
     # the search started and as it ended (empty: not timed, a run stored before it was)
-    pace_s: list[float] = Field(default_factory=list)
-    pace_end_s: list[float] = Field(default_factory=list)
-    points: list[PointDoc] = Field(default_factory=list)
+    pace_s: list[float] = []
+    pace_end_s: list[float] = []
+    points: list[PointDoc] = []
     stop_reason: str = ""
     elapsed_s: float = 0.0
     best: int | None = None  # index into points: the highest rate within the bound
@@ -136,7 +136,7 @@ class FleetDoc(_Doc):
     generator_bound: bool = False
     confirmation: str = ""  # what the answer's re-confirmation found, in words
     # where its figures disagree with each other, in words (``answer.consistency``)
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = []
     load_changed: bool = False  # p99 fell as the rate rose, beyond both intervals
     # where the model was served: "" in this process (its capacity, no front end), "oip"
     # behind torchmark's Open Inference Protocol server, "endpoint" the user's server
@@ -201,7 +201,7 @@ class DeviceAnswer(_Doc):
     split: str = ""
     p99_s: float | None = None
     p99_ci_s: tuple[float | None, float | None] = (None, None)
-    flags: list[str] = Field(default_factory=list)  # the max-rate point's: they travel with it
+    flags: list[str] = []  # the max-rate point's: they travel with it
     confirmed: bool | None = None  # the rate held its re-confirmation (None: schema 1)
     valid: bool | None = None  # its point VALID in LoadGen's sense (None: schema 1)
     duration_s: float | None = None  # how long that point ran
@@ -231,7 +231,7 @@ class GeneratorDoc(_Doc):
 
     limit: float = 0.0
     sentence: str = ""  # as said when the run was measured (runs stored before ``load``)
-    rates: list[dict[str, float]] = Field(default_factory=list)  # per rate tried
+    rates: list[dict[str, float]] = []  # per rate tried
     load: float | None = None  # the 1-minute load average when it was checked
     p99_max_s: float | None = None  # the p99 lateness a rate kept time within (None: median)
 
@@ -305,16 +305,16 @@ class ServingPayload(_Doc):
     min_requests: int = 0
     min_duration_s: float | None = None  # schema 2: the shortest point judged within
     generator: GeneratorDoc = Field(default_factory=GeneratorDoc)
-    fleets: list[FleetDoc] = Field(default_factory=list)
+    fleets: list[FleetDoc] = []
     # the answer per device: as served where the run served the model over HTTP (then the
     # verdict, counts and costs are from it), else in process (runs that served no other way)
-    answers: list[DeviceAnswer] = Field(default_factory=list)
+    answers: list[DeviceAnswer] = []
     verdict: str = ""
     # model capacity (in process, no front end) per device, where ``answers`` are as served
-    capacity: list[DeviceAnswer] = Field(default_factory=list)
-    front_end: dict[str, float] = Field(default_factory=dict)  # device -> 1 - served/capacity
+    capacity: list[DeviceAnswer] = []
+    front_end: dict[str, float] = {}  # device -> 1 - served/capacity
     endpoint: str = ""  # --endpoint: the user's server, the only fleet
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = []
 
 
 POINT_COLUMNS = (

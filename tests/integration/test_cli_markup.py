@@ -1,5 +1,6 @@
 """Text from users, models and stores reaches the terminal as written: rich markup in it
-("[/layer]", "[bold red]pwn[/]") neither crashes the CLI nor changes what is printed."""
+("[/layer]", "[bold red]pwn[/]") neither crashes the CLI nor changes what is printed, and
+an emoji code (":cd:" in a path) stays as written."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torchmark.results import RunRecord
 from torchmark.store.exchange import export_run
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
-PWN = "[bold red]pwn[/]"
+PWN = "[bold red]pwn[/] in /data/:cd:/x"
 # A run id may not contain "/" (ids and file paths are never ambiguous): markup without one.
 PWN_ID = "[bold red]pwn[red]"
 
@@ -55,11 +56,11 @@ def test_an_imported_run_id_with_markup_is_echoed_as_written(
 def test_an_empty_store_with_markup_in_its_path(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    db = f"sqlite:///{tmp_path / '[/x]' / 'a.db'}"
-    (tmp_path / "[/x]").mkdir(parents=True)
+    db = f"sqlite:///{tmp_path / '[/x]:cd:' / 'a.db'}"
+    (tmp_path / "[/x]:cd:").mkdir(parents=True)
     code, out, err = cli(capsys, "history", "--db", db)
     assert code == 0, err
-    assert "No runs stored" in out and "[/x]" in out
+    assert "No runs stored" in out and "[/x]:cd:" in out
 
 
 def test_doctor_prints_details_as_written(
@@ -76,3 +77,14 @@ def test_doctor_prints_details_as_written(
     code, out, err = cli(capsys, "doctor")
     assert code == 0, err
     assert f"driver says {PWN} [/layer]" in out and "fix: run [/x] again" in out
+
+
+def test_the_consoles_print_emoji_codes_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain string the CLI prints (a path, a model's name) is not searched for emoji
+    codes: "/data/:cd:/x" stays a path."""
+    from torchmark.cli.app import console, err_console
+
+    console.print("saved to /data/:cd:/x")
+    err_console.print("read /data/:smile:/y")
+    out, err = capsys.readouterr()
+    assert out.strip() == "saved to /data/:cd:/x" and err.strip() == "read /data/:smile:/y"

@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
-from typer.main import get_command_from_info
+from typer.main import get_command_from_info, get_command_name
 
 from torchmark.errors import InputError, TorchmarkError
 
@@ -252,7 +252,12 @@ class LazyGroup(TyperGroup):
         gc.freeze()
         if _held_collection:  # the entry held it off for the start: on again from here
             gc.enable()
+        # The one command asked for: building a command reads its function's signature
+        # and evaluates its annotations (~3 ms each; `show` registers four beside it).
         for info in app.registered_commands:
+            named = info.name or (info.callback and get_command_name(info.callback.__name__))
+            if named != cmd_name:
+                continue
             if info.cls in (None, TyperCommand):
                 info.cls = Command
             cmd = get_command_from_info(
@@ -260,8 +265,7 @@ class LazyGroup(TyperGroup):
                 pretty_exceptions_short=app.pretty_exceptions_short,
                 rich_markup_mode=app.rich_markup_mode,
             )
-            if cmd.name and not isinstance(self.commands.get(cmd.name), Command):
-                self.add_command(cmd, cmd.name)
+            self.add_command(cmd, cmd_name)
         return self.commands.get(cmd_name)
 
     def get_params(self, ctx: Any) -> list[Any]:
@@ -295,14 +299,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# markup=False: run ids, paths, model errors and reasons reach the terminal as written
-# (rich markup in them, "[/layer]" or "[bold red]pwn[/]", would crash or be swallowed);
-# styled text is built with rich.text.Text instead.
 # True where the process's entry (``torchmark.__main__``) holds the collector off while a
 # command starts; a caller running the CLI in its own process keeps its own setting.
 _held_collection = False
-console = Console(highlight=False, markup=False)
-err_console = Console(stderr=True, highlight=False, markup=False)
+# markup=False, emoji=False: run ids, paths, model errors and reasons reach the terminal as
+# written (rich markup in them, "[/layer]" or "[bold red]pwn[/]", would crash or be
+# swallowed, and ":cd:" in a path would print a disc; rich's emoji table is also ~5 ms of
+# a command's start); styled text is built with rich.text.Text instead.
+console = Console(highlight=False, markup=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, markup=False, emoji=False)
 
 
 def one_line(c: Console) -> bool:

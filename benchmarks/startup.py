@@ -9,7 +9,9 @@ the wall clock also counts waiting for a core, CPU time does not), and which hea
 the process imported. With --before, the other source tree's command runs beside this
 tree's, round by round in ABBA order, so both see the same load; the ratio printed is the
 median of the rounds' after/before ratios with its 95 % interval, and it says faster or
-slower only where that interval lies wholly on one side of 1 (else "can't tell").
+slower only where that interval lies wholly on one side of 1 (else "can't tell"). The load
+average before and after, and the steal time over the runs (a VM's host busy with other
+guests slows every command and the libraries alike), say how quiet the machine was.
 
 Targets: every read-only command (`--help`, `--version`, `history`, `export`, `compare`,
 `report --markdown`, `show latest`, `list`, `env`) <= 0.4 s wall or <= 3x `python -c pass`
@@ -50,6 +52,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import figures
+import psutil
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 HEAVY = ("torch", "scipy", "matplotlib", "sqlalchemy", "numpy", "pydantic")
@@ -250,6 +253,25 @@ def heavy_imports(src: Path, argv: list[str], env: dict[str, str]) -> list[str]:
     return [m for m in HEAVY if m in loaded]
 
 
+class Stolen:
+    """CPU time the hypervisor gave other guests while the commands ran (steal), in cores:
+    on a VM the one sign of a busy host that no process here shows."""
+
+    def __init__(self) -> None:
+        self.t0, self.steal0 = time.monotonic(), self._steal()
+
+    @staticmethod
+    def _steal() -> float | None:
+        return getattr(psutil.cpu_times(), "steal", None)  # Linux only
+
+    def said(self) -> str:
+        now = self._steal()
+        if now is None or self.steal0 is None:
+            return "steal time: not available on this system"
+        cores = (now - self.steal0) / (time.monotonic() - self.t0)
+        return f"steal time over the runs: {cores:.2f} cores"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7, help="fresh processes per command")
@@ -258,6 +280,7 @@ def main() -> int:
     args = ap.parse_args()
 
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    stolen = Stolen()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ids = seed(tmp / "runs.db", tmp)
@@ -336,7 +359,7 @@ def main() -> int:
         print("\nbefore, heavy imports:")
         for label in cmds:
             print(f"  {label:<18} {', '.join(imports[(label, 'before')]) or '-'}")
-    print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
+    print(f"\nload average at end: {os.getloadavg()[0]:.2f}; {stolen.said()}")
     return figures.exit_status(said)
 
 

@@ -183,6 +183,31 @@ def test_a_caller_running_the_cli_in_its_process_keeps_its_collector_setting(
     assert f"Run {a}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("set_by_user", [None, ""])
+def test_pydantic_plugins_are_off_only_for_commands_that_read_stored_runs(
+    stored: tuple[dict[str, str], list[str], Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    set_by_user: str | None,
+) -> None:
+    """Reading a run needs no plugin; a command that runs a user's model or starts a
+    process keeps them (its children inherit the environment); the user's choice stands."""
+    env, (a, _), _ = stored
+    for argv, off in [
+        (["model", "--help"], False),
+        (["serving", "--help"], False),
+        (["show", a, "--db", env["TORCHMARK_DB"]], True),
+    ]:
+        if set_by_user is None:
+            monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+        else:
+            monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", set_by_user)
+        main(argv)
+        said = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+        assert said == ("__all__" if off and set_by_user is None else set_by_user), argv
+    capsys.readouterr()
+
+
 def test_help_lists_every_command_and_version_prints(capsys: pytest.CaptureFixture[str]) -> None:
     main(["-h"])  # exit 0: main() returns
     out = capsys.readouterr().out

@@ -19,6 +19,9 @@ __all__ = ["COMMANDS", "app", "main"]
 class CommandEntry(NamedTuple):
     module: str  # torchmark.cli.<module> defines the command
     help: str  # the first line of its docstring (a test keeps the two equal)
+    # it only reads stored runs: it runs no user code and starts no process (``main``
+    # turns pydantic's plugin search off for it)
+    reads_runs: bool = False
 
 
 RUNS_CODE = (  # model, tune and profile warn with it (cli/target.py)
@@ -36,14 +39,16 @@ COMMANDS: dict[str, CommandEntry] = {
         "machine",
         "The environment record stored with every run: versions, devices, threads, flags, load.",
     ),
-    "history": CommandEntry("history", "List stored runs, newest first."),
+    "history": CommandEntry("history", "List stored runs, newest first.", reads_runs=True),
     "show": CommandEntry(
         "show",
         "A stored run in the terminal: the tables and verdicts its command printed at its end.",
+        reads_runs=True,
     ),
     "export": CommandEntry(
         "history",
         "Write a stored run as JSON (lossless, re-importable) or CSV (for spreadsheets).",
+        reads_runs=True,
     ),
     "import": CommandEntry(
         "history", "Store a run exported as JSON (keeps its id unless that id is already taken)."
@@ -59,9 +64,12 @@ COMMANDS: dict[str, CommandEntry] = {
     "compare": CommandEntry(
         "report",
         "Compare runs case by case (FASTER / SLOWER / SAME / UNCLEAR against their noise).",
+        reads_runs=True,
     ),
     "report": CommandEntry(
-        "report", "A report of stored runs: HTML with charts, or a Markdown table for an issue."
+        "report",
+        "A report of stored runs: HTML with charts, or a Markdown table for an issue.",
+        reads_runs=True,
     ),
     "board": CommandEntry(
         "serve",

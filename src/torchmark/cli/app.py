@@ -2,7 +2,8 @@
 
 Environment variables read by the CLI (and only here):
     TORCHMARK_DB     default results store URL (``--db`` overrides)
-and one it sets where the user has not: PYDANTIC_DISABLE_PLUGINS (``main``).
+and one it sets where the user has not, for the commands that only read stored runs:
+PYDANTIC_DISABLE_PLUGINS (``main``).
 """
 
 from __future__ import annotations
@@ -424,9 +425,11 @@ def main(argv: list[str] | None = None, *, collection_held: bool = False) -> Non
     torchfacts.KEEP_BY = " ".join(["torchmark", *named])  # who keeps torch's facts
     # pydantic looks for plugins (observability hooks) in every installed package's entry
     # points when it builds its first validator: 0.01-0.03 s of `show`'s start with 73
-    # packages, more in a full environment, for documents torchmark wrote itself. Set to
-    # anything (empty: plugins on), the user's choice stands.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # packages, more in a full environment, for documents torchmark wrote itself. Off for
+    # the commands that only read stored runs; left as it is for those that run a user's
+    # code or start processes (which inherit the environment), and wherever the user set it.
+    if named and COMMANDS[named[0]].reads_runs:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         # Outside standalone mode click returns the code of a `typer.Exit` (a failing
         # doctor's 1, an interrupted soak's 130) instead of exiting: pass it on.

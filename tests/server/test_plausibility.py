@@ -152,8 +152,16 @@ def test_created_utc_must_be_a_time_a_run_was_made(
         (("results", 0, "calls_per_sample"), "12", "calls_per_sample"),
         (("results", 0, "calls_per_sample"), 12.5, "calls_per_sample"),
         (("results", 0, "work", "flops"), "1e18", "work.flops"),
+        (("payload", "parts"), [{"results": "3"}], "payload.parts.0.results"),
     ],
-    ids=["devices as a string", "a device as a string", "calls as text", "calls 12.5", "text"],
+    ids=[
+        "devices as a string",
+        "a device as a string",
+        "calls as text",
+        "calls 12.5",
+        "text",
+        "a payload's count as text",
+    ],
 )
 def test_types_are_strict(
     server: tuple[TestClient, str, Accounts], path: tuple[Any, ...], value: Any, said: str

@@ -525,7 +525,9 @@ AnyPayload = Annotated[
     Field(discriminator="kind"),
 ]
 
-# kind -> its payload class, from the union: the one list of kinds
+# kind -> its payload class, from the union: the one list of kinds. A run's payload is
+# validated by its own kind's class alone (``record._of_its_kind``): reading a run builds
+# one payload validator, not the whole union's.
 PAYLOADS: dict[str, type[Payload]] = {
     typing.get_args(cls.model_fields["kind"].annotation)[0]: cls
     for cls in typing.get_args(typing.get_args(AnyPayload)[0])

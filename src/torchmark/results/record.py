@@ -104,8 +104,9 @@ def _of_its_kind(value: Any, info: ValidationInfo) -> Payload:
         )
     context = info.context
     strict = bool(context and context.get(_STRICT))
-    if info.mode == "json":  # as JSON, whose strict pass takes ISO times as text
-        return cls.model_validate_json(json.dumps(value), strict=strict, context=context)
+    if strict and info.mode == "json":  # as JSON, whose strict pass takes ISO times as text
+        return cls.model_validate_json(json.dumps(value), strict=True, context=context)
+    # lax, a JSON document's values validate alike as Python: no second encode and parse
     return cls.model_validate(value, strict=strict, context=context)
 
 

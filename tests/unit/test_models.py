@@ -20,6 +20,7 @@ from torchmark.workloads.models.base import (
     latency_quantiles,
 )
 from torchmark.workloads.models.gpt2 import GPT2, Decode, GPT2Config, KVCache, Prefill
+from torchmark.workloads.models.meta import _count_decode, _counted
 from torchmark.workloads.models.resnet import Bottleneck, ResNet50
 
 load_builtins()
@@ -120,6 +121,61 @@ def test_decode_module_returns_last_step_logits_and_reuses_its_prefill() -> None
     torch.testing.assert_close(first, full[:, -1:], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(second, first)
     torch.testing.assert_close(last, full[:, 5:6], rtol=1e-5, atol=1e-5)
+
+
+def every_step_counted(module: nn.Module, prompt: torch.Tensor, cont: torch.Tensor) -> int:
+    """What a decode case's count stands for: the whole call, its prefill done before."""
+    with torch.no_grad():
+        module(prompt, cont)
+    return _counted(lambda: module(prompt, cont))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7])
+def test_decode_flops_from_three_steps_equal_every_step_counted(n: int) -> None:
+    # on meta, as cases are counted: there attention is plain matmuls, counted (a CPU's
+    # fused kernel is not), so each step counts more than the one before
+    with torch.device("meta"):
+        gpt = tiny_gpt()
+        prompt, cont = torch.zeros(2, 5, dtype=torch.long), torch.zeros(2, n, dtype=torch.long)
+    step = Decode(gpt, 7)
+    with torch.no_grad():
+        step(prompt, cont[:, :0])
+    assert _counted(lambda: step.step(cont[:, :1], 6)) > _counted(lambda: step.step(cont[:, :1], 5))
+    counted = every_step_counted(Decode(gpt, 5 + n), prompt, cont)
+    assert _count_decode(Decode(gpt, 5 + n), prompt, cont) == counted
+
+
+class Stepper(nn.Module):
+    """A decode module whose step at position ``pos`` multiplies a (1, pos) row by a
+    (pos, pos**power) matrix: 2 * pos**(1 + power) FLOPs; notes each step's position."""
+
+    def __init__(self, power: int) -> None:
+        super().__init__()
+        self.power, self.steps = power, list[int]()
+
+    def forward(self, prompt: torch.Tensor, cont: torch.Tensor) -> torch.Tensor:
+        out = prompt
+        for i in range(cont.shape[1]):
+            out = self.step(cont[:, i : i + 1], prompt.shape[1] + i)
+        return out
+
+    def step(self, token: torch.Tensor, pos: int) -> torch.Tensor:
+        self.steps.append(pos)
+        return torch.ones(1, pos) @ torch.ones(pos, pos**self.power)
+
+
+def test_decode_steps_on_one_line_are_counted_from_three() -> None:
+    prompt, cont = torch.zeros(1, 4), torch.zeros(1, 9)
+    affine = Stepper(power=0)
+    assert _count_decode(affine, prompt, cont) == sum(2 * p for p in range(4, 13))
+    assert affine.steps == [4, 5, 12]  # the first two and the last
+
+
+def test_decode_steps_off_one_line_are_each_counted() -> None:
+    prompt, cont = torch.zeros(1, 4), torch.zeros(1, 9)
+    quadratic = Stepper(power=1)
+    assert _count_decode(quadratic, prompt, cont) == sum(2 * p * p for p in range(4, 13))
+    assert sorted(set(quadratic.steps)) == list(range(4, 13))
 
 
 def test_decode_declares_weights_and_kv_cache_bytes() -> None:

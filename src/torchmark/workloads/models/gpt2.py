@@ -164,8 +164,13 @@ class Decode(nn.Module):
         p = prompt.shape[1]
         logits = prompt.new_empty(0)
         for i in range(cont.shape[1]):
-            logits = self.gpt(cont[:, i : i + 1], self.cache, p + i, last_only=True)
+            logits = self.step(cont[:, i : i + 1], p + i)
         return logits
+
+    def step(self, token: torch.Tensor, pos: int) -> torch.Tensor:
+        """One generated token at position ``pos``, attending to the ``pos`` cached before it
+        and itself; the prompt must have been prefilled."""
+        return self.gpt(token, self.cache, pos, last_only=True)
 
 
 @WORKLOADS.register("gpt2")

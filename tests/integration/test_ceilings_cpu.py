@@ -14,17 +14,20 @@ from torchmark.timing import Adaptive
 
 KiB = 2**10
 TINY_RULE = Adaptive(min_samples=3, min_time_s=0.0, target=0.05, max_time_s=0.2)
+# one small 3x3 conv for the real ones (~0.7 s a call here on first use, 15 s in all)
+TINY_CONVS = ((16, 8, 1),)
 
 
 @pytest.fixture(scope="module")
 def tiny_ceilings() -> Iterator[dict[str, Ceiling]]:
-    """Ceilings measured as usual, but with a pretend 64 KiB LLC, 1 MiB buffers and 64/128
-    matmuls, so the whole set costs about a second."""
+    """Ceilings measured as usual, but with a pretend 64 KiB LLC, 1 MiB buffers, 64/128
+    matmuls and one small conv, so the whole set costs about a second."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cpu, "_llc_bytes", lambda: 64 * KiB)
         mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", TINY_RULE)
         mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
+        mp.setattr(matmul, "CONV_SHAPES", TINY_CONVS)
         mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls
         yield {c.key: c for c in ceilings.measure(CPUDevice(), quick=True)}
     CPUDevice.info.cache_clear()  # the pretend LLC must not outlive these tests

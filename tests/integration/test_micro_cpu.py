@@ -25,6 +25,7 @@ from torchmark.workloads.micro import matmul as matmul_workload
 
 KiB = 2**10
 LLC = 64 * KiB  # a pretend last-level cache, so "far beyond the cache" is small
+TINY_CONVS = ((16, 8, 1),)  # one small 3x3 conv for the real ones (15 s of set-up here)
 CFG = RunConfig(devices=("cpu",), rule="test", telemetry=False)
 
 
@@ -35,6 +36,7 @@ def tiny() -> Iterator[dict[str, Ceiling]]:
         mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", Adaptive(min_samples=3, min_time_s=0.0, max_time_s=0.2))
         mp.setattr(matmul, "CPU_SIZES", {True: (64, 128), False: (64, 128)})
+        mp.setattr(matmul, "CONV_SHAPES", TINY_CONVS)
         mp.setattr(matmul, "BUDGET_S", {True: 60.0, False: 60.0})  # a loaded machine stalls
         yield {c.key: c for c in ceilings.measure(CPUDevice(), quick=True)}
 
@@ -175,6 +177,7 @@ def test_quick_suite_through_the_runner(tiny: dict[str, Ceiling], tmp_path: obje
         mp.setattr(cache, "MIN_BUFFER", 1024 * KiB)
         mp.setattr(base, "QUICK_RULE", Adaptive(min_samples=3, min_time_s=0.0, max_time_s=0.2))
         mp.setattr(matmul, "CPU_SIZES", {True: (64,), False: (64,)})
+        mp.setattr(matmul, "CONV_SHAPES", TINY_CONVS)
         cfg = RunConfig(
             devices=("cpu",),
             workloads=("seed-add", "add", "triad", "matmul"),

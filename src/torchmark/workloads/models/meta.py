@@ -28,8 +28,8 @@ class OnMeta(Protocol):
 
 
 class Stepwise(Protocol):
-    """A decode module: ``m(prompt, cont)`` prefills ``prompt`` once, then generates one token
-    per ``m.step(token, position)``."""
+    """What ``runnable`` returns for decode: ``m(prompt, cont)`` prefills ``prompt`` once,
+    then generates one token per ``m.step(token, position)``."""
 
     def __call__(self, prompt: torch.Tensor, cont: torch.Tensor) -> Any: ...
 
@@ -104,11 +104,8 @@ def _count_flops(cls: Callable[[], OnMeta], scenario: str, sizes: Any) -> float:
     inputs = tuple(t.to("meta") for t in inputs)
     train = scenario == "train"
     module.train(train)
-    if scenario == "decode" and callable(getattr(module, "step", None)):
+    if scenario == "decode":
         return float(_count_decode(cast(Stepwise, module), *inputs))
-    if scenario == "decode":  # the first call also prefills the prompt: not counted
-        with torch.no_grad():
-            module(*inputs)
     with FlopCounterMode(display=False) as counter:
         if train:
             out = module(*inputs)

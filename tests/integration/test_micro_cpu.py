@@ -131,7 +131,8 @@ def test_elementwise_in_cache_reads_in_cache_as_every_in_cache_result(
     assert r.in_cache is not None and r.in_cache.working_set == 12 * 1024
     assert "in_cache" in r.flags and verdicts.kind_of(r) == "in_cache"
     assert not verdicts.may(r, "rank") and verdicts.may(r, "compare")
-    assert verdicts.says(r).startswith("in cache: working set 12 KiB fits the 64 KiB")
+    said = verdicts.says(r)  # above the measured DRAM ceiling or not: the machine's load
+    assert said.startswith("in cache: ") and "working set 12 KiB fits the 64 KiB" in said
 
 
 def test_elementwise_in_an_assumed_cache_gives_no_percentage(

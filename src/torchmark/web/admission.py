@@ -79,20 +79,20 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def refusal(run: RunRecord, now: datetime | None = None) -> str | None:
+def refusal(run: RunRecord) -> str | None:
     """Why the board refuses ``run`` (one line naming the field and the bound), else None."""
     from torchmark.web import serving
 
     return (
         serving.refusal(run)
         or confusable(run)
-        or over_duration(run, now)
+        or over_duration(run)
         or catalog.claim_refusal(run.environment.get("devices") or {})
     )
 
 
-def checked(doc: Any, what: str, *, strip: bool = True, now: datetime | None = None) -> RunRecord:
-    """The run in ``doc`` as sent, made fit to store: ``strip`` the client's identifiers
+def checked(doc: Any, what: str) -> RunRecord:
+    """The run in ``doc`` as sent, made fit to store: the client's identifiers stripped
     again (never trust its stripping), parsed strictly, checked (``refusal``), its serving
     answers made again from its points and each point's error map bounded. Refused naming
     the first fault. (What makes two submissions the same run: judged later, a run sent
@@ -102,8 +102,7 @@ def checked(doc: Any, what: str, *, strip: bool = True, now: datetime | None = N
 
     if not isinstance(doc, dict):
         raise Refused(f"{what} is not a torchmark run: not a JSON object")
-    if strip:
-        doc, _ = prepare(doc)
+    doc, _ = prepare(doc)
     shape = plausible.environment_shape(doc)
     if shape:
         raise Refused(f"{what} is not a torchmark run: {shape}")
@@ -113,7 +112,7 @@ def checked(doc: Any, what: str, *, strip: bool = True, now: datetime | None = N
         raise
     except InputError as e:
         raise Refused(str(e)) from None
-    bad = refusal(run, now)
+    bad = refusal(run)
     if bad:
         raise Refused(f"{what} is refused: {bad}")
     return user_cases(bounded_errors(serving.rederive(run)))
@@ -213,15 +212,15 @@ def _mixed(text: str) -> bool:
     return "LATIN" in scripts and bool(scripts & {"CYRILLIC", "GREEK"})
 
 
-def over_duration(run: RunRecord, now: datetime | None = None) -> str | None:
+def over_duration(run: RunRecord) -> str | None:
     """Why the run's samples cannot have been timed within it (one line), else None: on
     each device the samples of every result, each of ``calls_per_sample`` calls, add up to
-    at most the run's duration (created to finished, or to ``now``)."""
+    at most the run's duration (created to finished, or to now)."""
     created = run.created_utc
     # a finish stamped at the very start records no duration (hand-made and converted
     # documents): bounded by now, as one without a finish
     finished = run.finished_utc if run.finished_utc != run.created_utc else None
-    end = finished or now or datetime.now(timezone.utc)
+    end = finished or datetime.now(timezone.utc)
     if created.tzinfo is None:
         created = created.replace(tzinfo=timezone.utc)
     if end.tzinfo is None:

@@ -93,13 +93,12 @@ def environment_shape(doc: dict[str, Any]) -> str | None:
     return None
 
 
-def check(run: RunRecord, now: datetime | None = None) -> str | None:
+def check(run: RunRecord) -> str | None:
     """Why ``run`` is refused (one line naming the result and the bound), else None."""
-    now = now or datetime.now(timezone.utc)
     created = run.created_utc
     if created.tzinfo is None:
         created = created.replace(tzinfo=timezone.utc)
-    if not EARLIEST <= created <= now + AHEAD:
+    if not EARLIEST <= created <= datetime.now(timezone.utc) + AHEAD:
         return (
             f"created_utc {created.isoformat()} is not a time a run was made "
             f"({EARLIEST.date()} to a day after the server's clock); export the run again"
@@ -198,7 +197,7 @@ def unverified(run: RunRecord) -> dict[int, str]:
         declared = r.work.model_dump()
         if derived is not None and not any(catalogue.matches(declared, w) for w in derived):
             out[i] = (
-                f"unverified: declares work {catalogue.describe(_declared(declared))}, not "
+                f"unverified: declares work {catalogue.describe(declared)}, not "
                 f"this case's {' or '.join(catalogue.describe(w) for w in derived)} (the "
                 "server derives the work of built-in cases itself), so it is never ranked"
             )
@@ -220,10 +219,6 @@ def _physics(run: RunRecord, r: Result) -> str | None:
                 f"device's peak {peak:.3g} {unit} ({source})"
             )
     return None
-
-
-def _declared(work: dict[str, Any]) -> catalogue.Work:
-    return {k: work.get(k) for k in ("flops", "bytes", "items", "item_unit")}
 
 
 def peaks(info: dict[str, Any], r: Result, accelerator: bool) -> tuple[float, float, str]:

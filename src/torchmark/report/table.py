@@ -78,20 +78,15 @@ def ceiling_cell(r: Result, short: bool = False) -> str:
     return f"{fmt.pct(p)} of {label}"
 
 
-def flag_words(r: Result, verbose: bool = False) -> list[str]:
-    """Everything that qualifies a number: status, quality flags, the validity verdict
-    (its level only; ``verbose`` adds the reasons, for reports with room for them)."""
+def flag_words(r: Result) -> list[str]:
+    """Everything that qualifies a number: status, quality flags, the validity verdict's level."""
     if r.status == "skipped":
         return [f"skipped: {r.reason or 'no reason given'}"]
     if r.status == "wrong":
         return [f"WRONG: {r.reason or 'correctness check failed'}"]
     words = list(r.flags)
     if r.verdict is not None and r.verdict.level != "ok":
-        if verbose and r.verdict.reasons:
-            # the level is the worst reason's, so it heads the list rather than each reason
-            first, *rest = r.verdict.reasons
-            words += [f"{r.verdict.level}: {first}", *rest]
-        elif verdicts.kind_of(r) == "in_cache":  # not "warn": the number is right, for a cache
+        if verdicts.kind_of(r) == "in_cache":  # not "warn": the number is right, for a cache
             words = ["in cache", *(w for w in words if w != "in_cache")]
         else:
             words.insert(0, r.verdict.level)
@@ -325,14 +320,14 @@ def ceilings_table(record: RunRecord, notes: Footnotes | None = None) -> FitTabl
     return table
 
 
-def seed_placement(record: RunRecord, ref: reference.ReferenceSet | None = None) -> list[str]:
+def seed_placement(record: RunRecord) -> list[str]:
     """Where each device's ``seed-add as-published`` rate falls in the blog's 2023 table, and
     among every row the seed chart draws (the committed reference runs too): the chart's
     note gives the same two ranks."""
     mine = reference.seed_rows(record)
     if not mine:  # nothing to place: the reference runs are not read (`show`'s start-up)
         return []
-    ref = ref or reference.load("seed-2023")
+    ref = reference.load(reference.SEED_SET)
     from torchmark.judge.load import load_words, under_load
 
     # a rank taken beside other jobs says so: the same machine moved from rank 11 to 10

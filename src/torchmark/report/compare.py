@@ -9,6 +9,7 @@ case cell before a case has to wrap.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
@@ -236,10 +237,7 @@ def summary_lines(cmp: Comparison, ids: Sequence[int] | None = None) -> list[str
     lines = []
     for i, changes in enumerate(cmp.changes, start=1):
         i = ids[i] if ids else i
-        counts: dict[str, int] = {}
-        for c in changes:
-            v = c.verdict or "not comparable"
-            counts[v] = counts.get(v, 0) + 1
+        counts = Counter(c.verdict or "not comparable" for c in changes)
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         x = fmt.run_letter(i)
         lines.append(f"{x} vs A, {len(changes)} shared cases: {tally}")
@@ -365,15 +363,12 @@ def _ranks(rows: list[tuple[reference.ReferenceRow, str, str]]) -> list[str]:
 
 
 def placement_stacked(
-    ref: reference.ReferenceSet,
-    mine: list[reference.ReferenceRow],
-    rows: list[tuple[reference.ReferenceRow, str, str]] | None = None,
+    ref: reference.ReferenceSet, rows: list[tuple[reference.ReferenceRow, str, str]]
 ) -> tuple[Text, list[str]]:
     """``placement_table`` for a narrow terminal: each machine's rank and name on a line of
     its own, its figures on the next, indented and aligned from row to row
     (``2,422 it/s → 2.93 TB/s   87.3 % of datasheet  [1]``); the same caveats, as
-    numbered notes. ``rows``: as ``placement_table``'s."""
-    rows = rows if rows is not None else _placement_rows(ref, mine)
+    numbered notes. ``rows``: ``_placement_rows(ref, mine)``."""
     pcts = [fmt.pct(r.pct_of_datasheet) for r, _, _ in rows if r.pct_of_datasheet is not None]
     pct_w = max(map(len, pcts), default=0)
     fields = [
@@ -444,7 +439,7 @@ def placement_renderables(
     longest = max((len(name) for _, name, _ in rows), default=0)
     body: RenderableType
     if width - PLACEMENT_NUMBERS < min(longest, MIN_CASE):
-        body, notes = placement_stacked(ref, mine, rows)
+        body, notes = placement_stacked(ref, rows)
         body = Group(Text(), body, Text())  # the blank lines a table's edges leave
     else:
         body, notes = placement_table(ref, mine, width, rows)

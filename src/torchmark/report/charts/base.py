@@ -89,13 +89,6 @@ def _plot(height: float = HEIGHT) -> tuple[Figure, Axes]:
     return fig, axes[0][0]
 
 
-def _tick_text(x: float, base: int) -> str:
-    if base == 10 and x >= 1e3:
-        scale, prefix = next(sp for sp in fmt.SI_PREFIXES if x >= sp[0])
-        return f"{x / scale:g} {prefix}"
-    return f"{x:g}"
-
-
 def _log(ax: Axes, which: str, base: int = 10) -> None:
     """A log axis labelled in plain text (100, 1 k, 10 G): matplotlib's default labels are
     TeX ($10^{2}$), which chart text drawn as written would show raw."""
@@ -110,7 +103,10 @@ def _log(ax: Axes, which: str, base: int = 10) -> None:
                 lo, hi = sorted(self.axis.get_view_interval()) if self.axis else (0, 0)
                 if not (lo > 0 and hi / lo < 30):
                     return ""
-            return _tick_text(x, base)
+            if base == 10 and x >= 1e3:
+                scale, prefix = next(sp for sp in fmt.SI_PREFIXES if x >= sp[0])
+                return f"{x / scale:g} {prefix}"
+            return f"{x:g}"
 
     (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
     axis = ax.xaxis if which == "x" else ax.yaxis

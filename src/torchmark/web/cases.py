@@ -176,16 +176,6 @@ def name_machines(engine: Engine, store: ResultStore) -> None:
 CASES_PER_QUERY = 200
 
 
-def _where_case(division: str, case: ranking.Case) -> list[sa.ColumnElement[bool]]:
-    t = results_t
-    return [
-        t.c.division == division,
-        t.c.workload == case[0],
-        t.c.variant == case[1],
-        t.c.params == case[2],
-    ]
-
-
 def _per_case(
     division: str,
     wanted: Iterable[ranking.Case],
@@ -195,15 +185,20 @@ def _per_case(
     """(cases, statement) per CASES_PER_QUERY of ``wanted`` (each case once): the statement
     selects ``columns`` of each case's rows, each row led by its case's place in ``cases``
     (column ``k``)."""
+    t = results_t
     todo = list(dict.fromkeys(wanted))  # a case once, however many results share it
     for i in range(0, len(todo), CASES_PER_QUERY):
         chunk = todo[i : i + CASES_PER_QUERY]
         parts = [
             # the place inline, not bound: PostgreSQL cannot type a bound value in a union
             sa.select(sa.literal_column(str(k)).label("k"), *columns).where(
-                *_where_case(division, case), *where
+                t.c.division == division,
+                t.c.workload == workload,
+                t.c.variant == variant,
+                t.c.params == params,
+                *where,
             )
-            for k, case in enumerate(chunk)
+            for k, (workload, variant, params) in enumerate(chunk)
         ]
         yield chunk, parts[0] if len(parts) == 1 else sa.union_all(*parts)
 

@@ -359,7 +359,6 @@ def rank_groups(groups: list[Group]) -> list[Row]:
             if not isinstance(j, str):
                 row.speedup = f"{j.speed:.3g}x ({ci_text(j.ci)}) vs its CPU"
                 row.speedup_x = j.speed
-    current = 1
     for i, row in enumerate(rows):
         if i == 0:
             row.rank = "1"
@@ -371,11 +370,10 @@ def rank_groups(groups: list[Group]) -> list[Row]:
             above.rank = above.rank if above.rank.startswith("=") else f"={above.rank}"
             row.rank = above.rank
             row.vs_above = (
-                "same" if not isinstance(j, str) and j.verdict == "SAME" else ("can't tell")
+                "same" if not isinstance(j, str) and j.verdict == "SAME" else "can't tell"
             )
         else:
-            current = i + 1
-            row.rank = str(current)
+            row.rank = str(i + 1)
             row.vs_above = f"{j.verdict.lower()} ({j.why})"
     return rows + held_rows
 

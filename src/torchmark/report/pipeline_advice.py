@@ -34,10 +34,10 @@ def _independent(a: Measurement, b: Measurement) -> Judgement | str:
 class Advice:
     device: str
     lines: list[str]
-    best: LoaderConfig | None
-    gain: float | None  # best items/s over the default's
-    cost: float | None  # 1 - best / resident: the share of the possible throughput lost
-    plateau: int | None  # the smallest worker count no larger count measurably beat
+    best: LoaderConfig | None = None
+    gain: float | None = None  # best items/s over the default's
+    cost: float | None = None  # 1 - best / resident: the share of the possible throughput lost
+    plateau: int | None = None  # the smallest worker count no larger count measurably beat
     workload: str = "input"
 
 
@@ -81,7 +81,7 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         loaders = [(LoaderConfig(), yours)]
         lines.append("your loader is not a DataLoader: it was measured as given only")
     if not loaders:
-        return Advice(device, [*lines, "no loader configuration ran"], None, None, None, None)
+        return Advice(device, [*lines, "no loader configuration ran"])
     # a configuration its own verdict keeps from being recommended (verdicts: invalid,
     # unreliable) is named with why, never picked as the best
     refused = [(c, r) for c, r in loaders if not verdicts.may(r, "recommend")]
@@ -91,10 +91,6 @@ def _one(device: str, rs: list[Result], ceilings: Sequence[Ceiling] = ()) -> Adv
         return Advice(
             device,
             [*lines, "no loader configuration can be recommended: each one's verdict rejects it"],
-            None,
-            None,
-            None,
-            None,
         )
     if default is not None and all(r is not default for _, r in loaders):
         default = None  # the defaults' own figure is rejected: no gain is read off it

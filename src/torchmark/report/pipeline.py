@@ -147,9 +147,8 @@ def markdown_lines(record: RunRecord, cell: Callable[[str], str]) -> list[str]:
         ]
         for _, mine, resident in by_device(record, workload):
             for r in mine:
-                full = config_cell(r).full
                 row = [
-                    str(full),
+                    str(config_cell(r).full),
                     r.device,
                     fmt.sig(rate(r)) if r.ok else r.status,
                     *breakdown_cells(r, resident),

@@ -239,7 +239,6 @@ def rows(record: RunRecord) -> list[dict[str, str]]:
                 "items": rate_span(c) if c.predicted else "",
                 "bound": SHORT.get(dom, dom) if c.predicted else "",
                 "measured": measured_words(measured.get(c.case)),
-                "refused": c.refused or "",
             }
         )
     return out

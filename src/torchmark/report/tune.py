@@ -41,7 +41,6 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
         + (f" on {devices[0]}" if len(devices) == 1 else ""),
     )
     for c in cands:
-        s = c.status
         err = c.max_error
         why = [c.reason] if c.reason else []
         items = c.items_ratio or 1
@@ -54,16 +53,14 @@ def tune_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable:
             why.append(f"{c.name}: torch.compile took {fmt.duration(c.compile_s)}")
         refs = sorted({notes.ref(w) for w in why})
         note = f"[{','.join(map(str, refs))}]" if refs else ""
-        rel = c.rel_iqr
-        lat = c.latency_ms
         t.row(
             c.device,
             c.name,
-            Text(s, style=STATUS_STYLE.get(s, "")),
+            Text(c.status, style=STATUS_STYLE.get(c.status, "")),
             fmt.ratio(c.speedup) if c.speedup is not None else fmt.DASH,
-            fmt.duration(lat / 1e3) if lat is not None else fmt.DASH,
+            fmt.duration(c.latency_ms / 1e3) if c.latency_ms is not None else fmt.DASH,
             fmt.duration(c.baseline_ms / 1e3) if c.baseline_ms else fmt.DASH,
-            fmt.pct(100 * rel, digits=2) if rel is not None else fmt.DASH,
+            fmt.pct(100 * c.rel_iqr, digits=2) if c.rel_iqr is not None else fmt.DASH,
             Alt(
                 f"{err:.2g} (tol {c.tolerance or 0:g})" if err is not None else fmt.DASH,
                 f"{err:.2g}" if err is not None else fmt.DASH,

@@ -261,8 +261,7 @@ def results_table(record: RunRecord, notes: Footnotes | None = None) -> FitTable
     by_case: dict[CaseKey, dict[str, Result]] = {}
     for r in record.results:
         by_case.setdefault(case_key(r), {})[r.device] = r
-    workloads = list(dict.fromkeys(k[0] for k in by_case))
-    for workload in workloads:
+    for workload in dict.fromkeys(k[0] for k in by_case):
         table.row(Text(workload, style="bold"))
         for key, per_device in by_case.items():
             if key[0] != workload:
@@ -390,14 +389,10 @@ def run_tables(record: RunRecord, verbose: bool = False) -> list[RenderableType]
     out += pipeline_tables(record)  # the input workload's breakdown and advice, if it ran
     first = len(footnotes.templates) + 1
     out.append(ceilings_table(record, footnotes))
-    methods = (
-        [
-            f"{r.device} {r.key}: {r.method}" + (f"; {r.origin}" if r.origin else "")
-            for r in ceiling_rows(record)
-        ]
-        if verbose
-        else []
-    )
+    methods = [
+        f"{r.device} {r.key}: {r.method}" + (f"; {r.origin}" if r.origin else "")
+        for r in (ceiling_rows(record) if verbose else [])
+    ]
     # where reused ceilings came from, said by default: percentages of another day's limits
     reuse = reuse_notes(record)
     if len(footnotes.templates) >= first or methods or reuse:

@@ -129,9 +129,7 @@ def index_page(
     rows = state.ranked(division, picked, case_gen) if picked and case_gen[0] else []
     values = [{k: f(i, row) for k, f in SORTS.items()} for i, row in enumerate(rows)]
     key, desc = sort.removeprefix("-"), sort.startswith("-")
-    order = list(range(len(rows)))
-    if key:
-        order = sorted_by(values, key, desc)
+    order = sorted_by(values, key, desc) if key else list(range(len(rows)))
     query = {"case": ranking.case_key(picked) if picked else "", "division": division}
     # a header link sorts by its column, ascending; the sorted column's link reverses it
     flip = {k: f"-{k}" if k == key and not desc else k for k in SORTS}

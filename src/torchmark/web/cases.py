@@ -277,9 +277,8 @@ def rank_many(
             for k, _, run_id, machine, device, model, kept, head, who in conn.execute(ordered):
                 g = by_case[k].get((machine, device))
                 if g is None:
-                    first = _head(head)
                     g = by_case[k][(machine, device)] = ranking.Group(
-                        machine, device, model, [], [], first
+                        machine, device, model, [], [], _head(head)
                     )
                 g.runs.append(run_id)
                 g.samples.extend(np.frombuffer(kept, "<f8").tolist())

@@ -294,9 +294,7 @@ def rank(
         machine = (machines or {}).get(run.run_id or "") or machine_of(run)
         skip = unverified(run).keys() | listed_only(run)
         for i, r in enumerate(run.results):
-            if not r.ok or case_of(r) != case or not verdicts.may(r, "rank"):
-                continue
-            if i in skip:
+            if not r.ok or case_of(r) != case or not verdicts.may(r, "rank") or i in skip:
                 continue
             g = groups.get((machine, r.device))
             if g is None:

@@ -77,9 +77,8 @@ def break_even(runs: Sequence[RunRecord]) -> Chart:
             continue
         be = run.payload.break_even
         if not be:
-            note = run.payload.break_even_note
-            if note:
-                notes.append(f"{run.run_id}: {note}")
+            if run.payload.break_even_note:
+                notes.append(f"{run.run_id}: {run.payload.break_even_note}")
             continue
         for gpu, entry in be.items():
             label = f"{_run_prefix(runs, run)}{entry.label or gpu}"

@@ -73,10 +73,6 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def signum_of(exc: BaseException) -> int:
-    return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
-
-
 def rescue_path(record: RunRecord) -> Path:
     """Where a run the store could not take is written: the current directory when it is
     writable, else the user data directory."""
@@ -207,7 +203,8 @@ class Session:
             self._holding = False
             late, self._held_signum = self._held_signum, None
         if isinstance(exc, KeyboardInterrupt):
-            raise RunInterrupted(self.record, self.record.run_id, signum_of(exc)) from None
+            signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+            raise RunInterrupted(self.record, self.record.run_id, signum) from None
         if late is not None:
             signal.raise_signal(late)
         if exc is None and self.store_error is not None:

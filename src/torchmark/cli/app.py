@@ -14,9 +14,8 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -318,8 +317,6 @@ def one_line(c: Console) -> bool:
     mid-word: "...; chec" / "k the URL and that the server runs")."""
     return not c.is_terminal
 
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = (
     "Results store URL (sqlite:///path.db or postgresql://...); default: $TORCHMARK_DB or "

@@ -77,10 +77,7 @@ def history_table(runs: list[RunSummary], where: str) -> FitTable:
             r.kind,
             Text(status, style="" if status == "complete" else "yellow"),
             ", ".join(r.devices),
-            # a prediction holds no result to count: it is never "0 ok"
-            verdicts.PREDICTED.word
-            if verdicts.is_prediction(r.kind)
-            else f"{r.n_ok}/{r.n_results}",
+            counted(r),
             r.host,
             short_command(r.command),
         )

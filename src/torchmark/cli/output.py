@@ -96,14 +96,12 @@ def show_budget(
 
     from torchmark.workloads import budget
 
-    quick = cfg.suite == "quick"
-    rss = psutil.Process().memory_info().rss
     for line in budget.lines(
         cases,
         rule=cfg.rule,
         ceilings=cfg.ceilings,
-        quick=quick,
-        process_bytes=rss,
+        quick=cfg.suite == "quick",
+        process_bytes=psutil.Process().memory_info().rss,
         suite=cfg.suite,
         cached=cached,
     ):

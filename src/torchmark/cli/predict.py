@@ -23,7 +23,7 @@ from torchmark.cli.app import (
     open_store,
 )
 from torchmark.cli.output import check_json_path
-from torchmark.cli.target import INPUT_HELP, INPUTS_HELP
+from torchmark.cli.target import InputOption, InputsOption
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.run.config import parse_int_list
 
@@ -120,8 +120,8 @@ def predict(
     precision: Annotated[
         str, typer.Option(help="fp32, or what this CPU runs (amp-bf16).")
     ] = "fp32",
-    input: Annotated[list[str] | None, typer.Option("--input", help=INPUT_HELP)] = None,
-    inputs: Annotated[str | None, typer.Option("--inputs", help=INPUTS_HELP)] = None,
+    input: InputOption = None,
+    inputs: InputsOption = None,
     here: Annotated[
         bool,
         typer.Option(

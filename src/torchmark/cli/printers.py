@@ -98,10 +98,8 @@ def show_profile(record: RunRecord, verbose: bool = False) -> None:
     """`torchmark profile`: the case's run table, then where its step time goes;
     ``verbose``: every categorisation rule."""
     from torchmark.report.profile import profile_tables
-    from torchmark.report.table import run_tables
 
-    for renderable in run_tables(record):
-        console.print(renderable)
+    show_run(record)
     for renderable in profile_tables(record, verbose):
         # a command line (no_wrap) prints whole: the terminal folds it, a copy stays one line
         whole = isinstance(renderable, Text) and bool(renderable.no_wrap)

@@ -10,7 +10,7 @@ TERM=dumb printed nothing for 84 s).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -77,10 +77,7 @@ class ProgressEvents:
     @contextmanager
     def shown(self) -> Iterator[ProgressEvents]:
         """The bar is live inside this block (nothing to start when piped)."""
-        if self.progress is None:
-            yield self
-            return
-        with self.progress:
+        with self.progress or nullcontext():
             yield self
 
     def _say(self, line: str) -> None:

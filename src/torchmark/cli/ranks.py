@@ -11,10 +11,10 @@ from typing import Any
 
 from rich.text import Text
 
-from torchmark.cli.app import console, open_store
-from torchmark.cli.output import check_json_path, finish, shown_even_if_interrupted
+from torchmark.cli.app import console
+from torchmark.cli.output import check_json_path, finish
 from torchmark.cli.printers import show_distributed
-from torchmark.cli.progress import ProgressEvents
+from torchmark.cli.target import recording
 from torchmark.errors import InputError
 from torchmark.run.config import RunConfig
 
@@ -65,10 +65,8 @@ def distributed(
         sys.stderr.flush()
         os._exit(0)
     check_json_path(json_path)
-    store = open_store(db)
-    events = ProgressEvents(console)
     render = functools.partial(show_distributed, verbose=verbose)
-    with shown_even_if_interrupted(render, json_path), events.shown():
+    with recording(render, json_path, db, lines=False) as (store, events):
 
         def say(line: str) -> None:
             console.print(Text(line), soft_wrap=not console.is_terminal)

@@ -13,6 +13,7 @@ import typer
 from torchmark import format as fmt
 from torchmark import reference
 from torchmark.cli.app import DbOption, app, console, err_console, one_line, read_store
+from torchmark.cli.printers import printed
 from torchmark.errors import InputError, TorchmarkError
 from torchmark.judge import verdicts
 from torchmark.results import RunRecord
@@ -115,8 +116,7 @@ def compare(
             )
         refset = reference.load(ref)
         mine = load_runs(specs, db)[0] if specs else _newest_placeable(db)
-        for part in cmp_mod.placement_renderables(refset, mine, console.width):
-            console.print(part)
+        printed(cmp_mod.placement_renderables(refset, mine, console.width))
         if refset.run is None:
             return
         console.print()
@@ -133,8 +133,7 @@ def compare(
     if any(verdicts.is_prediction(r.kind) for r in records):
         return _compare_predicted(records, fail_on_regression)
     result = judged(records)
-    for part in cmp_mod.comparison_renderables(result, console.width):
-        console.print(part)
+    printed(cmp_mod.comparison_renderables(result, console.width))
     if fail_on_regression is not None:
         _gate(result, fail_on_regression)
 
@@ -146,8 +145,7 @@ def _compare_serving(records: list[RunRecord], pct: float | None) -> None:
     judged)."""
     from torchmark.report.serving import compare_table, compare_view
 
-    for part in compare_view(records):
-        console.print(part)
+    printed(compare_view(records))
     if pct is None:
         return
     _, changes = compare_table(records)
@@ -177,8 +175,7 @@ def _compare_predicted(records: list[RunRecord], pct: float | None) -> None:
         raise InputError(
             "compare a prediction with a run measured on the machine it predicts (give both)"
         )
-    for part in compare_view(records):
-        console.print(part)
+    printed(compare_view(records))
 
 
 def _newest_placeable(db: str | None) -> RunRecord:

@@ -27,6 +27,7 @@ def scaling_ladder(
     dry_run: bool = False,
 ) -> None:
     from torchmark.cli.output import finish, show_plan, shown_even_if_interrupted
+    from torchmark.cli.printers import printed
     from torchmark.cli.printers import show_run as show
     from torchmark.cli.progress import ProgressEvents
     from torchmark.kinds.ranks import ladder
@@ -42,7 +43,7 @@ def scaling_ladder(
         )
     sizes = parse_int_list(scaling, "--scaling")
     strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
-    cases = plan.planned(cfg)
+    cases = plan.make_plan(cfg).cases
     import torch
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())
@@ -71,11 +72,9 @@ def scaling_ladder(
             cfg, sizes, opts, sys.argv[1:], plain, say, strategies, batches
         )
     except ladder.LadderFailed as e:
-        for r in ladder_renderables(e.records, e.labels):
-            console.print(r)
+        printed(ladder_renderables(e.records, e.labels))
         raise e.cause from None
-    for r in ladder_renderables(records, labels):
-        console.print(r)
+    printed(ladder_renderables(records, labels))
     ids = ", ".join(str(r.run_id) for r in records)
     console.print(f"Ladder runs (no DDP first): {ids}; compare them with `torchmark compare`")
 

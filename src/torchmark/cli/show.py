@@ -93,8 +93,7 @@ def show(
     ladder = scaling_ladder(records)
     if ladder:
         console.print()
-    for part in ladder:
-        console.print(part)
+    printers.printed(ladder)
 
 
 def resumable(record: RunRecord, db: str | None) -> str | None:

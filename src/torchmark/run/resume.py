@@ -23,7 +23,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,9 +144,8 @@ def environment_difference(then: dict[str, Any], now: dict[str, Any]) -> str | N
     return None
 
 
-def result_key(params_of: Result) -> tuple[str, str, str, str]:
+def result_key(r: Result) -> tuple[str, str, str, str]:
     """A result's case identity, params compared as JSON (a tuple is stored as a list)."""
-    r = params_of
     params = r.model_dump(mode="json", include={"params"})["params"]
     return (r.workload, r.variant, r.device, json.dumps(params, sort_keys=True))
 
@@ -223,9 +221,8 @@ def check_environment(record: RunRecord, now: dict[str, Any]) -> None:
         )
 
 
-def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | None = None) -> None:
+def begin_part(record: RunRecord, now_env: dict[str, Any]) -> None:
     """Reopen ``record`` in memory for one more part: running, its parts noted."""
-    started = clock or utcnow()
     p = record.payload
     assert isinstance(p, RunPayload)  # check_resumable: only `run` runs are resumed
     parts = p.parts
@@ -243,7 +240,7 @@ def begin_part(record: RunRecord, now_env: dict[str, Any], clock: datetime | Non
 
     parts.append(
         Part(
-            started_utc=started,
+            started_utc=utcnow(),
             results=0,
             pid=os.getpid(),
             load_at_start=now_env.get("load_at_start"),

@@ -45,7 +45,6 @@ def run(
     cfg: RunConfig,
     store: ResultStore | None,
     events: Events | None = None,
-    kind: str = "run",
     json_path: Path | None = None,
     suite: Plan | None = None,
 ) -> RunRecord:
@@ -54,7 +53,7 @@ def run(
     p = suite if suite is not None and suite.cfg == cfg else make_plan(cfg)
     p.set_threads()
     check_reuse(cfg, p.devices, store)  # --ceilings RUN|quiet: before the run opens
-    session = open_run(kind, cfg, p.devices, store, events, json_path=json_path)
+    session = open_run("run", cfg, p.devices, store, events, json_path=json_path)
     return run_planned(session, p.cases, p.workloads, cfg)
 
 

@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,18 +73,13 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-def signum_of(exc: BaseException) -> int:
-    return exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
-
-
-def rescue_path(record: RunRecord, where: Path | None = None) -> Path:
+def rescue_path(record: RunRecord) -> Path:
     """Where a run the store could not take is written: the current directory when it is
     writable, else the user data directory."""
     stamp = record.created_utc.strftime("%Y%m%d-%H%M%S")
     name = f"torchmark-unsaved-{record.kind}-{stamp}-{os.getpid()}.json"
-    for folder in ([where] if where else []) + [Path.cwd()]:
-        if os.access(folder, os.W_OK):
-            return folder / name
+    if os.access(Path.cwd(), os.W_OK):
+        return Path.cwd() / name
     import platformdirs
 
     folder = Path(platformdirs.user_data_dir("torchmark"))
@@ -141,13 +135,12 @@ class Session:
         analyse: Callable[[RunRecord], None] | None = None,
         reasons: Callable[[RunRecord], list[tuple[Level, str]]] | None = None,
         json_path: Path | None = None,
-        clock: Callable[[], datetime] = utcnow,
         host_clock: Callable[[], float] = time.perf_counter,
         resumed: bool = False,
     ) -> None:
         self.record, self.store, self.events = record, store, events or Quiet()
         self.analyse, self.reasons = analyse, reasons
-        self.json_path, self.clock, self.host_clock = json_path, clock, host_clock
+        self.json_path, self.host_clock = json_path, host_clock
         self.store_error: str | None = None  # the last store failure, in words
         self.store_failures = 0
         self._next_try = 0.0  # time.monotonic() before which a failed store is not tried
@@ -210,7 +203,8 @@ class Session:
             self._holding = False
             late, self._held_signum = self._held_signum, None
         if isinstance(exc, KeyboardInterrupt):
-            raise RunInterrupted(self.record, self.record.run_id, signum_of(exc)) from None
+            signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+            raise RunInterrupted(self.record, self.record.run_id, signum) from None
         if late is not None:
             signal.raise_signal(late)
         if exc is None and self.store_error is not None:
@@ -268,7 +262,7 @@ class Session:
             )
             rec.payload.notes.append(gap)
         rec.verdict = judge_run(rec, extra=self.reasons(rec) if self.reasons else None)
-        rec.finished_utc = self.clock()
+        rec.finished_utc = utcnow()
         if self._sync(force=True) and self.store is not None and rec.run_id is not None:
             self._write(lambda: self.store.finish_run(rec.run_id, rec))  # type: ignore[union-attr,arg-type]
         if self.store_error is not None:

@@ -21,8 +21,6 @@ from torchmark.errors import InputError, StoreError, StorePathError
 from torchmark.store.read import MEMORY_URLS, SQLITE_MAGIC, open_reader, sqlite_path
 
 if TYPE_CHECKING:  # SQLAlchemy on first open: open_reader's commands never import it
-    import sqlalchemy as sa
-
     from torchmark.store.base import ResultStore, RunSummary
     from torchmark.store.sql import SQLStore
 
@@ -99,7 +97,6 @@ def _open_memory() -> SQLStore:
     engine = sa.create_engine(
         "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
     )
-    _foreign_keys_on(engine)
     return SQLStore(engine, "sqlite:// (in memory)")
 
 
@@ -132,13 +129,3 @@ def _open_sqlite(path: Path) -> SQLStore:
                 f"move it aside or pass --db sqlite:///other.db"
             )
     return sqlite_store(path)
-
-
-def _foreign_keys_on(engine: sa.Engine) -> None:
-    import sqlalchemy as sa
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()

@@ -186,17 +186,14 @@ def _to_csv(record: RunRecord) -> str:
     return out.getvalue()
 
 
-def import_run(source: str | Path, *, name: str | None = None) -> RunRecord:
-    """A run from a JSON file (a ``Path``, or a ``str`` path) or JSON text.
-
-    A ``str`` that starts with ``{`` or ``[`` is taken as text. ``name`` is how messages
-    call the source (default: the path, or "the input").
-    """
+def import_run(source: str | Path) -> RunRecord:
+    """A run from a JSON file (a ``Path``, or a ``str`` path) or JSON text; a ``str`` that
+    starts with ``{`` or ``[`` is taken as text. Messages call it by its path, or "the input"."""
     if isinstance(source, str) and source.lstrip()[:1] in ("{", "["):
-        text, label = source, name or "the input"
+        text, label = source, "the input"
     else:
         path = Path(source)
-        label = name or str(path)
+        label = str(path)
         if path.suffix.lower() == ".csv":
             raise InputError(
                 f"{label}: CSV exports leave out the run's environment, work and ceilings, "

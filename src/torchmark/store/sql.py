@@ -508,12 +508,8 @@ class SQLStore(ResultStore):
             candidate = new_run_id(run.created_utc)
         return candidate
 
-    @staticmethod
-    def _header(run: RunRecord) -> dict[str, Any]:
-        return run.model_dump(mode="json", exclude={"results", "ceilings", "run_id"})
-
     def _run_row(self, run: RunRecord) -> dict[str, Any]:
-        header = self._header(run)
+        header = run.model_dump(mode="json", exclude={"results", "ceilings", "run_id"})
         return {
             "kind": run.kind,
             "created_utc": iso_utc(run.created_utc),
@@ -756,14 +752,14 @@ def _sqlite_transactions(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def sqlite_store(path: Path, *, retry_s: float = RETRY_S) -> SQLStore:
+def sqlite_store(path: Path) -> SQLStore:
     """A SQLite file store; read-only (nothing changed, writes refused) where the file or
     its directory cannot be written: a read-only mount or a shared results directory."""
     exists = path.exists()
     writable = os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
     if not exists or writable:
         engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": SQLITE_BUSY_S})
-        return SQLStore(engine, str(path), path, retry_s=retry_s)
+        return SQLStore(engine, str(path), path)
 
     def connect() -> sqlite3.Connection:
         # mode=ro reads a WAL file only where its -shm can be made; a file in a read-only
@@ -777,14 +773,14 @@ def sqlite_store(path: Path, *, retry_s: float = RETRY_S) -> SQLStore:
             return sqlite3.connect(f"{base}&immutable=1", uri=True, check_same_thread=False)
 
     engine = sa.create_engine("sqlite://", creator=connect, poolclass=NullPool)
-    return SQLStore(engine, str(path), path, read_only=True, retry_s=retry_s)
+    return SQLStore(engine, str(path), path, read_only=True)
 
 
 def _hide_password(url: str) -> str:
     return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
-def postgres_store(url: str, *, retry_s: float = RETRY_S) -> SQLStore:
+def postgres_store(url: str) -> SQLStore:
     """A PostgreSQL store; a connect timeout (default 10 s) unless the URL sets one."""
     try:
         parsed = sa.make_url(url)
@@ -807,4 +803,4 @@ def postgres_store(url: str, *, retry_s: float = RETRY_S) -> SQLStore:
         ) from None
     except (sa_exc.ArgumentError, ValueError) as e:
         raise InputError(f"bad results store URL {shown} ({e})") from None
-    return SQLStore(engine, shown, retry_s=retry_s)
+    return SQLStore(engine, shown)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from torchmark.ceilings.base import llc_bytes, random, time_best
+from torchmark.ceilings.base import random, time_best
 from torchmark.devices.base import Device
 from torchmark.devices.cache import buffer_bytes, estimate
 from torchmark.format import binary_bytes
@@ -68,7 +68,7 @@ def measure(device: Device, *, quick: bool) -> list[Ceiling]:
     size = buffer_bytes(device)
     n = size // 4
     a, b, c = (random(n, device) for _ in range(3))
-    llc = llc_bytes(device)
+    llc = device.cache_bytes() or None
     counted = estimate(device)
     where = (
         f"{size / counted.bytes:.0f}x the {binary_bytes(counted.bytes)} last-level cache"

@@ -41,10 +41,6 @@ def time_best(
     return measure(fn, device, rule=rule(quick), timing=timing)
 
 
-def llc_bytes(device: Device) -> int | None:
-    return device.cache_bytes() or None
-
-
 def random(n: int, device: Device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Random inputs (never zeros/ones/empty: untouched pages read as zero pages).
 

@@ -74,9 +74,6 @@ class CPUDevice(Device):
     def label(self) -> str:
         return host.label()
 
-    def supports(self, dtype: torch.dtype) -> str | None:
-        return None
-
     def supports_compile(self) -> str | None:
         import shutil
 

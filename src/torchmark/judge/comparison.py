@@ -333,14 +333,10 @@ def judge(a: Result, b: Result) -> Change:
         # runs both at 1.1-1.6 of 2 cores of other load)
         why = (
             f"can't tell: {' and '.join(unreliable)} unreliable under other load, "
-            f"{j.verdict} {fmt_speed(j.speed)} read; {said}"
+            f"{j.verdict} {j.speed:.2f}x read; {said}"
         )
         return Change(a.key, a, b, "UNCLEAR", j.speed, j.ci, j.p_value, j.threshold, why)
     return Change(a.key, a, b, j.verdict, j.speed, j.ci, j.p_value, j.threshold, why)
-
-
-def fmt_speed(speed: float) -> str:
-    return f"{speed:.2f}x"
 
 
 def loaded(a: Result, b: Result) -> str:

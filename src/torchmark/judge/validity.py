@@ -376,10 +376,6 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def label(r: Result) -> str:
-    return result_label(r)  # the one way a case is named
-
-
 def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -> Verdict:
     """The run's verdict: the worst of its results; reasons most severe first, run-level
     reasons before per-result ones of the same level.
@@ -398,7 +394,7 @@ def judge_run(record: RunRecord, extra: list[tuple[Level, str]] | None = None) -
     for r in record.results:
         rv = r.verdict or judge(r)
         if rv.level != "ok":
-            bad.append((rv.level, f"{label(r)}: {'; '.join(rv.reasons)}"))
+            bad.append((rv.level, f"{result_label(r)}: {'; '.join(rv.reasons)}"))
     for level, text in bad[:RUN_REASONS_MAX]:
         v.add(level, text)
     for level, _ in bad[RUN_REASONS_MAX:]:

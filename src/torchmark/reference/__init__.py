@@ -22,7 +22,7 @@ from typing import Any
 
 from torchmark.errors import InputError, StoreError, UnknownNameError
 from torchmark.judge import verdicts
-from torchmark.results import Result, RunRecord
+from torchmark.results import Result, RunRecord, is_host
 
 HERE = Path(__file__).parent
 SEED_WORKLOAD, SEED_VARIANT = "seed-add", "as-published"
@@ -65,12 +65,9 @@ class ReferenceSet:
     tensor_bytes: float | None = None  # size of the one tensor that iteration adds to itself
 
 
-def _bytes_per_iteration(measured: dict[str, Any]) -> float:
-    return float(math.prod(measured["shape"]) * measured["dtype_bytes"] * measured["passes"])
-
-
 def _table(name: str, d: dict[str, Any]) -> ReferenceSet:
-    per_it = _bytes_per_iteration(d["measured"])
+    m = d["measured"]
+    per_it = float(math.prod(m["shape"]) * m["dtype_bytes"] * m["passes"])
     rows = []
     for r in d["rows"]:
         ds = r.get("datasheet_bandwidth_gbs")
@@ -96,9 +93,9 @@ def _table(name: str, d: dict[str, Any]) -> ReferenceSet:
         provenance=d["provenance"],
         rows=tuple(rows),
         unit=d.get("unit", "it/s"),
-        what=d["measured"].get("what", ""),
+        what=m.get("what", ""),
         bytes_per_iteration=per_it,
-        tensor_bytes=per_it / d["measured"]["passes"],
+        tensor_bytes=per_it / m["passes"],
     )
 
 
@@ -118,7 +115,7 @@ def seed_rows(
             ReferenceRow(
                 hardware=device_label(record, r.device),
                 value=value,
-                device_type="gpu" if _is_accelerator(r.device) else "cpu",
+                device_type="cpu" if is_host(r.device) else "gpu",
                 implied_bytes_per_s=r.rate("bytes"),
                 datasheet_bytes_per_s=ceiling.theoretical if ceiling else None,
                 note=_run_note(r),
@@ -162,12 +159,6 @@ def newest_placeable(store: Any) -> RunRecord:
         f"no stored run has a {SEED_WORKLOAD} {SEED_VARIANT} result at the blog's size to "
         f"place; run `torchmark run --workload {SEED_WORKLOAD}` first (or name a run)"
     )
-
-
-def _is_accelerator(device: str) -> bool:
-    from torchmark.results import is_host
-
-    return not is_host(device)
 
 
 def _run_note(r: Result) -> str:

@@ -12,7 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchmark.hardware.throttle import THROTTLE_REASONS
@@ -33,13 +33,7 @@ class SourceState:
     failed_after: int | None = None  # readings taken before it failed mid-run
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "present": self.present,
-            "role": self.role,
-            "reason": self.reason,
-            "static": self.static,
-            "failed_after": self.failed_after,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -8,6 +8,7 @@ are standard normal (no zeros, no subnormals: METHOD.md §2.2), integers are ids
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,14 +182,7 @@ def per_batch(factory: InputFactory) -> InputFactory:
     a benchmark compares each device's output with a reference computed on the first
     device, so every device must see the same tensors (held in host memory for the run).
     """
-    made: dict[int, Inputs] = {}
-
-    def make(batch: int) -> Inputs:
-        if batch not in made:
-            made[batch] = factory(batch)
-        return made[batch]
-
-    return make
+    return functools.cache(factory)
 
 
 def _call_user(fn: Callable[..., Any], args: tuple[Any, ...], what: str) -> Any:

@@ -28,7 +28,6 @@ from torchmark.run.watchdog import CallTimedOut, Watchdog
 from torchmark.telemetry import energy
 from torchmark.user.inputs import (
     InputFactory,
-    Inputs,
     describe_tree,
     from_callable,
     from_examples,
@@ -203,15 +202,12 @@ class UserModel(Workload):
             for mode in modes
         ]
 
-    def host_inputs(self, batch: int) -> Inputs:
-        return self.factory(batch)
-
     def prepare(self, case: Case) -> Prepared:
         device, b = case.device, int(case.param_dict["batch"])
         model = self.pf.placed.get(device.name)
         if model is None:
             raise CaseSkipped(self.pf.failed.get(device.name, f"the model is not on {device}"))
-        host = self.host_inputs(b)
+        host = self.factory(b)
         cpu = torch.device("cpu")
         if case.variant == "device":
             resident = host.to(device.torch_device)
@@ -237,16 +233,13 @@ class UserModel(Workload):
             calls[0] += 1
             return step()
 
-        def check() -> list[str]:
-            return self._check(step, device, b)
-
         prepared = Prepared(
             fn=timed,
             work=Work(flops=self.pf.flops_per_item * b, items=b, item_unit="item"),
             headline="items",
             # MFU: against the peak of the dtype most of its FLOPs run in on this device
             ceiling=self.pf.peak_key(device),
-            check=check,
+            check=partial(self._check, step, device, b),
             timing="device" if case.variant == "device" else "e2e",
             rule=self.rule,
             notes=self._notes(case),

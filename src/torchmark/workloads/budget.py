@@ -44,12 +44,9 @@ def rule_of(case: Case, override: str | None) -> StoppingRule:
 
 def case_bounds(rule: StoppingRule, device: Device) -> tuple[float, float]:
     """(least, most) seconds of one case's warm-up and samples under ``rule``."""
-    return _least(rule, device), 2 * rule.max_time_s
-
-
-def _least(rule: StoppingRule, device: Device) -> float:
     samples = getattr(rule, "min_samples", getattr(rule, "samples", 1))
-    return WARMUP_S + max(getattr(rule, "min_time_s", 0.0), samples * device.min_sample_s)
+    least = WARMUP_S + max(getattr(rule, "min_time_s", 0.0), samples * device.min_sample_s)
+    return least, 2 * rule.max_time_s
 
 
 def estimate(

@@ -72,15 +72,10 @@ class ModelConfig:
     given: Mapping[str, Any] = field(default_factory=dict)  # the caller's own (CLI: SPEC)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "batches": list(self.batches),
-            "devices": list(self.devices),
-            "rule": self.rule,
-            "price": dict(self.price),
-            "energy": self.energy,
-            **self.given,
-        }
+        d = dataclasses.asdict(self)
+        d["batches"], d["devices"] = list(self.batches), list(self.devices)
+        d.update(d.pop("given"))
+        return d
 
 
 def _trace_energy(result: Result, batch: int) -> dict[str, Any]:

@@ -39,7 +39,6 @@ def compare(cases: Sequence[PredictedCase], run: RunRecord, workload: str) -> li
         row = HereRow(batch=b, view=view)
         if r is not None and not verdicts.may(r, "compare"):  # its verdict rejects it
             row.verdict = f"CPU result {verdicts.rule_of(r).word}: not compared"
-            r = None
         elif r is not None:
             row.cpu_s = r.median_s
             row.cpu_low, row.cpu_high = (ci[0], ci[1]) if ci else (r.median_s, r.median_s)

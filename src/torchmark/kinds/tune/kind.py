@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torch import nn
@@ -74,15 +74,10 @@ class TuneConfig:
     given: Mapping[str, Any] = field(default_factory=dict)  # the caller's own (CLI: SPEC)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "batch": self.batch,
-            "devices": list(self.devices),
-            "max_latency_ms": self.max_latency_ms,
-            "budget_s": self.budget_s,
-            "per_candidate_s": self.per_candidate_s,
-            **self.given,
-        }
+        d = asdict(self)
+        d["devices"] = list(self.devices)
+        d.update(d.pop("given"))
+        return d
 
 
 # Other processes using more than this many cores during tune: its speedups are suspect.

@@ -15,7 +15,7 @@ from torchmark.ceilings.matmul import flops, gemm, operands
 from torchmark.devices.base import Device
 from torchmark.errors import CaseSkipped, OutOfMemory, WrongResultError
 from torchmark.results import Work
-from torchmark.variants import Variant, parse
+from torchmark.variants import parse
 from torchmark.variants.flags import matmul_precision
 from torchmark.workloads.base import WORKLOADS, Case, PlanOptions, Prepared, Workload, table_suite
 from torchmark.workloads.micro._common import fits, rule_for, sizes_or
@@ -47,19 +47,14 @@ GPU_SIZES = {
 }
 
 
-def matmul_dtype(v: Variant) -> str:
-    """The GEMM dtype a model variant's FLOPs run in: its ``matmul:<dtype>`` ceiling."""
-    return v.ceiling.removeprefix("matmul:")
-
-
 def variants(device: Device, opts: PlanOptions) -> list[str]:
     """The dtypes to plan: --precision if given; else fp32 everywhere, bf16 on CPUs beyond
     quick (fp16 GEMM on a CPU runs at ~1 GFLOP/s), every dtype on accelerators (those the
     device lacks are skipped with the reason)."""
     if opts.precisions:
         # the variants vocabulary: an unknown name fails with the valid list; a matmul has
-        # no optimisations, so "amp-bf16+compile" times the bfloat16 GEMM
-        wanted = [matmul_dtype(parse(p)) for p in opts.precisions]
+        # no optimisations, so "amp-bf16+compile" times its ceiling's bfloat16 GEMM
+        wanted = [parse(p).ceiling.removeprefix("matmul:") for p in opts.precisions]
         return list(dict.fromkeys(wanted))
     if device.is_accelerator:
         return list(DTYPES)

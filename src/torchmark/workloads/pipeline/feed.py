@@ -246,7 +246,7 @@ class FedEpoch:
         t0 = self.clock()
         self.it = iter(self.loader)  # starting workers is part of the first step's wait
         try:
-            steps = self._epoch(t0)
+            steps = self._epoch_side(t0) if self.side_stream else self._epoch_in_line(t0)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the workers go before the stop goes on
             for _ in range(4):  # as in _next: a dead worker's error here is not news
                 try:
@@ -261,9 +261,6 @@ class FedEpoch:
             raise CaseSkipped("the loader yielded no batches")
         self.steps_per_epoch = steps
         return self.out
-
-    def _epoch(self, t0: float) -> int:
-        return self._epoch_side(t0) if self.side_stream else self._epoch_in_line(t0)
 
     def _epoch_in_line(self, t0: float) -> int:
         dev, m = self.device.torch_device, self.marks

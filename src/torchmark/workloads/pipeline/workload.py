@@ -8,7 +8,7 @@ measured against). Each step's wait / copy / compute is kept (``feed.FedEpoch``)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -186,8 +186,8 @@ class InputPipeline(Workload):
 
     def prepare(self, case: Case) -> Prepared:
         device, p = case.device, case.param_dict
-        shape = _with(self.shape(device), batch=int(p["batch"]))
-        shape = _with(shape, images=int(p.get("images", shape.images)))
+        shape = self.shape(device)
+        shape = replace(shape, batch=int(p["batch"]), images=int(p.get("images", shape.images)))
         model, opt = self._model(shape, device)
         rule = case.rule or "epoch"
 
@@ -298,10 +298,6 @@ class InputPipeline(Workload):
             else:
                 model = SmallCNN(shape.classes)
         return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-
-def _with(shape: Shape, **changes: int) -> Shape:
-    return Shape(**{**shape.__dict__, **changes})
 
 
 def same_batches(got: list[Batch], want: list[Batch], cfg: LoaderConfig) -> None:

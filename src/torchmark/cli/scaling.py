@@ -43,7 +43,7 @@ def scaling_ladder(
         )
     sizes = parse_int_list(scaling, "--scaling")
     strategies = tuple(x.strip() for x in (strategy or "ddp").split(",") if x.strip())
-    cases = plan.make_plan(cfg).cases
+    cases = plan.planned(cfg)
     import torch
 
     ladder.check(sizes, opts, cases, strategies, torch.cuda.device_count())

@@ -13,7 +13,7 @@ from torchmark.devices import Device, resolve
 from torchmark.run.config import RunConfig, validate
 from torchmark.workloads import WORKLOADS, Case, Workload, load_builtins
 
-__all__ = ["Plan", "make_plan", "plan", "select_workloads"]
+__all__ = ["Plan", "make_plan", "plan", "planned", "select_workloads"]
 
 
 def select_workloads(cfg: RunConfig) -> dict[str, Workload]:
@@ -72,3 +72,8 @@ def make_plan(
     for d in devices:
         d.plan_from((stored[d.name],) if d.name in stored else None)
     return Plan(cfg, workloads, devices, plan(workloads, devices, cfg))
+
+
+def planned(cfg: RunConfig) -> list[Case]:
+    """The cases ``run`` would measure, without measuring (``torchmark run --dry-run``)."""
+    return make_plan(cfg).cases

@@ -13,7 +13,7 @@ count and cost is taken at both ends, and only a choice that holds at both is ma
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -394,20 +394,3 @@ def _cheaper(priced: Sequence[DeviceAnswer], rate: float) -> str:
         return "can't tell which is cheaper: the search's brackets overlap in cost"
     k = min(costs[o.device][0] for o in others) / worst_best if worst_best > 0 else math.inf
     return f"{best.device} cheaper by {k:.2g}x"
-
-
-def answers(
-    fleets: Sequence[FleetDoc],
-    bound_s: float,
-    rate: float | None,
-    prices: Mapping[str, float],
-    energy_price: float | None = None,
-) -> list[DeviceAnswer]:
-    """One answer per device, in the order the devices were searched."""
-    by_device: dict[str, list[tuple[int, FleetDoc]]] = {}
-    for i, f in enumerate(fleets):
-        by_device.setdefault(f.device, []).append((i, f))
-    return [
-        device_answer(dev, fs[0][1].label, fs, bound_s, rate, prices.get(dev), energy_price)
-        for dev, fs in by_device.items()
-    ]

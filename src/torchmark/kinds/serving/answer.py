@@ -21,6 +21,7 @@ from torchmark.judge import pace
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.point import LoadPoint
 from torchmark.kinds.serving.search import Search, bracket_of
+from torchmark.kinds.serving.server import Batching
 from torchmark.results.serving import DeviceAnswer, FleetDoc, PointDoc, ms, per_s
 from torchmark.user.cost import cost_per_million
 
@@ -32,7 +33,6 @@ def _f(x: float) -> float | None:
 def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> PointDoc:
     lat = p.latencies
     late = p.lateness
-    lat_s = p.kept.latency
     batch = p.kept.batch[p.kept.served]
     return PointDoc(
         rate=p.rate,
@@ -76,7 +76,7 @@ def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> P
         parts_p99_s=[_f(x) for x in p.parts_p99_s],
         holds=p.holds,
         confirm=p.confirm,
-        latency_us=_kept_latencies(lat_s),
+        latency_us=_kept_latencies(p.kept.latency),
     )
 
 
@@ -228,7 +228,7 @@ def device_answer(
         top=f.top,
         generator_bound=f.generator_bound,
         fleet=i,
-        batching=_batching(p),
+        batching=Batching(p.max_batch, p.max_wait_s).label,
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,
@@ -270,12 +270,6 @@ def device_answer(
 
 
 J_PER_KWH = 3.6e6
-
-
-def _batching(p: PointDoc) -> str:
-    if p.max_batch == 1:
-        return "batch 1"
-    return f"batch <= {p.max_batch}, wait {1e3 * p.max_wait_s:g} ms"
 
 
 def _sentence(a: DeviceAnswer, bound_s: float) -> str:

@@ -40,6 +40,13 @@ def per_s(rate: float) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
+def batch_wait(max_batch: int, max_wait_s: float) -> str:
+    """``batch 1``, ``batch <= 32, wait 5 ms``: a batching setting as said everywhere."""
+    if max_batch == 1:
+        return "batch 1"
+    return f"batch <= {max_batch}, wait {1e3 * max_wait_s:g} ms"
+
+
 def core_list(cores: list[int]) -> str:
     """``core 15``, ``cores 0-14``, ``cores 2-3,7,9``: runs of cores as taskset writes them."""
     runs: list[list[int]] = []

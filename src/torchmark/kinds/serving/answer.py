@@ -21,8 +21,7 @@ from torchmark.judge import pace
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.point import LoadPoint
 from torchmark.kinds.serving.search import Search, bracket_of
-from torchmark.kinds.serving.server import Batching
-from torchmark.results.serving import DeviceAnswer, FleetDoc, PointDoc, ms, per_s
+from torchmark.results.serving import DeviceAnswer, FleetDoc, PointDoc, batch_wait, ms, per_s
 from torchmark.user.cost import cost_per_million
 
 
@@ -228,7 +227,7 @@ def device_answer(
         top=f.top,
         generator_bound=f.generator_bound,
         fleet=i,
-        batching=Batching(p.max_batch, p.max_wait_s).label,
+        batching=batch_wait(p.max_batch, p.max_wait_s),
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,

@@ -118,7 +118,6 @@ class LoadPoint:
 
     rate: float
     batching: Batching
-    instances: int
     windows: list[Window]
     kept: Requests  # every window's requests: the whole point
     span_s: float  # their schedule span: the point's duration
@@ -366,7 +365,6 @@ def run_point(
     return LoadPoint(
         rate=rate,
         batching=batching,
-        instances=fleet.instances,
         windows=windows,
         kept=Requests.concat([x.requests for x in data]),
         span_s=(data[-1].t1 - data[0].t0) if data else 0.0,

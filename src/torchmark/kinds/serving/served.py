@@ -99,8 +99,6 @@ def _input(spec: dict[str, Any], seed: int) -> np.ndarray:
 class Endpoint:
     """The Fleet of the module docstring over ``url`` (``http://host:port``)."""
 
-    instances = 1
-
     def __init__(
         self,
         url: str,

@@ -15,6 +15,7 @@ and a note says the run was stored before points were judged so.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -293,8 +294,6 @@ class GeneratorDoc(_Doc):
 
 def _load_in(sentence: str) -> float | None:
     """The load average a run stored before ``GeneratorDoc.load`` said in its sentence."""
-    import re
-
     found = re.search(r"\(load average ([0-9.]+)\)", sentence)
     return float(found.group(1)) if found else None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -311,9 +312,8 @@ class Serving:
             procs, threads = 1, None
         if served == "endpoint":
             name, label = "endpoint", cfg.endpoint or ""
-        doc = FleetDoc(device=name, label=label, processes=procs, threads=threads)
         where = _where(planned, cfg)
-        doc = doc.model_copy(update=where)
+        doc = FleetDoc(device=name, label=label, processes=procs, threads=threads, **where)
         live.payload.fleets.append(doc)
         index = len(live.payload.fleets) - 1
 
@@ -426,8 +426,6 @@ def _other_load() -> str | None:
     """A note when the machine was busy with other work as the run began (METHOD 2.11): a
     CPU's serving figures move with it (three runs minutes apart on a 2-core VM at load 5-6
     found 352, 13,137 and 17,289 req/s for one model and bound)."""
-    import os
-
     if not hasattr(os, "getloadavg"):
         return None
     load, cores = os.getloadavg()[0], available_cores()

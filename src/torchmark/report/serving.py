@@ -20,7 +20,7 @@ from torchmark import format as fmt
 from torchmark.judge import pace
 from torchmark.report.layout import Alt, Col, FitTable
 from torchmark.results import RunRecord
-from torchmark.results.serving import KIND, FleetDoc, PointDoc, ServingPayload, ms, per_s, read
+from torchmark.results.serving import KIND, FleetDoc, ServingPayload, batch_wait, ms, per_s, read
 
 OUTCOME_WORD = {"within": "within", "over": "OVER", "generator_behind": "gen. behind"}
 
@@ -114,7 +114,7 @@ def points_table(f: FleetDoc) -> FitTable:
         again = " R" if pt.confirm else ""  # the answer's re-confirmation
         t.row(
             _rate(pt.rate) + best + again,
-            _batching(pt),
+            _short(batch_wait(pt.max_batch, pt.max_wait_s)),
             OUTCOME_WORD[pt.outcome],
             _ms(pt.p50_s),
             _ms(pt.p99_s),
@@ -125,12 +125,6 @@ def points_table(f: FleetDoc) -> FitTable:
             ", ".join(f for f in pt.flags if f != "generator_behind"),  # the outcome says it
         )
     return t
-
-
-def _batching(pt: PointDoc) -> str:
-    if pt.max_batch == 1:
-        return "1"
-    return f"{pt.max_batch}, {1e3 * pt.max_wait_s:g} ms"
 
 
 def _short(batching: str) -> str:
@@ -227,8 +221,7 @@ def front_end_sentence(p: ServingPayload, device: str, share: float) -> str:
     if share < 0:  # served above the in-process capacity: each a bracket, neither exact
         return (
             f"{device}: as served reached {-100 * share:.0f} % more than in process{rates}: "
-            "the two "
-            "brackets overlap, the front end's share can't be told"
+            "the two brackets overlap, the front end's share can't be told"
         )
     return f"{device}: the front end takes {100 * share:.0f} %{rates}"
 

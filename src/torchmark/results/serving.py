@@ -15,6 +15,7 @@ and a note says the run was stored before points were judged so.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,13 @@ def ms(seconds: float) -> str:
 def per_s(rate: float) -> str:
     """A request rate as said everywhere in serving: ``1,242``, ``38.1``."""
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
+def batch_wait(max_batch: int, max_wait_s: float) -> str:
+    """``batch 1``, ``batch <= 32, wait 5 ms``: a batching setting as said everywhere."""
+    if max_batch == 1:
+        return "batch 1"
+    return f"batch <= {max_batch}, wait {1e3 * max_wait_s:g} ms"
 
 
 def core_list(cores: list[int]) -> str:
@@ -286,8 +294,6 @@ class GeneratorDoc(_Doc):
 
 def _load_in(sentence: str) -> float | None:
     """The load average a run stored before ``GeneratorDoc.load`` said in its sentence."""
-    import re
-
     found = re.search(r"\(load average ([0-9.]+)\)", sentence)
     return float(found.group(1)) if found else None
 
@@ -347,39 +353,23 @@ POINT_COLUMNS = (
 
 
 def point_rows(p: ServingPayload, run_id: str) -> list[dict[str, object]]:
-    """One row per load point, in the order measured (``export -f csv`` of a serving run)."""
+    """One row per load point, in the order measured (``export -f csv`` of a serving run);
+    a column named as a ``PointDoc`` field is that field."""
     rows: list[dict[str, object]] = []
     for f in p.fleets:
         for i, pt in enumerate(f.points):
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "device": f.device,
-                    "processes": f.processes,
-                    "threads": "" if f.threads is None else f.threads,
-                    "rate": pt.rate,
-                    "max_batch": pt.max_batch,
-                    "max_wait_s": pt.max_wait_s,
-                    "outcome": pt.outcome,
-                    "best": int(i == f.best),
-                    "achieved_rate": pt.achieved_rate,
-                    "n": pt.n,
-                    "failed": pt.failed,
-                    "over_bound": pt.over_bound,
-                    "p50_s": pt.p50_s,
-                    "p90_s": pt.p90_s,
-                    "p99_s": pt.p99_s,
-                    "p99_ci_low_s": pt.p99_ci_s[0],
-                    "p99_ci_high_s": pt.p99_ci_s[1],
-                    "p999_s": pt.p999_s,
-                    "duration_s": pt.duration_s,
-                    "loadgen": pt.loadgen,
-                    "early_p99_s": pt.early_p99_s,
-                    "confirm": int(pt.confirm),
-                    "flags": ";".join(pt.flags),
-                    "why": pt.why,
-                }
-            )
+            own = {
+                "run_id": run_id,
+                "device": f.device,
+                "processes": f.processes,
+                "threads": "" if f.threads is None else f.threads,
+                "best": int(i == f.best),
+                "p99_ci_low_s": pt.p99_ci_s[0],
+                "p99_ci_high_s": pt.p99_ci_s[1],
+                "confirm": int(pt.confirm),
+                "flags": ";".join(pt.flags),
+            }
+            rows.append({c: own[c] if c in own else getattr(pt, c) for c in POINT_COLUMNS})
     return rows
 
 

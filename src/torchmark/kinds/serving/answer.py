@@ -13,7 +13,7 @@ count and cost is taken at both ends, and only a choice that holds at both is ma
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from torchmark.judge import pace
 from torchmark.kinds.serving import stats
 from torchmark.kinds.serving.point import LoadPoint
 from torchmark.kinds.serving.search import Search, bracket_of
-from torchmark.results.serving import DeviceAnswer, FleetDoc, PointDoc, ms, per_s
+from torchmark.results.serving import DeviceAnswer, FleetDoc, PointDoc, batch_wait, ms, per_s
 from torchmark.user.cost import cost_per_million
 
 
@@ -32,7 +32,6 @@ def _f(x: float) -> float | None:
 def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> PointDoc:
     lat = p.latencies
     late = p.lateness
-    lat_s = p.kept.latency
     batch = p.kept.batch[p.kept.served]
     return PointDoc(
         rate=p.rate,
@@ -76,7 +75,7 @@ def point_doc(p: LoadPoint, processes: int = 1, threads: int | None = None) -> P
         parts_p99_s=[_f(x) for x in p.parts_p99_s],
         holds=p.holds,
         confirm=p.confirm,
-        latency_us=_kept_latencies(lat_s),
+        latency_us=_kept_latencies(p.kept.latency),
     )
 
 
@@ -228,7 +227,7 @@ def device_answer(
         top=f.top,
         generator_bound=f.generator_bound,
         fleet=i,
-        batching=_batching(p),
+        batching=batch_wait(p.max_batch, p.max_wait_s),
         split=f.split,
         p99_s=p.p99_s,
         p99_ci_s=p.p99_ci_s,
@@ -270,12 +269,6 @@ def device_answer(
 
 
 J_PER_KWH = 3.6e6
-
-
-def _batching(p: PointDoc) -> str:
-    if p.max_batch == 1:
-        return "batch 1"
-    return f"batch <= {p.max_batch}, wait {1e3 * p.max_wait_s:g} ms"
 
 
 def _sentence(a: DeviceAnswer, bound_s: float) -> str:
@@ -394,20 +387,3 @@ def _cheaper(priced: Sequence[DeviceAnswer], rate: float) -> str:
         return "can't tell which is cheaper: the search's brackets overlap in cost"
     k = min(costs[o.device][0] for o in others) / worst_best if worst_best > 0 else math.inf
     return f"{best.device} cheaper by {k:.2g}x"
-
-
-def answers(
-    fleets: Sequence[FleetDoc],
-    bound_s: float,
-    rate: float | None,
-    prices: Mapping[str, float],
-    energy_price: float | None = None,
-) -> list[DeviceAnswer]:
-    """One answer per device, in the order the devices were searched."""
-    by_device: dict[str, list[tuple[int, FleetDoc]]] = {}
-    for i, f in enumerate(fleets):
-        by_device.setdefault(f.device, []).append((i, f))
-    return [
-        device_answer(dev, fs[0][1].label, fs, bound_s, rate, prices.get(dev), energy_price)
-        for dev, fs in by_device.items()
-    ]

@@ -48,6 +48,7 @@ from torchmark.errors import TorchmarkError
 from torchmark.kinds.serving.arrivals import Arrivals
 from torchmark.kinds.serving.cores import affinity, pin
 from torchmark.kinds.serving.fleet import LEAD_S, WindowData, expect
+from torchmark.kinds.serving.oip import DATATYPES
 from torchmark.kinds.serving.server import Requests
 from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
 
@@ -104,20 +105,7 @@ def infer_request(
     ).encode() + body
 
 
-SIZES = {
-    "BOOL": 1,
-    "UINT8": 1,
-    "INT8": 1,
-    "UINT16": 2,
-    "INT16": 2,
-    "FP16": 2,
-    "UINT32": 4,
-    "INT32": 4,
-    "FP32": 4,
-    "UINT64": 8,
-    "INT64": 8,
-    "FP64": 8,
-}
+SIZES = {name: dtype.itemsize for name, dtype in DATATYPES.items()}
 
 
 def check_answer(

@@ -48,11 +48,10 @@ def can_pin() -> bool:
 def plan(
     allowed: Iterable[int] | None = None,
     pinnable: bool | None = None,
-    min_cores: int | None = None,
+    min_cores: int = MIN_CORES,
 ) -> CorePlan:
     """The plan for ``allowed`` (default: this process's affinity): the last core to the
     client, the rest to the server, where there are ``min_cores`` (``MIN_CORES``) or more."""
-    min_cores = MIN_CORES if min_cores is None else min_cores
     cores = tuple(sorted(set(allowed))) if allowed is not None else allowed_cores()
     if not (can_pin() if pinnable is None else pinnable):
         return CorePlan(

@@ -84,8 +84,6 @@ class WindowData:
 class Fleet(Protocol):
     """One or more serving instances of a model on one device."""
 
-    instances: int
-
     def single_stream(self, n: int, max_s: float) -> Requests: ...
 
     def offline(self, batch: int, n: int, max_s: float) -> tuple[Requests, float]: ...
@@ -97,8 +95,6 @@ class Fleet(Protocol):
 
 class Local:
     """One instance in this process, on ``clock``."""
-
-    instances = 1
 
     def __init__(self, executor: Executor, clock: Clock) -> None:
         self.executor, self.clock = executor, clock
@@ -147,8 +143,7 @@ def offline(
     server.serve_until(n, stop=lambda: clock.now() - t0 > max_s)
     done = server.head
     reqs = server.requests(0, done)
-    elapsed = float(reqs.finish[-1] - t0) if done else math.nan
-    return reqs, elapsed
+    return reqs, float(reqs.finish[-1] - t0) if done else math.nan
 
 
 def open_loop(

@@ -60,9 +60,8 @@ class GeneratorLimit:
 
     @property
     def limit(self) -> float:
-        """The highest rate tried whose median lateness was on time (0: none was)."""
-        ok = [c.rate for c in self.checks if c.on_time]
-        return max(ok) if ok else 0.0
+        """The highest rate tried that kept time (``RateCheck.on_time``; 0: none did)."""
+        return max((c.rate for c in self.checks if c.on_time), default=0.0)
 
     def doc(self) -> GeneratorDoc:
         """As the run stores it, with its limit in words (``said()``)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -51,6 +52,7 @@ from torchmark.run import watchdog
 from torchmark.run.record import open_run
 from torchmark.run.session import Events, Session
 from torchmark.store.base import ResultStore
+from torchmark.user.cost import device_prices
 from torchmark.workloads import Case
 
 CPU_BATCHES = (1, 8, 32)
@@ -152,13 +154,11 @@ class _Live:
     """The payload as the run goes: each point lands in it and is stored."""
 
     payload: ServingPayload
-    record: RunRecord
-    session: Session | None = None
+    session: Session
 
     def save(self) -> None:
-        stored.write(self.record, self.payload)
-        if self.session is not None:
-            self.session.checkpoint()
+        stored.write(self.session.record, self.payload)
+        self.session.checkpoint()
 
 
 @dataclass
@@ -183,13 +183,6 @@ class Serving:
 
     def run(self) -> RunRecord:
         validate(self.cfg)
-        # the in-process loop's own limit (an endpoint's points judge the HTTP client's
-        # lateness, per point)
-        gen = (
-            generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
-            if not self.cfg.endpoint
-            else None
-        )
         payload = ServingPayload(
             model=self.model_name or self.cfg.model,
             inputs=self.inputs,
@@ -202,7 +195,10 @@ class Serving:
             min_duration_s=self.cfg.min_duration_s,
             endpoint=self.cfg.endpoint or "",
         )
-        if gen is not None:
+        # the in-process loop's own limit (an endpoint's points judge the HTTP client's
+        # lateness, per point)
+        if not self.cfg.endpoint:
+            gen = generator.measure(seconds=self.cfg.generator_s, bound_s=self.cfg.bound_s)
             payload.generator = gen.doc()
         busy = _other_load()
         if busy:
@@ -210,7 +206,7 @@ class Serving:
         absent = missing() if self.cfg.as_served and not self.cfg.endpoint else None
         if absent:
             payload.notes.append(f"as served: not available, {absent}: in process only")
-        prices = _prices(self.cfg, self.devices)
+        prices = device_prices(dict(self.cfg.prices), self.devices)
         if self.cores is None:
             self.cores = plan_cores()
         plan = self._fleets()
@@ -223,7 +219,7 @@ class Serving:
             for f in plan:
                 # --budget is the device's: each fleet gets an equal share of what is left,
                 # so one that finishes early leaves its time to the next
-                fleets = _splits_of(plan, f.device)
+                fleets = [x for x in plan if x.device == f.device]
                 left = len(fleets) - fleets.index(f)
                 budget = max(0.0, self.cfg.budget_s - spent.get(f.device.name, 0.0)) / left
                 took = self._search(live, f, budget)
@@ -239,7 +235,7 @@ class Serving:
             stored.write(rec, p)
 
         session = open_run(KIND, self.cfg, self.devices, self.store, self.events, analyse=analyse)
-        live = _Live(payload, session.record, session)
+        live = _Live(payload, session)
         live.save()
         return session, live
 
@@ -292,7 +288,6 @@ class Serving:
 
     def _search(self, live: _Live, planned: _Planned, budget_s: float) -> float:
         """One fleet (a device, or one split of a CPU) searched; each point stored."""
-        assert live.session is not None
         case, served = planned.case, planned.served
         live.session.case_started(case)
         device, (procs, threads), cfg = case.device, planned.split, self.cfg
@@ -317,9 +312,8 @@ class Serving:
             procs, threads = 1, None
         if served == "endpoint":
             name, label = "endpoint", cfg.endpoint or ""
-        doc = FleetDoc(device=name, label=label, processes=procs, threads=threads)
         where = _where(planned, cfg)
-        doc = doc.model_copy(update=where)
+        doc = FleetDoc(device=name, label=label, processes=procs, threads=threads, **where)
         live.payload.fleets.append(doc)
         index = len(live.payload.fleets) - 1
 
@@ -355,22 +349,20 @@ class Serving:
                     s.stop_reason += f": {said}"
         except ForwardStuck as e:  # the fleet's verdict; its points kept, the run goes on
             doc.stop_reason = f"stuck: {e}"
-            answer.refresh(doc)
-            live.save()
-            return 0.0
         except (ServerError, ClientError) as e:
             if served != "oip":  # the user's endpoint or the in-process run: the run's error
                 raise
             # torchmark's server or client failed for this split: said, the run goes on
             doc.stop_reason = f"not served: {e}"
-            answer.refresh(doc)
+        else:
+            s.pace, s.pace_end = paced, (timer() if timer is not None else [])
+            done = answer.fleet_doc(s, name, label, procs, threads)
+            live.payload.fleets[index] = done.model_copy(update=where)
             live.save()
-            return 0.0
-        s.pace, s.pace_end = paced, (timer() if timer is not None else [])
-        done = answer.fleet_doc(s, name, label, procs, threads)
-        live.payload.fleets[index] = done.model_copy(update=where)
+            return s.elapsed_s
+        answer.refresh(doc)
         live.save()
-        return s.elapsed_s
+        return 0.0
 
     @contextlib.contextmanager
     def _fleet(self, device: Device, planned: _Planned, max_batch: int) -> Iterator[Fleet]:
@@ -434,8 +426,6 @@ def _other_load() -> str | None:
     """A note when the machine was busy with other work as the run began (METHOD 2.11): a
     CPU's serving figures move with it (three runs minutes apart on a 2-core VM at load 5-6
     found 352, 13,137 and 17,289 req/s for one model and bound)."""
-    import os
-
     if not hasattr(os, "getloadavg"):
         return None
     load, cores = os.getloadavg()[0], available_cores()
@@ -457,10 +447,6 @@ class _Planned:
     device: Device
     split: tuple[int, int | None]
     served: str = ""
-
-
-def _splits_of(plan: Sequence[_Planned], device: Device) -> list[_Planned]:
-    return [x for x in plan if x.device == device]
 
 
 def _where(planned: _Planned, cfg: ServingConfig) -> dict[str, Any]:
@@ -490,12 +476,6 @@ def _picklable(recipe: Recipe) -> bool:
     except Exception:
         return False
     return True
-
-
-def _prices(cfg: ServingConfig, devices: Sequence[Device]) -> dict[str, float]:
-    from torchmark.user.cost import device_prices
-
-    return device_prices(dict(cfg.prices), devices)
 
 
 def serve(

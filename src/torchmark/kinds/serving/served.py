@@ -44,8 +44,8 @@ from torchmark.errors import InputError, TorchmarkError
 from torchmark.kinds.serving.client import Client, Target, infer_request
 from torchmark.kinds.serving.cores import CorePlan, affinity
 from torchmark.kinds.serving.fleet import ForwardStuck, WindowData, stuck_text
-from torchmark.kinds.serving.oip import READY_LINE, STAMPS_ENV
-from torchmark.kinds.serving.server import GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
+from torchmark.kinds.serving.oip import DATATYPES, READY_LINE, STAMPS_ENV
+from torchmark.kinds.serving.server import FIELDS, GIVE_UP_BOUNDS, GIVE_UP_MIN_S, Batching, Requests
 from torchmark.run.isolation import where_stuck
 
 START_TIMEOUT_S = 180.0  # importing torch and building the model on a loaded host
@@ -78,8 +78,6 @@ def _post(url: str, doc: dict[str, Any], timeout: float = HTTP_TIMEOUT_S) -> Any
 
 def _input(spec: dict[str, Any], seed: int) -> np.ndarray:
     """Random data of the tensor's datatype and shape (batch 1), never zeros."""
-    from torchmark.kinds.serving.oip import DATATYPES
-
     name, dt, shape = spec.get("name"), spec.get("datatype"), spec.get("shape")
     dtype = DATATYPES.get(str(dt))
     if dtype is None or not isinstance(shape, list):
@@ -100,8 +98,6 @@ def _input(spec: dict[str, Any], seed: int) -> np.ndarray:
 
 class Endpoint:
     """The Fleet of the module docstring over ``url`` (``http://host:port``)."""
-
-    instances = 1
 
     def __init__(
         self,
@@ -134,7 +130,6 @@ class Endpoint:
                 f"--endpoint {self.url} has no model {model!r} ({status}: {err}); "
                 "give its name with --model-name"
             )
-        self.meta = meta
         inputs = [
             (s["name"], s["datatype"], _input(s, seed + i))
             for i, s in enumerate(meta.get("inputs") or [])
@@ -214,7 +209,7 @@ class Endpoint:
         reqs, took = self.client.offline(n, max_s, max(64, 4 * batch))
         self._check()
         ok = reqs.served & ~reqs.failed
-        return Requests(*(getattr(reqs, k)[ok] for k in _FIELDS)), took
+        return Requests(*(getattr(reqs, k)[ok] for k in FIELDS)), took
 
     def windows(
         self, rate: float, batching: Batching, window_s: float, bound_s: float, seed: int
@@ -236,9 +231,6 @@ class Endpoint:
                 close()
 
 
-_FIELDS = ("arrival", "start", "finish", "lateness", "failed", "batch")
-
-
 def missing() -> str | None:
     """Why serving over HTTP is not available here (None: it is): the server needs uvicorn,
     the client httptools (both in the ``server`` extra)."""
@@ -254,7 +246,6 @@ def _die_with_parent() -> None:
     """In the server's process before it runs: SIGTERM when the parent dies (even by
     SIGKILL), so no server outlives the run that started it."""
     import ctypes
-    import signal
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from torchmark.kinds.serving.clock import Clock
-from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS
+from torchmark.results.serving import MAX_ERRORS, OTHER_ERRORS, batch_wait
 from torchmark.user.source import one_line
 
 # A request waiting this many times the bound (and at least this long in seconds) means a
@@ -63,9 +63,7 @@ class Batching:
 
     @property
     def label(self) -> str:
-        if self.max_batch == 1:
-            return "batch 1"
-        return f"batch <= {self.max_batch}, wait {1e3 * self.max_wait_s:g} ms"
+        return batch_wait(self.max_batch, self.max_wait_s)
 
 
 class Executor(Protocol):

@@ -50,8 +50,7 @@ def quantile_ci(
 ) -> tuple[float, float]:
     """Distribution-free interval of the q-quantile (``stats.order``); a bound the
     requests cannot give (too few of them) is NaN, never a guess."""
-    a = np.sort(np.asarray(x, dtype=float))
-    return order.ci_of_sorted(a, q, confidence)
+    return order.ci_of_sorted(np.sort(np.asarray(x, dtype=float)), q, confidence)
 
 
 def _ranks(n: np.ndarray, q: float, confidence: float) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,19 @@ import torch
 
 pytest_plugins = ["abandonsaid"]
 
+# rich fixes a console's size for good where COLUMNS and LINES are both set when it is made
+# (the CLI's consoles are made on import): an xdist worker starts with LINES set, so the
+# first importer's COLUMNS held for every later test. Each test sets its own (below).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): a worker per usable core, at most 4. Integration
+    tests run real CPU work, servers and torchrun: more workers only queue for the cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

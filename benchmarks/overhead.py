@@ -139,7 +139,7 @@ def main() -> int:
     print(f"  {inside * 1e6:.2f} us = {inside / CPU_SAMPLE_S:.4%} of a 10 ms sample\n")
 
     print("outside it (decide, bookkeeping, telemetry hook), wall time only; the mean is the")
-    print("amortised cost (the noise check runs every sample to n = 64, then every n/32-th)")
+    print("amortised cost (the noise check runs every sample to n = 64, then 32 times a doubling)")
     print("and also catches the other jobs' preemptions, which the median leaves out:")
     print(f"{'op':12} {'calls/sample':>12} {'median':>9} {'mean':>9} {'mean % of 10 ms':>16}")
     for name, fn in (("no-op", noop), ("10 us spin", spin_10us)):

@@ -97,6 +97,30 @@ def test_noise_is_checked_every_n_over_32_samples_beyond_64() -> None:
     assert rule.decide(flat[:131], 10.0) == "converged"
 
 
+def test_the_noise_checks_over_a_run_read_a_bounded_number_of_samples_per_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each check reads all n samples: checked every n/64-th to n/32-th, a run pays the same
+    # per sample at any length; a step of n // 32 checks every 32nd sample (n = 32 * (n // 32)
+    # comes round each time), ~160 samples read per sample at 10,000 and ~1,560 at 100,000
+    read = [0]
+
+    def counted(samples: Sequence[float]) -> float:
+        read[0] += len(samples)
+        return len(samples) ** -0.5  # steady noise, never pinned to the target below
+
+    monkeypatch.setattr("torchmark.timing.stopping.rel_ci_halfwidth", counted)
+    rule = Adaptive(min_time_s=0.0, target=1e-9, max_samples=10**9, reach=0.0)
+    per_sample = {}
+    grown: list[float] = []
+    for n in range(1, 100_001):
+        grown.append(1e-3)
+        assert rule.decide(grown, 1.0) is None
+        if n in (10_000, 100_000):
+            per_sample[n] = read[0] / n
+    assert per_sample[10_000] < 64 and per_sample[100_000] < 64, per_sample
+
+
 def test_fixed() -> None:
     rule = Fixed(samples=7, max_time_s=1.0)
     assert rule.decide([1e-3] * 6, 0.5) is None

@@ -73,10 +73,12 @@ class Adaptive:
     and busy 0.2-2 s stretches the default reads +8.4 % (the model preset +2.1 %) where a
     fixed count reads +8.2 % and a fixed 0.2 s +9.2 %.
 
-    The noise check costs O(n) (decide() ~6 µs at n = 64, ~90 µs at n = 10,000, mostly
-    turning the list into an array; scipy's quantile_test took ~0.6-1.3 ms): done at every
-    sample up to n = 64, then every n/32-th, it costs ~4-10 µs per sample amortised
-    (benchmarks/overhead.py) and stops at most ~3 % of n later.
+    The noise check costs O(n) (decide() at a checked n: ~6-25 µs at n = 64, ~0.8 ms at
+    n = 10,000 on a 2-core VM; scipy's quantile_test took ~1.3-1.5 ms there). It runs at
+    every sample up to n = 64, then 32 times per doubling of n (every n/64-th to n/32-th
+    sample; a step of n // 32 checked every 32nd sample, since n = 32 * (n // 32) comes
+    round each time, and cost O(n) a sample): a few µs per sample amortised at any n
+    (benchmarks/overhead.py), stopping at most ~3 % of n later.
     """
 
     min_samples: int = 10
@@ -99,7 +101,7 @@ class Adaptive:
             )
         if n < self.min_samples or elapsed_s < self.min_time_s:
             return None
-        if n > 64 and n % (n // 32):
+        if n > 64 and n % (1 << (n.bit_length() - 6)):  # 32 checks per doubling of n
             return None
         noise = rel_ci_halfwidth(samples)
         if noise <= self.target:
